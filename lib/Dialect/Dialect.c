@@ -1,0 +1,34 @@
+/* Loading the dtensor dialect from its IRDL definition. */
+#include "dtensor-c/Dialect.h"
+
+#include "mlir-c/Dialect/IRDL.h"
+#include "mlir-c/RegisterEverything.h"
+
+/* Generated from lib/Dialect/dtensor.irdl.mlir by cmake/EmbedText.cmake. */
+extern const char dtIrdlSource[];
+
+MlirLogicalResult dtensorContextLoadDialect(MlirContext ctx) {
+  if (mlirContextIsRegisteredOperation(
+          ctx, mlirStringRefCreateFromCString("dtensor.mesh")))
+    return mlirLogicalResultSuccess();
+  mlirDialectHandleLoadDialect(mlirGetDialectHandle__irdl__(), ctx);
+  MlirModule definition = mlirModuleCreateParse(
+      ctx, mlirStringRefCreateFromCString(dtIrdlSource));
+  if (mlirModuleIsNull(definition))
+    return mlirLogicalResultFailure();
+  MlirLogicalResult result = mlirLoadIRDLDialects(definition);
+  mlirModuleDestroy(definition);
+  return result;
+}
+
+MlirContext dtensorContextCreate(void) {
+  MlirDialectRegistry registry = mlirDialectRegistryCreate();
+  mlirRegisterAllDialects(registry);
+  MlirContext ctx = mlirContextCreateWithRegistry(registry, false);
+  mlirDialectRegistryDestroy(registry);
+  if (mlirLogicalResultIsFailure(dtensorContextLoadDialect(ctx))) {
+    mlirContextDestroy(ctx);
+    return (MlirContext){NULL};
+  }
+  return ctx;
+}

@@ -1,0 +1,33 @@
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "Diag.h"
+
+bool dtDiag(DtensorDiag *diag, int column, const char *format, ...) {
+  if (!diag)
+    return false;
+  va_list args;
+  va_start(args, format);
+  vsnprintf(diag->message, sizeof(diag->message), format, args);
+  va_end(args);
+  diag->column = column;
+  return false;
+}
+
+DtBuf dtBufInit(char *data, size_t capacity) {
+  DtBuf buf = {data, capacity, 0};
+  if (data && capacity)
+    data[0] = '\0';
+  return buf;
+}
+
+void dtBufPrintf(DtBuf *buf, const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  size_t room = buf->length < buf->capacity ? buf->capacity - buf->length : 0;
+  char *at = room ? buf->data + buf->length : NULL;
+  int n = vsnprintf(at, room, format, args);
+  va_end(args);
+  if (n > 0)
+    buf->length += (size_t)n;
+}

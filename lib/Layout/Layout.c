@@ -1,0 +1,252 @@
+/* Layout: which device holds which block of a tensor.
+ *
+ * Convention (docs/layouts.md): a dim split by axes a0..ak-1 (a0 major) is cut
+ * into N = prod(size(ai)) chunks of ceil(D / N) elements, as torch.chunk does;
+ * the device whose coordinates give linear chunk index
+ * L = ((c[a0] * n[a1]) + c[a1]) * ... holds [min(L*c, D), min((L+1)*c, D)).
+ * Trailing chunks are smaller or empty. With an interleave factor g the dim is
+ * g equal groups, each cut the same way, and a device holds its chunk of every
+ * group.
+ */
+#include "dtensor-c/Layout.h"
+
+#include "Diag.h"
+
+#include <string.h>
+
+static const size_t kElementSizes[] = {4, 8, 2, 2, 1, 1, 2, 4, 8};
+static const char *const kElementNames[] = {"f32", "f64", "f16", "bf16", "i1",
+                                            "i8",  "i16", "i32", "i64"};
+#define NUM_ELEMENT_TYPES (sizeof(kElementSizes) / sizeof(kElementSizes[0]))
+
+size_t dtensorElementTypeGetSize(DtensorElementType type) {
+  return (size_t)type < NUM_ELEMENT_TYPES ? kElementSizes[type] : 0;
+}
+
+const char *dtensorElementTypeGetName(DtensorElementType type) {
+  return (size_t)type < NUM_ELEMENT_TYPES ? kElementNames[type] : "invalid";
+}
+
+bool dtensorElementTypeParse(const char *name, DtensorElementType *outType) {
+  for (size_t i = 0; i < NUM_ELEMENT_TYPES; ++i)
+    if (strcmp(name, kElementNames[i]) == 0) {
+      *outType = (DtensorElementType)i;
+      return true;
+    }
+  return false;
+}
+
+bool dtensorLayoutInit(const DtensorMesh *mesh,
+                       const DtensorShardingSpec *spec, int rank,
+                       const int64_t *shape, DtensorElementType elementType,
+                       DtensorLayout *outLayout, DtensorDiag *outDiag) {
+  if (rank < 0 || rank > DTENSOR_MAX_TENSOR_RANK)
+    return dtDiag(outDiag, -1, "tensor rank %d is out of range (0..%d)", rank,
+                  DTENSOR_MAX_TENSOR_RANK);
+  if ((size_t)elementType >= NUM_ELEMENT_TYPES)
+    return dtDiag(outDiag, -1, "invalid element type %d", (int)elementType);
+  if (!dtensorShardingSpecCheck(spec, mesh, rank, shape, outDiag))
+    return false;
+  memset(outLayout, 0, sizeof(*outLayout));
+  outLayout->mesh = mesh;
+  outLayout->spec = *spec;
+  outLayout->rank = rank;
+  memcpy(outLayout->shape, shape, (size_t)rank * sizeof(int64_t));
+  outLayout->elementType = elementType;
+  return true;
+}
+
+static int64_t groups(const DtensorLayout *layout, int dim) {
+  int64_t g = layout->spec.interleave[dim];
+  return layout->spec.numAxes[dim] && g > 1 ? g : 1;
+}
+
+int64_t dtensorLayoutGetNumShards(const DtensorLayout *layout, int dim) {
+  int64_t n = 1;
+  for (int i = 0; i < layout->spec.numAxes[dim]; ++i)
+    n *= dtensorMeshGetAxisSize(layout->mesh, layout->spec.axes[dim][i]);
+  return n;
+}
+
+static int64_t shardIndexFromCoords(const DtensorLayout *layout,
+                                    const int64_t *coords, int dim) {
+  int64_t l = 0;
+  for (int i = 0; i < layout->spec.numAxes[dim]; ++i) {
+    int a = layout->spec.axes[dim][i];
+    l = l * dtensorMeshGetAxisSize(layout->mesh, a) + coords[a];
+  }
+  return l;
+}
+
+int64_t dtensorLayoutGetShardIndex(const DtensorLayout *layout, int64_t device,
+                                   int dim) {
+  int64_t coords[DTENSOR_MAX_MESH_RANK];
+  dtensorMeshGetCoords(layout->mesh, device, coords);
+  return shardIndexFromCoords(layout, coords, dim);
+}
+
+/* The chunk of one group held by shard index `l`: [begin, end) in the group. */
+static DtensorRange chunkOf(const DtensorLayout *layout, int dim, int64_t l) {
+  int64_t groupSize = layout->shape[dim] / groups(layout, dim);
+  int64_t n = dtensorLayoutGetNumShards(layout, dim);
+  int64_t chunk = (groupSize + n - 1) / n;
+  DtensorRange r;
+  r.begin = l * chunk < groupSize ? l * chunk : groupSize;
+  r.end = r.begin + chunk < groupSize ? r.begin + chunk : groupSize;
+  return r;
+}
+
+void dtensorLayoutGetLocalShape(const DtensorLayout *layout, int64_t device,
+                                int64_t *outShape) {
+  int64_t coords[DTENSOR_MAX_MESH_RANK];
+  dtensorMeshGetCoords(layout->mesh, device, coords);
+  for (int d = 0; d < layout->rank; ++d) {
+    DtensorRange r = chunkOf(layout, d, shardIndexFromCoords(layout, coords, d));
+    outShape[d] = (r.end - r.begin) * groups(layout, d);
+  }
+}
+
+void dtensorLayoutGetMaxLocalShape(const DtensorLayout *layout,
+                                   int64_t *outShape) {
+  for (int d = 0; d < layout->rank; ++d) {
+    DtensorRange r = chunkOf(layout, d, 0);
+    outShape[d] = (r.end - r.begin) * groups(layout, d);
+  }
+}
+
+bool dtensorLayoutIsEven(const DtensorLayout *layout) {
+  for (int d = 0; d < layout->rank; ++d) {
+    int64_t groupSize = layout->shape[d] / groups(layout, d);
+    if (groupSize % dtensorLayoutGetNumShards(layout, d) != 0)
+      return false;
+  }
+  return true;
+}
+
+int dtensorLayoutGetLocalRanges(const DtensorLayout *layout, int64_t device,
+                                int dim, DtensorRange *outRanges) {
+  DtensorRange r =
+      chunkOf(layout, dim, dtensorLayoutGetShardIndex(layout, device, dim));
+  int64_t g = groups(layout, dim), groupSize = layout->shape[dim] / g;
+  for (int64_t i = 0; i < g; ++i) {
+    outRanges[i].begin = i * groupSize + r.begin;
+    outRanges[i].end = i * groupSize + r.end;
+  }
+  return (int)g;
+}
+
+int64_t dtensorLayoutGetLocalBytes(const DtensorLayout *layout,
+                                   int64_t device) {
+  int64_t shape[DTENSOR_MAX_TENSOR_RANK];
+  dtensorLayoutGetLocalShape(layout, device, shape);
+  int64_t n = (int64_t)dtensorElementTypeGetSize(layout->elementType);
+  for (int d = 0; d < layout->rank; ++d)
+    n *= shape[d];
+  return n;
+}
+
+/* The shard index that holds global element `index` along `dim`, and the
+ * element's position within the device's local block. */
+static void locate(const DtensorLayout *layout, int dim, int64_t index,
+                   int64_t *outShard, int64_t *outLocal) {
+  int64_t g = groups(layout, dim), groupSize = layout->shape[dim] / g;
+  int64_t n = dtensorLayoutGetNumShards(layout, dim);
+  int64_t chunk = (groupSize + n - 1) / n;
+  int64_t group = index / groupSize, pos = index % groupSize;
+  int64_t l = pos / chunk;
+  DtensorRange r = chunkOf(layout, dim, l);
+  *outShard = l;
+  *outLocal = group * (r.end - r.begin) + (pos - r.begin);
+}
+
+bool dtensorLayoutGlobalToLocal(const DtensorLayout *layout, int64_t device,
+                                const int64_t *index, int64_t *outLocal) {
+  int64_t coords[DTENSOR_MAX_MESH_RANK];
+  dtensorMeshGetCoords(layout->mesh, device, coords);
+  for (int d = 0; d < layout->rank; ++d) {
+    int64_t shard;
+    locate(layout, d, index[d], &shard, &outLocal[d]);
+    if (shard != shardIndexFromCoords(layout, coords, d))
+      return false;
+  }
+  return true;
+}
+
+void dtensorLayoutLocalToGlobal(const DtensorLayout *layout, int64_t device,
+                                const int64_t *local, int64_t *outIndex) {
+  int64_t coords[DTENSOR_MAX_MESH_RANK];
+  dtensorMeshGetCoords(layout->mesh, device, coords);
+  for (int d = 0; d < layout->rank; ++d) {
+    DtensorRange r =
+        chunkOf(layout, d, shardIndexFromCoords(layout, coords, d));
+    int64_t size = r.end - r.begin;
+    int64_t groupSize = layout->shape[d] / groups(layout, d);
+    int64_t group = size ? local[d] / size : 0;
+    int64_t within = size ? local[d] % size : 0;
+    outIndex[d] = group * groupSize + r.begin + within;
+  }
+}
+
+int64_t dtensorLayoutGetOwners(const DtensorLayout *layout,
+                               const int64_t *index, int64_t *outDevices,
+                               int64_t capacity) {
+  int64_t want[DTENSOR_MAX_TENSOR_RANK];
+  for (int d = 0; d < layout->rank; ++d) {
+    int64_t local;
+    locate(layout, d, index[d], &want[d], &local);
+  }
+  int64_t count = 0, n = dtensorMeshGetNumDevices(layout->mesh);
+  int64_t coords[DTENSOR_MAX_MESH_RANK];
+  for (int64_t dev = 0; dev < n; ++dev) {
+    dtensorMeshGetCoords(layout->mesh, dev, coords);
+    bool holds = true;
+    for (int d = 0; d < layout->rank && holds; ++d)
+      holds = shardIndexFromCoords(layout, coords, d) == want[d];
+    if (!holds)
+      continue;
+    if (count < capacity)
+      outDevices[count] = dev;
+    ++count;
+  }
+  return count;
+}
+
+/* Axes along which devices hold identical data: neither sharding nor Partial. */
+static bool isReplicaAxis(const DtensorLayout *layout, int axis) {
+  if (layout->spec.partial[axis] != DTENSOR_REDUCE_NONE)
+    return false;
+  for (int d = 0; d < layout->rank; ++d)
+    for (int i = 0; i < layout->spec.numAxes[d]; ++i)
+      if (layout->spec.axes[d][i] == axis)
+        return false;
+  return true;
+}
+
+int64_t dtensorLayoutGetReplicaGroup(const DtensorLayout *layout,
+                                     int64_t device, int64_t *outDevices,
+                                     int64_t capacity) {
+  int meshRank = dtensorMeshGetRank(layout->mesh);
+  int64_t base[DTENSOR_MAX_MESH_RANK], coords[DTENSOR_MAX_MESH_RANK];
+  dtensorMeshGetCoords(layout->mesh, device, base);
+  int64_t count = 0, n = dtensorMeshGetNumDevices(layout->mesh);
+  for (int64_t dev = 0; dev < n; ++dev) {
+    dtensorMeshGetCoords(layout->mesh, dev, coords);
+    bool same = true;
+    for (int a = 0; a < meshRank && same; ++a)
+      same = isReplicaAxis(layout, a) || coords[a] == base[a];
+    if (!same)
+      continue;
+    if (count < capacity)
+      outDevices[count] = dev;
+    ++count;
+  }
+  return count;
+}
+
+int64_t dtensorLayoutGetNumReplicaGroups(const DtensorLayout *layout) {
+  int64_t groupsCount = 1;
+  for (int a = 0; a < dtensorMeshGetRank(layout->mesh); ++a)
+    if (!isReplicaAxis(layout, a))
+      groupsCount *= dtensorMeshGetAxisSize(layout->mesh, a);
+  return groupsCount;
+}
