@@ -66,18 +66,26 @@ MlirOperation dtEnclosingModule(MlirOperation op) {
   return op;
 }
 
-bool dtensorAttributeIsALayout(MlirAttribute attr) {
+/* Whether `attr` belongs to the dtensor dialect (no printing needed). */
+static bool isDtensorAttribute(MlirAttribute attr) {
   if (mlirAttributeIsNull(attr))
     return false;
   MlirDialect dialect = mlirAttributeGetDialect(attr);
   if (mlirDialectIsNull(dialect))
     return false;
   MlirStringRef ns = mlirDialectGetNamespace(dialect);
-  if (ns.length != 7 || memcmp(ns.data, "dtensor", 7) != 0)
+  return ns.length == 7 && memcmp(ns.data, "dtensor", 7) == 0;
+}
+
+static const char kLayoutPrefix[] = "#dtensor.layout<";
+
+bool dtensorAttributeIsALayout(MlirAttribute attr) {
+  if (!isDtensorAttribute(attr))
     return false;
-  char head[24];
+  /* The C API cannot read a dynamic attribute's name: print its head. */
+  char head[sizeof(kLayoutPrefix)];
   dtAttributePrint(attr, head, sizeof(head));
-  return strncmp(head, "#dtensor.layout<", 16) == 0;
+  return strcmp(head, kLayoutPrefix) == 0;
 }
 
 static bool isPlainSymbol(const char *s, size_t n) {
@@ -134,12 +142,13 @@ static const char *readQuoted(const char *p, char *out, size_t capacity) {
 
 bool dtensorLayoutAttrGetParts(MlirAttribute attr,
                                DtensorLayoutAttrParts *outParts) {
-  if (!dtensorAttributeIsALayout(attr))
+  if (!isDtensorAttribute(attr))
     return false;
   char text[1536];
-  if (dtAttributePrint(attr, text, sizeof(text)) >= sizeof(text))
+  if (dtAttributePrint(attr, text, sizeof(text)) >= sizeof(text) ||
+      strncmp(text, kLayoutPrefix, strlen(kLayoutPrefix)) != 0)
     return false;
-  const char *p = text + strlen("#dtensor.layout<");
+  const char *p = text + strlen(kLayoutPrefix);
   if (*p++ != '@')
     return false;
   if (*p == '"') {

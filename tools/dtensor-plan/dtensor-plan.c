@@ -70,7 +70,6 @@ static void drawGrid(const DtensorLayout *l) {
     cb[0] = 0;
     cb[1] = 1;
   }
-  int64_t devs = dtensorMeshGetNumDevices(l->mesh);
   const int width = 14;
   char sep[4096];
   int pos = 0;
@@ -99,7 +98,6 @@ static void drawGrid(const DtensorLayout *l) {
           for (int64_t i = 0; i < k && i < 256 && n < 100; ++i)
             n += snprintf(cell + n, sizeof(cell) - (size_t)n, "%s%lld",
                           i ? "," : "", (long long)owners[i]);
-          (void)devs;
         } else if (l->rank > 1) {
           snprintf(cell, sizeof(cell), "%lldx%lld",
                    (long long)(rb[r + 1] - rb[r]),
