@@ -24,6 +24,15 @@ DTENSOR_EXPORT MlirLogicalResult dtensorContextLoadDialect(MlirContext ctx);
 /// context if the dialect does not load.
 DTENSOR_EXPORT MlirContext dtensorContextCreate(void);
 
+/// Parses `source` into a builtin.module as mlir-opt does: a single top-level
+/// module is returned as is, anything else is wrapped in an implicit module.
+/// Locations name `sourceName`, lines and columns are those of `source`.
+/// Returns a null operation after emitting diagnostics on failure; the
+/// caller owns the result (mlirOperationDestroy).
+DTENSOR_EXPORT MlirOperation dtensorSourceParse(MlirContext ctx,
+                                                MlirStringRef source,
+                                                MlirStringRef sourceName);
+
 /// Returns whether `attr` is a `#dtensor.layout<@mesh, "spec">`.
 DTENSOR_EXPORT bool dtensorAttributeIsALayout(MlirAttribute attr);
 

@@ -1,0 +1,79 @@
+/*===- dtensor-c/Passes.h - dtensor passes and pipelines ----------*- C -*-===*
+ *
+ * The dtensor passes, created from C and usable in any MLIR pass manager,
+ * their registry (names, options) and a textual pipeline parser that mixes
+ * dtensor and upstream passes. See docs/passes.md.
+ *
+ *===----------------------------------------------------------------------===*/
+#ifndef DTENSOR_C_PASSES_H
+#define DTENSOR_C_PASSES_H
+
+#include "dtensor-c/Support.h"
+#include "mlir-c/Pass.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// The kind of value a pass option takes.
+typedef enum DtensorPassOptionType {
+  DTENSOR_OPTION_BOOL,   /* true/false, 1/0 */
+  DTENSOR_OPTION_INT,    /* a decimal integer */
+  DTENSOR_OPTION_STRING, /* any text (quote it if it has spaces or braces) */
+  DTENSOR_OPTION_ENUM,   /* one of the '|'-separated `values` */
+} DtensorPassOptionType;
+
+/// One option of a pass, as `--help` lists it.
+typedef struct DtensorPassOptionInfo {
+  const char *name;
+  DtensorPassOptionType type;
+  const char *defaultValue;
+  const char *values; /* DTENSOR_OPTION_ENUM: "a|b|c"; NULL otherwise */
+  const char *description;
+} DtensorPassOptionInfo;
+
+/// A registered dtensor pass: its flag name, summary and options.
+typedef struct DtensorPassInfo {
+  const char *argument;
+  const char *summary;
+  int numOptions;
+  const DtensorPassOptionInfo *options;
+} DtensorPassInfo;
+
+/// Returns the number of dtensor passes.
+DTENSOR_EXPORT int dtensorPassGetNumRegistered(void);
+
+/// Returns the `index`-th dtensor pass (borrowed, static), or NULL when out
+/// of range.
+DTENSOR_EXPORT const DtensorPassInfo *dtensorPassGetRegistered(int index);
+
+/// Returns the dtensor pass whose flag name is `argument`, or NULL.
+DTENSOR_EXPORT const DtensorPassInfo *dtensorPassLookup(MlirStringRef argument);
+
+/// Creates the dtensor pass `argument` with `options` ("key=value ..."; may
+/// be empty); the caller owns the pass (a pass manager takes it). Returns a
+/// null pass and fills `outDiag` for an unknown pass or bad options.
+DTENSOR_EXPORT MlirPass dtensorPassCreate(MlirStringRef argument,
+                                          MlirStringRef options,
+                                          DtensorDiag *outDiag);
+
+/// Creates the `dtensor-verify` pass: runs dtensorVerify and fails on error.
+DTENSOR_EXPORT MlirPass dtensorCreateVerifyPass(void);
+
+/// Registers every upstream MLIR pass so that pipelines can name them; call
+/// once before dtensorPassManagerAddPipeline.
+DTENSOR_EXPORT void dtensorRegisterUpstreamPasses(void);
+
+/// Parses `pipeline` and adds it to `pm`. The text is either a list of
+/// elements (`a, b{k=v}, func.func(c)`) or one anchored pipeline
+/// (`builtin.module(a, b)`) whose anchor must be `pm`'s. dtensor passes and
+/// upstream passes mix freely. On failure returns failure and fills
+/// `outDiag` (its column is 0-based in `pipeline`).
+DTENSOR_EXPORT MlirLogicalResult dtensorPassManagerAddPipeline(
+    MlirOpPassManager pm, MlirStringRef pipeline, DtensorDiag *outDiag);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DTENSOR_C_PASSES_H */

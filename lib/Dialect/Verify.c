@@ -1,0 +1,566 @@
+/* The dtensor verifier: what IRDL cannot check (mesh symbols, spec syntax,
+ * ranks, local shapes, collective fields). Every error is emitted at the
+ * offending op's location; verification goes on past the first error so a
+ * user sees all of them in one run. */
+#include "DialectInternal.h"
+
+#include "mlir-c/BuiltinAttributes.h"
+#include "mlir-c/BuiltinTypes.h"
+#include "mlir-c/Diagnostics.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Verifier {
+  bool failed;
+} Verifier;
+
+#define MAX_GROUP_DEVICES (1 << 20)
+
+static MlirAttribute getAttr(MlirOperation op, const char *name) {
+  return mlirOperationGetAttributeByName(op,
+                                         mlirStringRefCreateFromCString(name));
+}
+
+/* The op's name as text, for messages ("'dtensor.annotate' op ..."). */
+static void opName(MlirOperation op, char *out, size_t capacity) {
+  MlirStringRef n = mlirIdentifierStr(mlirOperationGetName(op));
+  snprintf(out, capacity, "%.*s", (int)n.length, n.data);
+}
+
+static void opError(Verifier *v, MlirOperation op, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void opError(Verifier *v, MlirOperation op, const char *format, ...) {
+  char name[128], message[900];
+  va_list args;
+  va_start(args, format);
+  vsnprintf(message, sizeof(message), format, args);
+  va_end(args);
+  opName(op, name, sizeof(name));
+  dtEmitError(mlirOperationGetLocation(op), "'%s' op %s", name, message);
+  v->failed = true;
+}
+
+/* Checks `attr` as a layout for a value of `type`; `what` names the value in
+ * the message. On success fills `outLayout`/`outMesh` when asked. */
+static bool checkLayout(Verifier *v, MlirOperation op, MlirAttribute attr,
+                        MlirType type, const char *what, DtensorMesh **outMesh,
+                        DtensorLayout *outLayout) {
+  DtensorMesh *mesh = NULL;
+  DtensorLayout layout;
+  DtensorDiag diag;
+  if (!dtensorLayoutFromAttr(op, attr, type, &mesh, &layout, &diag)) {
+    opError(v, op, "%s: %s", what, diag.message);
+    return false;
+  }
+  if (outMesh) {
+    *outMesh = mesh;
+    *outLayout = layout;
+  } else
+    dtensorMeshDestroy(mesh);
+  return true;
+}
+
+/* ---- dtensor.mesh ------------------------------------------------------ */
+
+static void verifyMesh(Verifier *v, MlirOperation op) {
+  MlirOperation parent = mlirOperationGetParentOperation(op);
+  if (mlirOperationIsNull(parent) || !dtOpIsA(parent, "builtin.module")) {
+    opError(v, op, "must be at the top level of a builtin.module, where "
+                   "layouts can refer to it by name");
+    return;
+  }
+  MlirAttribute sym = getAttr(op, "sym_name");
+  if (mlirAttributeIsNull(sym) || !mlirAttributeIsAString(sym)) {
+    opError(v, op, "needs a string 'sym_name'");
+    return;
+  }
+  MlirStringRef name = mlirStringAttrGetValue(sym);
+  for (MlirOperation prev = mlirBlockGetFirstOperation(mlirOperationGetBlock(op));
+       !mlirOperationEqual(prev, op); prev = mlirOperationGetNextInBlock(prev)) {
+    MlirAttribute other = getAttr(prev, "sym_name");
+    if (dtOpIsA(prev, "dtensor.mesh") && !mlirAttributeIsNull(other) &&
+        mlirAttributeIsAString(other) &&
+        mlirStringRefEqual(mlirStringAttrGetValue(other), name)) {
+      opError(v, op, "redefines mesh '@%.*s'; mesh names must be unique in a "
+                     "module", (int)name.length, name.data);
+      return;
+    }
+  }
+  DtensorDiag diag;
+  DtensorMesh *mesh = dtensorMeshCreateFromOp(op, &diag);
+  if (!mesh) {
+    opError(v, op, "%s", diag.message);
+    return;
+  }
+  dtensorMeshDestroy(mesh);
+}
+
+/* ---- layouts on functions and on ops ------------------------------------ */
+
+static MlirAttribute dictLayout(MlirAttribute dict) {
+  if (mlirAttributeIsNull(dict) || !mlirAttributeIsADictionary(dict))
+    return (MlirAttribute){NULL};
+  return mlirDictionaryAttrGetElementByName(
+      dict, mlirStringRefCreateFromCString("dtensor.layout"));
+}
+
+/* `arg_attrs`/`res_attrs` of any function-like op with a `function_type`. */
+static void verifyFunctionLayouts(Verifier *v, MlirOperation op) {
+  MlirAttribute fnType = getAttr(op, "function_type");
+  if (mlirAttributeIsNull(fnType) || !mlirAttributeIsAType(fnType))
+    return;
+  MlirType type = mlirTypeAttrGetValue(fnType);
+  if (!mlirTypeIsAFunction(type))
+    return;
+  const char *keys[2] = {"arg_attrs", "res_attrs"};
+  const char *what[2] = {"argument", "result"};
+  for (int k = 0; k < 2; ++k) {
+    MlirAttribute list = getAttr(op, keys[k]);
+    if (mlirAttributeIsNull(list) || !mlirAttributeIsAArray(list))
+      continue;
+    intptr_t n = mlirArrayAttrGetNumElements(list);
+    intptr_t count = k == 0 ? mlirFunctionTypeGetNumInputs(type)
+                            : mlirFunctionTypeGetNumResults(type);
+    for (intptr_t i = 0; i < n && i < count; ++i) {
+      MlirAttribute layout = dictLayout(mlirArrayAttrGetElement(list, i));
+      if (mlirAttributeIsNull(layout))
+        continue;
+      MlirType t = k == 0 ? mlirFunctionTypeGetInput(type, i)
+                          : mlirFunctionTypeGetResult(type, i);
+      char label[64];
+      snprintf(label, sizeof(label), "dtensor.layout of %s %ld", what[k],
+               (long)i);
+      checkLayout(v, op, layout, t, label, NULL, NULL);
+    }
+  }
+}
+
+/* A `dtensor.layout` attribute on an op: one layout per result, either a
+ * single layout (one result) or an array of them. */
+static void verifyOpLayout(Verifier *v, MlirOperation op) {
+  MlirAttribute attr = getAttr(op, "dtensor.layout");
+  if (mlirAttributeIsNull(attr))
+    return;
+  intptr_t numResults = mlirOperationGetNumResults(op);
+  if (dtensorAttributeIsALayout(attr)) {
+    if (numResults != 1) {
+      opError(v, op, "has %ld results, so its 'dtensor.layout' must be an "
+                     "array of %ld layouts", (long)numResults,
+              (long)numResults);
+      return;
+    }
+    checkLayout(v, op, attr, mlirValueGetType(mlirOperationGetResult(op, 0)),
+                "dtensor.layout of result 0", NULL, NULL);
+    return;
+  }
+  if (!mlirAttributeIsAArray(attr) ||
+      mlirArrayAttrGetNumElements(attr) != numResults) {
+    opError(v, op, "'dtensor.layout' must be a #dtensor.layout (one result) "
+                   "or an array of %ld of them, one per result",
+            (long)numResults);
+    return;
+  }
+  for (intptr_t i = 0; i < numResults; ++i) {
+    char label[64];
+    snprintf(label, sizeof(label), "dtensor.layout of result %ld", (long)i);
+    checkLayout(v, op, mlirArrayAttrGetElement(attr, i),
+                mlirValueGetType(mlirOperationGetResult(op, i)), label, NULL,
+                NULL);
+  }
+}
+
+/* ---- dtensor.annotate / dtensor.redistribute ---------------------------- */
+
+static void verifyAnnotate(Verifier *v, MlirOperation op) {
+  MlirType type = mlirValueGetType(mlirOperationGetOperand(op, 0));
+  checkLayout(v, op, getAttr(op, "layout"), type, "layout", NULL, NULL);
+  MlirAttribute priority = getAttr(op, "priority");
+  if (mlirAttributeIsNull(priority))
+    return;
+  if (!mlirAttributeIsAInteger(priority) ||
+      !mlirTypeIsAInteger(mlirAttributeGetType(priority)) ||
+      mlirIntegerAttrGetValueInt(priority) < 0)
+    opError(v, op, "'priority' must be a non-negative integer (0 is the "
+                   "strongest constraint)");
+}
+
+static bool sameMeshName(MlirAttribute a, MlirAttribute b) {
+  DtensorLayoutAttrParts pa, pb;
+  return dtensorLayoutAttrGetParts(a, &pa) &&
+         dtensorLayoutAttrGetParts(b, &pb) && strcmp(pa.mesh, pb.mesh) == 0;
+}
+
+static void printShape(int rank, const int64_t *shape, char *out,
+                       size_t capacity) {
+  size_t n = 0;
+  out[0] = '\0';
+  for (int d = 0; d < rank && n < capacity; ++d)
+    n += (size_t)snprintf(out + n, capacity - n, "%s%lld", d ? "x" : "",
+                          (long long)shape[d]);
+}
+
+/* Before partitioning both sides have the global type; after it, the op
+ * carries `global_shape` and each side has its layout's padded local shape
+ * (the largest shard, which every device allocates). */
+static void verifyRedistribute(Verifier *v, MlirOperation op) {
+  MlirAttribute src = getAttr(op, "src"), dst = getAttr(op, "dst");
+  MlirType inType = mlirValueGetType(mlirOperationGetOperand(op, 0));
+  MlirType outType = mlirValueGetType(mlirOperationGetResult(op, 0));
+  if (!sameMeshName(src, dst)) {
+    opError(v, op, "'src' and 'dst' must be layouts on the same mesh; "
+                   "moving a tensor between meshes is not a redistribution");
+    return;
+  }
+  MlirAttribute global = getAttr(op, "global_shape");
+  if (mlirAttributeIsNull(global)) {
+    if (!mlirTypeEqual(inType, outType)) {
+      opError(v, op, "input and result types must be equal (global shapes); "
+                     "after partitioning add 'global_shape'");
+      return;
+    }
+    checkLayout(v, op, src, inType, "src", NULL, NULL);
+    checkLayout(v, op, dst, inType, "dst", NULL, NULL);
+    return;
+  }
+  if (!mlirAttributeIsADenseI64Array(global) ||
+      !mlirTypeIsARankedTensor(inType) || !mlirTypeIsARankedTensor(outType) ||
+      mlirDenseArrayGetNumElements(global) != mlirShapedTypeGetRank(inType) ||
+      mlirShapedTypeGetRank(inType) != mlirShapedTypeGetRank(outType) ||
+      mlirShapedTypeGetRank(inType) > DTENSOR_MAX_TENSOR_RANK) {
+    opError(v, op, "'global_shape' must be an array<i64: ...> with one entry "
+                   "per dim of the (ranked, equal-rank) input and result");
+    return;
+  }
+  int rank = (int)mlirShapedTypeGetRank(inType);
+  int64_t shape[DTENSOR_MAX_TENSOR_RANK];
+  for (int d = 0; d < rank; ++d)
+    shape[d] = mlirDenseI64ArrayGetElement(global, d);
+  MlirType elt = mlirShapedTypeGetElementType(inType);
+  if (!mlirTypeEqual(elt, mlirShapedTypeGetElementType(outType))) {
+    opError(v, op, "input and result element types differ");
+    return;
+  }
+  MlirType globalType = mlirRankedTensorTypeGet(rank, shape, elt,
+                                                mlirAttributeGetNull());
+  MlirAttribute sides[2] = {src, dst};
+  MlirType local[2] = {inType, outType};
+  const char *names[2] = {"src", "dst"};
+  const char *values[2] = {"input", "result"};
+  for (int s = 0; s < 2; ++s) {
+    DtensorMesh *mesh;
+    DtensorLayout layout;
+    if (!checkLayout(v, op, sides[s], globalType, names[s], &mesh, &layout))
+      continue;
+    int64_t expect[DTENSOR_MAX_TENSOR_RANK];
+    dtensorLayoutGetMaxLocalShape(&layout, expect);
+    dtensorMeshDestroy(mesh);
+    bool ok = !mlirShapedTypeHasStaticShape(local[s]) ? false : true;
+    for (int d = 0; ok && d < rank; ++d)
+      ok = mlirShapedTypeGetDimSize(local[s], d) == expect[d];
+    if (!ok) {
+      char want[256], got[512];
+      printShape(rank, expect, want, sizeof(want));
+      dtTypePrint(local[s], got, sizeof(got));
+      opError(v, op, "%s type %s does not match the local shape %s of "
+                     "'%s' on the global shape",
+              values[s], got, want, names[s]);
+    }
+  }
+}
+
+/* ---- collectives --------------------------------------------------------- */
+
+typedef enum DimRole { ROLE_NONE, ROLE_GATHER, ROLE_SHARD } DimRole;
+
+typedef struct CollectiveInfo {
+  const char *name;
+  const char *gatherDim; /* attribute naming the dim that grows, or NULL */
+  const char *shardDim;  /* attribute naming the dim that shrinks, or NULL */
+  bool hasReduce;
+} CollectiveInfo;
+
+static const CollectiveInfo kCollectives[] = {
+    {"dtensor.all_gather", "gather_dim", NULL, false},
+    {"dtensor.all_reduce", NULL, NULL, true},
+    {"dtensor.reduce_scatter", NULL, "shard_dim", true},
+    {"dtensor.all_to_all", "gather_dim", "shard_dim", false},
+    {"dtensor.local_split", NULL, "shard_dim", false},
+    {"dtensor.broadcast", NULL, NULL, false},
+    {"dtensor.permute", NULL, NULL, false},
+};
+
+/* Looks up the op's `mesh` symbol; returns NULL (after an error) if absent. */
+static DtensorMesh *meshOf(Verifier *v, MlirOperation op) {
+  MlirAttribute ref = getAttr(op, "mesh");
+  if (mlirAttributeIsNull(ref) || !mlirAttributeIsAFlatSymbolRef(ref)) {
+    opError(v, op, "'mesh' must be a flat symbol reference such as @mesh");
+    return NULL;
+  }
+  MlirStringRef name = mlirFlatSymbolRefAttrGetValue(ref);
+  MlirOperation meshOp = dtensorMeshOpLookup(op, name);
+  if (mlirOperationIsNull(meshOp)) {
+    opError(v, op, "unknown mesh '@%.*s': declare it with \"dtensor.mesh\" "
+                   "in the enclosing module", (int)name.length, name.data);
+    return NULL;
+  }
+  DtensorDiag diag;
+  DtensorMesh *mesh = dtensorMeshCreateFromOp(meshOp, &diag);
+  if (!mesh)
+    opError(v, op, "mesh '@%.*s' is invalid: %s", (int)name.length, name.data,
+            diag.message);
+  return mesh;
+}
+
+/* Checks `mesh_axes` and returns the number of devices in one group (the
+ * product of the axis sizes), or 0 after an error. */
+static int64_t checkMeshAxes(Verifier *v, MlirOperation op,
+                             const DtensorMesh *mesh, bool required) {
+  MlirAttribute axes = getAttr(op, "mesh_axes");
+  int rank = dtensorMeshGetRank(mesh);
+  if (mlirAttributeIsNull(axes) && !required)
+    return dtensorMeshGetNumDevices(mesh);
+  if (mlirAttributeIsNull(axes) || !mlirAttributeIsADenseI64Array(axes)) {
+    opError(v, op, "'mesh_axes' must be an array<i64: ...> of mesh axes");
+    return 0;
+  }
+  intptr_t n = mlirDenseArrayGetNumElements(axes);
+  if (n == 0 || n > rank) {
+    opError(v, op, "'mesh_axes' must list 1 to %d distinct axes of the "
+                   "mesh, not %ld", rank, (long)n);
+    return 0;
+  }
+  bool seen[DTENSOR_MAX_MESH_RANK] = {false};
+  int64_t group = 1;
+  for (intptr_t i = 0; i < n; ++i) {
+    int64_t a = mlirDenseI64ArrayGetElement(axes, i);
+    if (a < 0 || a >= rank) {
+      opError(v, op, "mesh axis %lld is out of range: the mesh has axes 0 to "
+                     "%d", (long long)a, rank - 1);
+      return 0;
+    }
+    if (seen[a]) {
+      opError(v, op, "mesh axis %lld is listed twice in 'mesh_axes'",
+              (long long)a);
+      return 0;
+    }
+    seen[a] = true;
+    group *= dtensorMeshGetAxisSize(mesh, (int)a);
+  }
+  return group;
+}
+
+/* Reads a dim attribute in [0, rank); returns -1 after an error. */
+static int64_t checkDim(Verifier *v, MlirOperation op, const char *name,
+                        intptr_t rank) {
+  MlirAttribute attr = getAttr(op, name);
+  if (mlirAttributeIsNull(attr) || !mlirAttributeIsAInteger(attr)) {
+    opError(v, op, "'%s' must be an integer", name);
+    return -1;
+  }
+  int64_t d = mlirIntegerAttrGetValueInt(attr);
+  if (d < 0 || d >= rank) {
+    opError(v, op, "'%s' is %lld, out of range for a rank-%ld tensor (valid: "
+                   "0 to %ld)", name, (long long)d, (long)rank,
+            (long)rank - 1);
+    return -1;
+  }
+  return d;
+}
+
+static bool checkReduce(Verifier *v, MlirOperation op) {
+  MlirAttribute attr = getAttr(op, "reduce");
+  DtensorReduceKind kind;
+  if (!mlirAttributeIsNull(attr) && mlirAttributeIsAString(attr)) {
+    MlirStringRef s = mlirStringAttrGetValue(attr);
+    if (dtensorReduceKindParse(s.data, s.length, &kind) &&
+        kind != DTENSOR_REDUCE_NONE)
+      return true;
+  }
+  opError(v, op, "'reduce' must be one of \"sum\", \"max\", \"min\", \"avg\", "
+                 "\"prod\"");
+  return false;
+}
+
+static bool checkTensor(Verifier *v, MlirOperation op, MlirType type,
+                        const char *what) {
+  if (!mlirTypeIsARankedTensor(type) || !mlirShapedTypeHasStaticShape(type)) {
+    opError(v, op, "%s must be a statically shaped tensor: collectives run "
+                   "on per-device shapes", what);
+    return false;
+  }
+  return true;
+}
+
+static void checkGroupPosition(Verifier *v, MlirOperation op, int64_t group) {
+  if (dtOpIsA(op, "dtensor.broadcast")) {
+    MlirAttribute root = getAttr(op, "root");
+    int64_t r = mlirAttributeIsAInteger(root)
+                    ? mlirIntegerAttrGetValueInt(root) : -1;
+    if (r < 0 || r >= group)
+      opError(v, op, "'root' %lld is not a position in the group (valid: 0 "
+                     "to %lld)", (long long)r, (long long)group - 1);
+    return;
+  }
+  if (!dtOpIsA(op, "dtensor.permute"))
+    return;
+  MlirAttribute pairs = getAttr(op, "pairs");
+  if (!mlirAttributeIsADenseI64Array(pairs) ||
+      mlirDenseArrayGetNumElements(pairs) % 2 != 0) {
+    opError(v, op, "'pairs' must be an array<i64: src0, dst0, src1, dst1, "
+                   "...> of group positions");
+    return;
+  }
+  if (group > MAX_GROUP_DEVICES) {
+    opError(v, op, "groups of more than %d devices are not supported",
+            MAX_GROUP_DEVICES);
+    return;
+  }
+  intptr_t n = mlirDenseArrayGetNumElements(pairs) / 2;
+  /* Sources and targets must each be distinct: a bitmap per role. */
+  unsigned char *used = calloc((size_t)group, 1);
+  if (!used)
+    return;
+  for (intptr_t i = 0; i < n; ++i) {
+    for (int role = 0; role < 2; ++role) {
+      int64_t p = mlirDenseI64ArrayGetElement(pairs, 2 * i + role);
+      if (p < 0 || p >= group) {
+        opError(v, op, "pair %ld: position %lld is not in the group (valid: "
+                       "0 to %lld)", (long)i, (long long)p,
+                (long long)group - 1);
+        free(used);
+        return;
+      }
+      unsigned char bit = (unsigned char)(1u << role);
+      if (used[p] & bit) {
+        opError(v, op, "pair %ld: position %lld is %s twice", (long)i,
+                (long long)p, role == 0 ? "a source" : "a target");
+        free(used);
+        return;
+      }
+      used[p] |= bit;
+    }
+  }
+  free(used);
+}
+
+static int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+static void verifyCollective(Verifier *v, MlirOperation op,
+                             const CollectiveInfo *info) {
+  DtensorMesh *mesh = meshOf(v, op);
+  if (!mesh)
+    return;
+  int64_t group = checkMeshAxes(v, op, mesh, true);
+  dtensorMeshDestroy(mesh);
+  if (group == 0)
+    return;
+  if (info->hasReduce && !checkReduce(v, op))
+    return;
+  checkGroupPosition(v, op, group);
+  MlirType in = mlirValueGetType(mlirOperationGetOperand(op, 0));
+  MlirType out = mlirValueGetType(mlirOperationGetResult(op, 0));
+  if (!checkTensor(v, op, in, "the operand") ||
+      !checkTensor(v, op, out, "the result"))
+    return;
+  intptr_t rank = mlirShapedTypeGetRank(in);
+  if (mlirShapedTypeGetRank(out) != rank ||
+      !mlirTypeEqual(mlirShapedTypeGetElementType(in),
+                     mlirShapedTypeGetElementType(out))) {
+    opError(v, op, "operand and result must have the same rank and element "
+                   "type");
+    return;
+  }
+  int64_t gatherDim = -1, shardDim = -1;
+  if (info->gatherDim &&
+      (gatherDim = checkDim(v, op, info->gatherDim, rank)) < 0)
+    return;
+  if (info->shardDim && (shardDim = checkDim(v, op, info->shardDim, rank)) < 0)
+    return;
+  if (gatherDim >= 0 && gatherDim == shardDim) {
+    opError(v, op, "'gather_dim' and 'shard_dim' must differ");
+    return;
+  }
+  /* Uneven shards follow ceil-div chunks: the gathered dim N has chunks of
+   * ceil(N / group), and a dim of size N splits into chunks of that size. */
+  for (intptr_t d = 0; d < rank; ++d) {
+    int64_t a = mlirShapedTypeGetDimSize(in, d);
+    int64_t b = mlirShapedTypeGetDimSize(out, d);
+    if (d == gatherDim && ceilDiv(b, group) != a)
+      opError(v, op, "result dim %ld (%lld) gathered over %lld devices needs "
+                     "an operand dim of %lld, not %lld", (long)d,
+              (long long)b, (long long)group, (long long)ceilDiv(b, group),
+              (long long)a);
+    else if (d == shardDim && ceilDiv(a, group) != b)
+      opError(v, op, "operand dim %ld (%lld) split over %lld devices gives "
+                     "a result dim of %lld, not %lld", (long)d, (long long)a,
+              (long long)group, (long long)ceilDiv(a, group), (long long)b);
+    else if (d != gatherDim && d != shardDim && a != b)
+      opError(v, op, "operand and result differ in dim %ld (%lld vs %lld), "
+                     "which this collective does not change", (long)d,
+              (long long)a, (long long)b);
+  }
+}
+
+static void verifyMeshIndex(Verifier *v, MlirOperation op) {
+  DtensorMesh *mesh = meshOf(v, op);
+  if (!mesh)
+    return;
+  MlirAttribute axes = getAttr(op, "mesh_axes");
+  intptr_t expect = mlirAttributeIsNull(axes)
+                        ? dtensorMeshGetRank(mesh)
+                        : (mlirAttributeIsADenseI64Array(axes)
+                               ? mlirDenseArrayGetNumElements(axes) : 0);
+  if (checkMeshAxes(v, op, mesh, false) != 0 &&
+      mlirOperationGetNumResults(op) != expect)
+    opError(v, op, "returns %ld indices but the %s has %ld axes",
+            (long)mlirOperationGetNumResults(op),
+            mlirAttributeIsNull(axes) ? "mesh" : "'mesh_axes' list",
+            (long)expect);
+  dtensorMeshDestroy(mesh);
+}
+
+/* ---- the walk ------------------------------------------------------------ */
+
+/* IRDL guarantees one operand and one result for these ops, but the
+ * verifier may run on IR that was never verified: check before reading. */
+static bool hasOneInOut(Verifier *v, MlirOperation op) {
+  if (mlirOperationGetNumOperands(op) == 1 &&
+      mlirOperationGetNumResults(op) == 1)
+    return true;
+  opError(v, op, "expects one operand and one result");
+  return false;
+}
+
+static MlirWalkResult visit(MlirOperation op, void *userData) {
+  Verifier *v = userData;
+  verifyFunctionLayouts(v, op);
+  verifyOpLayout(v, op);
+  MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
+  if (name.length < 8 || memcmp(name.data, "dtensor.", 8) != 0)
+    return MlirWalkResultAdvance;
+  if (dtOpIsA(op, "dtensor.mesh"))
+    verifyMesh(v, op);
+  else if (dtOpIsA(op, "dtensor.annotate")) {
+    if (hasOneInOut(v, op))
+      verifyAnnotate(v, op);
+  } else if (dtOpIsA(op, "dtensor.redistribute")) {
+    if (hasOneInOut(v, op))
+      verifyRedistribute(v, op);
+  }
+  else if (dtOpIsA(op, "dtensor.mesh_index"))
+    verifyMeshIndex(v, op);
+  else
+    for (size_t i = 0; i < sizeof(kCollectives) / sizeof(kCollectives[0]); ++i)
+      if (dtOpIsA(op, kCollectives[i].name) && hasOneInOut(v, op))
+        verifyCollective(v, op, &kCollectives[i]);
+  return MlirWalkResultAdvance;
+}
+
+MlirLogicalResult dtensorVerify(MlirOperation op) {
+  Verifier v = {false};
+  mlirOperationWalk(op, visit, &v, MlirWalkPreOrder);
+  return v.failed ? mlirLogicalResultFailure() : mlirLogicalResultSuccess();
+}

@@ -1,0 +1,41 @@
+/* How a dtensor pass is defined: one DtPassDef per pass file, listed in
+ * Passes.c. The shared wrapper verifies the input (dtensorVerify) before a
+ * pass body runs and turns a false return into a pass failure. */
+#ifndef DTENSOR_LIB_TRANSFORMS_PASSDEF_H
+#define DTENSOR_LIB_TRANSFORMS_PASSDEF_H
+
+#include "dtensor-c/Passes.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define DT_MAX_PASS_OPTIONS 16
+#define DT_MAX_OPTION_VALUE 256
+
+/// A pass's option values, one per DtensorPassOptionInfo, defaults filled in.
+typedef struct DtPassOptions {
+  const DtensorPassInfo *info;
+  char values[DT_MAX_PASS_OPTIONS][DT_MAX_OPTION_VALUE];
+} DtPassOptions;
+
+typedef struct DtPassDef {
+  DtensorPassInfo info;
+  /// Whether the wrapper runs dtensorVerify first (false only for the
+  /// verifier itself, which would otherwise run twice).
+  bool verifyFirst;
+  /// The pass body; returns false to fail the pass after emitting errors.
+  bool (*run)(MlirOperation op, const DtPassOptions *options);
+} DtPassDef;
+
+/// Returns the value of option `name` (which must exist in the pass's info).
+const char *dtPassOptionsGet(const DtPassOptions *options, const char *name);
+
+/// Returns option `name` as an integer.
+int64_t dtPassOptionsGetInt(const DtPassOptions *options, const char *name);
+
+/// Returns option `name` as a bool.
+bool dtPassOptionsGetBool(const DtPassOptions *options, const char *name);
+
+extern const DtPassDef dtVerifyPass;
+
+#endif

@@ -1,0 +1,205 @@
+/* The textual pass pipeline parser. MLIR's own parser does not know passes
+ * created through the C API, so this one walks the pipeline grammar
+ *   pipeline ::= element (',' element)*
+ *   element  ::= op-name '(' pipeline? ')' | pass-name ('{' options '}')?
+ * adds dtensor passes itself and hands every upstream pass, with its
+ * options, to mlirOpPassManagerAddPipeline. */
+#include "PassDef.h"
+
+#include "Layout/Diag.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct Parser {
+  const char *text;
+  size_t length;
+  size_t pos;
+  DtensorDiag *diag;
+} Parser;
+
+static void skipSpace(Parser *p) {
+  while (p->pos < p->length && isspace((unsigned char)p->text[p->pos]))
+    ++p->pos;
+}
+
+static bool atEnd(Parser *p) { return p->pos >= p->length; }
+
+static char peek(Parser *p) { return atEnd(p) ? '\0' : p->text[p->pos]; }
+
+static bool isNameChar(char c) {
+  return isalnum((unsigned char)c) || c == '_' || c == '-' || c == '.' ||
+         c == '$';
+}
+
+typedef struct Sink {
+  char text[DTENSOR_DIAG_MESSAGE_SIZE];
+  size_t length;
+} Sink;
+
+static void sinkAppend(MlirStringRef s, void *userData) {
+  Sink *sink = userData;
+  size_t room = sizeof(sink->text) - 1 - sink->length;
+  size_t n = s.length < room ? s.length : room;
+  memcpy(sink->text + sink->length, s.data, n);
+  sink->length += n;
+  sink->text[sink->length] = '\0';
+}
+
+/* Finds the '}' closing the '{' at `p->pos`, skipping quoted text. */
+static bool skipBraces(Parser *p) {
+  size_t start = p->pos;
+  int depth = 0;
+  char quote = 0;
+  for (; !atEnd(p); ++p->pos) {
+    char c = p->text[p->pos];
+    if (quote) {
+      quote = c == quote ? 0 : quote;
+      continue;
+    }
+    if (c == '"' || c == '\'')
+      quote = c;
+    else if (c == '{')
+      ++depth;
+    else if (c == '}' && --depth == 0) {
+      ++p->pos;
+      return true;
+    }
+  }
+  return dtDiag(p->diag, (int)start, "unbalanced '{' in pass options");
+}
+
+static bool parseList(Parser *p, MlirOpPassManager pm, bool nested);
+
+static bool parseElement(Parser *p, MlirOpPassManager pm) {
+  size_t start = p->pos;
+  while (!atEnd(p) && isNameChar(peek(p)))
+    ++p->pos;
+  size_t nameLength = p->pos - start;
+  if (nameLength == 0)
+    return dtDiag(p->diag, (int)start, "expected a pass name or an op name "
+                  "followed by '('");
+  MlirStringRef name = {p->text + start, nameLength};
+  skipSpace(p);
+  if (peek(p) == '(') {
+    ++p->pos;
+    char opName[256];
+    snprintf(opName, sizeof(opName), "%.*s", (int)nameLength, name.data);
+    MlirOpPassManager inner = mlirOpPassManagerGetNestedUnder(
+        pm, mlirStringRefCreateFromCString(opName));
+    if (!parseList(p, inner, true))
+      return false;
+    if (peek(p) != ')')
+      return dtDiag(p->diag, (int)p->pos, "expected ')' to close '%s('",
+                    opName);
+    ++p->pos;
+    return true;
+  }
+  size_t optionsStart = p->pos, optionsEnd = p->pos;
+  if (peek(p) == '{') {
+    if (!skipBraces(p))
+      return false;
+    optionsEnd = p->pos;
+  }
+  if (dtensorPassLookup(name)) {
+    MlirStringRef options = {"", 0};
+    if (optionsEnd > optionsStart)
+      options = (MlirStringRef){p->text + optionsStart + 1,
+                                optionsEnd - optionsStart - 2};
+    MlirPass pass = dtensorPassCreate(name, options, p->diag);
+    if (!pass.ptr) {
+      if (p->diag)
+        p->diag->column += (int)optionsStart + 1;
+      return false;
+    }
+    mlirOpPassManagerAddOwnedPass(pm, pass);
+    return true;
+  }
+  /* An upstream pass: hand MLIR the element with its options. */
+  MlirStringRef element = {p->text + start, optionsEnd - start};
+  Sink sink = {{0}, 0};
+  if (mlirLogicalResultIsFailure(
+          mlirOpPassManagerAddPipeline(pm, element, sinkAppend, &sink))) {
+    /* MLIR's messages can span lines and start with the parser's own
+     * "<buffer>:1:1: error: "; keep the first line's message. */
+    sink.text[strcspn(sink.text, "\n")] = '\0';
+    const char *message = strstr(sink.text, "error: ");
+    message = message ? message + strlen("error: ") : sink.text;
+    return dtDiag(p->diag, (int)start, "%s",
+                  *message ? message : "invalid pass");
+  }
+  return true;
+}
+
+static bool parseList(Parser *p, MlirOpPassManager pm, bool nested) {
+  skipSpace(p);
+  if (nested && peek(p) == ')')
+    return true;
+  for (;;) {
+    if (!parseElement(p, pm))
+      return false;
+    skipSpace(p);
+    if (peek(p) != ',')
+      break;
+    ++p->pos;
+    skipSpace(p);
+  }
+  if (!nested && !atEnd(p))
+    return dtDiag(p->diag, (int)p->pos, "expected ',' or the end of the "
+                  "pipeline, found '%c'", peek(p));
+  if (nested && peek(p) != ')')
+    return dtDiag(p->diag, (int)p->pos, "expected ',' or ')'%s",
+                  atEnd(p) ? " before the end of the pipeline" : "");
+  return true;
+}
+
+/* The op name a pass manager is anchored on, read from its printed form
+ * ("builtin.module(...)"). */
+static void anchorName(MlirOpPassManager pm, char *out, size_t capacity) {
+  Sink sink = {{0}, 0};
+  mlirPrintPassPipeline(pm, sinkAppend, &sink);
+  size_t n = strcspn(sink.text, "(");
+  if (n >= capacity)
+    n = capacity - 1;
+  memcpy(out, sink.text, n);
+  out[n] = '\0';
+}
+
+MlirLogicalResult dtensorPassManagerAddPipeline(MlirOpPassManager pm,
+                                                MlirStringRef pipeline,
+                                                DtensorDiag *outDiag) {
+  Parser p = {pipeline.data, pipeline.length, 0, outDiag};
+  skipSpace(&p);
+  if (atEnd(&p))
+    return mlirLogicalResultSuccess();
+  /* `anchor(...)` spanning the whole text, with pm's anchor, is anchored. */
+  size_t start = p.pos;
+  while (!atEnd(&p) && isNameChar(peek(&p)))
+    ++p.pos;
+  char anchor[256];
+  anchorName(pm, anchor, sizeof(anchor));
+  size_t nameLength = p.pos - start;
+  skipSpace(&p);
+  bool anchored = peek(&p) == '(' && nameLength == strlen(anchor) &&
+                  memcmp(pipeline.data + start, anchor, nameLength) == 0;
+  if (anchored) {
+    ++p.pos;
+    if (!parseList(&p, pm, true))
+      return mlirLogicalResultFailure();
+    if (peek(&p) != ')') {
+      dtDiag(outDiag, (int)p.pos, "expected ')' to close '%s('", anchor);
+      return mlirLogicalResultFailure();
+    }
+    ++p.pos;
+    skipSpace(&p);
+    if (!atEnd(&p)) {
+      dtDiag(outDiag, (int)p.pos, "unexpected text after the pipeline");
+      return mlirLogicalResultFailure();
+    }
+    return mlirLogicalResultSuccess();
+  }
+  p.pos = start;
+  return parseList(&p, pm, false) ? mlirLogicalResultSuccess()
+                                  : mlirLogicalResultFailure();
+}

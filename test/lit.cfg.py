@@ -1,0 +1,18 @@
+# lit configuration for the dtensor-mlir suite. The build writes
+# lit.site.cfg.py (paths) next to the built tests and loads this file.
+import os
+
+import lit.formats
+
+config.name = "dtensor-mlir"
+config.test_format = lit.formats.ShTest(execute_external=True)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["Unit", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.dtensor_obj_root, "test")
+
+# Our tools first, then LLVM's FileCheck, not, count, split-file.
+config.environment["PATH"] = os.pathsep.join(
+    [config.dtensor_tools_dir, config.llvm_tools_dir,
+     config.environment.get("PATH", os.environ.get("PATH", ""))])
+config.substitutions.append(("%dtensor_src", config.dtensor_src_root))
