@@ -68,6 +68,65 @@ typedef struct Options {
   const char *passPipeline;
 } Options;
 
+/* mlir-opt --help of the same MLIR release, embedded at build time
+ * (tools/CMakeLists.txt). */
+extern const char dtUpstreamHelp[];
+
+static void ignoreDiagnostic(MlirStringRef s, void *ud) {
+  (void)s;
+  (void)ud;
+}
+
+/* True if `name` is a pass or pipeline our registry knows. */
+static bool upstreamPassExists(MlirContext ctx, const char *name, size_t n) {
+  MlirPassManager pm = mlirPassManagerCreate(ctx);
+  MlirLogicalResult r = mlirOpPassManagerAddPipeline(
+      mlirPassManagerGetAsOpPassManager(pm), mlirStringRefCreate(name, n),
+      ignoreDiagnostic, NULL);
+  mlirPassManagerDestroy(pm);
+  return mlirLogicalResultIsSuccess(r);
+}
+
+/* Prints the "Passes:" and "Pass Pipelines:" sections of the embedded
+ * mlir-opt help, keeping each entry (a `--name` line at indent 6 and the
+ * option lines under it) only where our registry accepts the name. */
+static void printUpstreamPasses(void) {
+  const char *sections[2] = {"\n    Passes:\n", "\n    Pass Pipelines:\n"};
+  const char *titles[2] = {"UPSTREAM MLIR PASSES", "UPSTREAM MLIR PIPELINES"};
+  dtensorRegisterUpstreamPasses();
+  MlirContext ctx = mlirContextCreate();
+  for (int s = 0; s < 2; ++s) {
+    const char *p = strstr(dtUpstreamHelp, sections[s]);
+    if (!p)
+      continue;
+    p += strlen(sections[s]);
+    printf("\n%s (options as in mlir-opt):\n", titles[s]);
+    bool keep = false;
+    int shown = 0;
+    while (*p) {
+      const char *end = strchr(p, '\n');
+      size_t len = end ? (size_t)(end - p) : strlen(p);
+      /* A section ends at the next header (indent 4, not an enum value). */
+      if (len > 4 && !strncmp(p, "    ", 4) && p[4] != ' ' && p[4] != '=')
+        break;
+      if (len > 8 && !strncmp(p, "      --", 8)) {
+        const char *name = p + 8;
+        size_t n = strcspn(name, " =\n");
+        keep = strncmp(name, "test-", 5) && upstreamPassExists(ctx, name, n);
+        shown += keep;
+      }
+      if (keep)
+        printf("%.*s\n", (int)len, p);
+      if (!end)
+        break;
+      p = end + 1;
+    }
+    if (!shown)
+      printf("    (none found)\n");
+  }
+  mlirContextDestroy(ctx);
+}
+
 static void printHelp(void) {
   printf(
       "OVERVIEW: dtensor-opt - the dtensor MLIR optimizer driver\n\n"
@@ -111,8 +170,7 @@ static void printHelp(void) {
              o->description, o->defaultValue);
     }
   }
-  printf("\nEvery upstream MLIR pass (as listed by mlir-opt --help) is also "
-         "accepted,\nas a flag or inside --pass-pipeline.\n");
+  printUpstreamPasses();
 }
 
 static int usage(const char *format, const char *arg) {

@@ -1,0 +1,18 @@
+// Input from a file or stdin, output to stdout or -o.
+// RUN: dtensor-opt %s | FileCheck %s
+// RUN: cat %s | dtensor-opt - | FileCheck %s
+// RUN: cat %s | dtensor-opt | FileCheck %s
+// RUN: dtensor-opt %s -o %t && FileCheck %s < %t
+// RUN: not dtensor-opt %s.missing 2>&1 | FileCheck %s --check-prefix=MISSING
+// RUN: not dtensor-opt %s %s 2>&1 | FileCheck %s --check-prefix=TWO
+// RUN: not dtensor-opt %s -o 2>&1 | FileCheck %s --check-prefix=NOOUT
+
+// CHECK: module {
+// CHECK-NEXT: func.func @f(%arg0: i32) -> i32 {
+// CHECK-NEXT: return %arg0 : i32
+// MISSING: dtensor-opt: cannot open '{{.*}}io.mlir.missing'
+// TWO: more than one input file
+// NOOUT: -o needs a file name
+func.func @f(%a: i32) -> i32 {
+  return %a : i32
+}
