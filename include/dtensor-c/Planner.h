@@ -1,0 +1,211 @@
+/*===- dtensor-c/Planner.h - CommSpecs and the LayoutConverter ----*- C -*-===*
+ *
+ * Redistribution planning: plain C over the layout algebra, no MLIR. A
+ * CommSpec is one collective (or local split) on a group of mesh axes; the
+ * LayoutConverter finds the cheapest sequence of CommSpecs that turns a
+ * tensor in one layout into the same tensor in another, under an α-β cost
+ * model taken from the mesh's link model. See docs/planner.md.
+ *
+ *===----------------------------------------------------------------------===*/
+#ifndef DTENSOR_C_PLANNER_H
+#define DTENSOR_C_PLANNER_H
+
+#include "dtensor-c/Layout.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*===----------------------------------------------------------------------===*
+ * CommSpec
+ *===----------------------------------------------------------------------===*/
+
+/// What a CommSpec does; each maps to the dtensor collective of that name.
+typedef enum DtensorCommPattern {
+  DTENSOR_COMM_IDENTITY = 0,
+  DTENSOR_COMM_ALL_GATHER,
+  DTENSOR_COMM_ALL_TO_ALL,
+  DTENSOR_COMM_LOCAL_SPLIT,
+  DTENSOR_COMM_ALL_REDUCE,
+  DTENSOR_COMM_REDUCE_SCATTER,
+} DtensorCommPattern;
+
+/// One step of a redistribution. `axes` are the mesh axes whose devices form
+/// one group, major first (a device's position in its group is row-major
+/// over them). `gatherDim` is the dim that grows (all_gather, all_to_all),
+/// `shardDim` the dim that is split (local_split, reduce_scatter,
+/// all_to_all); unused dims are -1. `reduce` is set for all_reduce and
+/// reduce_scatter and NONE otherwise.
+typedef struct DtensorCommSpec {
+  DtensorCommPattern pattern;
+  int numAxes;
+  int axes[DTENSOR_MAX_MESH_RANK];
+  int gatherDim;
+  int shardDim;
+  DtensorReduceKind reduce;
+} DtensorCommSpec;
+
+/// Returns the name of a pattern ("all_gather", ...), as the dialect's op.
+DTENSOR_EXPORT const char *dtensorCommPatternGetName(DtensorCommPattern p);
+
+/// Prints a CommSpec, e.g. `all_to_all(axes=[1], gather_dim=0, shard_dim=1)`
+/// (snprintf semantics).
+DTENSOR_EXPORT size_t dtensorCommSpecPrint(const DtensorCommSpec *comm,
+                                           char *buffer, size_t capacity);
+
+/// Parses the printed form; returns false and fills `outDiag` (with the
+/// column) on error. Checks syntax only (see dtensorCommSpecApply).
+DTENSOR_EXPORT bool dtensorCommSpecParse(const char *text,
+                                         DtensorCommSpec *outComm,
+                                         DtensorDiag *outDiag);
+
+/// Applies `comm` to the spec of `in` and writes the spec it produces.
+/// Returns false and fills `outDiag` when the step is not a valid pure
+/// transform of that layout: axes out of range, an all_gather that does not
+/// remove the minor-most axes of its dim, a split onto a non-free axis, a
+/// reduction of an axis that is not Partial of that kind, or (uneven
+/// shapes) chunks that do not nest, so the collective would not produce the
+/// layout's blocks.
+DTENSOR_EXPORT bool dtensorCommSpecApply(const DtensorCommSpec *comm,
+                                         const DtensorLayout *in,
+                                         DtensorShardingSpec *outSpec,
+                                         DtensorDiag *outDiag);
+
+/*===----------------------------------------------------------------------===*
+ * Cost model
+ *===----------------------------------------------------------------------===*/
+
+/// Default bandwidth of a local copy (local_split), in GB/s.
+#define DTENSOR_DEFAULT_COPY_BANDWIDTH_GBPS 200.0
+
+/// What the optimal search minimizes.
+typedef enum DtensorPlanObjective {
+  DTENSOR_OBJECTIVE_FORWARD = 0,  /* the forward cost of the plan */
+  DTENSOR_OBJECTIVE_FORWARD_BACKWARD, /* forward + backward (training) */
+} DtensorPlanObjective;
+
+/// How a plan is searched.
+typedef enum DtensorPlanStrategy {
+  DTENSOR_STRATEGY_OPTIMAL = 0, /* minimum cost path (Dijkstra) */
+  DTENSOR_STRATEGY_GREEDY,      /* the seed's greedy walk, for comparison */
+} DtensorPlanStrategy;
+
+/// Planner options.
+typedef struct DtensorPlanOptions {
+  DtensorPlanStrategy strategy;
+  DtensorPlanObjective objective;
+  double copyBandwidthGBps; /* prices local_split; > 0 */
+} DtensorPlanOptions;
+
+/// Sets `outOptions` to the defaults: optimal, forward, copy bandwidth
+/// DTENSOR_DEFAULT_COPY_BANDWIDTH_GBPS.
+DTENSOR_EXPORT void dtensorPlanOptionsInit(DtensorPlanOptions *outOptions);
+
+/// The modelled cost of one step. Bytes are per device, of the padded local
+/// blocks; times in microseconds.
+typedef struct DtensorCommCost {
+  double forwardUs;
+  double backwardUs;
+  int64_t bytesPerDevice;
+} DtensorCommCost;
+
+/// Prices `comm` applied to layout `in` (which must be valid for it, see
+/// dtensorCommSpecApply): ring α-β over the group with its slowest link,
+/// (n−1)/n bus factor for all_gather, reduce_scatter and all_to_all,
+/// 2(n−1)/n for all_reduce, a copy for local_split. The backward cost is
+/// that of the transposed step (all_gather ↔ local_split, reduce_scatter ↔
+/// all_gather, all_to_all ↔ all_to_all, all_reduce ↔ identity).
+DTENSOR_EXPORT DtensorCommCost dtensorCommSpecGetCost(
+    const DtensorCommSpec *comm, const DtensorLayout *in,
+    const DtensorPlanOptions *options);
+
+/*===----------------------------------------------------------------------===*
+ * Plans
+ *===----------------------------------------------------------------------===*/
+
+/// Most steps a plan may have.
+#define DTENSOR_MAX_PLAN_STEPS 64
+
+/// One step of a plan: the CommSpec, the spec it produces and its cost.
+typedef struct DtensorPlanStep {
+  DtensorCommSpec comm;
+  DtensorShardingSpec after;
+  DtensorCommCost cost;
+} DtensorPlanStep;
+
+/// A redistribution plan: the steps from the source spec to the target
+/// (none when they are equal), and the totals. `steps` comes last: a stored
+/// plan (dtensorPlannerPlan) holds room for `numSteps` steps only.
+typedef struct DtensorPlan {
+  DtensorShardingSpec source;
+  int numSteps;
+  double forwardUs;
+  double backwardUs;
+  int64_t statesVisited; /* search effort, for the benchmarks */
+  DtensorPlanStep steps[DTENSOR_MAX_PLAN_STEPS];
+} DtensorPlan;
+
+/// Plans the conversion of a tensor in layout `source` to spec `target` (on
+/// the same mesh, shape and element type) without a cache. Returns false and
+/// fills `outDiag` when the target is invalid for the layout or the
+/// conversion is impossible (a Partial that would have to be created or
+/// change its reduce kind, mixed reduce kinds to resolve, interleaved
+/// shards), saying why.
+DTENSOR_EXPORT bool dtensorPlanCompute(const DtensorLayout *source,
+                                       const DtensorShardingSpec *target,
+                                       const DtensorPlanOptions *options,
+                                       DtensorPlan *outPlan,
+                                       DtensorDiag *outDiag);
+
+/// Prints a plan, one step per line with its cost, then the totals.
+DTENSOR_EXPORT size_t dtensorPlanPrint(const DtensorPlan *plan,
+                                       const DtensorMesh *mesh, char *buffer,
+                                       size_t capacity);
+
+/// A LayoutConverter with a plan cache keyed on everything that changes the
+/// answer: mesh shape and link model, global shape, element type, source and
+/// target specs and the options (opaque).
+typedef struct DtensorPlanner DtensorPlanner;
+
+/// Creates a planner; `options` may be NULL for the defaults. The caller
+/// owns it. Returns NULL if out of memory.
+DTENSOR_EXPORT DtensorPlanner *dtensorPlannerCreate(
+    const DtensorPlanOptions *options);
+
+/// Destroys a planner and its cache; NULL is a no-op.
+DTENSOR_EXPORT void dtensorPlannerDestroy(DtensorPlanner *planner);
+
+/// As dtensorPlanCompute with the planner's options, answered from the cache
+/// when the same question was asked before. Returns the plan, borrowed from
+/// the planner (valid until it is destroyed), or NULL after filling
+/// `outDiag`. Failures are not cached.
+DTENSOR_EXPORT const DtensorPlan *dtensorPlannerPlan(
+    DtensorPlanner *planner, const DtensorLayout *source,
+    const DtensorShardingSpec *target, DtensorDiag *outDiag);
+
+/// Returns the number of cache hits and misses so far.
+DTENSOR_EXPORT void dtensorPlannerGetStats(const DtensorPlanner *planner,
+                                           int64_t *outHits,
+                                           int64_t *outMisses);
+
+/*===----------------------------------------------------------------------===*
+ * Executable check
+ *===----------------------------------------------------------------------===*/
+
+/// Distributes a global test array by `source` (Partial values as distinct
+/// contributions per device), applies each step of `plan` to every device's
+/// padded block in memory, and compares each device's block with the
+/// distribution by `target` on the same mesh and shape. Returns false and
+/// fills `outDiag` with the first device and element that differ, or the
+/// first step whose result has the wrong shape. Meant for tests: memory is
+/// that of every device's blocks.
+DTENSOR_EXPORT bool dtensorPlanSimulate(const DtensorLayout *source,
+                                        const DtensorPlan *plan,
+                                        const DtensorShardingSpec *target,
+                                        DtensorDiag *outDiag);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DTENSOR_C_PLANNER_H */

@@ -1,0 +1,31 @@
+/* Private helpers shared by the planner's files. */
+#ifndef DTENSOR_LIB_PLANNER_PLANNERINTERNAL_H
+#define DTENSOR_LIB_PLANNER_PLANNERINTERNAL_H
+
+#include "dtensor-c/Planner.h"
+
+/// Whether a dim of `size` elements cut into `coarse` chunks and into
+/// `coarse * group` chunks (ceil-div, as the layout algebra does) nests:
+/// every coarse chunk is exactly the concatenation of its `group` fine
+/// chunks, including the padded shapes (ceil(coarseChunk / group) is the
+/// fine chunk). Only then is a gather or split between the two levels a
+/// pure collective.
+bool dtChunksNest(int64_t size, int64_t coarse, int64_t group);
+
+/// The number of chunks `dim` is cut into under `spec` on `mesh`.
+int64_t dtSpecNumShards(const DtensorMesh *mesh,
+                        const DtensorShardingSpec *spec, int dim);
+
+/// The padded local shape of `spec` on `mesh` for a tensor of `shape`.
+void dtSpecPaddedShape(const DtensorMesh *mesh, const DtensorShardingSpec *spec,
+                       int rank, const int64_t *shape, int64_t *outShape);
+
+/// The product of the sizes of `axes` on `mesh`.
+int64_t dtGroupSize(const DtensorMesh *mesh, int numAxes, const int *axes);
+
+/// The cost of `comm` given the padded bytes per device before and after it.
+DtensorCommCost dtCommCost(const DtensorCommSpec *comm, const DtensorMesh *mesh,
+                           int64_t bytesIn, int64_t bytesOut,
+                           const DtensorPlanOptions *options);
+
+#endif

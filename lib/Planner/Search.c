@@ -1,0 +1,691 @@
+/* The LayoutConverter: one-step transforms over the full state space, the
+ * minimum-cost search (A* with an admissible latency bound), the seed's
+ * greedy walk, and plan printing.
+ *
+ * A state is a sharding spec of the tensor, packed into 64 bits: one byte
+ * per mesh axis saying what the axis does (free, Partial, or the dim it
+ * shards and its position among that dim's axes). Partial axes keep the
+ * source's reduce kind, so the kind needs no bits. */
+#include "PlannerInternal.h"
+
+#include "Layout/Diag.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A step spans at most this many mesh axes (bounds the branching factor on
+ * meshes of many axes; every 3-D mesh gets all groups). */
+#define MAX_GROUP_AXES 3
+
+enum { CODE_FREE = 0, CODE_PARTIAL = 1, CODE_DIM0 = 2 };
+
+typedef struct Ctx {
+  const DtensorMesh *mesh;
+  int meshRank;
+  int64_t axisSize[DTENSOR_MAX_MESH_RANK];
+  int rank;
+  int64_t shape[DTENSOR_MAX_TENSOR_RANK];
+  int64_t eltSize;
+  DtensorReduceKind partialKind[DTENSOR_MAX_MESH_RANK]; /* of the source */
+  bool keep[DTENSOR_MAX_MESH_RANK]; /* Partial in the target too */
+  DtensorReduceKind kind;           /* the kind being resolved */
+  double minLatency[DTENSOR_MAX_MESH_RANK]; /* (n_a - 1) α_a */
+  const DtensorPlanOptions *options;
+} Ctx;
+
+/* A decoded state. */
+typedef struct State {
+  int numAxes[DTENSOR_MAX_TENSOR_RANK];
+  int axes[DTENSOR_MAX_TENSOR_RANK][DTENSOR_MAX_MESH_RANK];
+  bool partial[DTENSOR_MAX_MESH_RANK];
+  int64_t shards[DTENSOR_MAX_TENSOR_RANK];
+  int64_t padded[DTENSOR_MAX_TENSOR_RANK];
+  int64_t bytes;
+} State;
+
+static int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+static uint64_t encodeSpec(const Ctx *c, const DtensorShardingSpec *s) {
+  uint64_t key = 0;
+  for (int a = 0; a < c->meshRank; ++a)
+    if (s->partial[a] != DTENSOR_REDUCE_NONE)
+      key |= (uint64_t)CODE_PARTIAL << (8 * a);
+  for (int d = 0; d < s->rank; ++d)
+    for (int i = 0; i < s->numAxes[d]; ++i)
+      key |= (uint64_t)(CODE_DIM0 + d * 8 + i) << (8 * s->axes[d][i]);
+  return key;
+}
+
+static void decode(const Ctx *c, uint64_t key, State *st) {
+  memset(st->numAxes, 0, sizeof(int) * (size_t)c->rank);
+  for (int a = 0; a < c->meshRank; ++a) {
+    int code = (int)((key >> (8 * a)) & 0xff);
+    st->partial[a] = code == CODE_PARTIAL;
+    if (code >= CODE_DIM0) {
+      int d = (code - CODE_DIM0) / 8, i = (code - CODE_DIM0) % 8;
+      st->axes[d][i] = a;
+      if (i + 1 > st->numAxes[d])
+        st->numAxes[d] = i + 1;
+    }
+  }
+  st->bytes = c->eltSize;
+  for (int d = 0; d < c->rank; ++d) {
+    int64_t n = 1;
+    for (int i = 0; i < st->numAxes[d]; ++i)
+      n *= c->axisSize[st->axes[d][i]];
+    st->shards[d] = n;
+    st->padded[d] = ceilDiv(c->shape[d], n);
+    st->bytes *= st->padded[d];
+  }
+}
+
+static void toSpec(const Ctx *c, uint64_t key, DtensorShardingSpec *out) {
+  State st;
+  decode(c, key, &st);
+  dtensorShardingSpecInitReplicated(c->rank, out);
+  for (int d = 0; d < c->rank; ++d) {
+    out->numAxes[d] = st.numAxes[d];
+    memcpy(out->axes[d], st.axes[d], sizeof(int) * (size_t)st.numAxes[d]);
+  }
+  for (int a = 0; a < c->meshRank; ++a)
+    out->partial[a] = st.partial[a] ? c->partialKind[a] : DTENSOR_REDUCE_NONE;
+}
+
+static uint64_t setCode(uint64_t key, int axis, int code) {
+  return (key & ~((uint64_t)0xff << (8 * axis))) |
+         ((uint64_t)code << (8 * axis));
+}
+
+/* ---- one-step transforms ------------------------------------------------ */
+
+typedef struct Edge {
+  DtensorCommSpec comm;
+  uint64_t to;
+  DtensorCommCost cost;
+} Edge;
+
+typedef void (*EdgeFn)(const Edge *edge, void *userData);
+
+static int64_t groupOf(const Ctx *c, int n, const int *axes) {
+  int64_t g = 1;
+  for (int i = 0; i < n; ++i)
+    g *= c->axisSize[axes[i]];
+  return g;
+}
+
+static void emit(const Ctx *c, const State *st, DtensorCommSpec *comm,
+                 uint64_t to, int64_t bytesOut, EdgeFn fn, void *user) {
+  Edge e;
+  e.comm = *comm;
+  e.to = to;
+  e.cost = dtCommCost(comm, c->mesh, st->bytes, bytesOut, c->options);
+  fn(&e, user);
+}
+
+/* Calls `visit` on every ordered sequence (length 1..MAX_GROUP_AXES) of
+ * distinct axes from `pool`. */
+typedef void (*SeqFn)(const Ctx *c, const State *st, uint64_t key,
+                      const int *seq, int n, void *arg);
+
+static void sequences(const Ctx *c, const State *st, uint64_t key,
+                      const int *pool, int poolSize, int *seq, int n,
+                      unsigned used, SeqFn visit, void *arg) {
+  if (n > 0)
+    visit(c, st, key, seq, n, arg);
+  if (n == MAX_GROUP_AXES)
+    return;
+  for (int i = 0; i < poolSize; ++i) {
+    if (used & (1u << i))
+      continue;
+    seq[n] = pool[i];
+    sequences(c, st, key, pool, poolSize, seq, n + 1, used | (1u << i), visit,
+              arg);
+  }
+}
+
+typedef struct SeqArg {
+  DtensorCommPattern pattern;
+  EdgeFn fn;
+  void *user;
+} SeqArg;
+
+/* local_split or reduce_scatter of `seq` onto each dim. */
+static void splitOnto(const Ctx *c, const State *st, uint64_t key,
+                      const int *seq, int n, void *arg) {
+  const SeqArg *sa = arg;
+  int64_t g = groupOf(c, n, seq);
+  for (int d = 0; d < c->rank; ++d) {
+    if (!dtChunksNest(c->shape[d], st->shards[d], g))
+      continue;
+    uint64_t to = key;
+    for (int i = 0; i < n; ++i)
+      to = setCode(to, seq[i], CODE_DIM0 + d * 8 + st->numAxes[d] + i);
+    DtensorCommSpec comm = {sa->pattern, n, {0}, -1, d, DTENSOR_REDUCE_NONE};
+    memcpy(comm.axes, seq, sizeof(int) * (size_t)n);
+    if (sa->pattern == DTENSOR_COMM_REDUCE_SCATTER)
+      comm.reduce = c->kind;
+    int64_t out = st->bytes / st->padded[d] * ceilDiv(c->shape[d],
+                                                       st->shards[d] * g);
+    emit(c, st, &comm, to, out, sa->fn, sa->user);
+  }
+}
+
+static void forEachEdge(const Ctx *c, uint64_t key, EdgeFn fn, void *user) {
+  State st;
+  decode(c, key, &st);
+  int freeAxes[DTENSOR_MAX_MESH_RANK], numFree = 0;
+  int partialAxes[DTENSOR_MAX_MESH_RANK], numPartial = 0;
+  for (int a = 0; a < c->meshRank; ++a) {
+    int code = (int)((key >> (8 * a)) & 0xff);
+    if (code == CODE_FREE)
+      freeAxes[numFree++] = a;
+    else if (code == CODE_PARTIAL && !c->keep[a])
+      partialAxes[numPartial++] = a;
+  }
+  /* all_gather of a suffix of a dim's axes, and all_to_all of it to
+   * another dim. */
+  for (int d = 0; d < c->rank; ++d) {
+    int k = st.numAxes[d];
+    for (int j = 1; j <= k && j <= MAX_GROUP_AXES; ++j) {
+      const int *suffix = &st.axes[d][k - j];
+      int64_t g = groupOf(c, j, suffix);
+      int64_t coarse = st.shards[d] / g;
+      if (!dtChunksNest(c->shape[d], coarse, g))
+        continue;
+      uint64_t gathered = key;
+      for (int i = 0; i < j; ++i)
+        gathered = setCode(gathered, suffix[i], CODE_FREE);
+      int64_t grown = st.bytes / st.padded[d] * ceilDiv(c->shape[d], coarse);
+      DtensorCommSpec ag = {DTENSOR_COMM_ALL_GATHER, j, {0}, d, -1,
+                            DTENSOR_REDUCE_NONE};
+      memcpy(ag.axes, suffix, sizeof(int) * (size_t)j);
+      emit(c, &st, &ag, gathered, grown, fn, user);
+      for (int e = 0; e < c->rank; ++e) {
+        if (e == d || !dtChunksNest(c->shape[e], st.shards[e], g))
+          continue;
+        uint64_t to = gathered;
+        for (int i = 0; i < j; ++i)
+          to = setCode(to, suffix[i], CODE_DIM0 + e * 8 + st.numAxes[e] + i);
+        int64_t out = grown / st.padded[e] *
+                      ceilDiv(c->shape[e], st.shards[e] * g);
+        DtensorCommSpec a2a = {DTENSOR_COMM_ALL_TO_ALL, j, {0}, d, e,
+                               DTENSOR_REDUCE_NONE};
+        memcpy(a2a.axes, suffix, sizeof(int) * (size_t)j);
+        emit(c, &st, &a2a, to, out, fn, user);
+      }
+    }
+  }
+  int seq[MAX_GROUP_AXES];
+  SeqArg split = {DTENSOR_COMM_LOCAL_SPLIT, fn, user};
+  sequences(c, &st, key, freeAxes, numFree, seq, 0, 0, splitOnto, &split);
+  if (numPartial == 0)
+    return;
+  SeqArg scatter = {DTENSOR_COMM_REDUCE_SCATTER, fn, user};
+  sequences(c, &st, key, partialAxes, numPartial, seq, 0, 0, splitOnto,
+            &scatter);
+  /* all_reduce of any non-empty subset of the Partial axes. */
+  for (unsigned mask = 1; mask < (1u << numPartial); ++mask) {
+    DtensorCommSpec ar = {DTENSOR_COMM_ALL_REDUCE, 0, {0}, -1, -1, c->kind};
+    uint64_t to = key;
+    for (int i = 0; i < numPartial; ++i)
+      if (mask & (1u << i)) {
+        ar.axes[ar.numAxes++] = partialAxes[i];
+        to = setCode(to, partialAxes[i], CODE_FREE);
+      }
+    emit(c, &st, &ar, to, st.bytes, fn, user);
+  }
+}
+
+static double weight(const Ctx *c, const DtensorCommCost *cost) {
+  return c->options->objective == DTENSOR_OBJECTIVE_FORWARD_BACKWARD
+             ? cost->forwardUs + cost->backwardUs
+             : cost->forwardUs;
+}
+
+/* A lower bound of the cost from `key` to `target`: every axis that must
+ * leave the dim it shards, or stop being Partial, takes part in at least one
+ * collective over a group containing it, which costs at least
+ * (n_a − 1) α_a. One collective may serve several axes, hence the max. */
+static double lowerBound(const Ctx *c, uint64_t key, uint64_t target) {
+  double h = 0.0;
+  for (int a = 0; a < c->meshRank; ++a) {
+    int code = (int)((key >> (8 * a)) & 0xff);
+    int want = (int)((target >> (8 * a)) & 0xff);
+    /* A free axis joins a dim by a local split; any other change needs a
+     * collective over it: splits only append minor axes, so an axis that
+     * shards a dim can only move by being gathered or sent (all_to_all). */
+    if (code == want || code == CODE_FREE)
+      continue;
+    if (c->minLatency[a] > h)
+      h = c->minLatency[a];
+  }
+  return h;
+}
+
+/* ---- the optimal search ---------------------------------------------------- */
+
+typedef struct Node {
+  uint64_t key;
+  double g;      /* cost so far */
+  int steps;
+  int parent;    /* node index, -1 for the source */
+  DtensorCommSpec via;
+  DtensorCommCost cost;
+  bool closed;
+} Node;
+
+typedef struct HeapItem {
+  double f;
+  int steps;
+  int node;
+} HeapItem;
+
+typedef struct Search {
+  const Ctx *c;
+  uint64_t target;
+  Node *nodes;
+  int numNodes, capNodes;
+  int *table; /* open addressing: node index + 1, 0 = empty */
+  unsigned tableMask;
+  HeapItem *heap;
+  int heapSize, capHeap;
+  int current;
+  bool failed;
+} Search;
+
+static unsigned hashKey(uint64_t k) {
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdULL;
+  k ^= k >> 33;
+  return (unsigned)k;
+}
+
+static bool growTable(Search *s) {
+  unsigned size = (s->tableMask + 1) * 2;
+  int *table = calloc(size, sizeof(int));
+  if (!table)
+    return false;
+  for (int i = 0; i < s->numNodes; ++i) {
+    unsigned h = hashKey(s->nodes[i].key) & (size - 1);
+    while (table[h])
+      h = (h + 1) & (size - 1);
+    table[h] = i + 1;
+  }
+  free(s->table);
+  s->table = table;
+  s->tableMask = size - 1;
+  return true;
+}
+
+/* Returns the node of `key`, creating it (g = INFINITY) if new; -1 when
+ * out of memory. */
+static int nodeOf(Search *s, uint64_t key) {
+  unsigned h = hashKey(key) & s->tableMask;
+  while (s->table[h]) {
+    int i = s->table[h] - 1;
+    if (s->nodes[i].key == key)
+      return i;
+    h = (h + 1) & s->tableMask;
+  }
+  if (s->numNodes == s->capNodes) {
+    int cap = s->capNodes * 2;
+    Node *nodes = realloc(s->nodes, sizeof(Node) * (size_t)cap);
+    if (!nodes)
+      return -1;
+    s->nodes = nodes;
+    s->capNodes = cap;
+  }
+  int i = s->numNodes++;
+  memset(&s->nodes[i], 0, sizeof(Node));
+  s->nodes[i].key = key;
+  s->nodes[i].g = INFINITY;
+  s->nodes[i].parent = -1;
+  s->table[h] = i + 1;
+  if ((unsigned)s->numNodes * 2 > s->tableMask && !growTable(s))
+    return -1;
+  return i;
+}
+
+static bool heapLess(const HeapItem *a, const HeapItem *b) {
+  return a->f < b->f || (a->f == b->f && a->steps < b->steps);
+}
+
+static bool heapPush(Search *s, HeapItem item) {
+  if (s->heapSize == s->capHeap) {
+    int cap = s->capHeap * 2;
+    HeapItem *heap = realloc(s->heap, sizeof(HeapItem) * (size_t)cap);
+    if (!heap)
+      return false;
+    s->heap = heap;
+    s->capHeap = cap;
+  }
+  int i = s->heapSize++;
+  while (i > 0 && heapLess(&item, &s->heap[(i - 1) / 2])) {
+    s->heap[i] = s->heap[(i - 1) / 2];
+    i = (i - 1) / 2;
+  }
+  s->heap[i] = item;
+  return true;
+}
+
+static HeapItem heapPop(Search *s) {
+  HeapItem top = s->heap[0], last = s->heap[--s->heapSize];
+  int i = 0;
+  for (;;) {
+    int l = 2 * i + 1, r = l + 1, m = i;
+    const HeapItem *best = &last;
+    if (l < s->heapSize && heapLess(&s->heap[l], best))
+      m = l, best = &s->heap[l];
+    if (r < s->heapSize && heapLess(&s->heap[r], best))
+      m = r;
+    if (m == i)
+      break;
+    s->heap[i] = s->heap[m];
+    i = m;
+  }
+  if (s->heapSize > 0)
+    s->heap[i] = last;
+  return top;
+}
+
+static void relax(const Edge *e, void *user) {
+  Search *s = user;
+  if (s->failed)
+    return;
+  int from = s->current;
+  double g = s->nodes[from].g + weight(s->c, &e->cost);
+  int steps = s->nodes[from].steps + 1;
+  int to = nodeOf(s, e->to);
+  if (to < 0) {
+    s->failed = true;
+    return;
+  }
+  Node *n = &s->nodes[to];
+  if (n->closed || g > n->g || (g == n->g && steps >= n->steps))
+    return;
+  n->g = g;
+  n->steps = steps;
+  n->parent = from;
+  n->via = e->comm;
+  n->cost = e->cost;
+  HeapItem item = {g + lowerBound(s->c, e->to, s->target), steps, to};
+  if (!heapPush(s, item))
+    s->failed = true;
+}
+
+static void searchFree(Search *s) {
+  free(s->nodes);
+  free(s->table);
+  free(s->heap);
+}
+
+/* Fills `plan`'s steps from the chain of parents ending at `node`. */
+static bool tracePath(const Ctx *c, const Node *nodes, int node,
+                      DtensorPlan *plan, DtensorDiag *diag) {
+  int count = 0;
+  for (int i = node; nodes[i].parent >= 0; i = nodes[i].parent)
+    ++count;
+  if (count > DTENSOR_MAX_PLAN_STEPS)
+    return dtDiag(diag, -1, "the plan has %d steps, more than %d", count,
+                  DTENSOR_MAX_PLAN_STEPS);
+  plan->numSteps = count;
+  plan->forwardUs = plan->backwardUs = 0.0;
+  for (int i = node, k = count - 1; nodes[i].parent >= 0;
+       i = nodes[i].parent, --k) {
+    plan->steps[k].comm = nodes[i].via;
+    plan->steps[k].cost = nodes[i].cost;
+    toSpec(c, nodes[i].key, &plan->steps[k].after);
+  }
+  for (int k = 0; k < count; ++k) {
+    plan->forwardUs += plan->steps[k].cost.forwardUs;
+    plan->backwardUs += plan->steps[k].cost.backwardUs;
+  }
+  return true;
+}
+
+static bool searchOptimal(const Ctx *c, uint64_t source, uint64_t target,
+                          DtensorPlan *plan, DtensorDiag *diag) {
+  Search s = {c, target, NULL, 0, 64, NULL, 127, NULL, 0, 64, 0, false};
+  s.nodes = malloc(sizeof(Node) * (size_t)s.capNodes);
+  s.table = calloc(s.tableMask + 1, sizeof(int));
+  s.heap = malloc(sizeof(HeapItem) * (size_t)s.capHeap);
+  if (!s.nodes || !s.table || !s.heap) {
+    searchFree(&s);
+    return dtDiag(diag, -1, "out of memory while planning");
+  }
+  int start = nodeOf(&s, source);
+  s.nodes[start].g = 0.0;
+  heapPush(&s, (HeapItem){lowerBound(c, source, target), 0, start});
+  int found = -1;
+  while (s.heapSize > 0 && !s.failed) {
+    HeapItem top = heapPop(&s);
+    Node *n = &s.nodes[top.node];
+    if (n->closed)
+      continue;
+    n->closed = true;
+    if (n->key == target) {
+      found = top.node;
+      break;
+    }
+    s.current = top.node;
+    forEachEdge(c, n->key, relax, &s);
+  }
+  plan->statesVisited = s.numNodes;
+  bool ok;
+  if (s.failed)
+    ok = dtDiag(diag, -1, "out of memory while planning");
+  else if (found < 0)
+    ok = dtDiag(diag, -1, "no sequence of collectives reaches the target");
+  else
+    ok = tracePath(c, s.nodes, found, plan, diag);
+  searchFree(&s);
+  return ok;
+}
+
+/* ---- the greedy walk ------------------------------------------------------- */
+
+/* The number of mesh axes whose placement differs from the target's. */
+static int distance(const Ctx *c, uint64_t a, uint64_t b) {
+  int n = 0;
+  for (int i = 0; i < c->meshRank; ++i)
+    n += ((a >> (8 * i)) & 0xff) != ((b >> (8 * i)) & 0xff);
+  return n;
+}
+
+typedef struct Greedy {
+  const Ctx *c;
+  uint64_t target;
+  const uint64_t *visited;
+  int numVisited;
+  bool have;
+  Edge best;
+  int bestDistance;
+} Greedy;
+
+static void greedyConsider(const Edge *e, void *user) {
+  Greedy *g = user;
+  for (int i = 0; i < g->numVisited; ++i)
+    if (g->visited[i] == e->to)
+      return;
+  int d = distance(g->c, e->to, g->target);
+  if (!g->have || d < g->bestDistance ||
+      (d == g->bestDistance &&
+       weight(g->c, &e->cost) < weight(g->c, &g->best.cost))) {
+    g->have = true;
+    g->best = *e;
+    g->bestDistance = d;
+  }
+}
+
+/* As the seed's layout_converting: from the current spec, take the one-step
+ * transform whose result is closest to the target (fewest mesh axes placed
+ * differently), the cheapest among equally close ones, never revisiting a
+ * spec. */
+static bool searchGreedy(const Ctx *c, uint64_t source, uint64_t target,
+                         DtensorPlan *plan, DtensorDiag *diag) {
+  uint64_t visited[DTENSOR_MAX_PLAN_STEPS + 1];
+  int numVisited = 0;
+  visited[numVisited++] = source;
+  uint64_t key = source;
+  plan->numSteps = 0;
+  plan->forwardUs = plan->backwardUs = 0.0;
+  while (key != target) {
+    if (plan->numSteps == DTENSOR_MAX_PLAN_STEPS)
+      return dtDiag(diag, -1, "the greedy walk did not reach the target in "
+                              "%d steps", DTENSOR_MAX_PLAN_STEPS);
+    Greedy g;
+    memset(&g, 0, sizeof(g));
+    g.c = c;
+    g.target = target;
+    g.visited = visited;
+    g.numVisited = numVisited;
+    forEachEdge(c, key, greedyConsider, &g);
+    if (!g.have)
+      return dtDiag(diag, -1, "the greedy walk is stuck: every one-step "
+                              "transform leads to a spec it has visited");
+    DtensorPlanStep *step = &plan->steps[plan->numSteps++];
+    step->comm = g.best.comm;
+    step->cost = g.best.cost;
+    toSpec(c, g.best.to, &step->after);
+    plan->forwardUs += g.best.cost.forwardUs;
+    plan->backwardUs += g.best.cost.backwardUs;
+    key = g.best.to;
+    visited[numVisited++] = key;
+  }
+  plan->statesVisited = numVisited;
+  return true;
+}
+
+/* ---- the entry point --------------------------------------------------------- */
+
+void dtensorPlanOptionsInit(DtensorPlanOptions *outOptions) {
+  outOptions->strategy = DTENSOR_STRATEGY_OPTIMAL;
+  outOptions->objective = DTENSOR_OBJECTIVE_FORWARD;
+  outOptions->copyBandwidthGBps = DTENSOR_DEFAULT_COPY_BANDWIDTH_GBPS;
+}
+
+static bool interleaved(const DtensorShardingSpec *s) {
+  for (int d = 0; d < s->rank; ++d)
+    if (s->numAxes[d] > 0 && s->interleave[d] > 1)
+      return true;
+  return false;
+}
+
+/* Says why the conversion is impossible, or fills the search context. */
+static bool prepare(const DtensorLayout *source,
+                    const DtensorShardingSpec *target,
+                    const DtensorPlanOptions *options, Ctx *c,
+                    DtensorDiag *diag) {
+  const DtensorMesh *mesh = source->mesh;
+  if (!(options->copyBandwidthGBps > 0))
+    return dtDiag(diag, -1, "the copy bandwidth must be > 0 GB/s");
+  if (!dtensorShardingSpecCheck(target, mesh, source->rank, source->shape,
+                                diag))
+    return false;
+  memset(c, 0, sizeof(*c));
+  c->mesh = mesh;
+  c->meshRank = dtensorMeshGetRank(mesh);
+  c->rank = source->rank;
+  memcpy(c->shape, source->shape, sizeof(int64_t) * (size_t)source->rank);
+  c->eltSize = (int64_t)dtensorElementTypeGetSize(source->elementType);
+  c->options = options;
+  for (int a = 0; a < c->meshRank; ++a) {
+    c->axisSize[a] = dtensorMeshGetAxisSize(mesh, a);
+    c->minLatency[a] =
+        (double)(c->axisSize[a] - 1) * dtensorMeshGetLink(mesh, a).latencyUs;
+  }
+  const DtensorShardingSpec *s = &source->spec;
+  for (int a = 0; a < c->meshRank; ++a) {
+    const char *axisName = dtensorMeshGetAxisName(mesh, a);
+    DtensorReduceKind from = s->partial[a], to = target->partial[a];
+    c->partialKind[a] = from;
+    if (to != DTENSOR_REDUCE_NONE && from == DTENSOR_REDUCE_NONE)
+      return dtDiag(diag, -1,
+                    "mesh axis %d (%s): the target is Partial(%s) but the "
+                    "source is not; a redistribution only resolves pending "
+                    "reductions, it cannot create one", a, axisName,
+                    dtensorReduceKindGetName(to));
+    if (to != DTENSOR_REDUCE_NONE && from != to)
+      return dtDiag(diag, -1,
+                    "mesh axis %d (%s): Partial(%s) cannot become Partial(%s): "
+                    "reductions of different kinds do not convert into each "
+                    "other", a, axisName, dtensorReduceKindGetName(from),
+                    dtensorReduceKindGetName(to));
+    c->keep[a] = to != DTENSOR_REDUCE_NONE;
+  }
+  /* Pending reductions of different kinds do not commute, so resolving
+   * any of them has no defined order. */
+  DtensorReduceKind first = DTENSOR_REDUCE_NONE;
+  bool resolves = false;
+  for (int a = 0; a < c->meshRank; ++a) {
+    DtensorReduceKind k = s->partial[a];
+    if (k == DTENSOR_REDUCE_NONE)
+      continue;
+    resolves |= !c->keep[a];
+    if (first == DTENSOR_REDUCE_NONE)
+      first = k;
+    else if (k != first)
+      first = (DtensorReduceKind)-1;
+  }
+  if (resolves && (int)first < 0)
+    return dtDiag(diag, -1,
+                  "the source is Partial with different reduce kinds on "
+                  "different mesh axes; the order of their reductions is not "
+                  "defined, so none can be resolved by a redistribution");
+  c->kind = resolves ? first : DTENSOR_REDUCE_NONE;
+  if ((interleaved(s) || interleaved(target)) &&
+      !dtensorShardingSpecEqual(s, target))
+    return dtDiag(diag, -1, "the planner does not redistribute interleaved "
+                            "shards (S0/k) yet");
+  return true;
+}
+
+bool dtensorPlanCompute(const DtensorLayout *source,
+                        const DtensorShardingSpec *target,
+                        const DtensorPlanOptions *options,
+                        DtensorPlan *outPlan, DtensorDiag *outDiag) {
+  DtensorPlanOptions defaults;
+  if (!options) {
+    dtensorPlanOptionsInit(&defaults);
+    options = &defaults;
+  }
+  Ctx c;
+  if (!prepare(source, target, options, &c, outDiag))
+    return false;
+  outPlan->source = source->spec;
+  outPlan->numSteps = 0;
+  outPlan->forwardUs = outPlan->backwardUs = 0.0;
+  outPlan->statesVisited = 1;
+  uint64_t from = encodeSpec(&c, &source->spec);
+  uint64_t to = encodeSpec(&c, target);
+  if (from == to)
+    return true;
+  return options->strategy == DTENSOR_STRATEGY_GREEDY
+             ? searchGreedy(&c, from, to, outPlan, outDiag)
+             : searchOptimal(&c, from, to, outPlan, outDiag);
+}
+
+/* ---- printing ---------------------------------------------------------------- */
+
+size_t dtensorPlanPrint(const DtensorPlan *plan, const DtensorMesh *mesh,
+                        char *buffer, size_t capacity) {
+  (void)mesh;
+  DtBuf b = dtBufInit(buffer, capacity);
+  char spec[256], comm[256];
+  dtensorShardingSpecPrint(&plan->source, spec, sizeof(spec));
+  dtBufPrintf(&b, "from %s\n", spec);
+  for (int i = 0; i < plan->numSteps; ++i) {
+    const DtensorPlanStep *s = &plan->steps[i];
+    dtensorCommSpecPrint(&s->comm, comm, sizeof(comm));
+    dtensorShardingSpecPrint(&s->after, spec, sizeof(spec));
+    dtBufPrintf(&b,
+                "step %d: %s -> %s  fwd %.3f us, bwd %.3f us, %lld bytes "
+                "per device\n",
+                i + 1, comm, spec, s->cost.forwardUs, s->cost.backwardUs,
+                (long long)s->cost.bytesPerDevice);
+  }
+  dtBufPrintf(&b, "total: %d steps, fwd %.3f us, bwd %.3f us\n",
+              plan->numSteps, plan->forwardUs, plan->backwardUs);
+  return b.length;
+}
