@@ -485,11 +485,25 @@ static bool searchOptimal(const Ctx *c, uint64_t source, uint64_t target,
 
 /* ---- the greedy walk ------------------------------------------------------- */
 
-/* The number of mesh axes whose placement differs from the target's. */
-static int distance(const Ctx *c, uint64_t a, uint64_t b) {
+/* How far a spec is from the target, as the seed's spec difference: per
+ * dim, the axes past the longest common prefix with the target's list must
+ * be gathered and the target's remaining axes split in (a dim's axes are a
+ * stack: only the minor end changes), and each Partial axis the target does
+ * not keep must be reduced. */
+static int distance(const Ctx *c, uint64_t key, uint64_t target) {
+  State a, b;
+  decode(c, key, &a);
+  decode(c, target, &b);
   int n = 0;
+  for (int d = 0; d < c->rank; ++d) {
+    int common = 0;
+    while (common < a.numAxes[d] && common < b.numAxes[d] &&
+           a.axes[d][common] == b.axes[d][common])
+      ++common;
+    n += a.numAxes[d] - common + b.numAxes[d] - common;
+  }
   for (int i = 0; i < c->meshRank; ++i)
-    n += ((a >> (8 * i)) & 0xff) != ((b >> (8 * i)) & 0xff);
+    n += a.partial[i] && !b.partial[i];
   return n;
 }
 
@@ -521,40 +535,72 @@ static void greedyConsider(const Edge *e, void *user) {
 /* As the seed's layout_converting: from the current spec, take the one-step
  * transform whose result is closest to the target (fewest mesh axes placed
  * differently), the cheapest among equally close ones, never revisiting a
- * spec. */
+ * spec. Where every transform leads to a visited spec (uneven shapes can
+ * close such loops) the walk steps back and tries the next best, so it
+ * always ends at the target. */
 static bool searchGreedy(const Ctx *c, uint64_t source, uint64_t target,
                          DtensorPlan *plan, DtensorDiag *diag) {
-  uint64_t visited[DTENSOR_MAX_PLAN_STEPS + 1];
-  int numVisited = 0;
+  int capVisited = 64, numVisited = 0;
+  uint64_t *visited = malloc(sizeof(uint64_t) * (size_t)capVisited);
+  if (!visited)
+    return dtDiag(diag, -1, "out of memory while planning");
   visited[numVisited++] = source;
+  enum { MAX_DEPTH = 4096 };
+  Edge *path = malloc(sizeof(Edge) * MAX_DEPTH);
+  if (!path) {
+    free(visited);
+    return dtDiag(diag, -1, "out of memory while planning");
+  }
+  int depth = 0;
   uint64_t key = source;
-  plan->numSteps = 0;
-  plan->forwardUs = plan->backwardUs = 0.0;
+  bool ok = true;
   while (key != target) {
-    if (plan->numSteps == DTENSOR_MAX_PLAN_STEPS)
-      return dtDiag(diag, -1, "the greedy walk did not reach the target in "
-                              "%d steps", DTENSOR_MAX_PLAN_STEPS);
     Greedy g;
     memset(&g, 0, sizeof(g));
     g.c = c;
     g.target = target;
     g.visited = visited;
     g.numVisited = numVisited;
-    forEachEdge(c, key, greedyConsider, &g);
-    if (!g.have)
-      return dtDiag(diag, -1, "the greedy walk is stuck: every one-step "
-                              "transform leads to a spec it has visited");
-    DtensorPlanStep *step = &plan->steps[plan->numSteps++];
-    step->comm = g.best.comm;
-    step->cost = g.best.cost;
-    toSpec(c, g.best.to, &step->after);
-    plan->forwardUs += g.best.cost.forwardUs;
-    plan->backwardUs += g.best.cost.backwardUs;
+    if (depth < MAX_DEPTH)
+      forEachEdge(c, key, greedyConsider, &g);
+    if (!g.have) {
+      if (depth == 0) {
+        ok = dtDiag(diag, -1, "no sequence of collectives reaches the target");
+        break;
+      }
+      key = --depth > 0 ? path[depth - 1].to : source;
+      continue;
+    }
+    if (numVisited == capVisited) {
+      uint64_t *grown =
+          realloc(visited, sizeof(uint64_t) * (size_t)(capVisited *= 2));
+      if (!grown) {
+        ok = dtDiag(diag, -1, "out of memory while planning");
+        break;
+      }
+      visited = grown;
+    }
+    visited[numVisited++] = g.best.to;
+    path[depth++] = g.best;
     key = g.best.to;
-    visited[numVisited++] = key;
   }
+  plan->numSteps = 0;
+  plan->forwardUs = plan->backwardUs = 0.0;
   plan->statesVisited = numVisited;
-  return true;
+  if (ok && depth > DTENSOR_MAX_PLAN_STEPS)
+    ok = dtDiag(diag, -1, "the greedy walk took %d steps, more than a plan "
+                          "holds (%d)", depth, DTENSOR_MAX_PLAN_STEPS);
+  for (int i = 0; ok && i < depth; ++i) {
+    DtensorPlanStep *step = &plan->steps[plan->numSteps++];
+    step->comm = path[i].comm;
+    step->cost = path[i].cost;
+    toSpec(c, path[i].to, &step->after);
+    plan->forwardUs += path[i].cost.forwardUs;
+    plan->backwardUs += path[i].cost.backwardUs;
+  }
+  free(visited);
+  free(path);
+  return ok;
 }
 
 /* ---- the entry point --------------------------------------------------------- */
