@@ -191,7 +191,7 @@ static int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t minI64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 bool dtChunksNest(int64_t size, int64_t coarse, int64_t group) {
-  if (group == 1)
+  if (group == 1 || size % (coarse * group) == 0)
     return true;
   int64_t chc = ceilDiv(size, coarse), chf = ceilDiv(size, coarse * group);
   if (ceilDiv(chc, group) != chf)
@@ -386,63 +386,75 @@ bool dtensorCommSpecApply(const DtensorCommSpec *comm, const DtensorLayout *in,
 
 /* ---- cost ----------------------------------------------------------------- */
 
-/* A ring over the group with its slowest link: `steps` latencies and
- * `factor` times `bytes` over the bandwidth. */
-static double ring(const DtensorMesh *mesh, const DtensorCommSpec *comm,
-                   double steps, double factor, int64_t bytes) {
-  double alpha = 0.0, beta = 0.0;
-  for (int i = 0; i < comm->numAxes; ++i) {
-    DtensorLink l = dtensorMeshGetLink(mesh, comm->axes[i]);
-    if (i == 0 || l.latencyUs > alpha)
-      alpha = l.latencyUs;
-    if (i == 0 || l.bandwidthGBps < beta)
-      beta = l.bandwidthGBps;
-  }
-  return steps * alpha + factor * (double)bytes / (beta * 1e3);
-}
-
 static double copyCost(int64_t bytes, const DtensorPlanOptions *options) {
   return (double)bytes / (options->copyBandwidthGBps * 1e3);
 }
 
-DtensorCommCost dtCommCost(const DtensorCommSpec *comm, const DtensorMesh *mesh,
-                           int64_t bytesIn, int64_t bytesOut,
-                           const DtensorPlanOptions *options) {
+DtensorCommCost dtCommCostOnGroup(DtensorCommPattern pattern, double n,
+                                  double alpha, double beta, int64_t bytesIn,
+                                  int64_t bytesOut,
+                                  const DtensorPlanOptions *options) {
+  /* A ring over the group: `steps` latencies, then `factor` times the bytes
+   * over the bandwidth (GB/s = 1e3 bytes per µs). */
+#define RING(steps, factor, bytes)                                             \
+  ((steps) * alpha + (factor) * (double)(bytes) / (beta * 1e3))
   DtensorCommCost c = {0.0, 0.0, 0};
-  if (comm->pattern == DTENSOR_COMM_IDENTITY)
-    return c;
-  double n = (double)dtGroupSize(mesh, comm->numAxes, comm->axes);
   double f = (n - 1.0) / n;
-  switch (comm->pattern) {
+  switch (pattern) {
   case DTENSOR_COMM_ALL_GATHER:
-    c.forwardUs = ring(mesh, comm, n - 1.0, f, bytesOut);
+    c.forwardUs = RING(n - 1.0, f, bytesOut);
     c.backwardUs = copyCost(bytesIn, options);
     c.bytesPerDevice = bytesOut;
     break;
   case DTENSOR_COMM_LOCAL_SPLIT:
     c.forwardUs = copyCost(bytesOut, options);
-    c.backwardUs = ring(mesh, comm, n - 1.0, f, bytesIn);
-    c.bytesPerDevice = 0;
+    c.backwardUs = RING(n - 1.0, f, bytesIn);
     break;
   case DTENSOR_COMM_ALL_TO_ALL:
-    c.forwardUs = ring(mesh, comm, n - 1.0, f, bytesIn);
-    c.backwardUs = ring(mesh, comm, n - 1.0, f, bytesOut);
+    c.forwardUs = RING(n - 1.0, f, bytesIn);
+    c.backwardUs = RING(n - 1.0, f, bytesOut);
     c.bytesPerDevice = bytesIn;
     break;
   case DTENSOR_COMM_ALL_REDUCE:
-    c.forwardUs = ring(mesh, comm, 2.0 * (n - 1.0), 2.0 * f, bytesIn);
-    c.backwardUs = 0.0;
+    c.forwardUs = RING(2.0 * (n - 1.0), 2.0 * f, bytesIn);
     c.bytesPerDevice = bytesIn;
     break;
   case DTENSOR_COMM_REDUCE_SCATTER:
-    c.forwardUs = ring(mesh, comm, n - 1.0, f, bytesIn);
-    c.backwardUs = ring(mesh, comm, n - 1.0, f, bytesIn);
+    c.forwardUs = RING(n - 1.0, f, bytesIn);
+    c.backwardUs = RING(n - 1.0, f, bytesIn);
     c.bytesPerDevice = bytesIn;
     break;
   default:
     break;
   }
+#undef RING
   return c;
+}
+
+void dtGroupLink(const DtensorMesh *mesh, int numAxes, const int *axes,
+                 double *outAlpha, double *outBeta) {
+  double alpha = 0.0, beta = 0.0;
+  for (int i = 0; i < numAxes; ++i) {
+    DtensorLink l = dtensorMeshGetLink(mesh, axes[i]);
+    if (i == 0 || l.latencyUs > alpha)
+      alpha = l.latencyUs;
+    if (i == 0 || l.bandwidthGBps < beta)
+      beta = l.bandwidthGBps;
+  }
+  *outAlpha = alpha;
+  *outBeta = beta;
+}
+
+DtensorCommCost dtCommCost(const DtensorCommSpec *comm, const DtensorMesh *mesh,
+                           int64_t bytesIn, int64_t bytesOut,
+                           const DtensorPlanOptions *options) {
+  if (comm->pattern == DTENSOR_COMM_IDENTITY)
+    return (DtensorCommCost){0.0, 0.0, 0};
+  double alpha, beta;
+  dtGroupLink(mesh, comm->numAxes, comm->axes, &alpha, &beta);
+  return dtCommCostOnGroup(
+      comm->pattern, (double)dtGroupSize(mesh, comm->numAxes, comm->axes),
+      alpha, beta, bytesIn, bytesOut, options);
 }
 
 static int64_t paddedBytes(const DtensorLayout *in,

@@ -23,6 +23,18 @@ void dtSpecPaddedShape(const DtensorMesh *mesh, const DtensorShardingSpec *spec,
 /// The product of the sizes of `axes` on `mesh`.
 int64_t dtGroupSize(const DtensorMesh *mesh, int numAxes, const int *axes);
 
+/// The slowest link of a group: the largest latency and the smallest
+/// bandwidth over `axes`.
+void dtGroupLink(const DtensorMesh *mesh, int numAxes, const int *axes,
+                 double *outAlpha, double *outBeta);
+
+/// The cost of a step of `pattern` on a group of `n` devices whose slowest
+/// link is (alpha µs, beta GB/s): the one place the cost formulas live.
+DtensorCommCost dtCommCostOnGroup(DtensorCommPattern pattern, double n,
+                                  double alpha, double beta, int64_t bytesIn,
+                                  int64_t bytesOut,
+                                  const DtensorPlanOptions *options);
+
 /// The cost of `comm` given the padded bytes per device before and after it.
 DtensorCommCost dtCommCost(const DtensorCommSpec *comm, const DtensorMesh *mesh,
                            int64_t bytesIn, int64_t bytesOut,

@@ -32,6 +32,13 @@ typedef struct Ctx {
   DtensorReduceKind kind;           /* the kind being resolved */
   double minLatency[DTENSOR_MAX_MESH_RANK]; /* (n_a - 1) α_a */
   const DtensorPlanOptions *options;
+  /* The target, for the lower bound: its axes per dim. */
+  int targetNum[DTENSOR_MAX_TENSOR_RANK];
+  int targetAxis[DTENSOR_MAX_TENSOR_RANK][DTENSOR_MAX_MESH_RANK];
+  /* Per set of mesh axes (a bit mask): group size and slowest link. */
+  double groupN[1 << DTENSOR_MAX_MESH_RANK];
+  double groupAlpha[1 << DTENSOR_MAX_MESH_RANK];
+  double groupBeta[1 << DTENSOR_MAX_MESH_RANK];
 } Ctx;
 
 /* A decoded state. */
@@ -119,7 +126,12 @@ static void emit(const Ctx *c, const State *st, DtensorCommSpec *comm,
   Edge e;
   e.comm = *comm;
   e.to = to;
-  e.cost = dtCommCost(comm, c->mesh, st->bytes, bytesOut, c->options);
+  unsigned mask = 0;
+  for (int i = 0; i < comm->numAxes; ++i)
+    mask |= 1u << comm->axes[i];
+  e.cost = dtCommCostOnGroup(comm->pattern, c->groupN[mask],
+                             c->groupAlpha[mask], c->groupBeta[mask],
+                             st->bytes, bytesOut, c->options);
   fn(&e, user);
 }
 
@@ -243,22 +255,34 @@ static double weight(const Ctx *c, const DtensorCommCost *cost) {
              : cost->forwardUs;
 }
 
-/* A lower bound of the cost from `key` to `target`: every axis that must
- * leave the dim it shards, or stop being Partial, takes part in at least one
- * collective over a group containing it, which costs at least
- * (n_a − 1) α_a. One collective may serve several axes, hence the max. */
-static double lowerBound(const Ctx *c, uint64_t key, uint64_t target) {
+/* A lower bound of the cost from `key` to `target`. A dim's axes are a
+ * stack (splits push minor axes, gathers and all_to_all pop them), so every
+ * axis past the longest common prefix of a dim's list with the target's
+ * must leave it in some collective, and so must every Partial axis the
+ * target does not keep. A collective over a group A costs at least
+ * (|A| - 1) max α ≥ Σ_{a∈A} (n_a - 1) α_a, so the sum of (n_a - 1) α_a over
+ * those axes is a lower bound (admissible: A* stays optimal). */
+static double lowerBound(const Ctx *c, uint64_t key) {
   double h = 0.0;
+  int at[DTENSOR_MAX_TENSOR_RANK][DTENSOR_MAX_MESH_RANK];
+  int num[DTENSOR_MAX_TENSOR_RANK] = {0};
   for (int a = 0; a < c->meshRank; ++a) {
     int code = (int)((key >> (8 * a)) & 0xff);
-    int want = (int)((target >> (8 * a)) & 0xff);
-    /* A free axis joins a dim by a local split; any other change needs a
-     * collective over it: splits only append minor axes, so an axis that
-     * shards a dim can only move by being gathered or sent (all_to_all). */
-    if (code == want || code == CODE_FREE)
+    if (code == CODE_PARTIAL && !c->keep[a])
+      h += c->minLatency[a];
+    if (code < CODE_DIM0)
       continue;
-    if (c->minLatency[a] > h)
-      h = c->minLatency[a];
+    int d = (code - CODE_DIM0) / 8, i = (code - CODE_DIM0) % 8;
+    at[d][i] = a;
+    if (i + 1 > num[d])
+      num[d] = i + 1;
+  }
+  for (int d = 0; d < c->rank; ++d) {
+    int i = 0;
+    while (i < num[d] && i < c->targetNum[d] && at[d][i] == c->targetAxis[d][i])
+      ++i;
+    for (; i < num[d]; ++i)
+      h += c->minLatency[at[d][i]];
   }
   return h;
 }
@@ -409,7 +433,7 @@ static void relax(const Edge *e, void *user) {
   n->parent = from;
   n->via = e->comm;
   n->cost = e->cost;
-  HeapItem item = {g + lowerBound(s->c, e->to, s->target), steps, to};
+  HeapItem item = {g + lowerBound(s->c, e->to), steps, to};
   if (!heapPush(s, item))
     s->failed = true;
 }
@@ -456,7 +480,7 @@ static bool searchOptimal(const Ctx *c, uint64_t source, uint64_t target,
   }
   int start = nodeOf(&s, source);
   s.nodes[start].g = 0.0;
-  heapPush(&s, (HeapItem){lowerBound(c, source, target), 0, start});
+  heapPush(&s, (HeapItem){lowerBound(c, source), 0, start});
   int found = -1;
   while (s.heapSize > 0 && !s.failed) {
     HeapItem top = heapPop(&s);
@@ -629,7 +653,6 @@ static bool prepare(const DtensorLayout *source,
   if (!dtensorShardingSpecCheck(target, mesh, source->rank, source->shape,
                                 diag))
     return false;
-  memset(c, 0, sizeof(*c));
   c->mesh = mesh;
   c->meshRank = dtensorMeshGetRank(mesh);
   c->rank = source->rank;
@@ -640,6 +663,21 @@ static bool prepare(const DtensorLayout *source,
     c->axisSize[a] = dtensorMeshGetAxisSize(mesh, a);
     c->minLatency[a] =
         (double)(c->axisSize[a] - 1) * dtensorMeshGetLink(mesh, a).latencyUs;
+  }
+  /* Each mask from the one without its lowest axis. */
+  c->groupN[0] = 1.0;
+  c->groupAlpha[0] = 0.0;
+  c->groupBeta[0] = INFINITY;
+  for (unsigned m = 1; m < (1u << c->meshRank); ++m) {
+    int a = __builtin_ctz(m);
+    unsigned rest = m & (m - 1);
+    DtensorLink l = dtensorMeshGetLink(mesh, a);
+    c->groupN[m] = c->groupN[rest] * (double)c->axisSize[a];
+    c->groupAlpha[m] =
+        l.latencyUs > c->groupAlpha[rest] ? l.latencyUs : c->groupAlpha[rest];
+    c->groupBeta[m] = l.bandwidthGBps < c->groupBeta[rest]
+                          ? l.bandwidthGBps
+                          : c->groupBeta[rest];
   }
   const DtensorShardingSpec *s = &source->spec;
   for (int a = 0; a < c->meshRank; ++a) {
@@ -705,6 +743,11 @@ bool dtensorPlanCompute(const DtensorLayout *source,
   outPlan->statesVisited = 1;
   uint64_t from = encodeSpec(&c, &source->spec);
   uint64_t to = encodeSpec(&c, target);
+  for (int d = 0; d < c.rank; ++d) {
+    c.targetNum[d] = target->numAxes[d];
+    memcpy(c.targetAxis[d], target->axes[d],
+           sizeof(int) * (size_t)target->numAxes[d]);
+  }
   if (from == to)
     return true;
   return options->strategy == DTENSOR_STRATEGY_GREEDY

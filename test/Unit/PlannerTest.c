@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "Check.h"
+#include "SpecEnum.h"
 
 /* ---- CommSpec text and apply ---------------------------------------------- */
 
@@ -143,68 +144,13 @@ typedef struct Graph {
   int rank;
   const int64_t *shape;
   DtensorShardingSpec *specs;
-  int numSpecs, capSpecs;
+  int numSpecs;
   /* Adjacency: edges of each spec. */
   int *edgeStart; /* numSpecs + 1 */
   int *edgeTo;
   double *edgeCost;
   int numEdges, capEdges;
 } Graph;
-
-static void addSpec(Graph *g, const DtensorShardingSpec *s) {
-  if (g->numSpecs == g->capSpecs) {
-    g->capSpecs = g->capSpecs ? 2 * g->capSpecs : 64;
-    g->specs = realloc(g->specs, sizeof(*s) * (size_t)g->capSpecs);
-  }
-  g->specs[g->numSpecs++] = *s;
-}
-
-/* Every spec: each mesh axis replicates, is Partial(sum) or shards a dim;
- * the axes of a dim in every order. */
-static void permuteDims(Graph *g, DtensorShardingSpec *s, int dim) {
-  if (dim == g->rank) {
-    addSpec(g, s);
-    return;
-  }
-  int k = s->numAxes[dim];
-  /* Heap's algorithm over axes[dim][0..k). */
-  int c[DTENSOR_MAX_MESH_RANK] = {0};
-  permuteDims(g, s, dim + 1);
-  for (int i = 1; i < k;) {
-    if (c[i] < i) {
-      int j = i % 2 == 0 ? 0 : c[i];
-      int t = s->axes[dim][j];
-      s->axes[dim][j] = s->axes[dim][i];
-      s->axes[dim][i] = t;
-      permuteDims(g, s, dim + 1);
-      ++c[i];
-      i = 1;
-    } else {
-      c[i] = 0;
-      ++i;
-    }
-  }
-}
-
-static void enumerate(Graph *g, bool withPartial) {
-  int meshRank = dtensorMeshGetRank(g->mesh);
-  int choices = g->rank + (withPartial ? 2 : 1), total = 1;
-  for (int a = 0; a < meshRank; ++a)
-    total *= choices;
-  for (int code = 0; code < total; ++code) {
-    DtensorShardingSpec s;
-    dtensorShardingSpecInitReplicated(g->rank, &s);
-    for (int a = 0, c = code; a < meshRank; ++a, c /= choices) {
-      int pick = c % choices;
-      if (pick == g->rank + 1)
-        s.partial[a] = DTENSOR_REDUCE_SUM;
-      else if (pick < g->rank)
-        s.axes[pick][s.numAxes[pick]++] = a;
-    }
-    if (dtensorShardingSpecCheck(&s, g->mesh, g->rank, g->shape, NULL))
-      permuteDims(g, &s, 0);
-  }
-}
 
 static int findSpec(const Graph *g, const DtensorShardingSpec *s) {
   for (int i = 0; i < g->numSpecs; ++i)
@@ -326,7 +272,10 @@ static void runConfig(const char *meshText, int rank, const int64_t *shape,
   g.mesh = mesh;
   g.rank = rank;
   g.shape = shape;
-  enumerate(&g, withPartial);
+  SpecList list = {0};
+  specListEnumerate(&list, mesh, rank, shape, withPartial);
+  g.specs = list.specs;
+  g.numSpecs = list.count;
   DtensorPlanOptions optimal, greedy;
   dtensorPlanOptionsInit(&optimal);
   dtensorPlanOptionsInit(&greedy);
