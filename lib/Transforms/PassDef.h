@@ -37,5 +37,6 @@ int64_t dtPassOptionsGetInt(const DtPassOptions *options, const char *name);
 bool dtPassOptionsGetBool(const DtPassOptions *options, const char *name);
 
 extern const DtPassDef dtVerifyPass;
+extern const DtPassDef dtLowerRedistributePass;
 
 #endif

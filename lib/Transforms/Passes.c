@@ -14,6 +14,7 @@
 
 static const DtPassDef *const kPasses[] = {
     &dtVerifyPass,
+    &dtLowerRedistributePass,
 };
 
 enum { kNumPasses = sizeof(kPasses) / sizeof(kPasses[0]) };
