@@ -138,18 +138,21 @@ static void verifyFunctionLayouts(Verifier *v, MlirOperation op) {
   }
 }
 
-/* A `dtensor.layout` attribute on an op: one layout per result, either a
- * single layout (one result) or an array of them. */
-static void verifyOpLayout(Verifier *v, MlirOperation op) {
-  MlirAttribute attr = getAttr(op, "dtensor.layout");
+/* A per-value list attribute (`dtensor.layout` of results, or
+ * `dtensor.operand_layouts`): one layout per value, `unit` for non-tensor
+ * values; a single layout is accepted for one result. */
+static void verifyLayoutList(Verifier *v, MlirOperation op, const char *name,
+                             bool results) {
+  MlirAttribute attr = getAttr(op, name);
   if (mlirAttributeIsNull(attr))
     return;
-  intptr_t numResults = mlirOperationGetNumResults(op);
-  if (dtensorAttributeIsALayout(attr)) {
-    if (numResults != 1) {
-      opError(v, op, "has %ld results, so its 'dtensor.layout' must be an "
-                     "array of %ld layouts", (long)numResults,
-              (long)numResults);
+  intptr_t count = results ? mlirOperationGetNumResults(op)
+                           : mlirOperationGetNumOperands(op);
+  const char *what = results ? "result" : "operand";
+  if (results && dtensorAttributeIsALayout(attr)) {
+    if (count != 1) {
+      opError(v, op, "has %ld results, so its '%s' must be an array of %ld "
+                     "layouts", (long)count, name, (long)count);
       return;
     }
     checkLayout(v, op, attr, mlirValueGetType(mlirOperationGetResult(op, 0)),
@@ -157,19 +160,28 @@ static void verifyOpLayout(Verifier *v, MlirOperation op) {
     return;
   }
   if (!mlirAttributeIsAArray(attr) ||
-      mlirArrayAttrGetNumElements(attr) != numResults) {
-    opError(v, op, "'dtensor.layout' must be a #dtensor.layout (one result) "
-                   "or an array of %ld of them, one per result",
-            (long)numResults);
+      mlirArrayAttrGetNumElements(attr) != count) {
+    opError(v, op, "'%s' must be %san array of %ld entries, one per %s (a "
+                   "#dtensor.layout, or unit for a non-tensor %s)",
+            name, results ? "a #dtensor.layout (one result) or " : "",
+            (long)count, what, what);
     return;
   }
-  for (intptr_t i = 0; i < numResults; ++i) {
-    char label[64];
-    snprintf(label, sizeof(label), "dtensor.layout of result %ld", (long)i);
-    checkLayout(v, op, mlirArrayAttrGetElement(attr, i),
-                mlirValueGetType(mlirOperationGetResult(op, i)), label, NULL,
-                NULL);
+  for (intptr_t i = 0; i < count; ++i) {
+    MlirAttribute e = mlirArrayAttrGetElement(attr, i);
+    if (mlirAttributeIsAUnit(e))
+      continue;
+    MlirValue value = results ? mlirOperationGetResult(op, i)
+                              : mlirOperationGetOperand(op, i);
+    char label[96];
+    snprintf(label, sizeof(label), "%s of %s %ld", name, what, (long)i);
+    checkLayout(v, op, e, mlirValueGetType(value), label, NULL, NULL);
   }
+}
+
+static void verifyOpLayout(Verifier *v, MlirOperation op) {
+  verifyLayoutList(v, op, "dtensor.layout", true);
+  verifyLayoutList(v, op, "dtensor.operand_layouts", false);
 }
 
 /* ---- dtensor.annotate / dtensor.redistribute ---------------------------- */

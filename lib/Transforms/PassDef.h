@@ -38,5 +38,6 @@ bool dtPassOptionsGetBool(const DtPassOptions *options, const char *name);
 
 extern const DtPassDef dtVerifyPass;
 extern const DtPassDef dtLowerRedistributePass;
+extern const DtPassDef dtPropagatePass;
 
 #endif

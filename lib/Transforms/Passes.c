@@ -14,6 +14,7 @@
 
 static const DtPassDef *const kPasses[] = {
     &dtVerifyPass,
+    &dtPropagatePass,
     &dtLowerRedistributePass,
 };
 

@@ -101,7 +101,7 @@ func.func @op_layout_count() {
 
 "dtensor.mesh"() {sym_name = "mesh", shape = array<i64: 2, 4>, axis_names = ["dp", "tp"]} : () -> ()
 func.func @op_layout_kind() {
-  // expected-error @+1 {{'dtensor.layout' must be a #dtensor.layout (one result) or an array of 1 of them}}
+  // expected-error @+1 {{'dtensor.layout' must be a #dtensor.layout (one result) or an array of 1 entries, one per result}}
   %a = arith.constant {dtensor.layout = "S0"} dense<1.0> : tensor<8xf32>
   return
 }
@@ -205,4 +205,21 @@ func.func @redistribute_src_local(%a: tensor<4x8xf32>) -> tensor<3x8xf32> {
   // expected-error @+1 {{input type tensor<4x8xf32> does not match the local shape 5x8 of 'src'}}
   %b = "dtensor.redistribute"(%a) {src = #dtensor.layout<@mesh, "[S0, R]">, dst = #dtensor.layout<@mesh, "[S1, R]">, global_shape = array<i64: 10, 8>} : (tensor<4x8xf32>) -> tensor<3x8xf32>
   return %b : tensor<3x8xf32>
+}
+
+// -----
+
+// Per-operand layouts, as dtensor-propagate writes them: unit for a
+// non-tensor operand, and each layout must fit its operand.
+"dtensor.mesh"() {sym_name = "mesh", shape = array<i64: 2, 4>, axis_names = ["dp", "tp"]} : () -> ()
+func.func @operand_layouts(%x: f32, %t: tensor<8x8xf32>) {
+  %ok = "test.use"(%x, %t) {dtensor.operand_layouts = [unit, #dtensor.layout<@mesh, "[S0, R]">]} : (f32, tensor<8x8xf32>) -> tensor<8x8xf32>
+  // expected-error @+1 {{'test.use' op dtensor.operand_layouts of operand 1: the sharding spec has 1 dims}}
+  %bad = "test.use"(%x, %t) {dtensor.operand_layouts = [unit, #dtensor.layout<@mesh, "[S0]">]} : (f32, tensor<8x8xf32>) -> tensor<8x8xf32>
+  // expected-error @+1 {{'dtensor.operand_layouts' must be an array of 2 entries, one per operand}}
+  %short = "test.use"(%x, %t) {dtensor.operand_layouts = [unit]} : (f32, tensor<8x8xf32>) -> tensor<8x8xf32>
+  // expected-error @+1 {{dtensor.operand_layouts of operand 0: a layout applies to a ranked tensor}}
+  %scalar = "test.use"(%x, %t) {dtensor.operand_layouts = [#dtensor.layout<@mesh, "[]">, unit]} : (f32, tensor<8x8xf32>) -> tensor<8x8xf32>
+  %mixed:2 = "test.two"() {dtensor.layout = [unit, #dtensor.layout<@mesh, "[S1]">]} : () -> (index, tensor<8xf32>)
+  return
 }

@@ -1,0 +1,1095 @@
+/* dtensor-propagate: gives every tensor value of a function a layout and
+ * every op a strategy, from a few annotations.
+ *
+ * Values: a function argument with `dtensor.layout` and the result of a
+ * `dtensor.annotate` are fixed (never changed). Uses state demands: an
+ * annotate's operand wants the annotation's layout (with its priority), a
+ * return operand wants the function result's layout (priority 0). Ops are
+ * decided in program order: an op's candidate strategies (factor shardings,
+ * see Rules.h) are seeded by each operand's layout and each result's demand
+ * and merged with the others; the cheapest by the planner's cost model wins
+ * (the cost of converting every known operand to what the strategy needs,
+ * plus every result to its demand). An operand nobody has decided yet (an
+ * unannotated argument, tensor.empty, a constant, a fill of one) takes the
+ * layout its first user needs, deciding its producer backwards. What is
+ * still undecided at the end is replicated.
+ *
+ * The result, read by dtensor-partition (docs/propagation.md):
+ *  - `dtensor.layout` on every op with tensor results (one layout, or an
+ *    array with `unit` for non-tensor results) and on every argument and
+ *    result of the function;
+ *  - `dtensor.operand_layouts` on every op with tensor operands: the layout
+ *    each tensor operand must have (`unit` for the others);
+ *  - `dtensor.loop_axes` on linalg ops: the mesh axes of each loop. */
+#include "PassDef.h"
+#include "Rules.h"
+
+#include "Layout/Diag.h"
+#include "dtensor-c/Dialect.h"
+#include "dtensor-c/Planner.h"
+#include "mlir-c/BuiltinAttributes.h"
+#include "mlir-c/BuiltinTypes.h"
+#include "mlir-c/Diagnostics.h"
+#include "mlir-c/Dialect/Func.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ORIGIN_SIZE 200
+
+typedef struct Info {
+  MlirValue value;
+  bool isTensor;
+  int rank;
+  int64_t shape[DTENSOR_MAX_TENSOR_RANK];
+  DtensorElementType elementType;
+  bool known, fixed;
+  DtensorShardingSpec spec;
+  bool hasDemand;
+  DtensorShardingSpec demand;
+  int64_t demandPriority;
+  MlirLocation demandLoc;
+  char origin[ORIGIN_SIZE];
+} Info;
+
+typedef struct Prop {
+  MlirContext ctx;
+  MlirOperation func;
+  MlirOperation meshOp;
+  char meshName[256];
+  DtensorMesh *mesh;
+  DtensorPlanner *planner;
+  Info *infos;
+  int numInfos, capInfos;
+  int *table;
+  unsigned mask;
+  /* Ops decided so far (pointer set). */
+  void **decided;
+  unsigned decidedMask;
+  int numDecided;
+  bool strict, why;
+  bool failed;
+  /* After registration the table must not grow: decisions hold pointers
+   * into it. */
+  bool frozen;
+} Prop;
+
+/* ---- small helpers ------------------------------------------------------- */
+
+static MlirAttribute getAttr(MlirOperation op, const char *name) {
+  return mlirOperationGetAttributeByName(op,
+                                         mlirStringRefCreateFromCString(name));
+}
+
+static void setAttr(MlirOperation op, const char *name, MlirAttribute value) {
+  mlirOperationSetDiscardableAttributeByName(
+      op, mlirStringRefCreateFromCString(name), value);
+}
+
+static bool nameIs(MlirOperation op, const char *name) {
+  return mlirStringRefEqual(mlirIdentifierStr(mlirOperationGetName(op)),
+                            mlirStringRefCreateFromCString(name));
+}
+
+static void appendPiece(MlirStringRef piece, void *userData) {
+  DtBuf *b = userData;
+  dtBufPrintf(b, "%.*s", (int)piece.length, piece.data);
+}
+
+/* A location as file:line:col when it is one, else as MLIR prints it. */
+static void locText(MlirLocation loc, char *out, size_t capacity) {
+  DtBuf b = dtBufInit(out, capacity);
+  if (mlirLocationIsAFileLineColRange(loc)) {
+    MlirStringRef f =
+        mlirIdentifierStr(mlirLocationFileLineColRangeGetFilename(loc));
+    dtBufPrintf(&b, "%.*s:%d:%d", (int)f.length, f.data,
+                mlirLocationFileLineColRangeGetStartLine(loc),
+                mlirLocationFileLineColRangeGetStartColumn(loc));
+    return;
+  }
+  mlirLocationPrint(loc, appendPiece, &b);
+}
+
+static void opError(Prop *p, MlirOperation op, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void opError(Prop *p, MlirOperation op, const char *format, ...) {
+  char message[1536];
+  va_list args;
+  va_start(args, format);
+  vsnprintf(message, sizeof(message), format, args);
+  va_end(args);
+  MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
+  char full[1700];
+  snprintf(full, sizeof(full), "'%.*s' op %s", (int)name.length, name.data,
+           message);
+  mlirEmitError(mlirOperationGetLocation(op), full);
+  p->failed = true;
+}
+
+static void specText(const DtensorShardingSpec *s, char *out, size_t n) {
+  dtensorShardingSpecPrint(s, out, n);
+}
+
+/* ---- value table ---------------------------------------------------------- */
+
+static unsigned hashPtr(const void *ptr) {
+  uint64_t k = (uint64_t)(uintptr_t)ptr;
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdULL;
+  k ^= k >> 33;
+  return (unsigned)k;
+}
+
+static bool rehash(Prop *p) {
+  unsigned size = (p->mask + 1) * 2;
+  int *table = calloc(size, sizeof(int));
+  if (!table)
+    return false;
+  for (int i = 0; i < p->numInfos; ++i) {
+    unsigned h = hashPtr(p->infos[i].value.ptr) & (size - 1);
+    while (table[h])
+      h = (h + 1) & (size - 1);
+    table[h] = i + 1;
+  }
+  free(p->table);
+  p->table = table;
+  p->mask = size - 1;
+  return true;
+}
+
+/* The info of `v`, created on first use; NULL when out of memory. */
+static Info *infoOf(Prop *p, MlirValue v) {
+  unsigned h = hashPtr(v.ptr) & p->mask;
+  while (p->table[h]) {
+    Info *in = &p->infos[p->table[h] - 1];
+    if (in->value.ptr == v.ptr)
+      return in;
+    h = (h + 1) & p->mask;
+  }
+  if (p->frozen)
+    return NULL;
+  if (p->numInfos == p->capInfos) {
+    int cap = p->capInfos ? 2 * p->capInfos : 256;
+    Info *infos = realloc(p->infos, sizeof(Info) * (size_t)cap);
+    if (!infos)
+      return NULL;
+    p->infos = infos;
+    p->capInfos = cap;
+  }
+  Info *in = &p->infos[p->numInfos];
+  memset(in, 0, sizeof(*in));
+  in->value = v;
+  MlirType t = mlirValueGetType(v);
+  in->isTensor = mlirTypeIsARankedTensor(t) &&
+                 mlirShapedTypeHasStaticShape(t) &&
+                 mlirShapedTypeGetRank(t) <= DTENSOR_MAX_TENSOR_RANK &&
+                 dtensorElementTypeFromMlir(mlirShapedTypeGetElementType(t),
+                                            &in->elementType);
+  if (in->isTensor) {
+    in->rank = (int)mlirShapedTypeGetRank(t);
+    for (int d = 0; d < in->rank; ++d)
+      in->shape[d] = mlirShapedTypeGetDimSize(t, d);
+    dtensorShardingSpecInitReplicated(in->rank, &in->spec);
+  }
+  p->table[h] = ++p->numInfos;
+  if ((unsigned)p->numInfos * 2 > p->mask && !rehash(p))
+    return NULL;
+  return &p->infos[p->numInfos - 1];
+}
+
+static bool isDecided(const Prop *p, MlirOperation op) {
+  unsigned h = hashPtr(op.ptr) & p->decidedMask;
+  while (p->decided[h]) {
+    if (p->decided[h] == op.ptr)
+      return true;
+    h = (h + 1) & p->decidedMask;
+  }
+  return false;
+}
+
+static bool markDecided(Prop *p, MlirOperation op) {
+  if ((unsigned)(p->numDecided + 1) * 2 > p->decidedMask) {
+    unsigned size = (p->decidedMask + 1) * 2;
+    void **table = calloc(size, sizeof(void *));
+    if (!table)
+      return false;
+    for (unsigned i = 0; i <= p->decidedMask; ++i)
+      if (p->decided[i]) {
+        unsigned h = hashPtr(p->decided[i]) & (size - 1);
+        while (table[h])
+          h = (h + 1) & (size - 1);
+        table[h] = p->decided[i];
+      }
+    free(p->decided);
+    p->decided = table;
+    p->decidedMask = size - 1;
+  }
+  unsigned h = hashPtr(op.ptr) & p->decidedMask;
+  while (p->decided[h])
+    h = (h + 1) & p->decidedMask;
+  p->decided[h] = op.ptr;
+  ++p->numDecided;
+  return true;
+}
+
+/* ---- layouts and costs ---------------------------------------------------- */
+
+/* Reads a layout attribute for a value of `type`; the mesh must be the
+ * function's. */
+static bool readLayout(Prop *p, MlirOperation at, MlirAttribute attr,
+                       MlirType type, const char *what,
+                       DtensorShardingSpec *out) {
+  DtensorLayoutAttrParts parts;
+  if (!dtensorLayoutAttrGetParts(attr, &parts)) {
+    opError(p, at, "%s must be a #dtensor.layout", what);
+    return false;
+  }
+  if (strcmp(parts.mesh, p->meshName) != 0) {
+    opError(p, at, "%s is on mesh '@%s' but this function is propagated on "
+                   "'@%s'; a function uses one mesh", what, parts.mesh,
+            p->meshName);
+    return false;
+  }
+  DtensorMesh *mesh = NULL;
+  DtensorLayout layout;
+  DtensorDiag diag;
+  if (!dtensorLayoutFromAttr(at, attr, type, &mesh, &layout, &diag)) {
+    opError(p, at, "%s: %s", what, diag.message);
+    return false;
+  }
+  *out = layout.spec;
+  dtensorMeshDestroy(mesh);
+  return true;
+}
+
+static MlirAttribute layoutAttr(Prop *p, const DtensorShardingSpec *s) {
+  return dtensorLayoutAttrGet(p->ctx,
+                              mlirStringRefCreateFromCString(p->meshName), s);
+}
+
+/* `s` without Partial on the axes `base` is not Partial on: the local
+ * Replicate → Partial step (a device keeps the value, the others take the
+ * combiner's neutral element) needs no communication. */
+static void dropCreatedPartial(const DtensorShardingSpec *base,
+                               DtensorShardingSpec *s) {
+  for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
+    if (base->partial[a] == DTENSOR_REDUCE_NONE)
+      s->partial[a] = DTENSOR_REDUCE_NONE;
+}
+
+/* The modelled cost of converting a tensor of `in` from `from` to `to`;
+ * INFINITY if impossible. */
+static double convertCost(Prop *p, const Info *in,
+                          const DtensorShardingSpec *from,
+                          const DtensorShardingSpec *to) {
+  if (dtensorShardingSpecEqual(from, to))
+    return 0.0;
+  DtensorShardingSpec target = *to;
+  dropCreatedPartial(from, &target);
+  if (dtensorShardingSpecEqual(from, &target))
+    return 0.0;
+  DtensorLayout layout;
+  if (!dtensorLayoutInit(p->mesh, from, in->rank, in->shape, in->elementType,
+                         &layout, NULL))
+    return INFINITY;
+  const DtensorPlan *plan = dtensorPlannerPlan(p->planner, &layout, &target,
+                                               NULL);
+  return plan ? plan->forwardUs : INFINITY;
+}
+
+/* ---- strategies --------------------------------------------------------------- */
+
+typedef struct Strategy {
+  int numAxes[DT_MAX_FACTORS];
+  int axes[DT_MAX_FACTORS][DTENSOR_MAX_MESH_RANK];
+  unsigned used; /* mesh axes taken by factors */
+  int seed;      /* which known value it started from (-1: none) */
+} Strategy;
+
+/* The factor sharding a value's spec implies through `dimFactor`. */
+static void strategyFrom(const DtRule *r, const int *dimFactor, int rank,
+                         const DtensorShardingSpec *s, Strategy *out) {
+  for (int d = 0; d < rank; ++d) {
+    int f = dimFactor[d];
+    if (f < 0 || !r->shardable[f] || out->numAxes[f] > 0 || s->numAxes[d] == 0)
+      continue;
+    unsigned axes = 0;
+    for (int i = 0; i < s->numAxes[d]; ++i)
+      axes |= 1u << s->axes[d][i];
+    if (axes & out->used)
+      continue;
+    out->numAxes[f] = s->numAxes[d];
+    memcpy(out->axes[f], s->axes[d], sizeof(int) * (size_t)s->numAxes[d]);
+    out->used |= axes;
+  }
+}
+
+typedef struct Known {
+  bool isResult;
+  int index;
+  const DtensorShardingSpec *spec;
+  const Info *info;
+  char origin[ORIGIN_SIZE];
+} Known;
+
+typedef struct Choice {
+  Strategy strategy;
+  DtensorShardingSpec operands[DT_MAX_RULE_VALUES];
+  DtensorShardingSpec results[DT_MAX_RULE_VALUES];
+  double cost;
+} Choice;
+
+/* The operand and result specs of `st` on the op; false if the strategy
+ * does not give valid layouts. */
+static bool specsOf(Prop *p, const DtRule *r, Info **operands, Info **results,
+                    const Known *known, int numKnown, const Strategy *st,
+                    Choice *c) {
+  DtensorReduceKind partial[DTENSOR_MAX_MESH_RANK] = {DTENSOR_REDUCE_NONE};
+  for (int f = 0; f < r->numFactors; ++f)
+    for (int i = 0; i < st->numAxes[f]; ++i)
+      if (r->reduce[f] != DTENSOR_REDUCE_NONE)
+        partial[st->axes[f][i]] = r->reduce[f];
+  /* Partial operands that flow through unresolved. */
+  unsigned pass = 0;
+  int passOperand = -1;
+  if (r->flow != DT_FLOW_NONE) {
+    bool allAlike = true;
+    unsigned first = 0;
+    int count = 0;
+    for (int k = 0; k < numKnown; ++k) {
+      if (known[k].isResult)
+        continue;
+      const DtensorShardingSpec *s = known[k].spec;
+      unsigned m = 0;
+      bool sums = true;
+      for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
+        if (s->partial[a] != DTENSOR_REDUCE_NONE) {
+          m |= 1u << a;
+          sums &= s->partial[a] == DTENSOR_REDUCE_SUM;
+        }
+      if (r->flow == DT_FLOW_ONE_LINEAR && m && sums && !(m & st->used) &&
+          r->linear[known[k].index] && passOperand < 0) {
+        passOperand = known[k].index;
+        pass = m;
+      }
+      if (count++ == 0)
+        first = m;
+      allAlike &= m == first && sums;
+    }
+    if (r->flow == DT_FLOW_ALL_SUM && allAlike && first && !(first & st->used) &&
+        count == r->numOperands)
+      pass = first;
+    else if (r->flow == DT_FLOW_ALL_SUM)
+      pass = 0;
+  }
+  for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
+    if (pass & (1u << a)) {
+      if (partial[a] != DTENSOR_REDUCE_NONE)
+        return false;
+      partial[a] = DTENSOR_REDUCE_SUM;
+    }
+  for (int i = 0; i < r->numOperands; ++i) {
+    if (!r->operandIsTensor[i] || !operands[i])
+      continue;
+    DtensorShardingSpec *s = &c->operands[i];
+    dtensorShardingSpecInitReplicated(operands[i]->rank, s);
+    for (int d = 0; d < operands[i]->rank; ++d) {
+      int f = r->operandFactor[i][d];
+      if (f < 0)
+        continue;
+      s->numAxes[d] = st->numAxes[f];
+      memcpy(s->axes[d], st->axes[f], sizeof(int) * (size_t)st->numAxes[f]);
+    }
+    bool passes = r->flow == DT_FLOW_ALL_SUM ? pass != 0 : i == passOperand;
+    for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a) {
+      if (passes && (pass & (1u << a)))
+        s->partial[a] = DTENSOR_REDUCE_SUM;
+      if (r->isInit[i])
+        s->partial[a] = partial[a];
+    }
+    if (!dtensorShardingSpecCheck(s, p->mesh, operands[i]->rank,
+                                  operands[i]->shape, NULL))
+      return false;
+  }
+  for (int j = 0; j < r->numResults; ++j) {
+    if (!r->resultIsTensor[j] || !results[j])
+      continue;
+    DtensorShardingSpec *s = &c->results[j];
+    dtensorShardingSpecInitReplicated(results[j]->rank, s);
+    for (int d = 0; d < results[j]->rank; ++d) {
+      int f = r->resultFactor[j][d];
+      if (f < 0)
+        continue;
+      s->numAxes[d] = st->numAxes[f];
+      memcpy(s->axes[d], st->axes[f], sizeof(int) * (size_t)st->numAxes[f]);
+    }
+    for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
+      s->partial[a] = partial[a];
+    if (!dtensorShardingSpecCheck(s, p->mesh, results[j]->rank,
+                                  results[j]->shape, NULL))
+      return false;
+  }
+  c->strategy = *st;
+  return true;
+}
+
+static double choiceCost(Prop *p, const DtRule *r, Info **operands,
+                         Info **results, const Choice *c) {
+  double cost = 0.0;
+  for (int i = 0; i < r->numOperands; ++i)
+    if (r->operandIsTensor[i] && operands[i] && operands[i]->known)
+      cost += convertCost(p, operands[i], &operands[i]->spec, &c->operands[i]);
+  for (int j = 0; j < r->numResults; ++j)
+    if (r->resultIsTensor[j] && results[j] && results[j]->hasDemand)
+      cost += convertCost(p, results[j], &c->results[j], &results[j]->demand);
+  return cost;
+}
+
+/* ---- deciding ops ---------------------------------------------------------------- */
+
+static void decide(Prop *p, MlirOperation op);
+
+/* A value nobody has decided takes the layout `want` its user needs; its
+ * producer is decided with that as the demand on it. */
+static void adopt(Prop *p, Info *in, const DtensorShardingSpec *want,
+                  MlirOperation user) {
+  if (in->known || !in->isTensor)
+    return;
+  if (!in->hasDemand) {
+    in->hasDemand = true;
+    in->demand = *want;
+    in->demandPriority = INT64_MAX;
+    in->demandLoc = mlirOperationGetLocation(user);
+  }
+  MlirValue v = in->value;
+  if (mlirValueIsAOpResult(v)) {
+    MlirOperation producer = mlirOpResultGetOwner(v);
+    if (!isDecided(p, producer))
+      decide(p, producer);
+    return;
+  }
+  /* An argument without a layout. */
+  in->known = true;
+  in->spec = in->demand;
+  DtensorShardingSpec noPartial = in->spec;
+  for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
+    noPartial.partial[a] = DTENSOR_REDUCE_NONE;
+  in->spec = noPartial; /* arguments arrive resolved */
+  MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(user));
+  DtBuf b = dtBufInit(in->origin, ORIGIN_SIZE);
+  char where[160];
+  locText(mlirOperationGetLocation(user), where, sizeof(where));
+  dtBufPrintf(&b, "what '%.*s' at %s needs", (int)name.length, name.data,
+              where);
+}
+
+static void describeRedistribution(Prop *p, MlirOperation op, int i,
+                                   const Info *in,
+                                   const DtensorShardingSpec *want,
+                                   DtBuf *why) {
+  char from[256], to[256], value[128] = "";
+  specText(&in->spec, from, sizeof(from));
+  specText(want, to, sizeof(to));
+  DtBuf vb = dtBufInit(value, sizeof(value));
+  MlirOpPrintingFlags flags = mlirOpPrintingFlagsCreate();
+  MlirAsmState state = mlirAsmStateCreateForValue(in->value, flags);
+  mlirValuePrintAsOperand(in->value, state, appendPiece, &vb);
+  mlirAsmStateDestroy(state);
+  mlirOpPrintingFlagsDestroy(flags);
+  if (p->strict)
+    opError(p, op,
+            "operand %d (%s) has layout %s (from %s) but this op needs %s: an "
+            "implicit redistribution, which strict mode forbids; annotate the "
+            "value or change the layouts", i, value, from, in->origin, to);
+  if (why)
+    dtBufPrintf(why, "; operand %d (%s): redistribute %s -> %s", i, value,
+                from, to);
+}
+
+/* Writes the decision of an op and sets its results. */
+static void record(Prop *p, MlirOperation op, const DtRule *r,
+                   Info **operands, Info **results, const Choice *c,
+                   const char *origin) {
+  char whyText[2048];
+  DtBuf why = dtBufInit(whyText, sizeof(whyText));
+  dtBufPrintf(&why, "%s: from %s", r->family, origin);
+  MlirAttribute unit = mlirUnitAttrGet(p->ctx);
+  MlirAttribute opAttrs[DT_MAX_RULE_VALUES];
+  bool anyTensorOperand = false;
+  for (int i = 0; i < r->numOperands; ++i) {
+    if (!r->operandIsTensor[i] || !operands[i]) {
+      opAttrs[i] = unit;
+      continue;
+    }
+    anyTensorOperand = true;
+    opAttrs[i] = layoutAttr(p, &c->operands[i]);
+    Info *in = operands[i];
+    if (!in->known)
+      adopt(p, in, &c->operands[i], op);
+    DtensorShardingSpec need = c->operands[i];
+    dropCreatedPartial(&in->spec, &need);
+    if (in->known && !dtensorShardingSpecEqual(&in->spec, &need))
+      describeRedistribution(p, op, i, in, &c->operands[i],
+                             p->why ? &why : NULL);
+  }
+  if (anyTensorOperand)
+    setAttr(op, "dtensor.operand_layouts",
+            mlirArrayAttrGet(p->ctx, r->numOperands, opAttrs));
+  MlirAttribute resAttrs[DT_MAX_RULE_VALUES];
+  int numTensorResults = 0;
+  for (int j = 0; j < r->numResults; ++j) {
+    if (!r->resultIsTensor[j] || !results[j]) {
+      resAttrs[j] = unit;
+      continue;
+    }
+    ++numTensorResults;
+    Info *res = results[j];
+    if (!res->fixed) {
+      res->known = true;
+      res->spec = c->results[j];
+      snprintf(res->origin, ORIGIN_SIZE, "%s", origin);
+    }
+    resAttrs[j] = layoutAttr(p, &res->spec);
+  }
+  if (numTensorResults == 1 && r->numResults == 1)
+    setAttr(op, "dtensor.layout", resAttrs[0]);
+  else if (numTensorResults > 0)
+    setAttr(op, "dtensor.layout",
+            mlirArrayAttrGet(p->ctx, r->numResults, resAttrs));
+  if (r->kind == DT_RULE_FACTORS && !strcmp(r->family, "linalg")) {
+    MlirAttribute loops[DT_MAX_FACTORS];
+    for (int f = 0; f < r->numFactors; ++f) {
+      int64_t axes[DTENSOR_MAX_MESH_RANK];
+      for (int i = 0; i < c->strategy.numAxes[f]; ++i)
+        axes[i] = c->strategy.axes[f][i];
+      loops[f] = mlirDenseI64ArrayGet(p->ctx, c->strategy.numAxes[f], axes);
+    }
+    setAttr(op, "dtensor.loop_axes",
+            mlirArrayAttrGet(p->ctx, r->numFactors, loops));
+  }
+  if (p->why)
+    setAttr(op, "dtensor.why",
+            mlirStringAttrGet(p->ctx, mlirStringRefCreateFromCString(whyText)));
+}
+
+static void decideFactors(Prop *p, MlirOperation op, const DtRule *r,
+                          Info **operands, Info **results) {
+  Known *known = malloc(sizeof(Known) * 2 * DT_MAX_RULE_VALUES);
+  Choice *choices = malloc(sizeof(Choice) * 2);
+  if (!known || !choices) {
+    free(known);
+    free(choices);
+    opError(p, op, "out of memory");
+    return;
+  }
+  Choice *bestp = &choices[0], *trialp = &choices[1];
+#define best (*bestp)
+#define trial (*trialp)
+  int numKnown = 0;
+  /* Seeds: result demands (strongest first), then known operands (fixed
+   * first). */
+  for (int pass = 0; pass < 2; ++pass)
+    for (int j = 0; j < r->numResults; ++j)
+      if (results[j] && results[j]->hasDemand &&
+          (results[j]->demandPriority != INT64_MAX) == (pass == 0)) {
+        Known *k = &known[numKnown++];
+        *k = (Known){true, j, &results[j]->demand, results[j], ""};
+        char where[160];
+        locText(results[j]->demandLoc, where, sizeof(where));
+        snprintf(k->origin, ORIGIN_SIZE, "the layout wanted at %s", where);
+      }
+  for (int pass = 0; pass < 2; ++pass)
+    for (int i = 0; i < r->numOperands; ++i)
+      if (operands[i] && operands[i]->known &&
+          operands[i]->fixed == (pass == 0)) {
+        Known *k = &known[numKnown++];
+        *k = (Known){false, i, &operands[i]->spec, operands[i], ""};
+        snprintf(k->origin, ORIGIN_SIZE, "%s", operands[i]->origin);
+      }
+  bool have = false;
+  const char *bestOrigin = "no layout (replicated)";
+  for (int seed = -1; seed < numKnown; ++seed) {
+    Strategy st;
+    memset(&st, 0, sizeof(st));
+    st.seed = seed;
+    int order[2 * DT_MAX_RULE_VALUES], n = 0;
+    if (seed >= 0)
+      order[n++] = seed;
+    for (int k = 0; k < numKnown && seed >= 0; ++k)
+      if (k != seed)
+        order[n++] = k;
+    for (int k = 0; k < n; ++k) {
+      const Known *kv = &known[order[k]];
+      const int *map = kv->isResult ? r->resultFactor[kv->index]
+                                    : r->operandFactor[kv->index];
+      strategyFrom(r, map, kv->info->rank, kv->spec, &st);
+    }
+    if (!specsOf(p, r, operands, results, known, numKnown, &st, &trial))
+      continue;
+    trial.cost = choiceCost(p, r, operands, results, &trial);
+    if (!have || trial.cost < best.cost) {
+      best = trial;
+      have = true;
+      bestOrigin = seed >= 0 ? known[seed].origin : "no layout (replicated)";
+    }
+  }
+  if (!have) {
+    Strategy none;
+    memset(&none, 0, sizeof(none));
+    if (!specsOf(p, r, operands, results, NULL, 0, &none, &best)) {
+      opError(p, op, "no strategy gives valid layouts for this op");
+      free(known);
+      free(choices);
+      return;
+    }
+  }
+  char origin[ORIGIN_SIZE];
+  snprintf(origin, sizeof(origin), "%s", bestOrigin);
+  record(p, op, r, operands, results, &best, origin);
+#undef best
+#undef trial
+  free(known);
+  free(choices);
+}
+
+static void decideReplicated(Prop *p, MlirOperation op, const DtRule *r,
+                             Info **operands, Info **results) {
+  Choice *cp = malloc(sizeof(Choice));
+  if (!cp) {
+    opError(p, op, "out of memory");
+    return;
+  }
+#define c (*cp)
+  for (int i = 0; i < r->numOperands; ++i)
+    if (operands[i])
+      dtensorShardingSpecInitReplicated(operands[i]->rank, &c.operands[i]);
+  for (int j = 0; j < r->numResults; ++j)
+    if (results[j])
+      dtensorShardingSpecInitReplicated(results[j]->rank, &c.results[j]);
+  char origin[ORIGIN_SIZE];
+  snprintf(origin, sizeof(origin), "%s, so replicated", r->family);
+  record(p, op, r, operands, results, &c, origin);
+#undef c
+  free(cp);
+}
+
+/* A free op (tensor.empty, constants) takes its demand, or replicated. */
+static void decideFree(Prop *p, MlirOperation op, const DtRule *r,
+                       Info **operands, Info **results) {
+  Choice *cp = malloc(sizeof(Choice));
+  if (!cp) {
+    opError(p, op, "out of memory");
+    return;
+  }
+#define c (*cp)
+  const char *origin = "no user with a layout (replicated)";
+  for (int j = 0; j < r->numResults; ++j) {
+    if (!results[j])
+      continue;
+    dtensorShardingSpecInitReplicated(results[j]->rank, &c.results[j]);
+    if (results[j]->hasDemand) {
+      c.results[j] = results[j]->demand;
+      /* A fresh value holds no pending reduction. */
+      for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
+        c.results[j].partial[a] = DTENSOR_REDUCE_NONE;
+      origin = "what its user needs";
+    }
+  }
+  record(p, op, r, operands, results, &c, origin);
+#undef c
+  free(cp);
+}
+
+/* dtensor.annotate (the operand must have the annotation's layout, the
+ * result has it) and a global-program dtensor.redistribute (src, dst). */
+static void decideExplicit(Prop *p, MlirOperation op, const DtRule *r,
+                           Info **operands, Info **results) {
+  Choice *c = malloc(sizeof(Choice));
+  if (!c) {
+    opError(p, op, "out of memory");
+    return;
+  }
+  bool annotate = nameIs(op, "dtensor.annotate");
+  MlirType type = mlirValueGetType(mlirOperationGetResult(op, 0));
+  bool ok = readLayout(p, op, getAttr(op, annotate ? "layout" : "src"), type,
+                       annotate ? "the annotation" : "'src'", &c->operands[0]) &&
+            readLayout(p, op, getAttr(op, annotate ? "layout" : "dst"), type,
+                       annotate ? "the annotation" : "'dst'", &c->results[0]);
+  if (ok) {
+    if (!annotate) {
+      results[0]->fixed = results[0]->known = true;
+      results[0]->spec = c->results[0];
+      snprintf(results[0]->origin, ORIGIN_SIZE, "an explicit redistribute");
+    }
+    DtRule explicitRule = *r;
+    explicitRule.family = annotate ? "annotation" : "redistribute";
+    record(p, op, &explicitRule, operands, results, c,
+           annotate ? results[0]->origin : "an explicit redistribute");
+  }
+  free(c);
+}
+
+static void decide(Prop *p, MlirOperation op) {
+  if (isDecided(p, op) || p->failed)
+    return;
+  if (!markDecided(p, op)) {
+    opError(p, op, "out of memory");
+    return;
+  }
+  DtRule r;
+  dtRuleGet(op, &r);
+  if (r.kind == DT_RULE_NONE)
+    return;
+  Info *operands[DT_MAX_RULE_VALUES] = {NULL};
+  Info *results[DT_MAX_RULE_VALUES] = {NULL};
+  for (int i = 0; i < r.numOperands; ++i)
+    if (r.operandIsTensor[i]) {
+      operands[i] = infoOf(p, mlirOperationGetOperand(op, i));
+      if (operands[i] && !operands[i]->isTensor) {
+        operands[i] = NULL;
+        r.operandIsTensor[i] = false;
+      }
+    }
+  for (int j = 0; j < r.numResults; ++j)
+    if (r.resultIsTensor[j]) {
+      results[j] = infoOf(p, mlirOperationGetResult(op, j));
+      if (results[j] && !results[j]->isTensor) {
+        results[j] = NULL;
+        r.resultIsTensor[j] = false;
+      }
+    }
+  if ((nameIs(op, "dtensor.annotate") || nameIs(op, "dtensor.redistribute")) &&
+      operands[0] && results[0]) {
+    decideExplicit(p, op, &r, operands, results);
+    return;
+  }
+  switch (r.kind) {
+  case DT_RULE_FACTORS:
+    decideFactors(p, op, &r, operands, results);
+    break;
+  case DT_RULE_FREE:
+    decideFree(p, op, &r, operands, results);
+    break;
+  default:
+    decideReplicated(p, op, &r, operands, results);
+    break;
+  }
+}
+
+/* Whether an op has something to go on: a known tensor operand or a result
+ * with a demand. */
+static bool ready(Prop *p, MlirOperation op) {
+  for (intptr_t i = 0; i < mlirOperationGetNumOperands(op); ++i) {
+    Info *in = infoOf(p, mlirOperationGetOperand(op, i));
+    if (in && in->isTensor && in->known)
+      return true;
+  }
+  for (intptr_t j = 0; j < mlirOperationGetNumResults(op); ++j) {
+    Info *in = infoOf(p, mlirOperationGetResult(op, j));
+    if (in && in->isTensor && in->hasDemand)
+      return true;
+  }
+  return false;
+}
+
+/* ---- annotations and demands ------------------------------------------------ */
+
+static void addDemand(Prop *p, MlirOperation at, Info *in,
+                      const DtensorShardingSpec *want, int64_t priority) {
+  if (!in || !in->isTensor)
+    return;
+  if (in->hasDemand && in->demandPriority == priority &&
+      !dtensorShardingSpecEqual(&in->demand, want)) {
+    char a[256], b[256], where[256];
+    specText(&in->demand, a, sizeof(a));
+    specText(want, b, sizeof(b));
+    locText(in->demandLoc, where, sizeof(where));
+    opError(p, at,
+            "conflicting layouts for one value at equal priority %lld: %s "
+            "here and %s at %s; give one of them a weaker priority",
+            (long long)priority, b, a, where);
+    return;
+  }
+  if (!in->hasDemand || priority < in->demandPriority) {
+    in->hasDemand = true;
+    in->demand = *want;
+    in->demandPriority = priority;
+    in->demandLoc = mlirOperationGetLocation(at);
+  }
+}
+
+/* Reads the function's argument and result layouts and every annotation. */
+static void seed(Prop *p, MlirOperation func) {
+  MlirRegion body = mlirOperationGetRegion(func, 0);
+  MlirBlock entry = mlirRegionGetFirstBlock(body);
+  MlirType fnType = mlirTypeAttrGetValue(getAttr(func, "function_type"));
+  MlirAttribute argAttrs = getAttr(func, "arg_attrs");
+  MlirStringRef fname = mlirStringAttrGetValue(getAttr(func, "sym_name"));
+  for (intptr_t i = 0; i < mlirBlockGetNumArguments(entry); ++i) {
+    Info *in = infoOf(p, mlirBlockGetArgument(entry, i));
+    if (!in || !in->isTensor)
+      continue;
+    snprintf(in->origin, ORIGIN_SIZE, "argument %ld of @%.*s", (long)i,
+             (int)fname.length, fname.data);
+    if (mlirAttributeIsNull(argAttrs) ||
+        i >= mlirArrayAttrGetNumElements(argAttrs))
+      continue;
+    MlirAttribute dict = mlirArrayAttrGetElement(argAttrs, i);
+    MlirAttribute l = mlirDictionaryAttrGetElementByName(
+        dict, mlirStringRefCreateFromCString("dtensor.layout"));
+    if (mlirAttributeIsNull(l))
+      continue;
+    char what[64];
+    snprintf(what, sizeof(what), "the layout of argument %ld", (long)i);
+    if (readLayout(p, func, l, mlirFunctionTypeGetInput(fnType, i), what,
+                   &in->spec))
+      in->known = in->fixed = true;
+  }
+  MlirAttribute resAttrs = getAttr(func, "res_attrs");
+  for (MlirOperation op = mlirBlockGetFirstOperation(entry);
+       !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op)) {
+    if (nameIs(op, "dtensor.annotate")) {
+      Info *out = infoOf(p, mlirOperationGetResult(op, 0));
+      Info *in = infoOf(p, mlirOperationGetOperand(op, 0));
+      DtensorShardingSpec s;
+      if (!out || !in || !out->isTensor ||
+          !readLayout(p, op, getAttr(op, "layout"),
+                      mlirValueGetType(mlirOperationGetResult(op, 0)),
+                      "the annotation", &s))
+        continue;
+      out->spec = s;
+      out->known = out->fixed = true;
+      char where[160];
+      locText(mlirOperationGetLocation(op), where, sizeof(where));
+      snprintf(out->origin, ORIGIN_SIZE, "the annotation at %s", where);
+      MlirAttribute pr = getAttr(op, "priority");
+      int64_t priority =
+          mlirAttributeIsNull(pr) ? 0 : mlirIntegerAttrGetValueInt(pr);
+      addDemand(p, op, in, &s, priority);
+    } else if (nameIs(op, "func.return") && !mlirAttributeIsNull(resAttrs)) {
+      for (intptr_t i = 0; i < mlirOperationGetNumOperands(op) &&
+                           i < mlirArrayAttrGetNumElements(resAttrs);
+           ++i) {
+        MlirAttribute l = mlirDictionaryAttrGetElementByName(
+            mlirArrayAttrGetElement(resAttrs, i),
+            mlirStringRefCreateFromCString("dtensor.layout"));
+        if (mlirAttributeIsNull(l))
+          continue;
+        char what[64];
+        snprintf(what, sizeof(what), "the layout of result %ld", (long)i);
+        DtensorShardingSpec s;
+        if (readLayout(p, func, l, mlirFunctionTypeGetResult(fnType, i), what,
+                       &s))
+          addDemand(p, op, infoOf(p, mlirOperationGetOperand(op, i)), &s, 0);
+      }
+    }
+  }
+}
+
+/* The return: each operand must have the function result's layout (its
+ * demand), or its own layout without Partial when the result has none; the
+ * function's result attributes are completed. */
+static void decideReturn(Prop *p, MlirOperation func, MlirOperation ret) {
+  markDecided(p, ret);
+  intptr_t n = mlirOperationGetNumOperands(ret);
+  if (n > DT_MAX_RULE_VALUES) {
+    opError(p, ret, "more results than the propagator handles");
+    return;
+  }
+  MlirAttribute opAttrs[DT_MAX_RULE_VALUES];
+  MlirAttribute unit = mlirUnitAttrGet(p->ctx);
+  bool any = false;
+  for (intptr_t i = 0; i < n; ++i) {
+    Info *in = infoOf(p, mlirOperationGetOperand(ret, i));
+    opAttrs[i] = unit;
+    if (!in || !in->isTensor)
+      continue;
+    any = true;
+    DtensorShardingSpec want;
+    if (in->hasDemand && in->demandPriority != INT64_MAX) {
+      want = in->demand;
+      if (!in->known)
+        adopt(p, in, &want, ret);
+    } else {
+      if (!in->known) {
+        DtensorShardingSpec replicated;
+        dtensorShardingSpecInitReplicated(in->rank, &replicated);
+        adopt(p, in, &replicated, ret);
+      }
+      want = in->spec;
+      for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
+        want.partial[a] = DTENSOR_REDUCE_NONE;
+      mlirFuncSetResultAttr(func, i,
+                            mlirStringRefCreateFromCString("dtensor.layout"),
+                            layoutAttr(p, &want));
+    }
+    opAttrs[i] = layoutAttr(p, &want);
+    if (in->known && !dtensorShardingSpecEqual(&in->spec, &want))
+      describeRedistribution(p, ret, (int)i, in, &want, NULL);
+  }
+  if (any)
+    setAttr(ret, "dtensor.operand_layouts",
+            mlirArrayAttrGet(p->ctx, n, opAttrs));
+}
+
+/* ---- the function walk ---------------------------------------------------------- */
+
+/* Finds the mesh the function's layouts name; false if it has none. */
+static bool findMesh(Prop *p, MlirOperation func) {
+  char found[256] = "";
+  const char *keys[2] = {"arg_attrs", "res_attrs"};
+  for (int k = 0; k < 2 && !found[0]; ++k) {
+    MlirAttribute list = getAttr(func, keys[k]);
+    for (intptr_t i = 0; !mlirAttributeIsNull(list) &&
+                         i < mlirArrayAttrGetNumElements(list) && !found[0];
+         ++i) {
+      MlirAttribute l = mlirDictionaryAttrGetElementByName(
+          mlirArrayAttrGetElement(list, i),
+          mlirStringRefCreateFromCString("dtensor.layout"));
+      DtensorLayoutAttrParts parts;
+      if (!mlirAttributeIsNull(l) && dtensorLayoutAttrGetParts(l, &parts))
+        snprintf(found, sizeof(found), "%s", parts.mesh);
+    }
+  }
+  MlirBlock entry = mlirRegionGetFirstBlock(mlirOperationGetRegion(func, 0));
+  for (MlirOperation op = mlirBlockGetFirstOperation(entry);
+       !mlirOperationIsNull(op) && !found[0];
+       op = mlirOperationGetNextInBlock(op)) {
+    DtensorLayoutAttrParts parts;
+    if (nameIs(op, "dtensor.annotate") &&
+        dtensorLayoutAttrGetParts(getAttr(op, "layout"), &parts))
+      snprintf(found, sizeof(found), "%s", parts.mesh);
+  }
+  if (!found[0])
+    return false;
+  snprintf(p->meshName, sizeof(p->meshName), "%s", found);
+  p->meshOp = dtensorMeshOpLookup(func, mlirStringRefCreateFromCString(found));
+  DtensorDiag diag;
+  p->mesh = dtensorMeshCreateFromOp(p->meshOp, &diag);
+  if (!p->mesh) {
+    opError(p, func, "mesh '@%s': %s", found, diag.message);
+    return false;
+  }
+  return true;
+}
+
+static void propagateFunction(Prop *p, MlirOperation func) {
+  MlirRegion body = mlirOperationGetRegion(func, 0);
+  MlirBlock entry = mlirRegionGetFirstBlock(body);
+  if (mlirBlockIsNull(entry) || !findMesh(p, func))
+    return;
+  if (!mlirBlockIsNull(mlirBlockGetNextInRegion(entry))) {
+    opError(p, func, "has several blocks; dtensor-propagate handles "
+                     "single-block functions");
+    return;
+  }
+  /* Every value gets its info now: the table must not move later. */
+  for (intptr_t i = 0; i < mlirBlockGetNumArguments(entry); ++i)
+    infoOf(p, mlirBlockGetArgument(entry, i));
+  for (MlirOperation op = mlirBlockGetFirstOperation(entry);
+       !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op)) {
+    for (intptr_t i = 0; i < mlirOperationGetNumOperands(op); ++i)
+      infoOf(p, mlirOperationGetOperand(op, i));
+    for (intptr_t j = 0; j < mlirOperationGetNumResults(op); ++j)
+      infoOf(p, mlirOperationGetResult(op, j));
+  }
+  p->frozen = true;
+  seed(p, func);
+  if (p->failed)
+    return;
+  /* Forward in program order; a user decides what it adopts backwards. */
+  MlirOperation ret = {NULL};
+  for (MlirOperation op = mlirBlockGetFirstOperation(entry);
+       !mlirOperationIsNull(op) && !p->failed;
+       op = mlirOperationGetNextInBlock(op)) {
+    if (nameIs(op, "func.return")) {
+      ret = op;
+      continue;
+    }
+    if (ready(p, op))
+      decide(p, op);
+  }
+  /* Ops with nothing to go on, in order: replicated unless their operands
+   * were decided meanwhile. */
+  for (MlirOperation op = mlirBlockGetFirstOperation(entry);
+       !mlirOperationIsNull(op) && !p->failed;
+       op = mlirOperationGetNextInBlock(op))
+    if (!nameIs(op, "func.return"))
+      decide(p, op);
+  if (!mlirOperationIsNull(ret) && !p->failed)
+    decideReturn(p, func, ret);
+  /* Arguments: record every layout (adopted ones, and replicated for the
+   * unused). */
+  for (intptr_t i = 0; i < mlirBlockGetNumArguments(entry) && !p->failed;
+       ++i) {
+    Info *in = infoOf(p, mlirBlockGetArgument(entry, i));
+    if (!in || !in->isTensor || in->fixed)
+      continue;
+    mlirFuncSetArgAttr(func, i,
+                       mlirStringRefCreateFromCString("dtensor.layout"),
+                       layoutAttr(p, &in->spec));
+  }
+}
+
+static bool runPropagate(MlirOperation root, const DtPassOptions *options) {
+  Prop p;
+  memset(&p, 0, sizeof(p));
+  p.ctx = mlirOperationGetContext(root);
+  p.strict = dtPassOptionsGetBool(options, "strict");
+  p.why = dtPassOptionsGetBool(options, "why");
+  p.planner = dtensorPlannerCreate(NULL);
+  MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0));
+  bool ok = p.planner != NULL;
+  for (MlirOperation op = mlirBlockIsNull(top) ? (MlirOperation){NULL}
+                                               : mlirBlockGetFirstOperation(top);
+       ok && !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op)) {
+    if (!nameIs(op, "func.func") || mlirOperationGetNumRegions(op) != 1 ||
+        mlirRegionIsNull(mlirOperationGetRegion(op, 0)) ||
+        mlirBlockIsNull(
+            mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0))))
+      continue;
+    p.mask = 255;
+    p.table = calloc(p.mask + 1, sizeof(int));
+    p.decidedMask = 255;
+    p.decided = calloc(p.decidedMask + 1, sizeof(void *));
+    p.numInfos = p.numDecided = 0;
+    p.frozen = false;
+    if (!p.table || !p.decided) {
+      mlirEmitError(mlirOperationGetLocation(op), "out of memory");
+      ok = false;
+    } else {
+      p.func = op;
+      propagateFunction(&p, op);
+    }
+    free(p.table);
+    free(p.decided);
+    dtensorMeshDestroy(p.mesh);
+    p.mesh = NULL;
+    ok = ok && !p.failed;
+  }
+  free(p.infos);
+  dtensorPlannerDestroy(p.planner);
+  return ok;
+}
+
+static const DtensorPassOptionInfo kOptions[] = {
+    {"strict", DTENSOR_OPTION_BOOL, "false", NULL,
+     "report an error wherever an implicit redistribution would be needed "
+     "(veScale's no implicit resharding)"},
+    {"why", DTENSOR_OPTION_BOOL, "false", NULL,
+     "attach to every op a 'dtensor.why' string: where its layout came from "
+     "and each redistribution it needs"},
+};
+
+const DtPassDef dtPropagatePass = {
+    .info = {"dtensor-propagate",
+             "Give every tensor value a layout and every op a strategy, from "
+             "the annotations, choosing by modelled redistribution cost",
+             (int)(sizeof(kOptions) / sizeof(kOptions[0])), kOptions},
+    .verifyFirst = true,
+    .run = runPropagate,
+};

@@ -1,0 +1,61 @@
+/* Op sharding rules for dtensor-propagate, in the factor form of Shardy: an
+ * op has factors (for linalg ops, its loops); every tensor dim of an operand
+ * or result is one factor or none; sharding a factor over mesh axes shards
+ * every dim it maps to, and sharding a reduction factor makes the results
+ * Partial of the combiner's kind. One table entry per op family (Rules.c). */
+#ifndef DTENSOR_LIB_TRANSFORMS_RULES_H
+#define DTENSOR_LIB_TRANSFORMS_RULES_H
+
+#include "dtensor-c/Layout.h"
+#include "mlir-c/IR.h"
+
+#include <stdbool.h>
+
+#define DT_MAX_FACTORS 16
+#define DT_MAX_RULE_VALUES 16
+
+/// How Partial operands may pass through an op unresolved.
+typedef enum DtPartialFlow {
+  DT_FLOW_NONE = 0,   /* every operand must be resolved */
+  DT_FLOW_ALL_SUM,    /* add/sub: every tensor operand Partial(sum) alike */
+  DT_FLOW_ONE_LINEAR, /* mul, contraction: one `linear` operand Partial(sum),
+                         the others not Partial on those axes */
+} DtPartialFlow;
+
+/// What the rule says an op is.
+typedef enum DtRuleKind {
+  DT_RULE_FACTORS = 0, /* the factor form below */
+  DT_RULE_FREE,        /* no tensor inputs (tensor.empty, constants): its
+                          results take the layout their users want */
+  DT_RULE_REPLICATE,   /* unknown: everything replicated */
+  DT_RULE_NONE,        /* no tensors at all: nothing to do */
+} DtRuleKind;
+
+typedef struct DtRule {
+  DtRuleKind kind;
+  const char *family; /* for messages: "linalg", "elementwise", ... */
+  int numFactors;
+  /* Per factor: the combiner if it is a reduction (NONE when parallel), and
+   * whether it may be sharded at all (a reduction with an unknown combiner
+   * may not). */
+  DtensorReduceKind reduce[DT_MAX_FACTORS];
+  bool shardable[DT_MAX_FACTORS];
+  int numOperands, numResults;
+  /* Per operand/result: whether it is a ranked tensor, and per dim the
+   * factor it is (-1: none, so replicated). */
+  bool operandIsTensor[DT_MAX_RULE_VALUES];
+  int operandFactor[DT_MAX_RULE_VALUES][DTENSOR_MAX_TENSOR_RANK];
+  bool resultIsTensor[DT_MAX_RULE_VALUES];
+  int resultFactor[DT_MAX_RULE_VALUES][DTENSOR_MAX_TENSOR_RANK];
+  DtPartialFlow flow;
+  bool linear[DT_MAX_RULE_VALUES]; /* DT_FLOW_ONE_LINEAR: which operands */
+  /* Operands that are accumulator inits (linalg outs): a Partial result
+   * needs them Partial too, which a neutral init (fill) provides locally. */
+  bool isInit[DT_MAX_RULE_VALUES];
+} DtRule;
+
+/// Fills `outRule` for `op`; never fails (an op it cannot read is
+/// DT_RULE_REPLICATE with `family` saying why).
+void dtRuleGet(MlirOperation op, DtRule *outRule);
+
+#endif
