@@ -571,7 +571,9 @@ static void record(Prop *p, MlirOperation op, const DtRule *r,
     setAttr(op, "dtensor.loop_axes",
             mlirArrayAttrGet(p->ctx, r->numFactors, loops));
   }
-  if (p->why)
+  /* An op without a rule always says so: it is replicated, which may cost
+   * communication the user did not expect. */
+  if (p->why || r->kind == DT_RULE_REPLICATE)
     setAttr(op, "dtensor.why",
             mlirStringAttrGet(p->ctx, mlirStringRefCreateFromCString(whyText)));
 }
@@ -612,7 +614,10 @@ static void decideFactors(Prop *p, MlirOperation op, const DtRule *r,
       }
   bool have = false;
   const char *bestOrigin = "no layout (replicated)";
-  for (int seed = -1; seed < numKnown; ++seed) {
+  /* Every seed, then no seed at all (all replicated): the first of equally
+   * cheap candidates wins. */
+  for (int k = 0; k <= numKnown; ++k) {
+    int seed = k < numKnown ? k : -1;
     Strategy st;
     memset(&st, 0, sizeof(st));
     st.seed = seed;
@@ -726,6 +731,7 @@ static void decideExplicit(Prop *p, MlirOperation op, const DtRule *r,
       snprintf(results[0]->origin, ORIGIN_SIZE, "an explicit redistribute");
     }
     DtRule explicitRule = *r;
+    explicitRule.kind = DT_RULE_FACTORS;
     explicitRule.family = annotate ? "annotation" : "redistribute";
     record(p, op, &explicitRule, operands, results, c,
            annotate ? results[0]->origin : "an explicit redistribute");
