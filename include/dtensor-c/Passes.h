@@ -60,6 +60,34 @@ DTENSOR_EXPORT MlirPass dtensorPassCreate(MlirStringRef argument,
 /// Creates the `dtensor-verify` pass: runs dtensorVerify and fails on error.
 DTENSOR_EXPORT MlirPass dtensorCreateVerifyPass(void);
 
+/// Sharding rules for ops dtensor-propagate does not know, registered by an
+/// embedder per op name (opaque).
+typedef struct DtensorRuleRegistry DtensorRuleRegistry;
+
+/// Creates an empty rule registry; the caller owns it and must keep it alive
+/// as long as any pass created with it. Returns NULL if out of memory.
+DTENSOR_EXPORT DtensorRuleRegistry *dtensorRuleRegistryCreate(void);
+
+/// Destroys a registry; NULL is a no-op.
+DTENSOR_EXPORT void dtensorRuleRegistryDestroy(DtensorRuleRegistry *registry);
+
+/// Registers (or replaces) the rule of ops named `opName` as an einsum over
+/// their tensor operands and results, e.g. "ij,jk->ik" (a factor absent from
+/// every output is a reduction, of sum unless the rule ends in ":max" etc.;
+/// '.' is a replicated dim). Returns false and fills `outDiag` if the rule
+/// is malformed.
+DTENSOR_EXPORT bool dtensorRuleRegistryAdd(DtensorRuleRegistry *registry,
+                                           MlirStringRef opName,
+                                           MlirStringRef einsum,
+                                           DtensorDiag *outDiag);
+
+/// Creates the `dtensor-propagate` pass with `options` ("strict=true ...")
+/// that also uses the rules of `registry` (may be NULL). Returns a null pass
+/// and fills `outDiag` on bad options.
+DTENSOR_EXPORT MlirPass dtensorCreatePropagatePass(
+    const DtensorRuleRegistry *registry, MlirStringRef options,
+    DtensorDiag *outDiag);
+
 /// Registers every upstream MLIR pass so that pipelines can name them; call
 /// once before dtensorPassManagerAddPipeline.
 DTENSOR_EXPORT void dtensorRegisterUpstreamPasses(void);

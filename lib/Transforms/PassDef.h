@@ -16,6 +16,9 @@
 typedef struct DtPassOptions {
   const DtensorPassInfo *info;
   char values[DT_MAX_PASS_OPTIONS][DT_MAX_OPTION_VALUE];
+  /* What a pass's own constructor hands it (borrowed), e.g. the rule
+   * registry of dtensor-propagate; NULL when created by name. */
+  const void *context;
 } DtPassOptions;
 
 typedef struct DtPassDef {
@@ -26,6 +29,11 @@ typedef struct DtPassDef {
   /// The pass body; returns false to fail the pass after emitting errors.
   bool (*run)(MlirOperation op, const DtPassOptions *options);
 } DtPassDef;
+
+/// As dtensorPassCreate, with `context` handed to the pass body through
+/// its options.
+MlirPass dtPassCreateWithContext(MlirStringRef argument, MlirStringRef options,
+                                 const void *context, DtensorDiag *outDiag);
 
 /// Returns the value of option `name` (which must exist in the pass's info).
 const char *dtPassOptionsGet(const DtPassOptions *options, const char *name);

@@ -217,6 +217,11 @@ static void passRun(MlirOperation op, MlirExternalPass pass, void *userData) {
 
 MlirPass dtensorPassCreate(MlirStringRef argument, MlirStringRef options,
                            DtensorDiag *outDiag) {
+  return dtPassCreateWithContext(argument, options, NULL, outDiag);
+}
+
+MlirPass dtPassCreateWithContext(MlirStringRef argument, MlirStringRef options,
+                                 const void *context, DtensorDiag *outDiag) {
   const DtPassDef *def = lookupDef(argument);
   if (!def) {
     dtDiag(outDiag, 0, "'%.*s' is not a dtensor pass", (int)argument.length,
@@ -233,6 +238,7 @@ MlirPass dtensorPassCreate(MlirStringRef argument, MlirStringRef options,
     free(state);
     return (MlirPass){NULL};
   }
+  state->options.context = context;
   MlirExternalPassCallbacks callbacks = {passConstruct, passDestruct,
                                          passInitialize, passClone, passRun};
   /* The pass's TypeID is the address of its (static, pointer-aligned)

@@ -75,6 +75,7 @@ typedef struct Prop {
   /* After registration the table must not grow: decisions hold pointers
    * into it. */
   bool frozen;
+  const DtensorRuleRegistry *registry;
 } Prop;
 
 /* ---- small helpers ------------------------------------------------------- */
@@ -747,9 +748,13 @@ static void decide(Prop *p, MlirOperation op) {
     return;
   }
   DtRule r;
-  dtRuleGet(op, &r);
+  dtRuleGet(op, p->registry, &r);
   if (r.kind == DT_RULE_NONE)
     return;
+  if (r.kind == DT_RULE_INVALID) {
+    opError(p, op, "%s", r.message);
+    return;
+  }
   Info *operands[DT_MAX_RULE_VALUES] = {NULL};
   Info *results[DT_MAX_RULE_VALUES] = {NULL};
   for (int i = 0; i < r.numOperands; ++i)
@@ -1047,6 +1052,7 @@ static bool runPropagate(MlirOperation root, const DtPassOptions *options) {
   p.ctx = mlirOperationGetContext(root);
   p.strict = dtPassOptionsGetBool(options, "strict");
   p.why = dtPassOptionsGetBool(options, "why");
+  p.registry = options->context;
   p.planner = dtensorPlannerCreate(NULL);
   MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0));
   bool ok = p.planner != NULL;
@@ -1099,3 +1105,11 @@ const DtPassDef dtPropagatePass = {
     .verifyFirst = true,
     .run = runPropagate,
 };
+
+MlirPass dtensorCreatePropagatePass(const DtensorRuleRegistry *registry,
+                                    MlirStringRef options,
+                                    DtensorDiag *outDiag) {
+  return dtPassCreateWithContext(
+      mlirStringRefCreateFromCString("dtensor-propagate"), options, registry,
+      outDiag);
+}

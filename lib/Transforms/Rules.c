@@ -3,7 +3,13 @@
  *    indexing maps; a loop no init map uses is a reduction, whose combiner
  *    is read from the body (addf/addi → sum, maximumf/maxsi → max, ...);
  *  - arith/math elementwise ops on tensors: one factor per dim;
+ *  - tensor.extract_slice/insert_slice, tensor.pad, tensor.concat: a dim
+ *    kept whole is one factor through the op; a sliced, padded or
+ *    concatenated dim is replicated;
  *  - tensor.empty, tensor.splat, arith.constant: free (their users decide);
+ *  - an einsum rule: the op's `dtensor.rule` attribute or one an embedder
+ *    registered for its name ("ij,jk->ik"; factors missing from every
+ *    output are reductions, of sum unless the rule ends in ":max" etc.);
  *  - anything else with tensors: replicated. */
 #include "Rules.h"
 
@@ -13,6 +19,11 @@
 #include "mlir-c/BuiltinTypes.h"
 #include "mlir-c/Dialect/Linalg.h"
 
+#include "Layout/Diag.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static bool nameIs(MlirOperation op, const char *name) {
@@ -201,7 +212,252 @@ static bool elementwiseRule(MlirOperation op, DtRule *r) {
   return true;
 }
 
-void dtRuleGet(MlirOperation op, DtRule *r) {
+/* ---- tensor ops that keep some dims whole ------------------------------- */
+
+static MlirAttribute attrOf(MlirOperation op, const char *name) {
+  return mlirOperationGetAttributeByName(op,
+                                         mlirStringRefCreateFromCString(name));
+}
+
+static int64_t arrayAt(MlirAttribute a, intptr_t i) {
+  return mlirDenseI64ArrayGetElement(a, i);
+}
+
+/* One factor per dim of `rank`, shared by the listed tensor operands and
+ * the result, except the dims `keep` says are not kept whole. */
+static void keptDims(DtRule *r, const char *family, int rank,
+                     const bool *keep, const int *tensorOperands, int count) {
+  r->kind = DT_RULE_FACTORS;
+  r->family = family;
+  r->numFactors = rank;
+  for (int d = 0; d < rank; ++d) {
+    r->shardable[d] = keep[d];
+    r->reduce[d] = DTENSOR_REDUCE_NONE;
+    r->resultFactor[0][d] = keep[d] ? d : -1;
+    for (int k = 0; k < count; ++k)
+      r->operandFactor[tensorOperands[k]][d] = keep[d] ? d : -1;
+  }
+}
+
+static bool sliceRule(MlirOperation op, DtRule *r) {
+  bool extract = nameIs(op, "tensor.extract_slice");
+  MlirAttribute offsets = attrOf(op, "static_offsets");
+  MlirAttribute sizes = attrOf(op, "static_sizes");
+  MlirAttribute strides = attrOf(op, "static_strides");
+  if (mlirAttributeIsNull(offsets) || mlirAttributeIsNull(sizes) ||
+      mlirAttributeIsNull(strides) || !mlirAttributeIsADenseI64Array(offsets))
+    return false;
+  /* The big tensor (source of extract, dest of insert) and the small one. */
+  MlirType big = mlirValueGetType(mlirOperationGetOperand(op, extract ? 0 : 1));
+  MlirType small = extract ? mlirValueGetType(mlirOperationGetResult(op, 0))
+                           : mlirValueGetType(mlirOperationGetOperand(op, 0));
+  int rank = (int)mlirShapedTypeGetRank(big);
+  if (!mlirTypeIsARankedTensor(small) || mlirShapedTypeGetRank(small) != rank ||
+      mlirDenseArrayGetNumElements(offsets) != rank || rank > DT_MAX_FACTORS)
+    return false; /* rank-reducing slices: replicated */
+  bool keep[DT_MAX_FACTORS];
+  for (int d = 0; d < rank; ++d)
+    keep[d] = arrayAt(offsets, d) == 0 && arrayAt(strides, d) == 1 &&
+              arrayAt(sizes, d) == mlirShapedTypeGetDimSize(big, d) &&
+              !mlirShapedTypeIsDynamicDim(big, d);
+  int tensors[2] = {0, 1};
+  keptDims(r, extract ? "extract_slice" : "insert_slice", rank, keep, tensors,
+           extract ? 1 : 2);
+  return true;
+}
+
+static bool padRule(MlirOperation op, DtRule *r) {
+  MlirAttribute low = attrOf(op, "static_low"), high = attrOf(op, "static_high");
+  MlirType t = mlirValueGetType(mlirOperationGetOperand(op, 0));
+  int rank = (int)mlirShapedTypeGetRank(t);
+  if (mlirAttributeIsNull(low) || mlirAttributeIsNull(high) ||
+      mlirDenseArrayGetNumElements(low) != rank || rank > DT_MAX_FACTORS)
+    return false;
+  bool keep[DT_MAX_FACTORS];
+  for (int d = 0; d < rank; ++d)
+    keep[d] = arrayAt(low, d) == 0 && arrayAt(high, d) == 0;
+  int tensors[1] = {0};
+  keptDims(r, "pad", rank, keep, tensors, 1);
+  return true;
+}
+
+static bool concatRule(MlirOperation op, DtRule *r) {
+  MlirAttribute dim = attrOf(op, "dim");
+  MlirType t = mlirValueGetType(mlirOperationGetResult(op, 0));
+  int rank = (int)mlirShapedTypeGetRank(t);
+  if (mlirAttributeIsNull(dim) || !mlirAttributeIsAInteger(dim) ||
+      rank > DT_MAX_FACTORS || r->numOperands > DT_MAX_RULE_VALUES)
+    return false;
+  bool keep[DT_MAX_FACTORS];
+  for (int d = 0; d < rank; ++d)
+    keep[d] = d != mlirIntegerAttrGetValueInt(dim);
+  int tensors[DT_MAX_RULE_VALUES];
+  for (int i = 0; i < r->numOperands; ++i)
+    tensors[i] = i;
+  keptDims(r, "concat", rank, keep, tensors, r->numOperands);
+  return true;
+}
+
+/* ---- einsum rules ----------------------------------------------------------- */
+
+/* Parses "ij,jk->ik[:kind]" into per-tensor factor letters. A '.' is a dim
+ * of no factor (replicated). */
+typedef struct Einsum {
+  int numInputs, numOutputs;
+  char dims[2 * DT_MAX_RULE_VALUES][DTENSOR_MAX_TENSOR_RANK + 1];
+  DtensorReduceKind kind;
+} Einsum;
+
+static bool parseEinsum(const char *text, Einsum *e, DtensorDiag *diag) {
+  memset(e, 0, sizeof(*e));
+  e->kind = DTENSOR_REDUCE_SUM;
+  const char *p = text;
+  bool outputs = false;
+  int current = 0, len = 0;
+  for (;; ++p) {
+    char ch = *p;
+    if ((ch >= 'a' && ch <= 'z') || ch == '.') {
+      if (len == DTENSOR_MAX_TENSOR_RANK)
+        return dtDiag(diag, (int)(p - text), "a tensor of more than %d dims",
+                      DTENSOR_MAX_TENSOR_RANK);
+      e->dims[current][len++] = ch;
+      continue;
+    }
+    if (ch == ',' || ch == '\0' || ch == ':' || (ch == '-' && p[1] == '>')) {
+      e->dims[current][len] = '\0'; /* len 0: a rank-0 tensor */
+      ++current;
+      len = 0;
+      if (current == 2 * DT_MAX_RULE_VALUES)
+        return dtDiag(diag, (int)(p - text), "too many tensors");
+      if (outputs)
+        ++e->numOutputs;
+      else
+        ++e->numInputs;
+      if (ch == '-') {
+        if (outputs)
+          return dtDiag(diag, (int)(p - text), "a second '->'");
+        outputs = true;
+        ++p;
+        continue;
+      }
+      if (ch == ':') {
+        const char *kind = p + 1;
+        if (!dtensorReduceKindParse(kind, strlen(kind), &e->kind) ||
+            e->kind == DTENSOR_REDUCE_NONE)
+          return dtDiag(diag, (int)(kind - text), "expected a reduce kind "
+                        "after ':' (sum, max, min, avg, prod)");
+        break;
+      }
+      if (ch == '\0')
+        break;
+      continue;
+    }
+    if (ch == ' ')
+      continue;
+    return dtDiag(diag, (int)(p - text), "unexpected '%c' (an einsum rule "
+                  "is like \"ij,jk->ik\" with lower-case factor letters, '.' "
+                  "for a replicated dim, and an optional \":max\")", ch);
+  }
+  if (!outputs)
+    return dtDiag(diag, -1, "an einsum rule needs '->' and the outputs");
+  return true;
+}
+
+bool dtRuleCheckEinsum(const char *text, DtensorDiag *outDiag) {
+  Einsum e;
+  return parseEinsum(text, &e, outDiag);
+}
+
+static void invalid(DtRule *r, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void invalid(DtRule *r, const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  vsnprintf(r->message, sizeof(r->message), format, args);
+  va_end(args);
+  r->kind = DT_RULE_INVALID;
+  r->family = "einsum";
+}
+
+static void einsumRule(MlirOperation op, const char *text, DtRule *r) {
+  Einsum e;
+  DtensorDiag diag;
+  if (!parseEinsum(text, &e, &diag)) {
+    invalid(r, "its sharding rule \"%s\" is malformed: %s", text,
+            diag.message);
+    return;
+  }
+  int numTensorOperands = 0, numTensorResults = 0;
+  for (int i = 0; i < r->numOperands; ++i)
+    numTensorOperands += r->operandIsTensor[i];
+  for (int j = 0; j < r->numResults; ++j)
+    numTensorResults += r->resultIsTensor[j];
+  if (e.numInputs != numTensorOperands || e.numOutputs != numTensorResults) {
+    invalid(r, "its sharding rule \"%s\" names %d inputs and %d outputs, "
+            "but the op has %d tensor operands and %d tensor results", text,
+            e.numInputs, e.numOutputs, numTensorOperands, numTensorResults);
+    return;
+  }
+  int factorOf[26];
+  for (int k = 0; k < 26; ++k)
+    factorOf[k] = -1;
+  int numFactors = 0;
+  bool inOutput[26] = {false};
+  for (int t = 0; t < e.numInputs + e.numOutputs; ++t)
+    for (const char *c = e.dims[t]; *c; ++c)
+      if (*c != '.') {
+        if (factorOf[*c - 'a'] < 0)
+          factorOf[*c - 'a'] = numFactors++;
+        inOutput[*c - 'a'] |= t >= e.numInputs;
+      }
+  if (numFactors > DT_MAX_FACTORS) {
+    invalid(r, "its sharding rule has more than %d factors", DT_MAX_FACTORS);
+    return;
+  }
+  r->kind = DT_RULE_FACTORS;
+  r->family = "einsum";
+  r->numFactors = numFactors;
+  for (int k = 0; k < 26; ++k)
+    if (factorOf[k] >= 0) {
+      r->reduce[factorOf[k]] = inOutput[k] ? DTENSOR_REDUCE_NONE : e.kind;
+      r->shardable[factorOf[k]] = true;
+    }
+  int t = 0;
+  for (int i = 0; i < r->numOperands; ++i) {
+    if (!r->operandIsTensor[i])
+      continue;
+    MlirType type = mlirValueGetType(mlirOperationGetOperand(op, i));
+    if ((int)strlen(e.dims[t]) != mlirShapedTypeGetRank(type)) {
+      invalid(r, "its sharding rule gives input %d %d dims, but operand %d "
+              "has rank %ld", t, (int)strlen(e.dims[t]), i,
+              (long)mlirShapedTypeGetRank(type));
+      return;
+    }
+    for (int d = 0; e.dims[t][d]; ++d)
+      r->operandFactor[i][d] =
+          e.dims[t][d] == '.' ? -1 : factorOf[e.dims[t][d] - 'a'];
+    ++t;
+  }
+  for (int j = 0; j < r->numResults; ++j) {
+    if (!r->resultIsTensor[j])
+      continue;
+    MlirType type = mlirValueGetType(mlirOperationGetResult(op, j));
+    if ((int)strlen(e.dims[t]) != mlirShapedTypeGetRank(type)) {
+      invalid(r, "its sharding rule gives output %d %d dims, but result %d "
+              "has rank %ld", t - e.numInputs, (int)strlen(e.dims[t]), j,
+              (long)mlirShapedTypeGetRank(type));
+      return;
+    }
+    for (int d = 0; e.dims[t][d]; ++d)
+      r->resultFactor[j][d] =
+          e.dims[t][d] == '.' ? -1 : factorOf[e.dims[t][d] - 'a'];
+    ++t;
+  }
+}
+
+void dtRuleGet(MlirOperation op, const DtensorRuleRegistry *registry,
+               DtRule *r) {
   memset(r, 0, sizeof(*r));
   intptr_t numOperands = mlirOperationGetNumOperands(op);
   intptr_t numResults = mlirOperationGetNumResults(op);
@@ -232,10 +488,35 @@ void dtRuleGet(MlirOperation op, DtRule *r) {
     r->family = "no tensors";
     return;
   }
+  MlirAttribute rule = attrOf(op, "dtensor.rule");
+  if (!mlirAttributeIsNull(rule)) {
+    if (!mlirAttributeIsAString(rule)) {
+      invalid(r, "its 'dtensor.rule' must be a string such as \"ij,jk->ik\"");
+      return;
+    }
+    char text[256];
+    MlirStringRef v = mlirStringAttrGetValue(rule);
+    snprintf(text, sizeof(text), "%.*s", (int)v.length, v.data);
+    einsumRule(op, text, r);
+    return;
+  }
+  const char *registered = dtRuleRegistryLookup(
+      registry, mlirIdentifierStr(mlirOperationGetName(op)));
+  if (registered) {
+    einsumRule(op, registered, r);
+    return;
+  }
   if (nameStarts(op, "linalg.")) {
     linalgRule(op, r);
     return;
   }
+  if ((nameIs(op, "tensor.extract_slice") || nameIs(op, "tensor.insert_slice")) &&
+      sliceRule(op, r))
+    return;
+  if (nameIs(op, "tensor.pad") && padRule(op, r))
+    return;
+  if (nameIs(op, "tensor.concat") && concatRule(op, r))
+    return;
   if (!tensorInput && mlirOperationGetNumRegions(op) == 0 &&
       (nameIs(op, "tensor.empty") || nameIs(op, "arith.constant") ||
        nameIs(op, "tensor.splat"))) {
@@ -246,4 +527,88 @@ void dtRuleGet(MlirOperation op, DtRule *r) {
   if (elementwiseRule(op, r))
     return;
   replicate(r, "an op with no sharding rule");
+}
+
+/* ---- the registry ---------------------------------------------------------- */
+
+typedef struct RegisteredRule {
+  char *name;
+  char *rule;
+} RegisteredRule;
+
+struct DtensorRuleRegistry {
+  RegisteredRule *rules;
+  int count, capacity;
+};
+
+DtensorRuleRegistry *dtensorRuleRegistryCreate(void) {
+  return calloc(1, sizeof(DtensorRuleRegistry));
+}
+
+void dtensorRuleRegistryDestroy(DtensorRuleRegistry *registry) {
+  if (!registry)
+    return;
+  for (int i = 0; i < registry->count; ++i) {
+    free(registry->rules[i].name);
+    free(registry->rules[i].rule);
+  }
+  free(registry->rules);
+  free(registry);
+}
+
+static char *copyRef(MlirStringRef s) {
+  char *c = malloc(s.length + 1);
+  if (c) {
+    memcpy(c, s.data, s.length);
+    c[s.length] = '\0';
+  }
+  return c;
+}
+
+bool dtensorRuleRegistryAdd(DtensorRuleRegistry *registry,
+                            MlirStringRef opName, MlirStringRef einsum,
+                            DtensorDiag *outDiag) {
+  char *rule = copyRef(einsum), *name = copyRef(opName);
+  if (!rule || !name) {
+    free(rule);
+    free(name);
+    return dtDiag(outDiag, -1, "out of memory");
+  }
+  if (!dtRuleCheckEinsum(rule, outDiag)) {
+    free(rule);
+    free(name);
+    return false;
+  }
+  for (int i = 0; i < registry->count; ++i)
+    if (!strcmp(registry->rules[i].name, name)) {
+      free(registry->rules[i].rule);
+      registry->rules[i].rule = rule;
+      free(name);
+      return true;
+    }
+  if (registry->count == registry->capacity) {
+    int cap = registry->capacity ? 2 * registry->capacity : 8;
+    RegisteredRule *rules =
+        realloc(registry->rules, sizeof(RegisteredRule) * (size_t)cap);
+    if (!rules) {
+      free(rule);
+      free(name);
+      return dtDiag(outDiag, -1, "out of memory");
+    }
+    registry->rules = rules;
+    registry->capacity = cap;
+  }
+  registry->rules[registry->count++] = (RegisteredRule){name, rule};
+  return true;
+}
+
+const char *dtRuleRegistryLookup(const DtensorRuleRegistry *registry,
+                                 MlirStringRef opName) {
+  if (!registry)
+    return NULL;
+  for (int i = 0; i < registry->count; ++i)
+    if (strlen(registry->rules[i].name) == opName.length &&
+        !memcmp(registry->rules[i].name, opName.data, opName.length))
+      return registry->rules[i].rule;
+  return NULL;
 }

@@ -7,6 +7,7 @@
 #define DTENSOR_LIB_TRANSFORMS_RULES_H
 
 #include "dtensor-c/Layout.h"
+#include "dtensor-c/Passes.h"
 #include "mlir-c/IR.h"
 
 #include <stdbool.h>
@@ -29,6 +30,7 @@ typedef enum DtRuleKind {
                           results take the layout their users want */
   DT_RULE_REPLICATE,   /* unknown: everything replicated */
   DT_RULE_NONE,        /* no tensors at all: nothing to do */
+  DT_RULE_INVALID,     /* the op carries a rule that is wrong: `message` */
 } DtRuleKind;
 
 typedef struct DtRule {
@@ -52,10 +54,25 @@ typedef struct DtRule {
   /* Operands that are accumulator inits (linalg outs): a Partial result
    * needs them Partial too, which a neutral init (fill) provides locally. */
   bool isInit[DT_MAX_RULE_VALUES];
+  char message[256]; /* DT_RULE_INVALID: what is wrong */
 } DtRule;
 
-/// Fills `outRule` for `op`; never fails (an op it cannot read is
-/// DT_RULE_REPLICATE with `family` saying why).
-void dtRuleGet(MlirOperation op, DtRule *outRule);
+/// Rules an embedder registers per op name (dtensorRuleRegistryAdd).
+typedef struct DtensorRuleRegistry DtensorRuleRegistry;
+
+/// Returns the einsum rule registered for `opName`, or NULL.
+const char *dtRuleRegistryLookup(const DtensorRuleRegistry *registry,
+                                 MlirStringRef opName);
+
+/// Fills `outRule` for `op`: from its `dtensor.rule` einsum attribute, the
+/// registry's rule for its name (`registry` may be NULL), or the built-in
+/// family. An op no rule covers is DT_RULE_REPLICATE with `family` saying
+/// why; a malformed einsum is DT_RULE_INVALID.
+void dtRuleGet(MlirOperation op, const DtensorRuleRegistry *registry,
+               DtRule *outRule);
+
+/// Checks an einsum rule's syntax ("ij,jk->ik", reductions optionally
+/// ":max"); false with a message in `outDiag` if it is malformed.
+bool dtRuleCheckEinsum(const char *text, DtensorDiag *outDiag);
 
 #endif

@@ -1,6 +1,7 @@
 /* The dtensor dialect loads from its IRDL definition and layout attributes
  * read back through the public API. */
 #include "dtensor-c/Dialect.h"
+#include "dtensor-c/Passes.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -28,7 +29,61 @@ static MlirOperation findOp(MlirBlock block, const char *name) {
   return (MlirOperation){NULL};
 }
 
+/* An embedder registers an einsum rule for an op of its own and runs
+ * dtensor-propagate from C. */
+static void testRuleRegistry(void) {
+  MlirContext ctx = dtensorContextCreate();
+  mlirContextSetAllowUnregisteredDialects(ctx, true);
+  static const char *program =
+      "\"dtensor.mesh\"() {sym_name = \"tp\", shape = array<i64: 4>, "
+      "axis_names = [\"tp\"]} : () -> ()\n"
+      "func.func @f(%x: tensor<8x32xf32> {dtensor.layout = "
+      "#dtensor.layout<@tp, \"[R, S0]\">}, %w: tensor<32x16xf32>) -> "
+      "tensor<8x16xf32> {\n"
+      "  %y = \"my.matmul\"(%x, %w) : (tensor<8x32xf32>, tensor<32x16xf32>) "
+      "-> tensor<8x16xf32>\n"
+      "  return %y : tensor<8x16xf32>\n}\n";
+  MlirModule module =
+      mlirModuleCreateParse(ctx, mlirStringRefCreateFromCString(program));
+  CHECK(!mlirModuleIsNull(module));
+  DtensorRuleRegistry *rules = dtensorRuleRegistryCreate();
+  DtensorDiag diag;
+  CHECK(!dtensorRuleRegistryAdd(rules, mlirStringRefCreateFromCString("my.matmul"),
+                                mlirStringRefCreateFromCString("ij,jk->I"),
+                                &diag));
+  CHECK(strstr(diag.message, "unexpected 'I'") != NULL);
+  CHECK(dtensorRuleRegistryAdd(rules, mlirStringRefCreateFromCString("my.matmul"),
+                               mlirStringRefCreateFromCString("ij,jk->ik"),
+                               &diag));
+  MlirPassManager pm = mlirPassManagerCreate(ctx);
+  MlirPass pass = dtensorCreatePropagatePass(
+      rules, mlirStringRefCreateFromCString(""), &diag);
+  CHECK(pass.ptr != NULL);
+  mlirPassManagerAddOwnedPass(pm, pass);
+  CHECK(mlirLogicalResultIsSuccess(
+      mlirPassManagerRunOnOp(pm, mlirModuleGetOperation(module))));
+  MlirOperation func = findOp(mlirModuleGetBody(module), "func.func");
+  MlirOperation mm = findOp(
+      mlirRegionGetFirstBlock(mlirOperationGetRegion(func, 0)), "my.matmul");
+  MlirAttribute l = mlirOperationGetAttributeByName(
+      mm, mlirStringRefCreateFromCString("dtensor.layout"));
+  DtensorLayoutAttrParts parts;
+  /* j is sharded by x's layout and is a reduction: the result is Partial. */
+  CHECK(dtensorLayoutAttrGetParts(l, &parts));
+  CHECK(strcmp(parts.spec, "[R, R] Psum(0)") == 0);
+  MlirPass bad = dtensorCreatePropagatePass(
+      rules, mlirStringRefCreateFromCString("strict=maybe"), &diag);
+  CHECK(bad.ptr == NULL);
+  CHECK(strstr(diag.message, "takes true or false") != NULL);
+  mlirPassManagerDestroy(pm);
+  dtensorRuleRegistryDestroy(rules);
+  dtensorRuleRegistryDestroy(NULL);
+  mlirModuleDestroy(module);
+  mlirContextDestroy(ctx);
+}
+
 int main(void) {
+  testRuleRegistry();
   MlirContext ctx = dtensorContextCreate();
   CHECK(!mlirContextIsNull(ctx));
   MlirModule module =
