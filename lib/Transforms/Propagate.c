@@ -311,11 +311,47 @@ typedef struct Strategy {
   int seed;      /* which known value it started from (-1: none) */
 } Strategy;
 
+/* Splits the axes of a compound dim over its factors, major first: a factor
+ * takes axes while their product divides its size, and the next factor
+ * starts only once the previous one is fully split. Stops where the axes
+ * do not fit (those are then not part of the strategy). */
+static void strategyFromCompound(const DtRule *r, const DtCompound *c,
+                                 const DtensorMesh *mesh,
+                                 const DtensorShardingSpec *s, int d,
+                                 Strategy *out) {
+  for (int k = 0; k < c->count; ++k)
+    if (out->numAxes[c->factor[k]] > 0 || !r->shardable[c->factor[k]])
+      return;
+  int k = 0;
+  int64_t prod = 1;
+  for (int i = 0; i < s->numAxes[d]; ++i) {
+    int a = s->axes[d][i];
+    int64_t n = dtensorMeshGetAxisSize(mesh, a);
+    while (k < c->count && r->factorSize[c->factor[k]] % (prod * n) != 0) {
+      if (prod != r->factorSize[c->factor[k]])
+        return;
+      ++k;
+      prod = 1;
+    }
+    if (k == c->count || (out->used & (1u << a)))
+      return;
+    int f = c->factor[k];
+    out->axes[f][out->numAxes[f]++] = a;
+    out->used |= 1u << a;
+    prod *= n;
+  }
+}
+
 /* The factor sharding a value's spec implies through `dimFactor`. */
-static void strategyFrom(const DtRule *r, const int *dimFactor, int rank,
+static void strategyFrom(const DtRule *r, const DtensorMesh *mesh,
+                         const int *dimFactor, int rank,
                          const DtensorShardingSpec *s, Strategy *out) {
   for (int d = 0; d < rank; ++d) {
     int f = dimFactor[d];
+    if (f <= -2 && s->numAxes[d] > 0) {
+      strategyFromCompound(r, &r->compound[-2 - f], mesh, s, d, out);
+      continue;
+    }
     if (f < 0 || !r->shardable[f] || out->numAxes[f] > 0 || s->numAxes[d] == 0)
       continue;
     unsigned axes = 0;
@@ -327,6 +363,34 @@ static void strategyFrom(const DtRule *r, const int *dimFactor, int rank,
     memcpy(out->axes[f], s->axes[d], sizeof(int) * (size_t)s->numAxes[d]);
     out->used |= axes;
   }
+}
+
+/* The axes of dim `f` (a factor, or a compound of them) under `st`; false
+ * when a compound's factors are not split in order (a later one sharded
+ * before an earlier one is full), which no layout of the dim expresses. */
+static bool dimAxes(Prop *p, const DtRule *r, const Strategy *st, int f,
+                    DtensorShardingSpec *s, int d) {
+  if (f >= 0) {
+    s->numAxes[d] = st->numAxes[f];
+    memcpy(s->axes[d], st->axes[f], sizeof(int) * (size_t)st->numAxes[f]);
+    return true;
+  }
+  if (f == -1)
+    return true;
+  const DtCompound *c = &r->compound[-2 - f];
+  bool open = false; /* a factor before is not fully split */
+  for (int k = 0; k < c->count; ++k) {
+    int g = c->factor[k];
+    int64_t prod = 1;
+    for (int i = 0; i < st->numAxes[g]; ++i)
+      prod *= dtensorMeshGetAxisSize(p->mesh, st->axes[g][i]);
+    if (st->numAxes[g] > 0 && (open || r->factorSize[g] % prod != 0))
+      return false;
+    open |= prod != r->factorSize[g];
+    for (int i = 0; i < st->numAxes[g]; ++i)
+      s->axes[d][s->numAxes[d]++] = st->axes[g][i];
+  }
+  return true;
 }
 
 typedef struct Known {
@@ -398,13 +462,9 @@ static bool specsOf(Prop *p, const DtRule *r, Info **operands, Info **results,
       continue;
     DtensorShardingSpec *s = &c->operands[i];
     dtensorShardingSpecInitReplicated(operands[i]->rank, s);
-    for (int d = 0; d < operands[i]->rank; ++d) {
-      int f = r->operandFactor[i][d];
-      if (f < 0)
-        continue;
-      s->numAxes[d] = st->numAxes[f];
-      memcpy(s->axes[d], st->axes[f], sizeof(int) * (size_t)st->numAxes[f]);
-    }
+    for (int d = 0; d < operands[i]->rank; ++d)
+      if (!dimAxes(p, r, st, r->operandFactor[i][d], s, d))
+        return false;
     bool passes = r->flow == DT_FLOW_ALL_SUM ? pass != 0 : i == passOperand;
     for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a) {
       if (passes && (pass & (1u << a)))
@@ -421,13 +481,9 @@ static bool specsOf(Prop *p, const DtRule *r, Info **operands, Info **results,
       continue;
     DtensorShardingSpec *s = &c->results[j];
     dtensorShardingSpecInitReplicated(results[j]->rank, s);
-    for (int d = 0; d < results[j]->rank; ++d) {
-      int f = r->resultFactor[j][d];
-      if (f < 0)
-        continue;
-      s->numAxes[d] = st->numAxes[f];
-      memcpy(s->axes[d], st->axes[f], sizeof(int) * (size_t)st->numAxes[f]);
-    }
+    for (int d = 0; d < results[j]->rank; ++d)
+      if (!dimAxes(p, r, st, r->resultFactor[j][d], s, d))
+        return false;
     for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
       s->partial[a] = partial[a];
     if (!dtensorShardingSpecCheck(s, p->mesh, results[j]->rank,
@@ -632,7 +688,7 @@ static void decideFactors(Prop *p, MlirOperation op, const DtRule *r,
       const Known *kv = &known[order[k]];
       const int *map = kv->isResult ? r->resultFactor[kv->index]
                                     : r->operandFactor[kv->index];
-      strategyFrom(r, map, kv->info->rank, kv->spec, &st);
+      strategyFrom(r, p->mesh, map, kv->info->rank, kv->spec, &st);
     }
     if (!specsOf(p, r, operands, results, known, numKnown, &st, &trial))
       continue;

@@ -298,6 +298,60 @@ static bool concatRule(MlirOperation op, DtRule *r) {
   return true;
 }
 
+/* ---- reshapes -------------------------------------------------------------- */
+
+/* collapse_shape and expand_shape: a factor per dim of the finer side; each
+ * dim of the coarser side is its group of factors (a compound dim, major
+ * first), so a sharded flat dim splits its axes over the group where the
+ * sizes allow (docs/propagation.md). */
+static bool reshapeRule(MlirOperation op, DtRule *r) {
+  bool collapse = nameIs(op, "tensor.collapse_shape");
+  MlirAttribute groups = attrOf(op, "reassociation");
+  MlirType src = mlirValueGetType(mlirOperationGetOperand(op, 0));
+  MlirType dst = mlirValueGetType(mlirOperationGetResult(op, 0));
+  MlirType fine = collapse ? src : dst, coarse = collapse ? dst : src;
+  if (mlirAttributeIsNull(groups) || !mlirAttributeIsAArray(groups) ||
+      !mlirShapedTypeHasStaticShape(fine) ||
+      !mlirShapedTypeHasStaticShape(coarse) ||
+      mlirShapedTypeGetRank(fine) > DT_MAX_FACTORS ||
+      mlirArrayAttrGetNumElements(groups) != mlirShapedTypeGetRank(coarse))
+    return false;
+  int numFactors = (int)mlirShapedTypeGetRank(fine);
+  int fineSlot = collapse ? 0 : -1, coarseSlot = collapse ? -1 : 0;
+  int *fineDims = collapse ? r->operandFactor[0] : r->resultFactor[0];
+  int *coarseDims = collapse ? r->resultFactor[0] : r->operandFactor[0];
+  (void)fineSlot;
+  (void)coarseSlot;
+  r->kind = DT_RULE_FACTORS;
+  r->family = collapse ? "collapse_shape" : "expand_shape";
+  r->numFactors = numFactors;
+  for (int f = 0; f < numFactors; ++f) {
+    r->shardable[f] = true;
+    r->reduce[f] = DTENSOR_REDUCE_NONE;
+    r->factorSize[f] = mlirShapedTypeGetDimSize(fine, f);
+    fineDims[f] = f;
+  }
+  for (intptr_t g = 0; g < mlirArrayAttrGetNumElements(groups); ++g) {
+    MlirAttribute group = mlirArrayAttrGetElement(groups, g);
+    intptr_t n = mlirAttributeIsAArray(group) ? mlirArrayAttrGetNumElements(group)
+                                              : 0;
+    if (n == 1) {
+      coarseDims[g] = (int)mlirIntegerAttrGetValueInt(
+          mlirArrayAttrGetElement(group, 0));
+      continue;
+    }
+    if (n == 0 || n > DT_MAX_SUBFACTORS || r->numCompounds == DT_MAX_COMPOUNDS)
+      return false;
+    DtCompound *c = &r->compound[r->numCompounds];
+    c->count = (int)n;
+    for (intptr_t k = 0; k < n; ++k)
+      c->factor[k] =
+          (int)mlirIntegerAttrGetValueInt(mlirArrayAttrGetElement(group, k));
+    coarseDims[g] = -2 - r->numCompounds++;
+  }
+  return true;
+}
+
 /* ---- einsum rules ----------------------------------------------------------- */
 
 /* Parses "ij,jk->ik[:kind]" into per-tensor factor letters. A '.' is a dim
@@ -514,6 +568,9 @@ void dtRuleGet(MlirOperation op, const DtensorRuleRegistry *registry,
       sliceRule(op, r))
     return;
   if (nameIs(op, "tensor.pad") && padRule(op, r))
+    return;
+  if ((nameIs(op, "tensor.collapse_shape") || nameIs(op, "tensor.expand_shape")) &&
+      reshapeRule(op, r))
     return;
   if (nameIs(op, "tensor.concat") && concatRule(op, r))
     return;

@@ -14,6 +14,15 @@
 
 #define DT_MAX_FACTORS 16
 #define DT_MAX_RULE_VALUES 16
+#define DT_MAX_COMPOUNDS 16
+#define DT_MAX_SUBFACTORS 8
+
+/// A dim made of several factors, major first (the flat side of a reshape):
+/// sharding it by axes fills the factors in order, each up to its size.
+typedef struct DtCompound {
+  int count;
+  int factor[DT_MAX_SUBFACTORS];
+} DtCompound;
 
 /// How Partial operands may pass through an op unresolved.
 typedef enum DtPartialFlow {
@@ -44,11 +53,14 @@ typedef struct DtRule {
   bool shardable[DT_MAX_FACTORS];
   int numOperands, numResults;
   /* Per operand/result: whether it is a ranked tensor, and per dim the
-   * factor it is (-1: none, so replicated). */
+   * factor it is (-1: none, so replicated; <= -2: compound[-2 - v]). */
   bool operandIsTensor[DT_MAX_RULE_VALUES];
   int operandFactor[DT_MAX_RULE_VALUES][DTENSOR_MAX_TENSOR_RANK];
   bool resultIsTensor[DT_MAX_RULE_VALUES];
   int resultFactor[DT_MAX_RULE_VALUES][DTENSOR_MAX_TENSOR_RANK];
+  int numCompounds;
+  DtCompound compound[DT_MAX_COMPOUNDS];
+  int64_t factorSize[DT_MAX_FACTORS]; /* for compound dims */
   DtPartialFlow flow;
   bool linear[DT_MAX_RULE_VALUES]; /* DT_FLOW_ONE_LINEAR: which operands */
   /* Operands that are accumulator inits (linalg outs): a Partial result

@@ -38,3 +38,23 @@ func.func @einsum(%x: tensor<8x32xf32> {dtensor.layout = #dtensor.layout<@tp, "[
   %m = "test.rowmax"(%x) {dtensor.rule = "ij->i:max"} : (tensor<8x32xf32>) -> tensor<8xf32>
   return %y : tensor<8x16xf32>
 }
+
+// -----
+
+// Reshapes: a sharded flat dim splits its axes over the dims it becomes
+// where the sizes allow (8 = 2 x 4 on dp=2, tp=4), and back; 6 = 3 x 2
+// cannot take tp=4, so that one is replicated.
+"dtensor.mesh"() {sym_name = "mesh", shape = array<i64: 2, 4>, axis_names = ["dp", "tp"]} : () -> ()
+// CHECK-LABEL: func.func @reshapes(
+func.func @reshapes(%a: tensor<8x16xf32> {dtensor.layout = #dtensor.layout<@mesh, "[S01, R]">},
+                    %b: tensor<2x4x16xf32> {dtensor.layout = #dtensor.layout<@mesh, "[S0, S1, R]">},
+                    %c: tensor<6x16xf32> {dtensor.layout = #dtensor.layout<@mesh, "[S1, R]">})
+    -> (tensor<2x4x16xf32>, tensor<8x16xf32>, tensor<3x2x16xf32>) {
+  // CHECK: tensor.expand_shape {{.*}}{dtensor.layout = #dtensor.layout<@mesh, "[S0, S1, R]">, dtensor.operand_layouts = [#dtensor.layout<@mesh, "[S01, R]">]}
+  %e = tensor.expand_shape %a [[0, 1], [2]] output_shape [2, 4, 16] : tensor<8x16xf32> into tensor<2x4x16xf32>
+  // CHECK: tensor.collapse_shape {{.*}}{dtensor.layout = #dtensor.layout<@mesh, "[S01, R]">, dtensor.operand_layouts = [#dtensor.layout<@mesh, "[S0, S1, R]">]}
+  %f = tensor.collapse_shape %b [[0, 1], [2]] : tensor<2x4x16xf32> into tensor<8x16xf32>
+  // CHECK: tensor.expand_shape {{.*}}{dtensor.layout = #dtensor.layout<@mesh, "[R, R, R]">, dtensor.operand_layouts = [#dtensor.layout<@mesh, "[R, R]">]}
+  %g = tensor.expand_shape %c [[0, 1], [2]] output_shape [3, 2, 16] : tensor<6x16xf32> into tensor<3x2x16xf32>
+  return %e, %f, %g : tensor<2x4x16xf32>, tensor<8x16xf32>, tensor<3x2x16xf32>
+}
