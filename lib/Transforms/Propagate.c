@@ -55,8 +55,19 @@ typedef struct Info {
   char origin[ORIGIN_SIZE];
 } Info;
 
+/* The functions of the module: which are propagated, which are in progress
+ * (a call to one of those is a recursive call). */
+typedef struct Funcs {
+  MlirSymbolTable symbols;
+  void **done;
+  int numDone, capDone;
+  void **active;
+  int numActive;
+} Funcs;
+
 typedef struct Prop {
   MlirContext ctx;
+  Funcs *funcs;
   MlirOperation func;
   MlirOperation meshOp;
   char meshName[256];
@@ -509,6 +520,9 @@ static double choiceCost(Prop *p, const DtRule *r, Info **operands,
 /* ---- deciding ops ---------------------------------------------------------------- */
 
 static void decide(Prop *p, MlirOperation op);
+static bool propagateOne(const Prop *base, MlirOperation func);
+static bool funcListed(void *const *list, int count, MlirOperation f);
+static bool hasBody(MlirOperation func);
 
 /* A value nobody has decided takes the layout `want` its user needs; its
  * producer is decided with that as the demand on it. */
@@ -796,6 +810,86 @@ static void decideExplicit(Prop *p, MlirOperation op, const DtRule *r,
   free(c);
 }
 
+/* The `dtensor.layout` of argument or result `i` of `func`, if it has one. */
+static bool funcLayout(Prop *p, MlirOperation func, bool result, intptr_t i,
+                       DtensorShardingSpec *out) {
+  MlirAttribute list = getAttr(func, result ? "res_attrs" : "arg_attrs");
+  if (mlirAttributeIsNull(list) || i >= mlirArrayAttrGetNumElements(list))
+    return false;
+  MlirAttribute l = mlirDictionaryAttrGetElementByName(
+      mlirArrayAttrGetElement(list, i),
+      mlirStringRefCreateFromCString("dtensor.layout"));
+  if (mlirAttributeIsNull(l))
+    return false;
+  MlirType fnType = mlirTypeAttrGetValue(getAttr(func, "function_type"));
+  MlirType t = result ? mlirFunctionTypeGetResult(fnType, i)
+                      : mlirFunctionTypeGetInput(fnType, i);
+  char what[96];
+  snprintf(what, sizeof(what), "the layout of %s %ld of the callee",
+           result ? "result" : "argument", (long)i);
+  return readLayout(p, func, l, t, what, out);
+}
+
+/* func.call: the callee is propagated first (its unannotated arguments take
+ * the layouts the call's operands have), then the call needs the callee's
+ * argument layouts and its results have the callee's result layouts. A
+ * recursive call, or a callee without a body, uses the layouts its
+ * signature declares and replicates the rest. */
+static void decideCall(Prop *p, MlirOperation op, const DtRule *r,
+                       Info **operands, Info **results) {
+  MlirAttribute ref = getAttr(op, "callee");
+  MlirOperation callee = {NULL};
+  if (!mlirAttributeIsNull(ref) && mlirAttributeIsAFlatSymbolRef(ref))
+    callee = mlirSymbolTableLookup(p->funcs->symbols,
+                                   mlirFlatSymbolRefAttrGetValue(ref));
+  if (mlirOperationIsNull(callee) || !nameIs(callee, "func.func")) {
+    opError(p, op, "calls a function that is not a func.func of this module");
+    return;
+  }
+  bool recursive = funcListed(p->funcs->active, p->funcs->numActive, callee);
+  if (hasBody(callee) && !recursive &&
+      !funcListed(p->funcs->done, p->funcs->numDone, callee)) {
+    for (int i = 0; i < r->numOperands; ++i) {
+      DtensorShardingSpec declared;
+      if (!operands[i] || !operands[i]->known ||
+          funcLayout(p, callee, false, i, &declared))
+        continue;
+      DtensorShardingSpec s = operands[i]->spec;
+      for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
+        s.partial[a] = DTENSOR_REDUCE_NONE; /* arguments arrive resolved */
+      mlirFuncSetArgAttr(callee, i,
+                         mlirStringRefCreateFromCString("dtensor.layout"),
+                         layoutAttr(p, &s));
+    }
+    if (!propagateOne(p, callee)) {
+      p->failed = true;
+      return;
+    }
+  }
+  Choice *c = malloc(sizeof(Choice));
+  if (!c) {
+    opError(p, op, "out of memory");
+    return;
+  }
+  for (int i = 0; i < r->numOperands; ++i)
+    if (operands[i] && !funcLayout(p, callee, false, i, &c->operands[i]))
+      dtensorShardingSpecInitReplicated(operands[i]->rank, &c->operands[i]);
+  for (int j = 0; j < r->numResults; ++j)
+    if (results[j] && !funcLayout(p, callee, true, j, &c->results[j]))
+      dtensorShardingSpecInitReplicated(results[j]->rank, &c->results[j]);
+  if (!p->failed) {
+    DtRule callRule = *r;
+    callRule.kind = DT_RULE_FACTORS;
+    callRule.family = "call";
+    char origin[ORIGIN_SIZE];
+    MlirStringRef name = mlirFlatSymbolRefAttrGetValue(ref);
+    snprintf(origin, sizeof(origin), "the signature of @%.*s",
+             (int)name.length, name.data);
+    record(p, op, &callRule, operands, results, c, origin);
+  }
+  free(c);
+}
+
 static void decide(Prop *p, MlirOperation op) {
   if (isDecided(p, op) || p->failed)
     return;
@@ -832,6 +926,10 @@ static void decide(Prop *p, MlirOperation op) {
   if ((nameIs(op, "dtensor.annotate") || nameIs(op, "dtensor.redistribute")) &&
       operands[0] && results[0]) {
     decideExplicit(p, op, &r, operands, results);
+    return;
+  }
+  if (nameIs(op, "func.call")) {
+    decideCall(p, op, &r, operands, results);
     return;
   }
   switch (r.kind) {
@@ -1102,44 +1200,135 @@ static void propagateFunction(Prop *p, MlirOperation func) {
   }
 }
 
+static bool funcListed(void *const *list, int count, MlirOperation f) {
+  for (int i = 0; i < count; ++i)
+    if (list[i] == f.ptr)
+      return true;
+  return false;
+}
+
+static bool hasBody(MlirOperation func) {
+  return nameIs(func, "func.func") && mlirOperationGetNumRegions(func) == 1 &&
+         !mlirBlockIsNull(
+             mlirRegionGetFirstBlock(mlirOperationGetRegion(func, 0)));
+}
+
+/* Propagates one function with the shared state of `base`; false after an
+ * error. A function is propagated once. */
+static bool propagateOne(const Prop *base, MlirOperation func) {
+  Funcs *fs = base->funcs;
+  if (funcListed(fs->done, fs->numDone, func))
+    return true;
+  if (fs->numDone == fs->capDone) {
+    int cap = fs->capDone ? 2 * fs->capDone : 16;
+    void **done = realloc(fs->done, sizeof(void *) * (size_t)cap);
+    void **active = realloc(fs->active, sizeof(void *) * (size_t)cap);
+    if (done)
+      fs->done = done;
+    if (active)
+      fs->active = active;
+    if (!done || !active) {
+      mlirEmitError(mlirOperationGetLocation(func), "out of memory");
+      return false;
+    }
+    fs->capDone = cap;
+  }
+  fs->done[fs->numDone++] = func.ptr;
+  fs->active[fs->numActive++] = func.ptr;
+  Prop p;
+  memset(&p, 0, sizeof(p));
+  p.ctx = base->ctx;
+  p.funcs = fs;
+  p.strict = base->strict;
+  p.why = base->why;
+  p.registry = base->registry;
+  p.planner = base->planner;
+  p.mask = 255;
+  p.table = calloc(p.mask + 1, sizeof(int));
+  p.decidedMask = 255;
+  p.decided = calloc(p.decidedMask + 1, sizeof(void *));
+  bool ok = p.table && p.decided;
+  if (!ok)
+    mlirEmitError(mlirOperationGetLocation(func), "out of memory");
+  else {
+    p.func = func;
+    propagateFunction(&p, func);
+    ok = !p.failed;
+  }
+  free(p.table);
+  free(p.decided);
+  free(p.infos);
+  dtensorMeshDestroy(p.mesh);
+  --fs->numActive;
+  return ok;
+}
+
+/* The names of every function some func.call calls. */
+typedef struct Called {
+  MlirStringRef *names;
+  int count, capacity;
+} Called;
+
+static MlirWalkResult collectCallee(MlirOperation op, void *userData) {
+  Called *c = userData;
+  MlirAttribute ref = getAttr(op, "callee");
+  if (!nameIs(op, "func.call") || mlirAttributeIsNull(ref) ||
+      !mlirAttributeIsAFlatSymbolRef(ref))
+    return MlirWalkResultAdvance;
+  if (c->count == c->capacity) {
+    int cap = c->capacity ? 2 * c->capacity : 16;
+    MlirStringRef *names = realloc(c->names, sizeof(MlirStringRef) * (size_t)cap);
+    if (!names)
+      return MlirWalkResultInterrupt;
+    c->names = names;
+    c->capacity = cap;
+  }
+  c->names[c->count++] = mlirFlatSymbolRefAttrGetValue(ref);
+  return MlirWalkResultAdvance;
+}
+
+static bool isCalled(const Called *c, MlirOperation func) {
+  MlirAttribute name = getAttr(func, "sym_name");
+  if (mlirAttributeIsNull(name))
+    return false;
+  MlirStringRef n = mlirStringAttrGetValue(name);
+  for (int i = 0; i < c->count; ++i)
+    if (mlirStringRefEqual(c->names[i], n))
+      return true;
+  return false;
+}
+
 static bool runPropagate(MlirOperation root, const DtPassOptions *options) {
   Prop p;
   memset(&p, 0, sizeof(p));
+  Funcs funcs;
+  memset(&funcs, 0, sizeof(funcs));
   p.ctx = mlirOperationGetContext(root);
   p.strict = dtPassOptionsGetBool(options, "strict");
   p.why = dtPassOptionsGetBool(options, "why");
   p.registry = options->context;
   p.planner = dtensorPlannerCreate(NULL);
+  p.funcs = &funcs;
+  funcs.symbols = mlirSymbolTableCreate(root);
   MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0));
-  bool ok = p.planner != NULL;
-  for (MlirOperation op = mlirBlockIsNull(top) ? (MlirOperation){NULL}
-                                               : mlirBlockGetFirstOperation(top);
-       ok && !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op)) {
-    if (!nameIs(op, "func.func") || mlirOperationGetNumRegions(op) != 1 ||
-        mlirRegionIsNull(mlirOperationGetRegion(op, 0)) ||
-        mlirBlockIsNull(
-            mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0))))
-      continue;
-    p.mask = 255;
-    p.table = calloc(p.mask + 1, sizeof(int));
-    p.decidedMask = 255;
-    p.decided = calloc(p.decidedMask + 1, sizeof(void *));
-    p.numInfos = p.numDecided = 0;
-    p.frozen = false;
-    if (!p.table || !p.decided) {
-      mlirEmitError(mlirOperationGetLocation(op), "out of memory");
-      ok = false;
-    } else {
-      p.func = op;
-      propagateFunction(&p, op);
-    }
-    free(p.table);
-    free(p.decided);
-    dtensorMeshDestroy(p.mesh);
-    p.mesh = NULL;
-    ok = ok && !p.failed;
-  }
-  free(p.infos);
+  bool ok = p.planner != NULL && !mlirSymbolTableIsNull(funcs.symbols);
+  /* Callers first: a callee is propagated at its first call, with the
+   * layouts of the call's operands; then whatever no call reached. */
+  Called called = {NULL, 0, 0};
+  if (ok)
+    mlirOperationWalk(root, collectCallee, &called, MlirWalkPreOrder);
+  for (int pass = 0; pass < 2; ++pass)
+    for (MlirOperation op = mlirBlockIsNull(top)
+                                ? (MlirOperation){NULL}
+                                : mlirBlockGetFirstOperation(top);
+         ok && !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op))
+      if (hasBody(op) && (pass == 1 || !isCalled(&called, op)))
+        ok = propagateOne(&p, op);
+  free(called.names);
+  if (!mlirSymbolTableIsNull(funcs.symbols))
+    mlirSymbolTableDestroy(funcs.symbols);
+  free(funcs.done);
+  free(funcs.active);
   dtensorPlannerDestroy(p.planner);
   return ok;
 }
