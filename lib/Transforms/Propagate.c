@@ -213,6 +213,9 @@ static Info *infoOf(Prop *p, MlirValue v) {
   return &p->infos[p->numInfos - 1];
 }
 
+/* A removed entry of the decided set (loop bodies are decided again). */
+#define TOMBSTONE ((void *)1)
+
 static bool isDecided(const Prop *p, MlirOperation op) {
   unsigned h = hashPtr(op.ptr) & p->decidedMask;
   while (p->decided[h]) {
@@ -230,7 +233,7 @@ static bool markDecided(Prop *p, MlirOperation op) {
     if (!table)
       return false;
     for (unsigned i = 0; i <= p->decidedMask; ++i)
-      if (p->decided[i]) {
+      if (p->decided[i] && p->decided[i] != TOMBSTONE) {
         unsigned h = hashPtr(p->decided[i]) & (size - 1);
         while (table[h])
           h = (h + 1) & (size - 1);
@@ -246,6 +249,17 @@ static bool markDecided(Prop *p, MlirOperation op) {
   p->decided[h] = op.ptr;
   ++p->numDecided;
   return true;
+}
+
+static void unmarkDecided(Prop *p, MlirOperation op) {
+  unsigned h = hashPtr(op.ptr) & p->decidedMask;
+  while (p->decided[h]) {
+    if (p->decided[h] == op.ptr) {
+      p->decided[h] = TOMBSTONE;
+      return;
+    }
+    h = (h + 1) & p->decidedMask;
+  }
 }
 
 /* ---- layouts and costs ---------------------------------------------------- */
@@ -890,6 +904,188 @@ static void decideCall(Prop *p, MlirOperation op, const DtRule *r,
   free(c);
 }
 
+/* ---- structured control flow ---------------------------------------------- */
+
+static void propagateBlock(Prop *p, MlirBlock block);
+
+/* Forgets what a loop body decided, so it can be decided again with other
+ * iteration-argument layouts: user annotations stay. */
+static MlirWalkResult forget(MlirOperation op, void *userData) {
+  Prop *p = userData;
+  unmarkDecided(p, op);
+  for (intptr_t j = 0; j < mlirOperationGetNumResults(op); ++j) {
+    Info *in = infoOf(p, mlirOperationGetResult(op, j));
+    if (!in || !in->isTensor || in->fixed)
+      continue;
+    in->known = false;
+    if (in->demandPriority == INT64_MAX)
+      in->hasDemand = false;
+  }
+  for (intptr_t r = 0; r < mlirOperationGetNumRegions(op); ++r)
+    for (MlirBlock b = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, r));
+         !mlirBlockIsNull(b); b = mlirBlockGetNextInRegion(b))
+      for (intptr_t i = 0; i < mlirBlockGetNumArguments(b); ++i) {
+        Info *in = infoOf(p, mlirBlockGetArgument(b, i));
+        if (in && in->isTensor && !in->fixed)
+          in->known = false;
+      }
+  return MlirWalkResultAdvance;
+}
+
+static void resolved(DtensorShardingSpec *s) {
+  for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
+    s->partial[a] = DTENSOR_REDUCE_NONE;
+}
+
+/* A region's yield: operand k must have `want[k]`. */
+static void decideYield(Prop *p, MlirOperation yield,
+                        const DtensorShardingSpec *want, int count) {
+  markDecided(p, yield);
+  MlirAttribute attrs[DT_MAX_RULE_VALUES];
+  MlirAttribute unit = mlirUnitAttrGet(p->ctx);
+  bool any = false;
+  for (int k = 0; k < count; ++k) {
+    Info *in = infoOf(p, mlirOperationGetOperand(yield, k));
+    attrs[k] = unit;
+    if (!in || !in->isTensor)
+      continue;
+    any = true;
+    if (!in->known)
+      adopt(p, in, &want[k], yield);
+    attrs[k] = layoutAttr(p, &want[k]);
+    if (in->known && !dtensorShardingSpecEqual(&in->spec, &want[k]))
+      describeRedistribution(p, yield, k, in, &want[k], NULL);
+  }
+  if (any)
+    setAttr(yield, "dtensor.operand_layouts",
+            mlirArrayAttrGet(p->ctx, count, attrs));
+}
+
+/* scf.for: the iteration arguments start with the layouts of the inits
+ * (or of what the results are wanted as); the body is propagated; while
+ * the yielded layouts differ, they become the iteration arguments' and the
+ * body is propagated again (a fixed point, at most 4 rounds); what still
+ * differs is redistributed at the yield. */
+static void decideFor(Prop *p, MlirOperation op, const DtRule *r,
+                      Info **operands, Info **results) {
+  int n = r->numResults, first = r->numOperands - n;
+  MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0));
+  if (first < 0 || mlirBlockIsNull(body) ||
+      mlirBlockGetNumArguments(body) != n + 1) {
+    opError(p, op, "has a form dtensor-propagate does not know");
+    return;
+  }
+  Choice *c = malloc(sizeof(Choice));
+  if (!c) {
+    opError(p, op, "out of memory");
+    return;
+  }
+  for (int k = 0; k < n; ++k) {
+    Info *init = operands[first + k], *res = results[k];
+    if (!res)
+      continue;
+    if (init && init->known)
+      c->results[k] = init->spec;
+    else if (res->hasDemand)
+      c->results[k] = res->demand;
+    else
+      dtensorShardingSpecInitReplicated(res->rank, &c->results[k]);
+    resolved(&c->results[k]);
+  }
+  MlirOperation yield = mlirBlockGetTerminator(body);
+  for (int round = 0; round < 4 && !p->failed; ++round) {
+    if (round > 0)
+      for (MlirOperation o = mlirBlockGetFirstOperation(body);
+           !mlirOperationIsNull(o); o = mlirOperationGetNextInBlock(o))
+        mlirOperationWalk(o, forget, p, MlirWalkPreOrder);
+    for (int k = 0; k < n; ++k) {
+      Info *arg = infoOf(p, mlirBlockGetArgument(body, k + 1));
+      if (!arg || !arg->isTensor)
+        continue;
+      arg->known = true;
+      arg->spec = c->results[k];
+      snprintf(arg->origin, ORIGIN_SIZE, "iteration argument %d", k);
+    }
+    propagateBlock(p, body);
+    bool stable = true;
+    for (int k = 0; k < n; ++k) {
+      Info *y = infoOf(p, mlirOperationGetOperand(yield, k));
+      if (!results[k] || !y || !y->known)
+        continue;
+      DtensorShardingSpec next = y->spec;
+      resolved(&next);
+      if (!dtensorShardingSpecEqual(&next, &c->results[k])) {
+        stable = false;
+        if (round < 3)
+          c->results[k] = next;
+      }
+    }
+    if (stable)
+      break;
+  }
+  decideYield(p, yield, c->results, n);
+  for (int k = 0; k < n; ++k)
+    if (operands[first + k])
+      c->operands[first + k] = c->results[k];
+  DtRule loopRule = *r;
+  loopRule.kind = DT_RULE_FACTORS;
+  loopRule.family = "scf.for";
+  if (!p->failed)
+    record(p, op, &loopRule, operands, results, c,
+           "the loop's iteration arguments");
+  free(c);
+}
+
+/* scf.if: both branches are propagated; each result has the layout the
+ * then-branch yields (or the else-branch's, or its demand), and both yields
+ * must give it. */
+static void decideIf(Prop *p, MlirOperation op, const DtRule *r,
+                     Info **operands, Info **results) {
+  MlirBlock branch[2] = {{NULL}, {NULL}};
+  for (int b = 0; b < 2 && b < mlirOperationGetNumRegions(op); ++b) {
+    branch[b] = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, b));
+    if (!mlirBlockIsNull(branch[b]))
+      propagateBlock(p, branch[b]);
+  }
+  Choice *c = malloc(sizeof(Choice));
+  if (!c) {
+    opError(p, op, "out of memory");
+    return;
+  }
+  int n = r->numResults;
+  for (int k = 0; k < n; ++k) {
+    if (!results[k])
+      continue;
+    bool set = false;
+    if (results[k]->hasDemand) {
+      c->results[k] = results[k]->demand;
+      set = true;
+    }
+    for (int b = 0; b < 2 && !set; ++b) {
+      if (mlirBlockIsNull(branch[b]))
+        continue;
+      Info *y = infoOf(
+          p, mlirOperationGetOperand(mlirBlockGetTerminator(branch[b]), k));
+      if (y && y->known) {
+        c->results[k] = y->spec;
+        set = true;
+      }
+    }
+    if (!set)
+      dtensorShardingSpecInitReplicated(results[k]->rank, &c->results[k]);
+    resolved(&c->results[k]);
+  }
+  for (int b = 0; b < 2; ++b)
+    if (!mlirBlockIsNull(branch[b]) && n > 0)
+      decideYield(p, mlirBlockGetTerminator(branch[b]), c->results, n);
+  DtRule ifRule = *r;
+  ifRule.kind = DT_RULE_FACTORS;
+  ifRule.family = "scf.if";
+  if (!p->failed)
+    record(p, op, &ifRule, operands, results, c, "the branches' results");
+  free(c);
+}
+
 static void decide(Prop *p, MlirOperation op) {
   if (isDecided(p, op) || p->failed)
     return;
@@ -930,6 +1126,14 @@ static void decide(Prop *p, MlirOperation op) {
   }
   if (nameIs(op, "func.call")) {
     decideCall(p, op, &r, operands, results);
+    return;
+  }
+  if (nameIs(op, "scf.for") && r.numResults <= DT_MAX_RULE_VALUES) {
+    decideFor(p, op, &r, operands, results);
+    return;
+  }
+  if (nameIs(op, "scf.if")) {
+    decideIf(p, op, &r, operands, results);
     return;
   }
   switch (r.kind) {
@@ -987,6 +1191,33 @@ static void addDemand(Prop *p, MlirOperation at, Info *in,
   }
 }
 
+/* An annotation anywhere in the function: its result is fixed, its operand
+ * wants the layout. */
+static MlirWalkResult seedAnnotation(MlirOperation op, void *userData) {
+  Prop *p = userData;
+  if (!nameIs(op, "dtensor.annotate") || mlirOperationGetNumResults(op) != 1 ||
+      mlirOperationGetNumOperands(op) != 1)
+    return MlirWalkResultAdvance;
+  Info *out = infoOf(p, mlirOperationGetResult(op, 0));
+  Info *in = infoOf(p, mlirOperationGetOperand(op, 0));
+  DtensorShardingSpec s;
+  if (!out || !in || !out->isTensor ||
+      !readLayout(p, op, getAttr(op, "layout"),
+                  mlirValueGetType(mlirOperationGetResult(op, 0)),
+                  "the annotation", &s))
+    return MlirWalkResultAdvance;
+  out->spec = s;
+  out->known = out->fixed = true;
+  char where[160];
+  locText(mlirOperationGetLocation(op), where, sizeof(where));
+  snprintf(out->origin, ORIGIN_SIZE, "the annotation at %s", where);
+  MlirAttribute pr = getAttr(op, "priority");
+  int64_t priority =
+      mlirAttributeIsNull(pr) ? 0 : mlirIntegerAttrGetValueInt(pr);
+  addDemand(p, op, in, &s, priority);
+  return MlirWalkResultAdvance;
+}
+
 /* Reads the function's argument and result layouts and every annotation. */
 static void seed(Prop *p, MlirOperation func) {
   MlirRegion body = mlirOperationGetRegion(func, 0);
@@ -1015,27 +1246,10 @@ static void seed(Prop *p, MlirOperation func) {
       in->known = in->fixed = true;
   }
   MlirAttribute resAttrs = getAttr(func, "res_attrs");
+  mlirOperationWalk(func, seedAnnotation, p, MlirWalkPreOrder);
   for (MlirOperation op = mlirBlockGetFirstOperation(entry);
        !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op)) {
-    if (nameIs(op, "dtensor.annotate")) {
-      Info *out = infoOf(p, mlirOperationGetResult(op, 0));
-      Info *in = infoOf(p, mlirOperationGetOperand(op, 0));
-      DtensorShardingSpec s;
-      if (!out || !in || !out->isTensor ||
-          !readLayout(p, op, getAttr(op, "layout"),
-                      mlirValueGetType(mlirOperationGetResult(op, 0)),
-                      "the annotation", &s))
-        continue;
-      out->spec = s;
-      out->known = out->fixed = true;
-      char where[160];
-      locText(mlirOperationGetLocation(op), where, sizeof(where));
-      snprintf(out->origin, ORIGIN_SIZE, "the annotation at %s", where);
-      MlirAttribute pr = getAttr(op, "priority");
-      int64_t priority =
-          mlirAttributeIsNull(pr) ? 0 : mlirIntegerAttrGetValueInt(pr);
-      addDemand(p, op, in, &s, priority);
-    } else if (nameIs(op, "func.return") && !mlirAttributeIsNull(resAttrs)) {
+    if (nameIs(op, "func.return") && !mlirAttributeIsNull(resAttrs)) {
       for (intptr_t i = 0; i < mlirOperationGetNumOperands(op) &&
                            i < mlirArrayAttrGetNumElements(resAttrs);
            ++i) {
@@ -1103,6 +1317,17 @@ static void decideReturn(Prop *p, MlirOperation func, MlirOperation ret) {
 
 /* ---- the function walk ---------------------------------------------------------- */
 
+static MlirWalkResult findAnnotationMesh(MlirOperation op, void *userData) {
+  char *found = userData;
+  DtensorLayoutAttrParts parts;
+  if (nameIs(op, "dtensor.annotate") &&
+      dtensorLayoutAttrGetParts(getAttr(op, "layout"), &parts)) {
+    snprintf(found, 256, "%s", parts.mesh);
+    return MlirWalkResultInterrupt;
+  }
+  return MlirWalkResultAdvance;
+}
+
 /* Finds the mesh the function's layouts name; false if it has none. */
 static bool findMesh(Prop *p, MlirOperation func) {
   char found[256] = "";
@@ -1120,15 +1345,8 @@ static bool findMesh(Prop *p, MlirOperation func) {
         snprintf(found, sizeof(found), "%s", parts.mesh);
     }
   }
-  MlirBlock entry = mlirRegionGetFirstBlock(mlirOperationGetRegion(func, 0));
-  for (MlirOperation op = mlirBlockGetFirstOperation(entry);
-       !mlirOperationIsNull(op) && !found[0];
-       op = mlirOperationGetNextInBlock(op)) {
-    DtensorLayoutAttrParts parts;
-    if (nameIs(op, "dtensor.annotate") &&
-        dtensorLayoutAttrGetParts(getAttr(op, "layout"), &parts))
-      snprintf(found, sizeof(found), "%s", parts.mesh);
-  }
+  if (!found[0])
+    mlirOperationWalk(func, findAnnotationMesh, found, MlirWalkPreOrder);
   if (!found[0])
     return false;
   snprintf(p->meshName, sizeof(p->meshName), "%s", found);
@@ -1142,6 +1360,35 @@ static bool findMesh(Prop *p, MlirOperation func) {
   return true;
 }
 
+static MlirWalkResult registerValues(MlirOperation op, void *userData) {
+  Prop *p = userData;
+  for (intptr_t r = 0; r < mlirOperationGetNumRegions(op); ++r)
+    for (MlirBlock b = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, r));
+         !mlirBlockIsNull(b); b = mlirBlockGetNextInRegion(b))
+      for (intptr_t i = 0; i < mlirBlockGetNumArguments(b); ++i)
+        infoOf(p, mlirBlockGetArgument(b, i));
+  for (intptr_t j = 0; j < mlirOperationGetNumResults(op); ++j)
+    infoOf(p, mlirOperationGetResult(op, j));
+  return MlirWalkResultAdvance;
+}
+
+/* Decides the ops of a block in program order (a user decides what it
+ * adopts backwards), then those that had nothing to go on. The terminator
+ * is its owner's business. */
+static void propagateBlock(Prop *p, MlirBlock block) {
+  MlirOperation term = mlirBlockGetTerminator(block);
+  for (MlirOperation op = mlirBlockGetFirstOperation(block);
+       !mlirOperationIsNull(op) && !p->failed;
+       op = mlirOperationGetNextInBlock(op))
+    if (!mlirOperationEqual(op, term) && ready(p, op))
+      decide(p, op);
+  for (MlirOperation op = mlirBlockGetFirstOperation(block);
+       !mlirOperationIsNull(op) && !p->failed;
+       op = mlirOperationGetNextInBlock(op))
+    if (!mlirOperationEqual(op, term))
+      decide(p, op);
+}
+
 static void propagateFunction(Prop *p, MlirOperation func) {
   MlirRegion body = mlirOperationGetRegion(func, 0);
   MlirBlock entry = mlirRegionGetFirstBlock(body);
@@ -1152,39 +1399,17 @@ static void propagateFunction(Prop *p, MlirOperation func) {
                      "single-block functions");
     return;
   }
-  /* Every value gets its info now: the table must not move later. */
-  for (intptr_t i = 0; i < mlirBlockGetNumArguments(entry); ++i)
-    infoOf(p, mlirBlockGetArgument(entry, i));
-  for (MlirOperation op = mlirBlockGetFirstOperation(entry);
-       !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op)) {
-    for (intptr_t i = 0; i < mlirOperationGetNumOperands(op); ++i)
-      infoOf(p, mlirOperationGetOperand(op, i));
-    for (intptr_t j = 0; j < mlirOperationGetNumResults(op); ++j)
-      infoOf(p, mlirOperationGetResult(op, j));
-  }
+  /* Every value gets its info now (nested regions too): the table must
+   * not move later. */
+  mlirOperationWalk(func, registerValues, p, MlirWalkPreOrder);
   p->frozen = true;
   seed(p, func);
   if (p->failed)
     return;
-  /* Forward in program order; a user decides what it adopts backwards. */
-  MlirOperation ret = {NULL};
-  for (MlirOperation op = mlirBlockGetFirstOperation(entry);
-       !mlirOperationIsNull(op) && !p->failed;
-       op = mlirOperationGetNextInBlock(op)) {
-    if (nameIs(op, "func.return")) {
-      ret = op;
-      continue;
-    }
-    if (ready(p, op))
-      decide(p, op);
-  }
-  /* Ops with nothing to go on, in order: replicated unless their operands
-   * were decided meanwhile. */
-  for (MlirOperation op = mlirBlockGetFirstOperation(entry);
-       !mlirOperationIsNull(op) && !p->failed;
-       op = mlirOperationGetNextInBlock(op))
-    if (!nameIs(op, "func.return"))
-      decide(p, op);
+  MlirOperation ret = mlirBlockGetTerminator(entry);
+  propagateBlock(p, entry);
+  if (!mlirOperationIsNull(ret) && !nameIs(ret, "func.return"))
+    ret = (MlirOperation){NULL};
   if (!mlirOperationIsNull(ret) && !p->failed)
     decideReturn(p, func, ret);
   /* Arguments: record every layout (adopted ones, and replicated for the
