@@ -4,15 +4,17 @@
  *
  * mlirOperationCreateParse names locations after the buffer but accepts only
  * one top-level op; mlirModuleCreateParse accepts any number (with attribute
- * aliases and resources, exactly as mlir-opt) but names the buffer "". So the
- * text is parsed by the first and, if it holds several top-level ops, again
- * by the second, whose locations are then renamed. That error is only raised
- * after the whole text parsed, so every other error has been reported by the
- * first parse, and the second one emits nothing. */
+ * aliases and resources, exactly as mlir-opt) but names the buffer "-". A
+ * text whose first token is `module` is parsed by the first. Any other is
+ * parsed by the second, silently, and its locations are renamed; only if
+ * that fails is it parsed again by the first, which reports every error at
+ * its place with its notes (and, having parsed it all, then says there are
+ * several top-level ops, which is swallowed). */
 #include "DialectInternal.h"
 
 #include "mlir-c/Diagnostics.h"
 
+#include <ctype.h>
 #include <string.h>
 
 static const char kManyOps[] =
@@ -22,6 +24,7 @@ typedef struct Parse {
   MlirContext ctx;
   MlirStringRef sourceName;
   bool manyOps;
+  bool failed;
 } Parse;
 
 typedef struct Prefix {
@@ -37,7 +40,7 @@ static void keepPrefix(MlirStringRef piece, void *userData) {
   p->length += n;
 }
 
-/* Swallows the first parse's "several top-level ops" error. */
+/* Swallows the named parse's "several top-level ops" error. */
 static MlirLogicalResult swallowManyOps(MlirDiagnostic d, void *userData) {
   Parse *parse = userData;
   Prefix prefix = {{0}, 0};
@@ -46,6 +49,15 @@ static MlirLogicalResult swallowManyOps(MlirDiagnostic d, void *userData) {
       memcmp(prefix.text, kManyOps, prefix.length))
     return mlirLogicalResultFailure();
   parse->manyOps = true;
+  return mlirLogicalResultSuccess();
+}
+
+/* Swallows everything the unnamed parse says: on failure the named parse
+ * runs and reports it properly. */
+static MlirLogicalResult swallowAll(MlirDiagnostic d, void *userData) {
+  Parse *parse = userData;
+  if (mlirDiagnosticGetSeverity(d) == MlirDiagnosticError)
+    parse->failed = true;
   return mlirLogicalResultSuccess();
 }
 
@@ -85,30 +97,62 @@ static MlirWalkResult renameOp(MlirOperation op, void *userData) {
   return MlirWalkResultAdvance;
 }
 
+/* Whether the first token of the text (after blanks and comments) is the
+ * keyword `module`. */
+static bool startsWithModule(MlirStringRef source) {
+  size_t i = 0, n = source.length;
+  const char *t = source.data;
+  for (;;) {
+    while (i < n && (t[i] == ' ' || t[i] == '\t' || t[i] == '\n' ||
+                     t[i] == '\r'))
+      ++i;
+    if (i + 1 < n && t[i] == '/' && t[i + 1] == '/') {
+      while (i < n && t[i] != '\n')
+        ++i;
+      continue;
+    }
+    break;
+  }
+  return n - i >= 6 && !memcmp(t + i, "module", 6) &&
+         (n - i == 6 || !(isalnum((unsigned char)t[i + 6]) || t[i + 6] == '_' ||
+                          t[i + 6] == '.' || t[i + 6] == '$'));
+}
+
 MlirOperation dtensorSourceParse(MlirContext ctx, MlirStringRef source,
                                  MlirStringRef sourceName) {
-  Parse parse = {ctx, sourceName, false};
+  Parse parse = {ctx, sourceName, false, false};
+  if (!startsWithModule(source)) {
+    MlirDiagnosticHandlerID handler =
+        mlirContextAttachDiagnosticHandler(ctx, swallowAll, &parse, NULL);
+    MlirModule module = mlirModuleCreateParse(ctx, source);
+    mlirContextDetachDiagnosticHandler(ctx, handler);
+    if (!mlirModuleIsNull(module)) {
+      MlirOperation result = mlirModuleGetOperation(module);
+      mlirOperationWalk(result, renameOp, &parse, MlirWalkPreOrder);
+      /* An implicit module has no place in the text (line 0); an explicit
+       * one keeps its renamed location. */
+      MlirLocation own = mlirOperationGetLocation(result);
+      if (!mlirLocationIsAFileLineColRange(own) ||
+          mlirLocationFileLineColRangeGetStartLine(own) == 0)
+        mlirOperationSetLocation(result, mlirLocationUnknownGet(ctx));
+      return result;
+    }
+  }
+  /* A text that starts with `module`, or one that failed: the named parse
+   * reports every error at its place, with its notes. */
   MlirDiagnosticHandlerID handler =
       mlirContextAttachDiagnosticHandler(ctx, swallowManyOps, &parse, NULL);
   MlirOperation op = mlirOperationCreateParse(ctx, source, sourceName);
   mlirContextDetachDiagnosticHandler(ctx, handler);
-  if (!mlirOperationIsNull(op)) {
-    if (dtOpIsA(op, "builtin.module"))
-      return op;
-    MlirModule module = mlirModuleCreateEmpty(mlirLocationUnknownGet(ctx));
-    mlirBlockAppendOwnedOperation(mlirModuleGetBody(module), op);
-    return mlirModuleGetOperation(module);
-  }
-  if (!parse.manyOps)
+  if (mlirOperationIsNull(op)) {
+    if (parse.manyOps)
+      mlirEmitError(mlirLocationUnknownGet(ctx),
+                    "the source does not parse as a module");
     return op;
-  MlirModule module = mlirModuleCreateParse(ctx, source);
-  if (mlirModuleIsNull(module)) {
-    mlirEmitError(mlirLocationUnknownGet(ctx),
-                  "the source parsed once but not a second time");
-    return (MlirOperation){NULL};
   }
-  MlirOperation result = mlirModuleGetOperation(module);
-  mlirOperationWalk(result, renameOp, &parse, MlirWalkPreOrder);
-  mlirOperationSetLocation(result, mlirLocationUnknownGet(ctx));
-  return result;
+  if (dtOpIsA(op, "builtin.module"))
+    return op;
+  MlirModule module = mlirModuleCreateEmpty(mlirLocationUnknownGet(ctx));
+  mlirBlockAppendOwnedOperation(mlirModuleGetBody(module), op);
+  return mlirModuleGetOperation(module);
 }

@@ -12,9 +12,69 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Layouts already found valid, keyed on (attribute, type, module): both
+ * are uniqued, so a program that uses one layout on many values checks it
+ * once. */
+typedef struct Checked {
+  const void *attr, *type, *module;
+} Checked;
+
 typedef struct Verifier {
   bool failed;
+  Checked *checked;
+  unsigned mask; /* capacity - 1; 0 when no table */
+  unsigned count;
 } Verifier;
+
+static unsigned hashChecked(const Checked *c) {
+  uint64_t k = (uint64_t)(uintptr_t)c->attr * 0x9e3779b97f4a7c15ULL ^
+               (uint64_t)(uintptr_t)c->type * 0xc2b2ae3d27d4eb4fULL ^
+               (uint64_t)(uintptr_t)c->module;
+  k ^= k >> 31;
+  return (unsigned)(k * 0xff51afd7ed558ccdULL >> 32);
+}
+
+static bool isChecked(const Verifier *v, const Checked *c) {
+  if (!v->mask)
+    return false;
+  for (unsigned h = hashChecked(c) & v->mask; v->checked[h].attr;
+       h = (h + 1) & v->mask)
+    if (!memcmp(&v->checked[h], c, sizeof(*c)))
+      return true;
+  return false;
+}
+
+static void addChecked(Verifier *v, const Checked *c) {
+  if ((v->count + 1) * 2 > v->mask) {
+    unsigned size = v->mask ? 2 * (v->mask + 1) : 256;
+    Checked *table = calloc(size, sizeof(Checked));
+    if (!table)
+      return; /* only a cache */
+    for (unsigned i = 0; v->mask && i <= v->mask; ++i)
+      if (v->checked[i].attr) {
+        unsigned h = hashChecked(&v->checked[i]) & (size - 1);
+        while (table[h].attr)
+          h = (h + 1) & (size - 1);
+        table[h] = v->checked[i];
+      }
+    free(v->checked);
+    v->checked = table;
+    v->mask = size - 1;
+  }
+  unsigned h = hashChecked(c) & v->mask;
+  while (v->checked[h].attr)
+    h = (h + 1) & v->mask;
+  v->checked[h] = *c;
+  ++v->count;
+}
+
+static const void *moduleOf(MlirOperation op) {
+  for (MlirOperation o = op; !mlirOperationIsNull(o);
+       o = mlirOperationGetParentOperation(o))
+    if (dtOpIsA(o, "builtin.module"))
+      return o.ptr;
+  return NULL;
+}
 
 #define MAX_GROUP_DEVICES (1 << 20)
 
@@ -48,6 +108,9 @@ static void opError(Verifier *v, MlirOperation op, const char *format, ...) {
 static bool checkLayout(Verifier *v, MlirOperation op, MlirAttribute attr,
                         MlirType type, const char *what, DtensorMesh **outMesh,
                         DtensorLayout *outLayout) {
+  Checked key = {attr.ptr, type.ptr, moduleOf(op)};
+  if (!outMesh && !mlirAttributeIsNull(attr) && isChecked(v, &key))
+    return true;
   DtensorMesh *mesh = NULL;
   DtensorLayout layout;
   DtensorDiag diag;
@@ -55,6 +118,8 @@ static bool checkLayout(Verifier *v, MlirOperation op, MlirAttribute attr,
     opError(v, op, "%s: %s", what, diag.message);
     return false;
   }
+  if (!mlirAttributeIsNull(attr))
+    addChecked(v, &key);
   if (outMesh) {
     *outMesh = mesh;
     *outLayout = layout;
@@ -109,6 +174,8 @@ static MlirAttribute dictLayout(MlirAttribute dict) {
 
 /* `arg_attrs`/`res_attrs` of any function-like op with a `function_type`. */
 static void verifyFunctionLayouts(Verifier *v, MlirOperation op) {
+  if (mlirOperationGetNumRegions(op) == 0)
+    return; /* function-like ops have a body region */
   MlirAttribute fnType = getAttr(op, "function_type");
   if (mlirAttributeIsNull(fnType) || !mlirAttributeIsAType(fnType))
     return;
@@ -143,7 +210,8 @@ static void verifyFunctionLayouts(Verifier *v, MlirOperation op) {
  * values; a single layout is accepted for one result. */
 static void verifyLayoutList(Verifier *v, MlirOperation op, const char *name,
                              bool results) {
-  MlirAttribute attr = getAttr(op, name);
+  MlirAttribute attr = mlirOperationGetDiscardableAttributeByName(
+      op, mlirStringRefCreateFromCString(name));
   if (mlirAttributeIsNull(attr))
     return;
   intptr_t count = results ? mlirOperationGetNumResults(op)
@@ -572,7 +640,8 @@ static MlirWalkResult visit(MlirOperation op, void *userData) {
 }
 
 MlirLogicalResult dtensorVerify(MlirOperation op) {
-  Verifier v = {false};
+  Verifier v = {false, NULL, 0, 0};
   mlirOperationWalk(op, visit, &v, MlirWalkPreOrder);
+  free(v.checked);
   return v.failed ? mlirLogicalResultFailure() : mlirLogicalResultSuccess();
 }

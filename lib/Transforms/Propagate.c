@@ -40,6 +40,15 @@
 
 #define ORIGIN_SIZE 200
 
+/* A spec packed into 12 bytes (a module has one value per tensor): one byte
+ * per mesh axis (0 free, 1 Partial, 2 + 8 dim + position), and the reduce
+ * kind of each Partial axis in 4 bits. Interleaved specs are not
+ * propagated (readLayout rejects them), so nothing is lost. */
+typedef struct CSpec {
+  uint64_t code;
+  uint32_t partial;
+} CSpec;
+
 typedef struct Info {
   MlirValue value;
   bool isTensor;
@@ -47,13 +56,60 @@ typedef struct Info {
   int64_t shape[DTENSOR_MAX_TENSOR_RANK];
   DtensorElementType elementType;
   bool known, fixed;
-  DtensorShardingSpec spec;
+  CSpec spec;
   bool hasDemand;
-  DtensorShardingSpec demand;
+  CSpec demand;
   int64_t demandPriority;
   MlirLocation demandLoc;
-  char origin[ORIGIN_SIZE];
+  const char *origin; /* in the arena, or a string constant */
 } Info;
+
+static void pack(const DtensorShardingSpec *s, CSpec *c) {
+  c->code = 0;
+  c->partial = 0;
+  for (int d = 0; d < s->rank; ++d)
+    for (int i = 0; i < s->numAxes[d]; ++i)
+      c->code |= (uint64_t)(2 + 8 * d + i) << (8 * s->axes[d][i]);
+  for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
+    if (s->partial[a] != DTENSOR_REDUCE_NONE) {
+      c->code |= (uint64_t)1 << (8 * a);
+      c->partial |= (uint32_t)s->partial[a] << (4 * a);
+    }
+}
+
+static void unpack(const CSpec *c, int rank, DtensorShardingSpec *s) {
+  dtensorShardingSpecInitReplicated(rank, s);
+  for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a) {
+    int b = (int)((c->code >> (8 * a)) & 0xff);
+    s->partial[a] = (DtensorReduceKind)((c->partial >> (4 * a)) & 0xf);
+    if (b < 2)
+      continue;
+    int d = (b - 2) / 8, i = (b - 2) % 8;
+    s->axes[d][i] = a;
+    if (i + 1 > s->numAxes[d])
+      s->numAxes[d] = i + 1;
+  }
+}
+
+static DtensorShardingSpec specOf(const Info *in) {
+  DtensorShardingSpec s;
+  unpack(&in->spec, in->rank, &s);
+  return s;
+}
+
+static DtensorShardingSpec demandOf(const Info *in) {
+  DtensorShardingSpec s;
+  unpack(&in->demand, in->rank, &s);
+  return s;
+}
+
+static void setSpec(Info *in, const DtensorShardingSpec *s) {
+  pack(s, &in->spec);
+}
+
+static void setDemand(Info *in, const DtensorShardingSpec *s) {
+  pack(s, &in->demand);
+}
 
 /* The functions of the module: which are propagated, which are in progress
  * (a call to one of those is a recursive call). */
@@ -87,7 +143,20 @@ typedef struct Prop {
    * into it. */
   bool frozen;
   const DtensorRuleRegistry *registry;
+  /* Strings that outlive a decision (origins). */
+  char **arena;
+  int numArena, capArena;
+  /* Layout attributes read (attribute, type) -> spec, and built
+   * spec -> attribute: both are uniqued, so each is worked out once. */
+  struct AttrCache *attrs;
+  unsigned attrsMask, numAttrs;
 } Prop;
+
+typedef struct AttrCache {
+  const void *attr, *type; /* read: both set; built: type = NULL */
+  CSpec spec;
+  int rank;
+} AttrCache;
 
 /* ---- small helpers ------------------------------------------------------- */
 
@@ -144,6 +213,33 @@ static void opError(Prop *p, MlirOperation op, const char *format, ...) {
 
 static void specText(const DtensorShardingSpec *s, char *out, size_t n) {
   dtensorShardingSpecPrint(s, out, n);
+}
+
+/* A copy of a formatted string that lives as long as the function's
+ * propagation; a string constant when out of memory. */
+static const char *keep(Prop *p, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static const char *keep(Prop *p, const char *format, ...) {
+  char text[ORIGIN_SIZE];
+  va_list args;
+  va_start(args, format);
+  vsnprintf(text, sizeof(text), format, args);
+  va_end(args);
+  if (p->numArena == p->capArena) {
+    int cap = p->capArena ? 2 * p->capArena : 64;
+    char **arena = realloc(p->arena, sizeof(char *) * (size_t)cap);
+    if (!arena)
+      return "(out of memory)";
+    p->arena = arena;
+    p->capArena = cap;
+  }
+  char *copy = malloc(strlen(text) + 1);
+  if (!copy)
+    return "(out of memory)";
+  strcpy(copy, text);
+  p->arena[p->numArena++] = copy;
+  return copy;
 }
 
 /* ---- value table ---------------------------------------------------------- */
@@ -205,7 +301,7 @@ static Info *infoOf(Prop *p, MlirValue v) {
     in->rank = (int)mlirShapedTypeGetRank(t);
     for (int d = 0; d < in->rank; ++d)
       in->shape[d] = mlirShapedTypeGetDimSize(t, d);
-    dtensorShardingSpecInitReplicated(in->rank, &in->spec);
+    in->origin = "";
   }
   p->table[h] = ++p->numInfos;
   if ((unsigned)p->numInfos * 2 > p->mask && !rehash(p))
@@ -266,9 +362,86 @@ static void unmarkDecided(Prop *p, MlirOperation op) {
 
 /* Reads a layout attribute for a value of `type`; the mesh must be the
  * function's. */
+static unsigned hashAttrKey(const void *attr, const void *type,
+                             const CSpec *spec, int rank) {
+  uint64_t k = (uint64_t)(uintptr_t)attr * 0x9e3779b97f4a7c15ULL ^
+               (uint64_t)(uintptr_t)type * 0xc2b2ae3d27d4eb4fULL;
+  if (spec)
+    k ^= spec->code * 0xff51afd7ed558ccdULL ^ (uint64_t)spec->partial << 7 ^
+         (uint64_t)rank;
+  k ^= k >> 29;
+  return (unsigned)(k * 0x94d049bb133111ebULL >> 32);
+}
+
+/* Finds an entry: a read one by (attr, type), a built one by (spec, rank). */
+static AttrCache *findAttr(Prop *p, const void *attr, const void *type,
+                           const CSpec *spec, int rank) {
+  if (!p->attrsMask)
+    return NULL;
+  unsigned h = hashAttrKey(spec ? NULL : attr, type, spec, rank) & p->attrsMask;
+  for (; p->attrs[h].attr; h = (h + 1) & p->attrsMask) {
+    AttrCache *e = &p->attrs[h];
+    if (spec ? (!e->type && e->rank == rank && e->spec.code == spec->code &&
+                e->spec.partial == spec->partial)
+             : (e->attr == attr && e->type == type))
+      return e;
+  }
+  return NULL;
+}
+
+static void addAttr(Prop *p, const AttrCache *entry, bool built) {
+  if ((p->numAttrs + 1) * 2 > p->attrsMask) {
+    unsigned size = p->attrsMask ? 2 * (p->attrsMask + 1) : 256;
+    AttrCache *table = calloc(size, sizeof(AttrCache));
+    if (!table)
+      return; /* only a cache */
+    for (unsigned i = 0; p->attrsMask && i <= p->attrsMask; ++i) {
+      AttrCache *e = &p->attrs[i];
+      if (!e->attr)
+        continue;
+      unsigned h = hashAttrKey(e->type ? e->attr : NULL, e->type,
+                               e->type ? NULL : &e->spec, e->rank) &
+                   (size - 1);
+      while (table[h].attr)
+        h = (h + 1) & (size - 1);
+      table[h] = *e;
+    }
+    free(p->attrs);
+    p->attrs = table;
+    p->attrsMask = size - 1;
+  }
+  unsigned h = hashAttrKey(built ? NULL : entry->attr, entry->type,
+                           built ? &entry->spec : NULL, entry->rank) &
+               p->attrsMask;
+  while (p->attrs[h].attr)
+    h = (h + 1) & p->attrsMask;
+  p->attrs[h] = *entry;
+  ++p->numAttrs;
+}
+
+static bool readLayoutUncached(Prop *p, MlirOperation at, MlirAttribute attr,
+                               MlirType type, const char *what,
+                               DtensorShardingSpec *out);
+
 static bool readLayout(Prop *p, MlirOperation at, MlirAttribute attr,
                        MlirType type, const char *what,
                        DtensorShardingSpec *out) {
+  AttrCache *hit = findAttr(p, attr.ptr, type.ptr, NULL, 0);
+  if (hit) {
+    unpack(&hit->spec, hit->rank, out);
+    return true;
+  }
+  if (!readLayoutUncached(p, at, attr, type, what, out))
+    return false;
+  AttrCache e = {attr.ptr, type.ptr, {0, 0}, out->rank};
+  pack(out, &e.spec);
+  addAttr(p, &e, false);
+  return true;
+}
+
+static bool readLayoutUncached(Prop *p, MlirOperation at, MlirAttribute attr,
+                               MlirType type, const char *what,
+                               DtensorShardingSpec *out) {
   DtensorLayoutAttrParts parts;
   if (!dtensorLayoutAttrGetParts(attr, &parts)) {
     opError(p, at, "%s must be a #dtensor.layout", what);
@@ -289,12 +462,29 @@ static bool readLayout(Prop *p, MlirOperation at, MlirAttribute attr,
   }
   *out = layout.spec;
   dtensorMeshDestroy(mesh);
+  for (int d = 0; d < out->rank; ++d)
+    if (out->numAxes[d] > 0 && out->interleave[d] > 1) {
+      opError(p, at, "%s is interleaved (S0i%lld); dtensor-propagate does not "
+                     "propagate interleaved shards yet", what,
+              (long long)out->interleave[d]);
+      return false;
+    }
   return true;
 }
 
 static MlirAttribute layoutAttr(Prop *p, const DtensorShardingSpec *s) {
-  return dtensorLayoutAttrGet(p->ctx,
-                              mlirStringRefCreateFromCString(p->meshName), s);
+  CSpec c;
+  pack(s, &c);
+  AttrCache *hit = findAttr(p, NULL, NULL, &c, s->rank);
+  if (hit)
+    return (MlirAttribute){hit->attr};
+  MlirAttribute a = dtensorLayoutAttrGet(
+      p->ctx, mlirStringRefCreateFromCString(p->meshName), s);
+  if (!mlirAttributeIsNull(a)) {
+    AttrCache e = {a.ptr, NULL, c, s->rank};
+    addAttr(p, &e, true);
+  }
+  return a;
 }
 
 /* `s` without Partial on the axes `base` is not Partial on: the local
@@ -421,9 +611,9 @@ static bool dimAxes(Prop *p, const DtRule *r, const Strategy *st, int f,
 typedef struct Known {
   bool isResult;
   int index;
-  const DtensorShardingSpec *spec;
+  DtensorShardingSpec spec;
   const Info *info;
-  char origin[ORIGIN_SIZE];
+  const char *origin; /* NULL for a demand: formatted if it wins */
 } Known;
 
 typedef struct Choice {
@@ -453,7 +643,7 @@ static bool specsOf(Prop *p, const DtRule *r, Info **operands, Info **results,
     for (int k = 0; k < numKnown; ++k) {
       if (known[k].isResult)
         continue;
-      const DtensorShardingSpec *s = known[k].spec;
+      const DtensorShardingSpec *s = &known[k].spec;
       unsigned m = 0;
       bool sums = true;
       for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
@@ -523,11 +713,15 @@ static double choiceCost(Prop *p, const DtRule *r, Info **operands,
                          Info **results, const Choice *c) {
   double cost = 0.0;
   for (int i = 0; i < r->numOperands; ++i)
-    if (r->operandIsTensor[i] && operands[i] && operands[i]->known)
-      cost += convertCost(p, operands[i], &operands[i]->spec, &c->operands[i]);
+    if (r->operandIsTensor[i] && operands[i] && operands[i]->known) {
+      DtensorShardingSpec cur = specOf(operands[i]);
+      cost += convertCost(p, operands[i], &cur, &c->operands[i]);
+    }
   for (int j = 0; j < r->numResults; ++j)
-    if (r->resultIsTensor[j] && results[j] && results[j]->hasDemand)
-      cost += convertCost(p, results[j], &c->results[j], &results[j]->demand);
+    if (r->resultIsTensor[j] && results[j] && results[j]->hasDemand) {
+      DtensorShardingSpec want = demandOf(results[j]);
+      cost += convertCost(p, results[j], &c->results[j], &want);
+    }
   return cost;
 }
 
@@ -546,7 +740,7 @@ static void adopt(Prop *p, Info *in, const DtensorShardingSpec *want,
     return;
   if (!in->hasDemand) {
     in->hasDemand = true;
-    in->demand = *want;
+    setDemand(in, want);
     in->demandPriority = INT64_MAX;
     in->demandLoc = mlirOperationGetLocation(user);
   }
@@ -559,25 +753,28 @@ static void adopt(Prop *p, Info *in, const DtensorShardingSpec *want,
   }
   /* An argument without a layout. */
   in->known = true;
-  in->spec = in->demand;
-  DtensorShardingSpec noPartial = in->spec;
+  DtensorShardingSpec noPartial = demandOf(in);
   for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
     noPartial.partial[a] = DTENSOR_REDUCE_NONE;
-  in->spec = noPartial; /* arguments arrive resolved */
+  setSpec(in, &noPartial); /* arguments arrive resolved */
   MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(user));
-  DtBuf b = dtBufInit(in->origin, ORIGIN_SIZE);
   char where[160];
   locText(mlirOperationGetLocation(user), where, sizeof(where));
-  dtBufPrintf(&b, "what '%.*s' at %s needs", (int)name.length, name.data,
-              where);
+  in->origin = keep(p, "what '%.*s' at %s needs", (int)name.length, name.data,
+                    where);
 }
 
 static void describeRedistribution(Prop *p, MlirOperation op, int i,
                                    const Info *in,
                                    const DtensorShardingSpec *want,
                                    DtBuf *why) {
+  /* Naming the value builds an AsmState over the whole function: only do
+   * it when the text is wanted. */
+  if (!p->strict && !why)
+    return;
   char from[256], to[256], value[128] = "";
-  specText(&in->spec, from, sizeof(from));
+  DtensorShardingSpec cur = specOf(in);
+  specText(&cur, from, sizeof(from));
   specText(want, to, sizeof(to));
   DtBuf vb = dtBufInit(value, sizeof(value));
   MlirOpPrintingFlags flags = mlirOpPrintingFlagsCreate();
@@ -615,9 +812,9 @@ static void record(Prop *p, MlirOperation op, const DtRule *r,
     Info *in = operands[i];
     if (!in->known)
       adopt(p, in, &c->operands[i], op);
-    DtensorShardingSpec need = c->operands[i];
-    dropCreatedPartial(&in->spec, &need);
-    if (in->known && !dtensorShardingSpecEqual(&in->spec, &need))
+    DtensorShardingSpec need = c->operands[i], cur = specOf(in);
+    dropCreatedPartial(&cur, &need);
+    if (in->known && !dtensorShardingSpecEqual(&cur, &need))
       describeRedistribution(p, op, i, in, &c->operands[i],
                              p->why ? &why : NULL);
   }
@@ -635,10 +832,11 @@ static void record(Prop *p, MlirOperation op, const DtRule *r,
     Info *res = results[j];
     if (!res->fixed) {
       res->known = true;
-      res->spec = c->results[j];
-      snprintf(res->origin, ORIGIN_SIZE, "%s", origin);
+      setSpec(res, &c->results[j]);
+      res->origin = origin;
     }
-    resAttrs[j] = layoutAttr(p, &res->spec);
+    DtensorShardingSpec cur = specOf(res);
+    resAttrs[j] = layoutAttr(p, &cur);
   }
   if (numTensorResults == 1 && r->numResults == 1)
     setAttr(op, "dtensor.layout", resAttrs[0]);
@@ -684,21 +882,26 @@ static void decideFactors(Prop *p, MlirOperation op, const DtRule *r,
       if (results[j] && results[j]->hasDemand &&
           (results[j]->demandPriority != INT64_MAX) == (pass == 0)) {
         Known *k = &known[numKnown++];
-        *k = (Known){true, j, &results[j]->demand, results[j], ""};
-        char where[160];
-        locText(results[j]->demandLoc, where, sizeof(where));
-        snprintf(k->origin, ORIGIN_SIZE, "the layout wanted at %s", where);
+        k->isResult = true;
+        k->index = j;
+        k->spec = demandOf(results[j]);
+        k->info = results[j];
+        k->origin = NULL;
       }
   for (int pass = 0; pass < 2; ++pass)
     for (int i = 0; i < r->numOperands; ++i)
       if (operands[i] && operands[i]->known &&
           operands[i]->fixed == (pass == 0)) {
         Known *k = &known[numKnown++];
-        *k = (Known){false, i, &operands[i]->spec, operands[i], ""};
-        snprintf(k->origin, ORIGIN_SIZE, "%s", operands[i]->origin);
+        k->isResult = false;
+        k->index = i;
+        k->spec = specOf(operands[i]);
+        k->info = operands[i];
+        k->origin = operands[i]->origin;
       }
   bool have = false;
   const char *bestOrigin = "no layout (replicated)";
+  int bestSeed = -1;
   /* Every seed, then no seed at all (all replicated): the first of equally
    * cheap candidates wins. */
   for (int k = 0; k <= numKnown; ++k) {
@@ -716,7 +919,7 @@ static void decideFactors(Prop *p, MlirOperation op, const DtRule *r,
       const Known *kv = &known[order[k]];
       const int *map = kv->isResult ? r->resultFactor[kv->index]
                                     : r->operandFactor[kv->index];
-      strategyFrom(r, p->mesh, map, kv->info->rank, kv->spec, &st);
+      strategyFrom(r, p->mesh, map, kv->info->rank, &kv->spec, &st);
     }
     if (!specsOf(p, r, operands, results, known, numKnown, &st, &trial))
       continue;
@@ -724,7 +927,7 @@ static void decideFactors(Prop *p, MlirOperation op, const DtRule *r,
     if (!have || trial.cost < best.cost) {
       best = trial;
       have = true;
-      bestOrigin = seed >= 0 ? known[seed].origin : "no layout (replicated)";
+      bestSeed = seed;
     }
   }
   if (!have) {
@@ -737,9 +940,14 @@ static void decideFactors(Prop *p, MlirOperation op, const DtRule *r,
       return;
     }
   }
-  char origin[ORIGIN_SIZE];
-  snprintf(origin, sizeof(origin), "%s", bestOrigin);
-  record(p, op, r, operands, results, &best, origin);
+  if (bestSeed >= 0 && known[bestSeed].origin)
+    bestOrigin = known[bestSeed].origin;
+  else if (bestSeed >= 0) {
+    char where[160];
+    locText(known[bestSeed].info->demandLoc, where, sizeof(where));
+    bestOrigin = keep(p, "the layout wanted at %s", where);
+  }
+  record(p, op, r, operands, results, &best, bestOrigin);
 #undef best
 #undef trial
   free(known);
@@ -760,9 +968,8 @@ static void decideReplicated(Prop *p, MlirOperation op, const DtRule *r,
   for (int j = 0; j < r->numResults; ++j)
     if (results[j])
       dtensorShardingSpecInitReplicated(results[j]->rank, &c.results[j]);
-  char origin[ORIGIN_SIZE];
-  snprintf(origin, sizeof(origin), "%s, so replicated", r->family);
-  record(p, op, r, operands, results, &c, origin);
+  record(p, op, r, operands, results, &c,
+         keep(p, "%s, so replicated", r->family));
 #undef c
   free(cp);
 }
@@ -782,7 +989,7 @@ static void decideFree(Prop *p, MlirOperation op, const DtRule *r,
       continue;
     dtensorShardingSpecInitReplicated(results[j]->rank, &c.results[j]);
     if (results[j]->hasDemand) {
-      c.results[j] = results[j]->demand;
+      c.results[j] = demandOf(results[j]);
       /* A fresh value holds no pending reduction. */
       for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
         c.results[j].partial[a] = DTENSOR_REDUCE_NONE;
@@ -812,8 +1019,8 @@ static void decideExplicit(Prop *p, MlirOperation op, const DtRule *r,
   if (ok) {
     if (!annotate) {
       results[0]->fixed = results[0]->known = true;
-      results[0]->spec = c->results[0];
-      snprintf(results[0]->origin, ORIGIN_SIZE, "an explicit redistribute");
+      setSpec(results[0], &c->results[0]);
+      results[0]->origin = "an explicit redistribute";
     }
     DtRule explicitRule = *r;
     explicitRule.kind = DT_RULE_FACTORS;
@@ -868,7 +1075,7 @@ static void decideCall(Prop *p, MlirOperation op, const DtRule *r,
       if (!operands[i] || !operands[i]->known ||
           funcLayout(p, callee, false, i, &declared))
         continue;
-      DtensorShardingSpec s = operands[i]->spec;
+      DtensorShardingSpec s = specOf(operands[i]);
       for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
         s.partial[a] = DTENSOR_REDUCE_NONE; /* arguments arrive resolved */
       mlirFuncSetArgAttr(callee, i,
@@ -895,11 +1102,9 @@ static void decideCall(Prop *p, MlirOperation op, const DtRule *r,
     DtRule callRule = *r;
     callRule.kind = DT_RULE_FACTORS;
     callRule.family = "call";
-    char origin[ORIGIN_SIZE];
     MlirStringRef name = mlirFlatSymbolRefAttrGetValue(ref);
-    snprintf(origin, sizeof(origin), "the signature of @%.*s",
-             (int)name.length, name.data);
-    record(p, op, &callRule, operands, results, c, origin);
+    record(p, op, &callRule, operands, results, c,
+           keep(p, "the signature of @%.*s", (int)name.length, name.data));
   }
   free(c);
 }
@@ -953,7 +1158,8 @@ static void decideYield(Prop *p, MlirOperation yield,
     if (!in->known)
       adopt(p, in, &want[k], yield);
     attrs[k] = layoutAttr(p, &want[k]);
-    if (in->known && !dtensorShardingSpecEqual(&in->spec, &want[k]))
+    DtensorShardingSpec cur = specOf(in);
+    if (in->known && !dtensorShardingSpecEqual(&cur, &want[k]))
       describeRedistribution(p, yield, k, in, &want[k], NULL);
   }
   if (any)
@@ -985,9 +1191,9 @@ static void decideFor(Prop *p, MlirOperation op, const DtRule *r,
     if (!res)
       continue;
     if (init && init->known)
-      c->results[k] = init->spec;
+      c->results[k] = specOf(init);
     else if (res->hasDemand)
-      c->results[k] = res->demand;
+      c->results[k] = demandOf(res);
     else
       dtensorShardingSpecInitReplicated(res->rank, &c->results[k]);
     resolved(&c->results[k]);
@@ -1003,8 +1209,8 @@ static void decideFor(Prop *p, MlirOperation op, const DtRule *r,
       if (!arg || !arg->isTensor)
         continue;
       arg->known = true;
-      arg->spec = c->results[k];
-      snprintf(arg->origin, ORIGIN_SIZE, "iteration argument %d", k);
+      setSpec(arg, &c->results[k]);
+      arg->origin = "an iteration argument";
     }
     propagateBlock(p, body);
     bool stable = true;
@@ -1012,7 +1218,7 @@ static void decideFor(Prop *p, MlirOperation op, const DtRule *r,
       Info *y = infoOf(p, mlirOperationGetOperand(yield, k));
       if (!results[k] || !y || !y->known)
         continue;
-      DtensorShardingSpec next = y->spec;
+      DtensorShardingSpec next = specOf(y);
       resolved(&next);
       if (!dtensorShardingSpecEqual(&next, &c->results[k])) {
         stable = false;
@@ -1058,7 +1264,7 @@ static void decideIf(Prop *p, MlirOperation op, const DtRule *r,
       continue;
     bool set = false;
     if (results[k]->hasDemand) {
-      c->results[k] = results[k]->demand;
+      c->results[k] = demandOf(results[k]);
       set = true;
     }
     for (int b = 0; b < 2 && !set; ++b) {
@@ -1067,7 +1273,7 @@ static void decideIf(Prop *p, MlirOperation op, const DtRule *r,
       Info *y = infoOf(
           p, mlirOperationGetOperand(mlirBlockGetTerminator(branch[b]), k));
       if (y && y->known) {
-        c->results[k] = y->spec;
+        c->results[k] = specOf(y);
         set = true;
       }
     }
@@ -1171,10 +1377,11 @@ static void addDemand(Prop *p, MlirOperation at, Info *in,
                       const DtensorShardingSpec *want, int64_t priority) {
   if (!in || !in->isTensor)
     return;
+  DtensorShardingSpec old = demandOf(in);
   if (in->hasDemand && in->demandPriority == priority &&
-      !dtensorShardingSpecEqual(&in->demand, want)) {
+      !dtensorShardingSpecEqual(&old, want)) {
     char a[256], b[256], where[256];
-    specText(&in->demand, a, sizeof(a));
+    specText(&old, a, sizeof(a));
     specText(want, b, sizeof(b));
     locText(in->demandLoc, where, sizeof(where));
     opError(p, at,
@@ -1185,7 +1392,7 @@ static void addDemand(Prop *p, MlirOperation at, Info *in,
   }
   if (!in->hasDemand || priority < in->demandPriority) {
     in->hasDemand = true;
-    in->demand = *want;
+    setDemand(in, want);
     in->demandPriority = priority;
     in->demandLoc = mlirOperationGetLocation(at);
   }
@@ -1206,11 +1413,11 @@ static MlirWalkResult seedAnnotation(MlirOperation op, void *userData) {
                   mlirValueGetType(mlirOperationGetResult(op, 0)),
                   "the annotation", &s))
     return MlirWalkResultAdvance;
-  out->spec = s;
+  setSpec(out, &s);
   out->known = out->fixed = true;
   char where[160];
   locText(mlirOperationGetLocation(op), where, sizeof(where));
-  snprintf(out->origin, ORIGIN_SIZE, "the annotation at %s", where);
+  out->origin = keep(p, "the annotation at %s", where);
   MlirAttribute pr = getAttr(op, "priority");
   int64_t priority =
       mlirAttributeIsNull(pr) ? 0 : mlirIntegerAttrGetValueInt(pr);
@@ -1229,8 +1436,8 @@ static void seed(Prop *p, MlirOperation func) {
     Info *in = infoOf(p, mlirBlockGetArgument(entry, i));
     if (!in || !in->isTensor)
       continue;
-    snprintf(in->origin, ORIGIN_SIZE, "argument %ld of @%.*s", (long)i,
-             (int)fname.length, fname.data);
+    in->origin = keep(p, "argument %ld of @%.*s", (long)i, (int)fname.length,
+                      fname.data);
     if (mlirAttributeIsNull(argAttrs) ||
         i >= mlirArrayAttrGetNumElements(argAttrs))
       continue;
@@ -1241,9 +1448,12 @@ static void seed(Prop *p, MlirOperation func) {
       continue;
     char what[64];
     snprintf(what, sizeof(what), "the layout of argument %ld", (long)i);
+    DtensorShardingSpec argSpec;
     if (readLayout(p, func, l, mlirFunctionTypeGetInput(fnType, i), what,
-                   &in->spec))
+                   &argSpec)) {
+      setSpec(in, &argSpec);
       in->known = in->fixed = true;
+    }
   }
   MlirAttribute resAttrs = getAttr(func, "res_attrs");
   mlirOperationWalk(func, seedAnnotation, p, MlirWalkPreOrder);
@@ -1290,7 +1500,7 @@ static void decideReturn(Prop *p, MlirOperation func, MlirOperation ret) {
     any = true;
     DtensorShardingSpec want;
     if (in->hasDemand && in->demandPriority != INT64_MAX) {
-      want = in->demand;
+      want = demandOf(in);
       if (!in->known)
         adopt(p, in, &want, ret);
     } else {
@@ -1299,7 +1509,7 @@ static void decideReturn(Prop *p, MlirOperation func, MlirOperation ret) {
         dtensorShardingSpecInitReplicated(in->rank, &replicated);
         adopt(p, in, &replicated, ret);
       }
-      want = in->spec;
+      want = specOf(in);
       for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
         want.partial[a] = DTENSOR_REDUCE_NONE;
       mlirFuncSetResultAttr(func, i,
@@ -1307,7 +1517,8 @@ static void decideReturn(Prop *p, MlirOperation func, MlirOperation ret) {
                             layoutAttr(p, &want));
     }
     opAttrs[i] = layoutAttr(p, &want);
-    if (in->known && !dtensorShardingSpecEqual(&in->spec, &want))
+    DtensorShardingSpec cur = specOf(in);
+    if (in->known && !dtensorShardingSpecEqual(&cur, &want))
       describeRedistribution(p, ret, (int)i, in, &want, NULL);
   }
   if (any)
@@ -1360,15 +1571,25 @@ static bool findMesh(Prop *p, MlirOperation func) {
   return true;
 }
 
+/* Only values propagation gives a layout get an info. */
+static void registerValue(Prop *p, MlirValue v) {
+  MlirType t = mlirValueGetType(v);
+  DtensorElementType et;
+  if (mlirTypeIsARankedTensor(t) && mlirShapedTypeHasStaticShape(t) &&
+      mlirShapedTypeGetRank(t) <= DTENSOR_MAX_TENSOR_RANK &&
+      dtensorElementTypeFromMlir(mlirShapedTypeGetElementType(t), &et))
+    infoOf(p, v);
+}
+
 static MlirWalkResult registerValues(MlirOperation op, void *userData) {
   Prop *p = userData;
   for (intptr_t r = 0; r < mlirOperationGetNumRegions(op); ++r)
     for (MlirBlock b = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, r));
          !mlirBlockIsNull(b); b = mlirBlockGetNextInRegion(b))
       for (intptr_t i = 0; i < mlirBlockGetNumArguments(b); ++i)
-        infoOf(p, mlirBlockGetArgument(b, i));
+        registerValue(p, mlirBlockGetArgument(b, i));
   for (intptr_t j = 0; j < mlirOperationGetNumResults(op); ++j)
-    infoOf(p, mlirOperationGetResult(op, j));
+    registerValue(p, mlirOperationGetResult(op, j));
   return MlirWalkResultAdvance;
 }
 
@@ -1419,9 +1640,10 @@ static void propagateFunction(Prop *p, MlirOperation func) {
     Info *in = infoOf(p, mlirBlockGetArgument(entry, i));
     if (!in || !in->isTensor || in->fixed)
       continue;
+    DtensorShardingSpec cur = specOf(in);
     mlirFuncSetArgAttr(func, i,
                        mlirStringRefCreateFromCString("dtensor.layout"),
-                       layoutAttr(p, &in->spec));
+                       layoutAttr(p, &cur));
   }
 }
 
@@ -1483,6 +1705,10 @@ static bool propagateOne(const Prop *base, MlirOperation func) {
   free(p.table);
   free(p.decided);
   free(p.infos);
+  free(p.attrs);
+  for (int i = 0; i < p.numArena; ++i)
+    free(p.arena[i]);
+  free(p.arena);
   dtensorMeshDestroy(p.mesh);
   --fs->numActive;
   return ok;
