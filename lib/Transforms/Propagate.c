@@ -52,8 +52,7 @@ typedef struct CSpec {
 typedef struct Info {
   MlirValue value;
   bool isTensor;
-  int rank;
-  int64_t shape[DTENSOR_MAX_TENSOR_RANK];
+  int rank; /* the shape is read from the value's type when needed */
   DtensorElementType elementType;
   bool known, fixed;
   CSpec spec;
@@ -89,6 +88,12 @@ static void unpack(const CSpec *c, int rank, DtensorShardingSpec *s) {
     if (i + 1 > s->numAxes[d])
       s->numAxes[d] = i + 1;
   }
+}
+
+static void shapeOf(const Info *in, int64_t *out) {
+  MlirType t = mlirValueGetType(in->value);
+  for (int d = 0; d < in->rank; ++d)
+    out[d] = mlirShapedTypeGetDimSize(t, d);
 }
 
 static DtensorShardingSpec specOf(const Info *in) {
@@ -150,7 +155,31 @@ typedef struct Prop {
    * spec -> attribute: both are uniqued, so each is worked out once. */
   struct AttrCache *attrs;
   unsigned attrsMask, numAttrs;
+  struct ArrayEntry *arrays;
+  unsigned arraysMask, numArrays;
+  struct RuleEntry *rules;
+  unsigned rulesMask, numRules;
 } Prop;
+
+/* Rules of named linalg ops, which depend only on the op's name, its
+ * operand and result types and its indexing_maps attribute (all uniqued):
+ * a model repeats the same few, whose maps are costly to rebuild. */
+typedef struct RuleEntry {
+  uint64_t hash;
+  bool used;
+  const void *key[2 * DT_MAX_RULE_VALUES + 2];
+  int keyLength;
+  DtRule rule;
+} RuleEntry;
+
+/* Arrays of attributes built before (the same few combinations recur on
+ * every block of a model), keyed on their elements. */
+typedef struct ArrayEntry {
+  uint64_t hash;
+  int count;
+  const void *elems[DT_MAX_RULE_VALUES];
+  MlirAttribute value;
+} ArrayEntry;
 
 typedef struct AttrCache {
   const void *attr, *type; /* read: both set; built: type = NULL */
@@ -299,8 +328,6 @@ static Info *infoOf(Prop *p, MlirValue v) {
                                             &in->elementType);
   if (in->isTensor) {
     in->rank = (int)mlirShapedTypeGetRank(t);
-    for (int d = 0; d < in->rank; ++d)
-      in->shape[d] = mlirShapedTypeGetDimSize(t, d);
     in->origin = "";
   }
   p->table[h] = ++p->numInfos;
@@ -472,6 +499,63 @@ static bool readLayoutUncached(Prop *p, MlirOperation at, MlirAttribute attr,
   return true;
 }
 
+static uint64_t hashElems(int n, const MlirAttribute *elems) {
+  uint64_t h = 0x9e3779b97f4a7c15ULL ^ (uint64_t)n;
+  for (int i = 0; i < n; ++i) {
+    h ^= (uint64_t)(uintptr_t)elems[i].ptr;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 32;
+  }
+  return h;
+}
+
+/* mlirArrayAttrGet through the cache. */
+static MlirAttribute arrayOf(Prop *p, int n, const MlirAttribute *elems) {
+  if (n > DT_MAX_RULE_VALUES)
+    return mlirArrayAttrGet(p->ctx, n, elems);
+  uint64_t hash = hashElems(n, elems);
+  if (p->arraysMask)
+    for (unsigned h = (unsigned)hash & p->arraysMask; p->arrays[h].count;
+         h = (h + 1) & p->arraysMask) {
+      ArrayEntry *e = &p->arrays[h];
+      bool same = e->hash == hash && e->count == n;
+      for (int i = 0; same && i < n; ++i)
+        same = e->elems[i] == elems[i].ptr;
+      if (same)
+        return e->value;
+    }
+  MlirAttribute value = mlirArrayAttrGet(p->ctx, n, elems);
+  if (n == 0)
+    return value;
+  if ((p->numArrays + 1) * 2 > p->arraysMask) {
+    unsigned size = p->arraysMask ? 2 * (p->arraysMask + 1) : 64;
+    ArrayEntry *table = calloc(size, sizeof(ArrayEntry));
+    if (!table)
+      return value;
+    for (unsigned i = 0; p->arraysMask && i <= p->arraysMask; ++i)
+      if (p->arrays[i].count) {
+        unsigned h = (unsigned)p->arrays[i].hash & (size - 1);
+        while (table[h].count)
+          h = (h + 1) & (size - 1);
+        table[h] = p->arrays[i];
+      }
+    free(p->arrays);
+    p->arrays = table;
+    p->arraysMask = size - 1;
+  }
+  unsigned h = (unsigned)hash & p->arraysMask;
+  while (p->arrays[h].count)
+    h = (h + 1) & p->arraysMask;
+  ArrayEntry *e = &p->arrays[h];
+  e->hash = hash;
+  e->count = n;
+  for (int i = 0; i < n; ++i)
+    e->elems[i] = elems[i].ptr;
+  e->value = value;
+  ++p->numArrays;
+  return value;
+}
+
 static MlirAttribute layoutAttr(Prop *p, const DtensorShardingSpec *s) {
   CSpec c;
   pack(s, &c);
@@ -509,7 +593,9 @@ static double convertCost(Prop *p, const Info *in,
   if (dtensorShardingSpecEqual(from, &target))
     return 0.0;
   DtensorLayout layout;
-  if (!dtensorLayoutInit(p->mesh, from, in->rank, in->shape, in->elementType,
+  int64_t shape[DTENSOR_MAX_TENSOR_RANK];
+  shapeOf(in, shape);
+  if (!dtensorLayoutInit(p->mesh, from, in->rank, shape, in->elementType,
                          &layout, NULL))
     return INFINITY;
   const DtensorPlan *plan = dtensorPlannerPlan(p->planner, &layout, &target,
@@ -687,8 +773,9 @@ static bool specsOf(Prop *p, const DtRule *r, Info **operands, Info **results,
       if (r->isInit[i])
         s->partial[a] = partial[a];
     }
-    if (!dtensorShardingSpecCheck(s, p->mesh, operands[i]->rank,
-                                  operands[i]->shape, NULL))
+    int64_t shape[DTENSOR_MAX_TENSOR_RANK];
+    shapeOf(operands[i], shape);
+    if (!dtensorShardingSpecCheck(s, p->mesh, operands[i]->rank, shape, NULL))
       return false;
   }
   for (int j = 0; j < r->numResults; ++j) {
@@ -701,8 +788,9 @@ static bool specsOf(Prop *p, const DtRule *r, Info **operands, Info **results,
         return false;
     for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
       s->partial[a] = partial[a];
-    if (!dtensorShardingSpecCheck(s, p->mesh, results[j]->rank,
-                                  results[j]->shape, NULL))
+    int64_t shape[DTENSOR_MAX_TENSOR_RANK];
+    shapeOf(results[j], shape);
+    if (!dtensorShardingSpecCheck(s, p->mesh, results[j]->rank, shape, NULL))
       return false;
   }
   c->strategy = *st;
@@ -728,6 +816,7 @@ static double choiceCost(Prop *p, const DtRule *r, Info **operands,
 /* ---- deciding ops ---------------------------------------------------------------- */
 
 static void decide(Prop *p, MlirOperation op);
+static void ruleOf(Prop *p, MlirOperation op, DtRule *out);
 static bool propagateOne(const Prop *base, MlirOperation func);
 static bool funcListed(void *const *list, int count, MlirOperation f);
 static bool hasBody(MlirOperation func);
@@ -760,8 +849,10 @@ static void adopt(Prop *p, Info *in, const DtensorShardingSpec *want,
   MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(user));
   char where[160];
   locText(mlirOperationGetLocation(user), where, sizeof(where));
-  in->origin = keep(p, "what '%.*s' at %s needs", (int)name.length, name.data,
-                    where);
+  in->origin = p->why || p->strict
+                   ? keep(p, "what '%.*s' at %s needs", (int)name.length,
+                          name.data, where)
+                   : "what its user needs";
 }
 
 static void describeRedistribution(Prop *p, MlirOperation op, int i,
@@ -798,7 +889,9 @@ static void record(Prop *p, MlirOperation op, const DtRule *r,
                    const char *origin) {
   char whyText[2048];
   DtBuf why = dtBufInit(whyText, sizeof(whyText));
-  dtBufPrintf(&why, "%s: from %s", r->family, origin);
+  bool explain = p->why || r->kind == DT_RULE_REPLICATE;
+  if (explain)
+    dtBufPrintf(&why, "%s: from %s", r->family, origin);
   MlirAttribute unit = mlirUnitAttrGet(p->ctx);
   MlirAttribute opAttrs[DT_MAX_RULE_VALUES];
   bool anyTensorOperand = false;
@@ -816,11 +909,11 @@ static void record(Prop *p, MlirOperation op, const DtRule *r,
     dropCreatedPartial(&cur, &need);
     if (in->known && !dtensorShardingSpecEqual(&cur, &need))
       describeRedistribution(p, op, i, in, &c->operands[i],
-                             p->why ? &why : NULL);
+                             explain ? &why : NULL);
   }
   if (anyTensorOperand)
     setAttr(op, "dtensor.operand_layouts",
-            mlirArrayAttrGet(p->ctx, r->numOperands, opAttrs));
+            arrayOf(p, r->numOperands, opAttrs));
   MlirAttribute resAttrs[DT_MAX_RULE_VALUES];
   int numTensorResults = 0;
   for (int j = 0; j < r->numResults; ++j) {
@@ -842,7 +935,7 @@ static void record(Prop *p, MlirOperation op, const DtRule *r,
     setAttr(op, "dtensor.layout", resAttrs[0]);
   else if (numTensorResults > 0)
     setAttr(op, "dtensor.layout",
-            mlirArrayAttrGet(p->ctx, r->numResults, resAttrs));
+            arrayOf(p, r->numResults, resAttrs));
   if (r->kind == DT_RULE_FACTORS && !strcmp(r->family, "linalg")) {
     MlirAttribute loops[DT_MAX_FACTORS];
     for (int f = 0; f < r->numFactors; ++f) {
@@ -852,11 +945,11 @@ static void record(Prop *p, MlirOperation op, const DtRule *r,
       loops[f] = mlirDenseI64ArrayGet(p->ctx, c->strategy.numAxes[f], axes);
     }
     setAttr(op, "dtensor.loop_axes",
-            mlirArrayAttrGet(p->ctx, r->numFactors, loops));
+            arrayOf(p, r->numFactors, loops));
   }
   /* An op without a rule always says so: it is replicated, which may cost
    * communication the user did not expect. */
-  if (p->why || r->kind == DT_RULE_REPLICATE)
+  if (explain)
     setAttr(op, "dtensor.why",
             mlirStringAttrGet(p->ctx, mlirStringRefCreateFromCString(whyText)));
 }
@@ -925,7 +1018,9 @@ static void decideFactors(Prop *p, MlirOperation op, const DtRule *r,
       continue;
     trial.cost = choiceCost(p, r, operands, results, &trial);
     if (!have || trial.cost < best.cost) {
-      best = trial;
+      Choice *swap = bestp; /* keep the better one without copying it */
+      bestp = trialp;
+      trialp = swap;
       have = true;
       bestSeed = seed;
     }
@@ -942,11 +1037,12 @@ static void decideFactors(Prop *p, MlirOperation op, const DtRule *r,
   }
   if (bestSeed >= 0 && known[bestSeed].origin)
     bestOrigin = known[bestSeed].origin;
-  else if (bestSeed >= 0) {
+  else if (bestSeed >= 0 && (p->why || p->strict)) {
     char where[160];
     locText(known[bestSeed].info->demandLoc, where, sizeof(where));
     bestOrigin = keep(p, "the layout wanted at %s", where);
-  }
+  } else if (bestSeed >= 0)
+    bestOrigin = "the layout its users want";
   record(p, op, r, operands, results, &best, bestOrigin);
 #undef best
 #undef trial
@@ -1109,6 +1205,71 @@ static void decideCall(Prop *p, MlirOperation op, const DtRule *r,
   free(c);
 }
 
+static void ruleOf(Prop *p, MlirOperation op, DtRule *out) {
+  MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
+  intptr_t nOperands = mlirOperationGetNumOperands(op);
+  intptr_t nResults = mlirOperationGetNumResults(op);
+  bool cacheable = name.length > 7 && !memcmp(name.data, "linalg.", 7) &&
+                   !mlirStringRefEqual(name, mlirStringRefCreateFromCString(
+                                                 "linalg.generic")) &&
+                   nOperands + nResults <= 2 * DT_MAX_RULE_VALUES &&
+                   mlirAttributeIsNull(getAttr(op, "dtensor.rule")) &&
+                   !dtRuleRegistryLookup(p->registry, name);
+  if (!cacheable) {
+    dtRuleGet(op, p->registry, out);
+    return;
+  }
+  const void *key[2 * DT_MAX_RULE_VALUES + 2];
+  int n = 0;
+  key[n++] = mlirOperationGetName(op).ptr;
+  key[n++] = getAttr(op, "indexing_maps").ptr;
+  for (intptr_t i = 0; i < nOperands; ++i)
+    key[n++] = mlirValueGetType(mlirOperationGetOperand(op, i)).ptr;
+  for (intptr_t j = 0; j < nResults; ++j)
+    key[n++] = mlirValueGetType(mlirOperationGetResult(op, j)).ptr;
+  uint64_t hash = (uint64_t)n;
+  for (int i = 0; i < n; ++i)
+    hash = (hash ^ (uint64_t)(uintptr_t)key[i]) * 0x9e3779b97f4a7c15ULL;
+  hash ^= hash >> 31;
+  if (p->rulesMask)
+    for (unsigned h = (unsigned)hash & p->rulesMask; p->rules[h].used;
+         h = (h + 1) & p->rulesMask) {
+      RuleEntry *e = &p->rules[h];
+      if (e->hash == hash && e->keyLength == n &&
+          !memcmp(e->key, key, sizeof(void *) * (size_t)n)) {
+        *out = e->rule;
+        return;
+      }
+    }
+  dtRuleGet(op, p->registry, out);
+  if ((p->numRules + 1) * 2 > p->rulesMask) {
+    unsigned size = p->rulesMask ? 2 * (p->rulesMask + 1) : 16;
+    RuleEntry *table = calloc(size, sizeof(RuleEntry));
+    if (!table)
+      return;
+    for (unsigned i = 0; p->rulesMask && i <= p->rulesMask; ++i)
+      if (p->rules[i].used) {
+        unsigned h = (unsigned)p->rules[i].hash & (size - 1);
+        while (table[h].used)
+          h = (h + 1) & (size - 1);
+        table[h] = p->rules[i];
+      }
+    free(p->rules);
+    p->rules = table;
+    p->rulesMask = size - 1;
+  }
+  unsigned h = (unsigned)hash & p->rulesMask;
+  while (p->rules[h].used)
+    h = (h + 1) & p->rulesMask;
+  RuleEntry *e = &p->rules[h];
+  e->used = true;
+  e->hash = hash;
+  e->keyLength = n;
+  memcpy(e->key, key, sizeof(void *) * (size_t)n);
+  e->rule = *out;
+  ++p->numRules;
+}
+
 /* ---- structured control flow ---------------------------------------------- */
 
 static void propagateBlock(Prop *p, MlirBlock block);
@@ -1164,7 +1325,7 @@ static void decideYield(Prop *p, MlirOperation yield,
   }
   if (any)
     setAttr(yield, "dtensor.operand_layouts",
-            mlirArrayAttrGet(p->ctx, count, attrs));
+            arrayOf(p, count, attrs));
 }
 
 /* scf.for: the iteration arguments start with the layouts of the inits
@@ -1300,7 +1461,7 @@ static void decide(Prop *p, MlirOperation op) {
     return;
   }
   DtRule r;
-  dtRuleGet(op, p->registry, &r);
+  ruleOf(p, op, &r);
   if (r.kind == DT_RULE_NONE)
     return;
   if (r.kind == DT_RULE_INVALID) {
@@ -1456,7 +1617,6 @@ static void seed(Prop *p, MlirOperation func) {
     }
   }
   MlirAttribute resAttrs = getAttr(func, "res_attrs");
-  mlirOperationWalk(func, seedAnnotation, p, MlirWalkPreOrder);
   for (MlirOperation op = mlirBlockGetFirstOperation(entry);
        !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op)) {
     if (nameIs(op, "func.return") && !mlirAttributeIsNull(resAttrs)) {
@@ -1523,7 +1683,7 @@ static void decideReturn(Prop *p, MlirOperation func, MlirOperation ret) {
   }
   if (any)
     setAttr(ret, "dtensor.operand_layouts",
-            mlirArrayAttrGet(p->ctx, n, opAttrs));
+            arrayOf(p, (int)n, opAttrs));
 }
 
 /* ---- the function walk ---------------------------------------------------------- */
@@ -1590,6 +1750,9 @@ static MlirWalkResult registerValues(MlirOperation op, void *userData) {
         registerValue(p, mlirBlockGetArgument(b, i));
   for (intptr_t j = 0; j < mlirOperationGetNumResults(op); ++j)
     registerValue(p, mlirOperationGetResult(op, j));
+  /* Values are registered in order, so an annotation's are there now. */
+  if (mlirOperationGetNumResults(op) == 1 && nameIs(op, "dtensor.annotate"))
+    seedAnnotation(op, p);
   return MlirWalkResultAdvance;
 }
 
@@ -1624,7 +1787,7 @@ static void propagateFunction(Prop *p, MlirOperation func) {
    * not move later. */
   mlirOperationWalk(func, registerValues, p, MlirWalkPreOrder);
   p->frozen = true;
-  seed(p, func);
+  seed(p, func); /* the annotations were seeded by the walk */
   if (p->failed)
     return;
   MlirOperation ret = mlirBlockGetTerminator(entry);
@@ -1706,6 +1869,8 @@ static bool propagateOne(const Prop *base, MlirOperation func) {
   free(p.decided);
   free(p.infos);
   free(p.attrs);
+  free(p.arrays);
+  free(p.rules);
   for (int i = 0; i < p.numArena; ++i)
     free(p.arena[i]);
   free(p.arena);

@@ -128,7 +128,7 @@ func.func @free_args(%a: tensor<8x8xf32>, %b: tensor<8x8xf32>) -> (tensor<8x8xf3
 "dtensor.mesh"() {sym_name = "mesh", shape = array<i64: 2, 4>, axis_names = ["dp", "tp"]} : () -> ()
 // CHECK-LABEL: func.func @unknown(
 func.func @unknown(%a: tensor<8x8xf32> {dtensor.layout = #dtensor.layout<@mesh, "[S0, S1]">}) -> tensor<4x8xf32> {
-  // CHECK: "test.custom"(%arg0) {dtensor.layout = #dtensor.layout<@mesh, "[R, R]">, dtensor.operand_layouts = [#dtensor.layout<@mesh, "[R, R]">], dtensor.why = "an op with no sharding rule: from an op with no sharding rule, so replicated"}
+  // CHECK: "test.custom"(%arg0) {dtensor.layout = #dtensor.layout<@mesh, "[R, R]">, dtensor.operand_layouts = [#dtensor.layout<@mesh, "[R, R]">], dtensor.why = "an op with no sharding rule: from an op with no sharding rule, so replicated; operand 0 (%arg0): redistribute [S0, S1] -> [R, R]"}
   %s = "test.custom"(%a) : (tensor<8x8xf32>) -> tensor<4x8xf32>
   return %s : tensor<4x8xf32>
 }

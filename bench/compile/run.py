@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Compile-time benchmark of sharding propagation (issue 4), not a test.
+
+Runs `dtensor-opt --dtensor-propagate` and `mlir-opt-22 --sharding-propagation`
+on the same N-block Megatron MLP (bench/compile/gen.py), interleaved, and
+prints for each N the minimum over the repetitions of: the pass time (from
+--mlir-timing; both include MLIR's verifier after the pass), the whole
+process time, and the parse+print time (the same program with no pass).
+Then: our time per block from 10^4 to 10^5 blocks (linear scaling), and our
+pass time on a 8-device against a 65,536-device mesh (mesh-size
+independence).
+
+usage: bench/compile/run.py [--quick] [--reps R]
+"""
+import os, re, subprocess, sys, tempfile, time
+
+root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ours = os.path.join(root, "build", "bin", "dtensor-opt")
+theirs = "/usr/lib/llvm-22/bin/mlir-opt"
+gen = os.path.join(root, "bench", "compile", "gen.py")
+quick = "--quick" in sys.argv
+reps = int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else (2 if quick else 5)
+tmp = tempfile.mkdtemp()
+
+def generate(n, syntax, variant="mlp", mesh="4"):
+    path = os.path.join(tmp, "%s-%s-%d-%s.mlir" % (syntax, variant, n, mesh))
+    if not os.path.exists(path):
+        with open(path, "w") as f:
+            subprocess.run([sys.executable, gen, str(n), syntax, variant, mesh], stdout=f, check=True)
+    return path
+
+def run(cmd, pass_name):
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd + ["--mlir-timing", "-o", "/dev/null"], capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        sys.exit("failed: %s\n%s" % (" ".join(cmd), p.stderr[-2000:]))
+    m = re.search(r"^\s*([0-9.]+) \([ 0-9.]+%\)\s+" + re.escape(pass_name) + r"\s*$",
+                  p.stderr, re.M)
+    return (float(m.group(1)) if m else 0.0), wall
+
+def bare(cmd):
+    t0 = time.perf_counter()
+    subprocess.run(cmd + ["-o", "/dev/null"], check=True, capture_output=True)
+    return time.perf_counter() - t0
+
+def ours_cmd(path):
+    return [ours, path, "--dtensor-propagate"]
+
+def theirs_cmd(path):
+    return [theirs, path, "--pass-pipeline=builtin.module(func.func(sharding-propagation))"]
+
+def measure(n, variant="mlp"):
+    a, b = generate(n, "dtensor", variant), generate(n, "shard", variant)
+    best = {"op": 1e9, "ow": 1e9, "tp": 1e9, "tw": 1e9, "ob": 1e9, "tb": 1e9}
+    for _ in range(reps):
+        p, w = run(ours_cmd(a), "dtensor-propagate")
+        best["op"], best["ow"] = min(best["op"], p), min(best["ow"], w)
+        p, w = run(theirs_cmd(b), "ShardingPropagation")
+        best["tp"], best["tw"] = min(best["tp"], p), min(best["tw"], w)
+        best["ob"] = min(best["ob"], bare([ours, a]))
+        best["tb"] = min(best["tb"], bare([theirs, b]))
+    return best
+
+sizes = [100, 1000] if quick else [100, 1000, 10000]
+print("%-12s %7s %10s %10s %7s %10s %10s %10s %10s" % (
+    "variant", "blocks", "pass ours", "theirs", "ratio", "proc ours", "theirs",
+    "parse+pr o", "theirs"))
+for variant in ["mlp", "transformer"]:
+    for n in sizes:
+        b = measure(n, variant)
+        print("%-12s %7d %9.3fs %9.3fs %7.2f %9.3fs %9.3fs %9.3fs %9.3fs" % (
+            variant, n, b["op"], b["tp"], b["op"] / b["tp"], b["ow"], b["tw"], b["ob"], b["tb"]))
+        sys.stdout.flush()
+
+big = 10000 if quick else 100000
+base = 1000 if quick else 10000
+t_base = min(run(ours_cmd(generate(base, "dtensor")), "dtensor-propagate")[0] for _ in range(reps))
+t_big = min(run(ours_cmd(generate(big, "dtensor")), "dtensor-propagate")[0] for _ in range(max(1, reps // 2)))
+print("scaling: %d blocks %.3fs, %d blocks %.3fs: per block x%.2f" % (
+    base, t_base, big, t_big, (t_big / big) / (t_base / base)))
+
+n = 1000
+small = min(run(ours_cmd(generate(n, "dtensor", "mlp", "8")), "dtensor-propagate")[0] for _ in range(reps))
+large = min(run(ours_cmd(generate(n, "dtensor", "mlp", "256x256")), "dtensor-propagate")[0] for _ in range(reps))
+print("mesh size: %d blocks on 8 devices %.3fs, on 65536 devices %.3fs: x%.2f" % (n, small, large, large / small))
