@@ -63,6 +63,15 @@ typedef struct Info {
   const char *origin; /* in the arena, or a string constant */
 } Info;
 
+/* dtensorShardingSpecInitReplicated for the hot paths: only what a spec of
+ * `rank` dims is read for (every reader stops at the rank). */
+static void initSpec(int rank, DtensorShardingSpec *s) {
+  s->rank = rank;
+  memset(s->numAxes, 0, sizeof(int) * (size_t)rank);
+  memset(s->interleave, 0, sizeof(int64_t) * (size_t)rank);
+  memset(s->partial, 0, sizeof(s->partial));
+}
+
 static void pack(const DtensorShardingSpec *s, CSpec *c) {
   c->code = 0;
   c->partial = 0;
@@ -77,7 +86,7 @@ static void pack(const DtensorShardingSpec *s, CSpec *c) {
 }
 
 static void unpack(const CSpec *c, int rank, DtensorShardingSpec *s) {
-  dtensorShardingSpecInitReplicated(rank, s);
+  initSpec(rank, s);
   for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a) {
     int b = (int)((c->code >> (8 * a)) & 0xff);
     s->partial[a] = (DtensorReduceKind)((c->partial >> (4 * a)) & 0xf);
@@ -762,7 +771,7 @@ static bool specsOf(Prop *p, const DtRule *r, Info **operands, Info **results,
     if (!r->operandIsTensor[i] || !operands[i])
       continue;
     DtensorShardingSpec *s = &c->operands[i];
-    dtensorShardingSpecInitReplicated(operands[i]->rank, s);
+    initSpec(operands[i]->rank, s);
     for (int d = 0; d < operands[i]->rank; ++d)
       if (!dimAxes(p, r, st, r->operandFactor[i][d], s, d))
         return false;
@@ -782,7 +791,7 @@ static bool specsOf(Prop *p, const DtRule *r, Info **operands, Info **results,
     if (!r->resultIsTensor[j] || !results[j])
       continue;
     DtensorShardingSpec *s = &c->results[j];
-    dtensorShardingSpecInitReplicated(results[j]->rank, s);
+    initSpec(results[j]->rank, s);
     for (int d = 0; d < results[j]->rank; ++d)
       if (!dimAxes(p, r, st, r->resultFactor[j][d], s, d))
         return false;
@@ -1060,10 +1069,10 @@ static void decideReplicated(Prop *p, MlirOperation op, const DtRule *r,
 #define c (*cp)
   for (int i = 0; i < r->numOperands; ++i)
     if (operands[i])
-      dtensorShardingSpecInitReplicated(operands[i]->rank, &c.operands[i]);
+      initSpec(operands[i]->rank, &c.operands[i]);
   for (int j = 0; j < r->numResults; ++j)
     if (results[j])
-      dtensorShardingSpecInitReplicated(results[j]->rank, &c.results[j]);
+      initSpec(results[j]->rank, &c.results[j]);
   record(p, op, r, operands, results, &c,
          keep(p, "%s, so replicated", r->family));
 #undef c
@@ -1083,7 +1092,7 @@ static void decideFree(Prop *p, MlirOperation op, const DtRule *r,
   for (int j = 0; j < r->numResults; ++j) {
     if (!results[j])
       continue;
-    dtensorShardingSpecInitReplicated(results[j]->rank, &c.results[j]);
+    initSpec(results[j]->rank, &c.results[j]);
     if (results[j]->hasDemand) {
       c.results[j] = demandOf(results[j]);
       /* A fresh value holds no pending reduction. */
@@ -1190,10 +1199,10 @@ static void decideCall(Prop *p, MlirOperation op, const DtRule *r,
   }
   for (int i = 0; i < r->numOperands; ++i)
     if (operands[i] && !funcLayout(p, callee, false, i, &c->operands[i]))
-      dtensorShardingSpecInitReplicated(operands[i]->rank, &c->operands[i]);
+      initSpec(operands[i]->rank, &c->operands[i]);
   for (int j = 0; j < r->numResults; ++j)
     if (results[j] && !funcLayout(p, callee, true, j, &c->results[j]))
-      dtensorShardingSpecInitReplicated(results[j]->rank, &c->results[j]);
+      initSpec(results[j]->rank, &c->results[j]);
   if (!p->failed) {
     DtRule callRule = *r;
     callRule.kind = DT_RULE_FACTORS;
@@ -1356,7 +1365,7 @@ static void decideFor(Prop *p, MlirOperation op, const DtRule *r,
     else if (res->hasDemand)
       c->results[k] = demandOf(res);
     else
-      dtensorShardingSpecInitReplicated(res->rank, &c->results[k]);
+      initSpec(res->rank, &c->results[k]);
     resolved(&c->results[k]);
   }
   MlirOperation yield = mlirBlockGetTerminator(body);
@@ -1439,7 +1448,7 @@ static void decideIf(Prop *p, MlirOperation op, const DtRule *r,
       }
     }
     if (!set)
-      dtensorShardingSpecInitReplicated(results[k]->rank, &c->results[k]);
+      initSpec(results[k]->rank, &c->results[k]);
     resolved(&c->results[k]);
   }
   for (int b = 0; b < 2; ++b)
@@ -1666,7 +1675,7 @@ static void decideReturn(Prop *p, MlirOperation func, MlirOperation ret) {
     } else {
       if (!in->known) {
         DtensorShardingSpec replicated;
-        dtensorShardingSpecInitReplicated(in->rank, &replicated);
+        initSpec(in->rank, &replicated);
         adopt(p, in, &replicated, ret);
       }
       want = specOf(in);
