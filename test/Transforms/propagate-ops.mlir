@@ -58,3 +58,35 @@ func.func @reshapes(%a: tensor<8x16xf32> {dtensor.layout = #dtensor.layout<@mesh
   %g = tensor.expand_shape %c [[0, 1], [2]] output_shape [3, 2, 16] : tensor<6x16xf32> into tensor<3x2x16xf32>
   return %e, %f, %g : tensor<2x4x16xf32>, tensor<8x16xf32>, tensor<3x2x16xf32>
 }
+
+// -----
+
+// More linalg families through their indexing maps: transpose moves the
+// sharded dim, broadcast adds a replicated one, matvec reduces, and a
+// convolution keeps its batch and channel factors (the window dims, whose
+// maps are sums, are replicated).
+"dtensor.mesh"() {sym_name = "mesh", shape = array<i64: 2, 4>, axis_names = ["dp", "tp"]} : () -> ()
+// CHECK-LABEL: func.func @families(
+func.func @families(%a: tensor<8x16xf32> {dtensor.layout = #dtensor.layout<@mesh, "[S0, S1]">},
+                    %v: tensor<16xf32> {dtensor.layout = #dtensor.layout<@mesh, "[S1]">},
+                    %img: tensor<4x10x10x8xf32> {dtensor.layout = #dtensor.layout<@mesh, "[S0, R, R, R]">},
+                    %ker: tensor<3x3x8x16xf32> {dtensor.layout = #dtensor.layout<@mesh, "[R, R, R, S1]">})
+    -> (tensor<16x8xf32>, tensor<8x16x4xf32>, tensor<8xf32>, tensor<4x8x8x16xf32>) {
+  %z = arith.constant 0.0 : f32
+  %et = tensor.empty() : tensor<16x8xf32>
+  // CHECK: linalg.transpose {{.*}}dtensor.layout = #dtensor.layout<@mesh, "[S1, S0]">
+  %t = linalg.transpose ins(%a : tensor<8x16xf32>) outs(%et : tensor<16x8xf32>) permutation = [1, 0]
+  %eb = tensor.empty() : tensor<8x16x4xf32>
+  // CHECK: linalg.broadcast {{.*}}dtensor.layout = #dtensor.layout<@mesh, "[S0, S1, R]">
+  %b = linalg.broadcast ins(%a : tensor<8x16xf32>) outs(%eb : tensor<8x16x4xf32>) dimensions = [2]
+  %ev = tensor.empty() : tensor<8xf32>
+  %fv = linalg.fill ins(%z : f32) outs(%ev : tensor<8xf32>) -> tensor<8xf32>
+  // CHECK: linalg.matvec {dtensor.layout = #dtensor.layout<@mesh, "[S0] Psum(1)">
+  %mv = linalg.matvec ins(%a, %v : tensor<8x16xf32>, tensor<16xf32>) outs(%fv : tensor<8xf32>) -> tensor<8xf32>
+  %ec = tensor.empty() : tensor<4x8x8x16xf32>
+  %fc = linalg.fill ins(%z : f32) outs(%ec : tensor<4x8x8x16xf32>) -> tensor<4x8x8x16xf32>
+  // CHECK: linalg.conv_2d_nhwc_hwcf {{.*}}dtensor.layout = #dtensor.layout<@mesh, "[S0, R, R, S1]">, dtensor.loop_axes = [array<i64: 0>, array<i64>, array<i64>, array<i64: 1>, array<i64>, array<i64>, array<i64>], dtensor.operand_layouts = [#dtensor.layout<@mesh, "[S0, R, R, R]">, #dtensor.layout<@mesh, "[R, R, R, S1]">
+  %c = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+         ins(%img, %ker : tensor<4x10x10x8xf32>, tensor<3x3x8x16xf32>) outs(%fc : tensor<4x8x8x16xf32>) -> tensor<4x8x8x16xf32>
+  return %t, %b, %mv, %c : tensor<16x8xf32>, tensor<8x16x4xf32>, tensor<8xf32>, tensor<4x8x8x16xf32>
+}
