@@ -23,6 +23,7 @@
  *  - `dtensor.loop_axes` on linalg ops: the mesh axes of each loop. */
 #include "PassDef.h"
 #include "Rules.h"
+#include "Table.h"
 
 #include "Layout/Diag.h"
 #include "dtensor-c/Dialect.h"
@@ -162,20 +163,15 @@ typedef struct Prop {
   int numArena, capArena;
   /* Layout attributes read (attribute, type) -> spec, and built
    * spec -> attribute: both are uniqued, so each is worked out once. */
-  struct AttrCache *attrs;
-  unsigned attrsMask, numAttrs;
-  struct ArrayEntry *arrays;
-  unsigned arraysMask, numArrays;
-  struct RuleEntry *rules;
-  unsigned rulesMask, numRules;
+  DtTable attrs;  /* AttrCache */
+  DtTable arrays; /* ArrayEntry */
+  DtTable rules;  /* RuleEntry */
 } Prop;
 
 /* Rules of named linalg ops, which depend only on the op's name, its
  * operand and result types and its indexing_maps attribute (all uniqued):
  * a model repeats the same few, whose maps are costly to rebuild. */
 typedef struct RuleEntry {
-  uint64_t hash;
-  bool used;
   const void *key[2 * DT_MAX_RULE_VALUES + 2];
   int keyLength;
   DtRule rule;
@@ -184,7 +180,6 @@ typedef struct RuleEntry {
 /* Arrays of attributes built before (the same few combinations recur on
  * every block of a model), keyed on their elements. */
 typedef struct ArrayEntry {
-  uint64_t hash;
   int count;
   const void *elems[DT_MAX_RULE_VALUES];
   MlirAttribute value;
@@ -398,61 +393,33 @@ static void unmarkDecided(Prop *p, MlirOperation op) {
 
 /* Reads a layout attribute for a value of `type`; the mesh must be the
  * function's. */
-static unsigned hashAttrKey(const void *attr, const void *type,
-                             const CSpec *spec, int rank) {
-  uint64_t k = (uint64_t)(uintptr_t)attr * 0x9e3779b97f4a7c15ULL ^
-               (uint64_t)(uintptr_t)type * 0xc2b2ae3d27d4eb4fULL;
-  if (spec)
-    k ^= spec->code * 0xff51afd7ed558ccdULL ^ (uint64_t)spec->partial << 7 ^
-         (uint64_t)rank;
-  k ^= k >> 29;
-  return (unsigned)(k * 0x94d049bb133111ebULL >> 32);
+/* Keys of the attribute cache: a read entry by (attr, type), a built one by
+ * (spec, rank) with type NULL. */
+static uint64_t readKey(const void *attr, const void *type) {
+  return dtHashMix(dtHashMix(1, (uint64_t)(uintptr_t)attr),
+                   (uint64_t)(uintptr_t)type);
 }
 
-/* Finds an entry: a read one by (attr, type), a built one by (spec, rank). */
-static AttrCache *findAttr(Prop *p, const void *attr, const void *type,
-                           const CSpec *spec, int rank) {
-  if (!p->attrsMask)
-    return NULL;
-  unsigned h = hashAttrKey(spec ? NULL : attr, type, spec, rank) & p->attrsMask;
-  for (; p->attrs[h].attr; h = (h + 1) & p->attrsMask) {
-    AttrCache *e = &p->attrs[h];
-    if (spec ? (!e->type && e->rank == rank && e->spec.code == spec->code &&
-                e->spec.partial == spec->partial)
-             : (e->attr == attr && e->type == type))
-      return e;
-  }
-  return NULL;
+static uint64_t builtKey(const CSpec *c, int rank) {
+  return dtHashMix(dtHashMix(dtHashMix(2, c->code), c->partial),
+                   (uint64_t)rank);
 }
 
-static void addAttr(Prop *p, const AttrCache *entry, bool built) {
-  if ((p->numAttrs + 1) * 2 > p->attrsMask) {
-    unsigned size = p->attrsMask ? 2 * (p->attrsMask + 1) : 256;
-    AttrCache *table = calloc(size, sizeof(AttrCache));
-    if (!table)
-      return; /* only a cache */
-    for (unsigned i = 0; p->attrsMask && i <= p->attrsMask; ++i) {
-      AttrCache *e = &p->attrs[i];
-      if (!e->attr)
-        continue;
-      unsigned h = hashAttrKey(e->type ? e->attr : NULL, e->type,
-                               e->type ? NULL : &e->spec, e->rank) &
-                   (size - 1);
-      while (table[h].attr)
-        h = (h + 1) & (size - 1);
-      table[h] = *e;
-    }
-    free(p->attrs);
-    p->attrs = table;
-    p->attrsMask = size - 1;
-  }
-  unsigned h = hashAttrKey(built ? NULL : entry->attr, entry->type,
-                           built ? &entry->spec : NULL, entry->rank) &
-               p->attrsMask;
-  while (p->attrs[h].attr)
-    h = (h + 1) & p->attrsMask;
-  p->attrs[h] = *entry;
-  ++p->numAttrs;
+static bool sameRead(const void *entry, const void *key) {
+  const AttrCache *e = entry, *k = key;
+  return e->type && e->attr == k->attr && e->type == k->type;
+}
+
+static bool sameBuilt(const void *entry, const void *key) {
+  const AttrCache *e = entry, *k = key;
+  return !e->type && e->rank == k->rank && e->spec.code == k->spec.code &&
+         e->spec.partial == k->spec.partial;
+}
+
+static void addAttr(Prop *p, const AttrCache *entry, uint64_t hash) {
+  AttrCache *slot = dtTableInsert(&p->attrs, hash);
+  if (slot) /* only a cache */
+    *slot = *entry;
 }
 
 static bool readLayoutUncached(Prop *p, MlirOperation at, MlirAttribute attr,
@@ -462,7 +429,9 @@ static bool readLayoutUncached(Prop *p, MlirOperation at, MlirAttribute attr,
 static bool readLayout(Prop *p, MlirOperation at, MlirAttribute attr,
                        MlirType type, const char *what,
                        DtensorShardingSpec *out) {
-  AttrCache *hit = findAttr(p, attr.ptr, type.ptr, NULL, 0);
+  AttrCache key = {attr.ptr, type.ptr, {0, 0}, 0};
+  uint64_t hash = readKey(attr.ptr, type.ptr);
+  AttrCache *hit = dtTableFind(&p->attrs, hash, sameRead, &key);
   if (hit) {
     unpack(&hit->spec, hit->rank, out);
     return true;
@@ -471,7 +440,7 @@ static bool readLayout(Prop *p, MlirOperation at, MlirAttribute attr,
     return false;
   AttrCache e = {attr.ptr, type.ptr, {0, 0}, out->rank};
   pack(out, &e.spec);
-  addAttr(p, &e, false);
+  addAttr(p, &e, hash);
   return true;
 }
 
@@ -508,74 +477,45 @@ static bool readLayoutUncached(Prop *p, MlirOperation at, MlirAttribute attr,
   return true;
 }
 
-static uint64_t hashElems(int n, const MlirAttribute *elems) {
-  uint64_t h = 0x9e3779b97f4a7c15ULL ^ (uint64_t)n;
-  for (int i = 0; i < n; ++i) {
-    h ^= (uint64_t)(uintptr_t)elems[i].ptr;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 32;
-  }
-  return h;
+static bool sameArray(const void *entry, const void *key) {
+  const ArrayEntry *e = entry, *k = key;
+  return e->count == k->count &&
+         !memcmp(e->elems, k->elems, sizeof(void *) * (size_t)k->count);
 }
 
 /* mlirArrayAttrGet through the cache. */
 static MlirAttribute arrayOf(Prop *p, int n, const MlirAttribute *elems) {
-  if (n > DT_MAX_RULE_VALUES)
+  if (n == 0 || n > DT_MAX_RULE_VALUES)
     return mlirArrayAttrGet(p->ctx, n, elems);
-  uint64_t hash = hashElems(n, elems);
-  if (p->arraysMask)
-    for (unsigned h = (unsigned)hash & p->arraysMask; p->arrays[h].count;
-         h = (h + 1) & p->arraysMask) {
-      ArrayEntry *e = &p->arrays[h];
-      bool same = e->hash == hash && e->count == n;
-      for (int i = 0; same && i < n; ++i)
-        same = e->elems[i] == elems[i].ptr;
-      if (same)
-        return e->value;
-    }
-  MlirAttribute value = mlirArrayAttrGet(p->ctx, n, elems);
-  if (n == 0)
-    return value;
-  if ((p->numArrays + 1) * 2 > p->arraysMask) {
-    unsigned size = p->arraysMask ? 2 * (p->arraysMask + 1) : 64;
-    ArrayEntry *table = calloc(size, sizeof(ArrayEntry));
-    if (!table)
-      return value;
-    for (unsigned i = 0; p->arraysMask && i <= p->arraysMask; ++i)
-      if (p->arrays[i].count) {
-        unsigned h = (unsigned)p->arrays[i].hash & (size - 1);
-        while (table[h].count)
-          h = (h + 1) & (size - 1);
-        table[h] = p->arrays[i];
-      }
-    free(p->arrays);
-    p->arrays = table;
-    p->arraysMask = size - 1;
+  ArrayEntry key;
+  key.count = n;
+  uint64_t hash = (uint64_t)n;
+  for (int i = 0; i < n; ++i) {
+    key.elems[i] = elems[i].ptr;
+    hash = dtHashMix(hash, (uint64_t)(uintptr_t)elems[i].ptr);
   }
-  unsigned h = (unsigned)hash & p->arraysMask;
-  while (p->arrays[h].count)
-    h = (h + 1) & p->arraysMask;
-  ArrayEntry *e = &p->arrays[h];
-  e->hash = hash;
-  e->count = n;
-  for (int i = 0; i < n; ++i)
-    e->elems[i] = elems[i].ptr;
-  e->value = value;
-  ++p->numArrays;
-  return value;
+  ArrayEntry *hit = dtTableFind(&p->arrays, hash, sameArray, &key);
+  if (hit)
+    return hit->value;
+  key.value = mlirArrayAttrGet(p->ctx, n, elems);
+  ArrayEntry *slot = dtTableInsert(&p->arrays, hash);
+  if (slot)
+    *slot = key;
+  return key.value;
 }
 
 static MlirAttribute layoutAttr(Prop *p, const DtensorShardingSpec *s) {
-  CSpec c;
-  pack(s, &c);
-  AttrCache *hit = findAttr(p, NULL, NULL, &c, s->rank);
+  AttrCache key = {NULL, NULL, {0, 0}, s->rank};
+  pack(s, &key.spec);
+  uint64_t hash = builtKey(&key.spec, s->rank);
+  AttrCache *hit = dtTableFind(&p->attrs, hash, sameBuilt, &key);
   if (hit)
     return (MlirAttribute){hit->attr};
   MlirAttribute a = dtensorLayoutAttrGet(
       p->ctx, mlirStringRefCreateFromCString(p->meshName), s);
   if (!mlirAttributeIsNull(a)) {
-    AttrCache e = {a.ptr, NULL, c, s->rank};
-    addAttr(p, &e, true);
+    key.attr = a.ptr;
+    addAttr(p, &key, hash);
   }
   return a;
 }
@@ -1214,6 +1154,12 @@ static void decideCall(Prop *p, MlirOperation op, const DtRule *r,
   free(c);
 }
 
+static bool sameRuleKey(const void *entry, const void *key) {
+  const RuleEntry *e = entry, *k = key;
+  return e->keyLength == k->keyLength &&
+         !memcmp(e->key, k->key, sizeof(void *) * (size_t)k->keyLength);
+}
+
 static void ruleOf(Prop *p, MlirOperation op, DtRule *out) {
   MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
   intptr_t nOperands = mlirOperationGetNumOperands(op);
@@ -1236,47 +1182,24 @@ static void ruleOf(Prop *p, MlirOperation op, DtRule *out) {
     key[n++] = mlirValueGetType(mlirOperationGetOperand(op, i)).ptr;
   for (intptr_t j = 0; j < nResults; ++j)
     key[n++] = mlirValueGetType(mlirOperationGetResult(op, j)).ptr;
+  RuleEntry probe;
+  probe.keyLength = n;
+  memcpy(probe.key, key, sizeof(void *) * (size_t)n);
   uint64_t hash = (uint64_t)n;
   for (int i = 0; i < n; ++i)
-    hash = (hash ^ (uint64_t)(uintptr_t)key[i]) * 0x9e3779b97f4a7c15ULL;
-  hash ^= hash >> 31;
-  if (p->rulesMask)
-    for (unsigned h = (unsigned)hash & p->rulesMask; p->rules[h].used;
-         h = (h + 1) & p->rulesMask) {
-      RuleEntry *e = &p->rules[h];
-      if (e->hash == hash && e->keyLength == n &&
-          !memcmp(e->key, key, sizeof(void *) * (size_t)n)) {
-        *out = e->rule;
-        return;
-      }
-    }
-  dtRuleGet(op, p->registry, out);
-  if ((p->numRules + 1) * 2 > p->rulesMask) {
-    unsigned size = p->rulesMask ? 2 * (p->rulesMask + 1) : 16;
-    RuleEntry *table = calloc(size, sizeof(RuleEntry));
-    if (!table)
-      return;
-    for (unsigned i = 0; p->rulesMask && i <= p->rulesMask; ++i)
-      if (p->rules[i].used) {
-        unsigned h = (unsigned)p->rules[i].hash & (size - 1);
-        while (table[h].used)
-          h = (h + 1) & (size - 1);
-        table[h] = p->rules[i];
-      }
-    free(p->rules);
-    p->rules = table;
-    p->rulesMask = size - 1;
+    hash = dtHashMix(hash, (uint64_t)(uintptr_t)key[i]);
+  RuleEntry *hit = dtTableFind(&p->rules, hash, sameRuleKey, &probe);
+  if (hit) {
+    *out = hit->rule;
+    return;
   }
-  unsigned h = (unsigned)hash & p->rulesMask;
-  while (p->rules[h].used)
-    h = (h + 1) & p->rulesMask;
-  RuleEntry *e = &p->rules[h];
-  e->used = true;
-  e->hash = hash;
-  e->keyLength = n;
-  memcpy(e->key, key, sizeof(void *) * (size_t)n);
-  e->rule = *out;
-  ++p->numRules;
+  dtRuleGet(op, p->registry, out);
+  RuleEntry *slot = dtTableInsert(&p->rules, hash);
+  if (slot) {
+    slot->keyLength = n;
+    memcpy(slot->key, key, sizeof(void *) * (size_t)n);
+    slot->rule = *out;
+  }
 }
 
 /* ---- structured control flow ---------------------------------------------- */
@@ -1862,6 +1785,9 @@ static bool propagateOne(const Prop *base, MlirOperation func) {
   p.why = base->why;
   p.registry = base->registry;
   p.planner = base->planner;
+  p.attrs = dtTableInit(sizeof(AttrCache));
+  p.arrays = dtTableInit(sizeof(ArrayEntry));
+  p.rules = dtTableInit(sizeof(RuleEntry));
   p.mask = 255;
   p.table = calloc(p.mask + 1, sizeof(int));
   p.decidedMask = 255;
@@ -1877,9 +1803,9 @@ static bool propagateOne(const Prop *base, MlirOperation func) {
   free(p.table);
   free(p.decided);
   free(p.infos);
-  free(p.attrs);
-  free(p.arrays);
-  free(p.rules);
+  dtTableFree(&p.attrs);
+  dtTableFree(&p.arrays);
+  dtTableFree(&p.rules);
   for (int i = 0; i < p.numArena; ++i)
     free(p.arena[i]);
   free(p.arena);
