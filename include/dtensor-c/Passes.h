@@ -88,6 +88,16 @@ DTENSOR_EXPORT MlirPass dtensorCreatePropagatePass(
     const DtensorRuleRegistry *registry, MlirStringRef options,
     DtensorDiag *outDiag);
 
+/// Adds the `dtensor-spmd` pipeline to `pm`: dtensor-verify,
+/// dtensor-propagate, dtensor-partition, dtensor-lower-redistribute,
+/// canonicalize, cse. `options` ("strict=true strategy=greedy ...") go to
+/// the passes that take them (strict, why: propagate; strategy, objective,
+/// report: lower-redistribute). Needs dtensorRegisterUpstreamPasses. On
+/// failure returns failure and fills `outDiag`.
+DTENSOR_EXPORT MlirLogicalResult dtensorAddSpmdPipeline(MlirOpPassManager pm,
+                                                        MlirStringRef options,
+                                                        DtensorDiag *outDiag);
+
 /// Registers every upstream MLIR pass so that pipelines can name them; call
 /// once before dtensorPassManagerAddPipeline.
 DTENSOR_EXPORT void dtensorRegisterUpstreamPasses(void);

@@ -68,6 +68,9 @@ static void addChecked(Verifier *v, const Checked *c) {
   ++v->count;
 }
 
+static void printShape(int rank, const int64_t *shape, char *out,
+                       size_t capacity);
+
 static const void *moduleOf(MlirOperation op) {
   for (MlirOperation o = op; !mlirOperationIsNull(o);
        o = mlirOperationGetParentOperation(o))
@@ -200,7 +203,46 @@ static void verifyFunctionLayouts(Verifier *v, MlirOperation op) {
       char label[64];
       snprintf(label, sizeof(label), "dtensor.layout of %s %ld", what[k],
                (long)i);
-      checkLayout(v, op, layout, t, label, NULL, NULL);
+      MlirAttribute global = mlirDictionaryAttrGetElementByName(
+          mlirArrayAttrGetElement(list, i),
+          mlirStringRefCreateFromCString("dtensor.global_shape"));
+      if (mlirAttributeIsNull(global)) {
+        checkLayout(v, op, layout, t, label, NULL, NULL);
+        continue;
+      }
+      /* A partitioned function: the layout is of the global shape, the
+       * type is its padded local block. */
+      if (!mlirAttributeIsADenseI64Array(global) ||
+          !mlirTypeIsARankedTensor(t) ||
+          mlirDenseArrayGetNumElements(global) != mlirShapedTypeGetRank(t) ||
+          mlirShapedTypeGetRank(t) > DTENSOR_MAX_TENSOR_RANK) {
+        opError(v, op, "dtensor.global_shape of %s %ld must be an "
+                       "array<i64: ...> with one entry per dim of its type",
+                what[k], (long)i);
+        continue;
+      }
+      int rank = (int)mlirShapedTypeGetRank(t);
+      int64_t shape[DTENSOR_MAX_TENSOR_RANK], local[DTENSOR_MAX_TENSOR_RANK];
+      for (int d = 0; d < rank; ++d)
+        shape[d] = mlirDenseI64ArrayGetElement(global, d);
+      MlirType globalType = mlirRankedTensorTypeGet(
+          rank, shape, mlirShapedTypeGetElementType(t), mlirAttributeGetNull());
+      DtensorMesh *mesh;
+      DtensorLayout l;
+      if (!checkLayout(v, op, layout, globalType, label, &mesh, &l))
+        continue;
+      dtensorLayoutGetMaxLocalShape(&l, local);
+      dtensorMeshDestroy(mesh);
+      bool same = mlirShapedTypeHasStaticShape(t);
+      for (int d = 0; same && d < rank; ++d)
+        same = mlirShapedTypeGetDimSize(t, d) == local[d];
+      if (!same) {
+        char want[256];
+        printShape(rank, local, want, sizeof(want));
+        opError(v, op, "%s %ld has global shape %s... whose local block under "
+                       "its layout is %s, but its type is not",
+                what[k], (long)i, "(dtensor.global_shape)", want);
+      }
     }
   }
 }

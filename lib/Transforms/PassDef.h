@@ -47,5 +47,6 @@ bool dtPassOptionsGetBool(const DtPassOptions *options, const char *name);
 extern const DtPassDef dtVerifyPass;
 extern const DtPassDef dtLowerRedistributePass;
 extern const DtPassDef dtPropagatePass;
+extern const DtPassDef dtPartitionPass;
 
 #endif

@@ -15,6 +15,7 @@
 static const DtPassDef *const kPasses[] = {
     &dtVerifyPass,
     &dtPropagatePass,
+    &dtPartitionPass,
     &dtLowerRedistributePass,
 };
 

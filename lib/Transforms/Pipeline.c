@@ -102,6 +102,19 @@ static bool parseElement(Parser *p, MlirOpPassManager pm) {
       return false;
     optionsEnd = p->pos;
   }
+  if (mlirStringRefEqual(name, mlirStringRefCreateFromCString("dtensor-spmd"))) {
+    MlirStringRef options = {"", 0};
+    if (optionsEnd > optionsStart)
+      options = (MlirStringRef){p->text + optionsStart + 1,
+                                optionsEnd - optionsStart - 2};
+    if (mlirLogicalResultIsFailure(
+            dtensorAddSpmdPipeline(pm, options, p->diag))) {
+      if (p->diag)
+        p->diag->column += (int)optionsStart + 1;
+      return false;
+    }
+    return true;
+  }
   if (dtensorPassLookup(name)) {
     MlirStringRef options = {"", 0};
     if (optionsEnd > optionsStart)
@@ -202,4 +215,59 @@ MlirLogicalResult dtensorPassManagerAddPipeline(MlirOpPassManager pm,
   p.pos = start;
   return parseList(&p, pm, false) ? mlirLogicalResultSuccess()
                                   : mlirLogicalResultFailure();
+}
+
+/* dtensor-spmd: verify, propagate, partition, lower-redistribute,
+ * canonicalize, cse. Options go to the passes that take them: strict and
+ * why to dtensor-propagate; strategy, objective and report to
+ * dtensor-lower-redistribute. */
+MlirLogicalResult dtensorAddSpmdPipeline(MlirOpPassManager pm,
+                                         MlirStringRef options,
+                                         DtensorDiag *outDiag) {
+  char propagate[512] = "", lower[512] = "";
+  size_t i = 0;
+  while (i < options.length) {
+    while (i < options.length && options.data[i] == ' ')
+      ++i;
+    size_t start = i;
+    while (i < options.length && options.data[i] != ' ')
+      ++i;
+    if (i == start)
+      break;
+    MlirStringRef item = {options.data + start, i - start};
+    size_t key = strcspn(item.data, "= ");
+    if (key > item.length)
+      key = item.length;
+    char *into = NULL;
+    if ((key == 6 && !memcmp(item.data, "strict", 6)) ||
+        (key == 3 && !memcmp(item.data, "why", 3)))
+      into = propagate;
+    else if ((key == 8 && !memcmp(item.data, "strategy", 8)) ||
+             (key == 9 && !memcmp(item.data, "objective", 9)) ||
+             (key == 6 && !memcmp(item.data, "report", 6)))
+      into = lower;
+    if (!into) {
+      dtDiag(outDiag, (int)start,
+             "'dtensor-spmd' has no option '%.*s' (valid: strict, why, "
+             "strategy, objective, report)", (int)key, item.data);
+      return mlirLogicalResultFailure();
+    }
+    size_t used = strlen(into);
+    snprintf(into + used, 512 - used, "%s%.*s", used ? " " : "",
+             (int)item.length, item.data);
+  }
+  const char *steps[4][2] = {{"dtensor-verify", ""},
+                             {"dtensor-propagate", propagate},
+                             {"dtensor-partition", ""},
+                             {"dtensor-lower-redistribute", lower}};
+  for (int k = 0; k < 4; ++k) {
+    MlirPass pass = dtensorPassCreate(mlirStringRefCreateFromCString(steps[k][0]),
+                                      mlirStringRefCreateFromCString(steps[k][1]),
+                                      outDiag);
+    if (!pass.ptr)
+      return mlirLogicalResultFailure();
+    mlirOpPassManagerAddOwnedPass(pm, pass);
+  }
+  return dtensorPassManagerAddPipeline(
+      pm, mlirStringRefCreateFromCString("canonicalize, cse"), outDiag);
 }

@@ -170,6 +170,13 @@ static void printHelp(void) {
              o->description, o->defaultValue);
     }
   }
+  printf("\nDTENSOR PIPELINES:\n"
+         "  --%-26s %s\n"
+         "      options: strict, why (to dtensor-propagate); strategy, "
+         "objective, report (to dtensor-lower-redistribute)\n",
+         "dtensor-spmd",
+         "dtensor-verify, dtensor-propagate, dtensor-partition, "
+         "dtensor-lower-redistribute, canonicalize, cse");
   printUpstreamPasses();
 }
 

@@ -1,0 +1,527 @@
+/* dtensor-partition: from the propagated global program to the program each
+ * device runs (docs/partition.md).
+ *
+ * It reads what dtensor-propagate wrote (`dtensor.layout` on values,
+ * `dtensor.operand_layouts` on uses), then
+ *  - gives every tensor value the padded local type of its layout
+ *    (function arguments and results too: the calling convention);
+ *  - inserts a per-device `dtensor.redistribute` wherever an operand's
+ *    layout differs from the one its user needs (dtensor-lower-redistribute
+ *    turns each into collectives: Partial values become all_reduce, or
+ *    reduce_scatter where the user wants a shard);
+ *  - fixes the ops whose attributes hold global sizes (slices, reshapes,
+ *    splat constants) and removes annotations;
+ *  - drops the propagation attributes, keeping `dtensor.layout` and
+ *    `dtensor.global_shape` on the function's arguments and results.
+ * This increment partitions even layouts; an uneven one, a sharded loop in
+ * a body that reads linalg.index, a sharded non-splat constant, or a
+ * sharded sum/prod reduction with a non-neutral init is an error at the op. */
+#include "PassDef.h"
+#include "Table.h"
+
+#include "Layout/Diag.h"
+#include "dtensor-c/Dialect.h"
+#include "mlir-c/BuiltinAttributes.h"
+#include "mlir-c/BuiltinTypes.h"
+#include "mlir-c/Diagnostics.h"
+#include "mlir-c/Dialect/Func.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* What the propagated program says of one tensor value, read before any
+ * type changes. */
+typedef struct Value {
+  const void *value;
+  MlirAttribute layout; /* #dtensor.layout */
+  DtensorShardingSpec spec;
+  int rank;
+  int64_t shape[DTENSOR_MAX_TENSOR_RANK]; /* global */
+} Value;
+
+typedef struct Part {
+  MlirContext ctx;
+  MlirOperation func;
+  DtensorMesh *mesh;
+  char meshName[256];
+  DtTable values; /* Value by value pointer */
+  MlirOperation *ops;
+  size_t numOps, capOps;
+  bool failed;
+} Part;
+
+static MlirAttribute getAttr(MlirOperation op, const char *name) {
+  return mlirOperationGetAttributeByName(op,
+                                         mlirStringRefCreateFromCString(name));
+}
+
+static bool nameIs(MlirOperation op, const char *name) {
+  return mlirStringRefEqual(mlirIdentifierStr(mlirOperationGetName(op)),
+                            mlirStringRefCreateFromCString(name));
+}
+
+static void opError(Part *p, MlirOperation op, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void opError(Part *p, MlirOperation op, const char *format, ...) {
+  char message[1024];
+  va_list args;
+  va_start(args, format);
+  vsnprintf(message, sizeof(message), format, args);
+  va_end(args);
+  MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
+  char full[1200];
+  snprintf(full, sizeof(full), "'%.*s' op %s", (int)name.length, name.data,
+           message);
+  mlirEmitError(mlirOperationGetLocation(op), full);
+  p->failed = true;
+}
+
+static uint64_t ptrHash(const void *v) {
+  return dtHashMix(0x51, (uint64_t)(uintptr_t)v);
+}
+
+static bool sameValue(const void *entry, const void *key) {
+  return ((const Value *)entry)->value == key;
+}
+
+static const Value *valueOf(const Part *p, MlirValue v) {
+  return dtTableFind(&p->values, ptrHash(v.ptr), sameValue, v.ptr);
+}
+
+static bool isTensor(MlirType t) {
+  return mlirTypeIsARankedTensor(t) && mlirShapedTypeHasStaticShape(t) &&
+         mlirShapedTypeGetRank(t) <= DTENSOR_MAX_TENSOR_RANK;
+}
+
+/* The padded local type of a tensor of `type` (global) under `spec`. */
+static MlirType localType(const Part *p, MlirType type,
+                          const DtensorShardingSpec *spec) {
+  DtensorLayout l;
+  int rank = (int)mlirShapedTypeGetRank(type);
+  int64_t shape[DTENSOR_MAX_TENSOR_RANK], local[DTENSOR_MAX_TENSOR_RANK];
+  for (int d = 0; d < rank; ++d)
+    shape[d] = mlirShapedTypeGetDimSize(type, d);
+  DtensorElementType et = DTENSOR_F32;
+  dtensorElementTypeFromMlir(mlirShapedTypeGetElementType(type), &et);
+  if (!dtensorLayoutInit(p->mesh, spec, rank, shape, et, &l, NULL))
+    return type;
+  dtensorLayoutGetMaxLocalShape(&l, local);
+  return mlirRankedTensorTypeGet(rank, local,
+                                 mlirShapedTypeGetElementType(type),
+                                 mlirAttributeGetNull());
+}
+
+/* Records the layout of `v` (of global type), checking it. */
+static void record(Part *p, MlirOperation at, MlirValue v, MlirAttribute attr) {
+  MlirType type = mlirValueGetType(v);
+  if (mlirAttributeIsNull(attr) || mlirAttributeIsAUnit(attr) ||
+      !isTensor(type))
+    return;
+  DtensorMesh *mesh = NULL;
+  DtensorLayout layout;
+  DtensorDiag diag;
+  if (!dtensorLayoutFromAttr(at, attr, type, &mesh, &layout, &diag)) {
+    opError(p, at, "%s", diag.message);
+    return;
+  }
+  DtensorLayoutAttrParts parts;
+  dtensorLayoutAttrGetParts(attr, &parts);
+  if (!p->mesh) {
+    p->mesh = mesh;
+    snprintf(p->meshName, sizeof(p->meshName), "%s", parts.mesh);
+  } else {
+    dtensorMeshDestroy(mesh);
+    if (strcmp(parts.mesh, p->meshName)) {
+      opError(p, at, "uses mesh '@%s' and '@%s'; a function is partitioned "
+                     "on one mesh", p->meshName, parts.mesh);
+      return;
+    }
+  }
+  layout.mesh = p->mesh;
+  if (!dtensorLayoutIsEven(&layout)) {
+    char spec[256];
+    dtensorShardingSpecPrint(&layout.spec, spec, sizeof(spec));
+    opError(p, at, "has a value with uneven shards (%s on %s); dtensor-"
+                   "partition handles even layouts only so far", spec,
+            "its global shape");
+    return;
+  }
+  Value *e = dtTableInsert(&p->values, ptrHash(v.ptr));
+  if (!e) {
+    opError(p, at, "out of memory");
+    return;
+  }
+  e->value = v.ptr;
+  e->layout = attr;
+  e->spec = layout.spec;
+  e->rank = layout.rank;
+  memcpy(e->shape, layout.shape, sizeof(int64_t) * (size_t)layout.rank);
+}
+
+static MlirAttribute listElement(MlirAttribute list, intptr_t i) {
+  if (mlirAttributeIsNull(list))
+    return list;
+  if (!mlirAttributeIsAArray(list))
+    return i == 0 ? list : mlirAttributeGetNull();
+  return i < mlirArrayAttrGetNumElements(list)
+             ? mlirArrayAttrGetElement(list, i)
+             : mlirAttributeGetNull();
+}
+
+static MlirAttribute argLayout(MlirOperation func, const char *key,
+                               intptr_t i) {
+  MlirAttribute list = getAttr(func, key);
+  if (mlirAttributeIsNull(list) || i >= mlirArrayAttrGetNumElements(list))
+    return mlirAttributeGetNull();
+  return mlirDictionaryAttrGetElementByName(
+      mlirArrayAttrGetElement(list, i),
+      mlirStringRefCreateFromCString("dtensor.layout"));
+}
+
+static MlirWalkResult collect(MlirOperation op, void *userData) {
+  Part *p = userData;
+  if (mlirOperationEqual(op, p->func))
+    return MlirWalkResultAdvance;
+  if (p->numOps == p->capOps) {
+    size_t cap = p->capOps ? 2 * p->capOps : 256;
+    MlirOperation *ops = realloc(p->ops, sizeof(MlirOperation) * cap);
+    if (!ops) {
+      opError(p, op, "out of memory");
+      return MlirWalkResultInterrupt;
+    }
+    p->ops = ops;
+    p->capOps = cap;
+  }
+  p->ops[p->numOps++] = op;
+  MlirAttribute layouts = mlirOperationGetDiscardableAttributeByName(
+      op, mlirStringRefCreateFromCString("dtensor.layout"));
+  for (intptr_t j = 0; j < mlirOperationGetNumResults(op); ++j)
+    record(p, op, mlirOperationGetResult(op, j), listElement(layouts, j));
+  /* A loop's iteration arguments have its result layouts. */
+  if (nameIs(op, "scf.for")) {
+    MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0));
+    for (intptr_t k = 0; k + 1 < mlirBlockGetNumArguments(body); ++k)
+      record(p, op, mlirBlockGetArgument(body, k + 1), listElement(layouts, k));
+  }
+  return p->failed ? MlirWalkResultInterrupt : MlirWalkResultAdvance;
+}
+
+/* ---- rewriting -------------------------------------------------------------- */
+
+static MlirAttribute i64Array(Part *p, int n, const int64_t *v) {
+  return mlirDenseI64ArrayGet(p->ctx, n, v);
+}
+
+/* Whether `init` is a fill with the neutral element of `kind`, which makes
+ * it a valid Partial value as it stands on every device. */
+static bool neutralInit(MlirValue init, DtensorReduceKind kind) {
+  if (kind == DTENSOR_REDUCE_MAX || kind == DTENSOR_REDUCE_MIN ||
+      kind == DTENSOR_REDUCE_AVG)
+    return true; /* the same init on every device combines to itself */
+  if (!mlirValueIsAOpResult(init))
+    return false;
+  MlirOperation fill = mlirOpResultGetOwner(init);
+  if (!nameIs(fill, "linalg.fill"))
+    return false;
+  MlirValue scalar = mlirOperationGetOperand(fill, 0);
+  if (!mlirValueIsAOpResult(scalar) ||
+      !nameIs(mlirOpResultGetOwner(scalar), "arith.constant"))
+    return false;
+  MlirAttribute v = getAttr(mlirOpResultGetOwner(scalar), "value");
+  double x;
+  if (mlirAttributeIsAFloat(v))
+    x = mlirFloatAttrGetValueDouble(v);
+  else if (mlirAttributeIsAInteger(v))
+    x = (double)mlirIntegerAttrGetValueInt(v);
+  else
+    return false;
+  return kind == DTENSOR_REDUCE_SUM ? x == 0.0 : x == 1.0;
+}
+
+/* Converts operand `i` of `op` to the layout its use needs. */
+static void convertOperand(Part *p, MlirOperation op, intptr_t i,
+                           MlirAttribute wantAttr) {
+  MlirValue v = mlirOperationGetOperand(op, i);
+  const Value *have = valueOf(p, v);
+  if (!have) {
+    opError(p, op, "operand %ld has no layout; run dtensor-propagate before "
+                   "dtensor-partition", (long)i);
+    return;
+  }
+  MlirType global = mlirRankedTensorTypeGet(
+      have->rank, have->shape, mlirShapedTypeGetElementType(mlirValueGetType(v)),
+      mlirAttributeGetNull());
+  DtensorMesh *mesh = NULL;
+  DtensorLayout want;
+  DtensorDiag diag;
+  if (!dtensorLayoutFromAttr(op, wantAttr, global, &mesh, &want, &diag)) {
+    opError(p, op, "operand %ld: %s", (long)i, diag.message);
+    return;
+  }
+  dtensorMeshDestroy(mesh);
+  DtensorShardingSpec need = want.spec;
+  /* Partial the value does not have: a local step for an init. */
+  for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
+    if (need.partial[a] != DTENSOR_REDUCE_NONE &&
+        have->spec.partial[a] == DTENSOR_REDUCE_NONE) {
+      if (!neutralInit(v, need.partial[a])) {
+        opError(p, op, "operand %ld must be Partial(%s) on mesh axis %d for "
+                       "a sharded reduction, and only a fill with the "
+                       "neutral element is partitioned so far",
+                (long)i, dtensorReduceKindGetName(need.partial[a]), a);
+        return;
+      }
+      need.partial[a] = DTENSOR_REDUCE_NONE;
+    }
+  if (dtensorShardingSpecEqual(&need, &have->spec))
+    return;
+  MlirLocation loc = mlirOperationGetLocation(op);
+  MlirOperationState state = mlirOperationStateGet(
+      mlirStringRefCreateFromCString("dtensor.redistribute"), loc);
+  MlirType outType = localType(p, global, &need);
+  MlirAttribute dst = dtensorLayoutAttrGet(
+      p->ctx, mlirStringRefCreateFromCString(p->meshName), &need);
+  MlirNamedAttribute attrs[3] = {
+      mlirNamedAttributeGet(
+          mlirIdentifierGet(p->ctx, mlirStringRefCreateFromCString("src")),
+          have->layout),
+      mlirNamedAttributeGet(
+          mlirIdentifierGet(p->ctx, mlirStringRefCreateFromCString("dst")), dst),
+      mlirNamedAttributeGet(
+          mlirIdentifierGet(p->ctx,
+                            mlirStringRefCreateFromCString("global_shape")),
+          i64Array(p, have->rank, have->shape)),
+  };
+  mlirOperationStateAddOperands(&state, 1, &v);
+  mlirOperationStateAddResults(&state, 1, &outType);
+  mlirOperationStateAddAttributes(&state, 3, attrs);
+  MlirOperation r = mlirOperationCreate(&state);
+  mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(op), op, r);
+  mlirOperationSetOperand(op, i, mlirOperationGetResult(r, 0));
+}
+
+/* Sizes in slice and reshape attributes that are global sizes of sharded
+ * dims become local. */
+static void fixSizes(Part *p, MlirOperation op) {
+  bool extract = nameIs(op, "tensor.extract_slice");
+  if (extract || nameIs(op, "tensor.insert_slice")) {
+    MlirValue small = extract ? mlirOperationGetResult(op, 0)
+                              : mlirOperationGetOperand(op, 0);
+    MlirAttribute sizes = getAttr(op, "static_sizes");
+    MlirType t = mlirValueGetType(small);
+    intptr_t n = mlirDenseArrayGetNumElements(sizes);
+    if (mlirShapedTypeGetRank(t) != n || n > DTENSOR_MAX_TENSOR_RANK)
+      return;
+    int64_t v[DTENSOR_MAX_TENSOR_RANK];
+    for (intptr_t d = 0; d < n; ++d)
+      v[d] = mlirShapedTypeGetDimSize(t, d);
+    mlirOperationSetInherentAttributeByName(
+        op, mlirStringRefCreateFromCString("static_sizes"),
+        i64Array(p, (int)n, v));
+  } else if (nameIs(op, "tensor.expand_shape")) {
+    MlirType t = mlirValueGetType(mlirOperationGetResult(op, 0));
+    int n = (int)mlirShapedTypeGetRank(t);
+    int64_t v[DTENSOR_MAX_TENSOR_RANK];
+    for (int d = 0; d < n; ++d)
+      v[d] = mlirShapedTypeGetDimSize(t, d);
+    mlirOperationSetInherentAttributeByName(
+        op, mlirStringRefCreateFromCString("static_output_shape"),
+        i64Array(p, n, v));
+  } else if (nameIs(op, "arith.constant")) {
+    MlirAttribute value = getAttr(op, "value");
+    MlirType t = mlirValueGetType(mlirOperationGetResult(op, 0));
+    if (!mlirAttributeIsADenseElements(value) ||
+        mlirTypeEqual(mlirAttributeGetType(value), t))
+      return;
+    if (!mlirDenseElementsAttrIsSplat(value)) {
+      opError(p, op, "is a sharded constant that is not a splat; slicing it "
+                     "per device is not partitioned yet");
+      return;
+    }
+    mlirOperationSetInherentAttributeByName(
+        op, mlirStringRefCreateFromCString("value"),
+        mlirDenseElementsAttrSplatGet(t,
+                                      mlirDenseElementsAttrGetSplatValue(value)));
+  }
+}
+
+static MlirWalkResult findIndex(MlirOperation op, void *userData) {
+  bool *found = userData;
+  if (nameIs(op, "linalg.index")) {
+    *found = true;
+    return MlirWalkResultInterrupt;
+  }
+  return MlirWalkResultAdvance;
+}
+
+/* A linalg op whose body reads its loop indices would see local ones. */
+static void checkIndices(Part *p, MlirOperation op) {
+  MlirAttribute loops = mlirOperationGetDiscardableAttributeByName(
+      op, mlirStringRefCreateFromCString("dtensor.loop_axes"));
+  if (mlirAttributeIsNull(loops) || !mlirAttributeIsAArray(loops))
+    return;
+  bool sharded = false;
+  for (intptr_t f = 0; f < mlirArrayAttrGetNumElements(loops); ++f)
+    sharded |= mlirDenseArrayGetNumElements(mlirArrayAttrGetElement(loops, f)) > 0;
+  bool reads = false;
+  if (sharded)
+    mlirOperationWalk(op, findIndex, &reads, MlirWalkPreOrder);
+  if (reads)
+    opError(p, op, "reads linalg.index in a body whose loops are sharded; "
+                   "offsetting indices by the device's block is not "
+                   "partitioned yet");
+}
+
+static const char *const kPropagationAttrs[] = {
+    "dtensor.layout", "dtensor.operand_layouts", "dtensor.loop_axes",
+    "dtensor.why"};
+
+static void rewriteOp(Part *p, MlirOperation op) {
+  if (nameIs(op, "linalg.generic") || nameIs(op, "linalg.map"))
+    checkIndices(p, op);
+  MlirAttribute uses = mlirOperationGetDiscardableAttributeByName(
+      op, mlirStringRefCreateFromCString("dtensor.operand_layouts"));
+  for (intptr_t i = 0; !mlirAttributeIsNull(uses) &&
+                       i < mlirOperationGetNumOperands(op) && !p->failed;
+       ++i) {
+    MlirAttribute want = listElement(uses, i);
+    if (!mlirAttributeIsNull(want) && !mlirAttributeIsAUnit(want))
+      convertOperand(p, op, i, want);
+  }
+  for (intptr_t j = 0; j < mlirOperationGetNumResults(op); ++j) {
+    MlirValue r = mlirOperationGetResult(op, j);
+    const Value *v = valueOf(p, r);
+    if (v)
+      mlirValueSetType(r, localType(p, mlirValueGetType(r), &v->spec));
+  }
+  if (nameIs(op, "scf.for")) {
+    MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0));
+    for (intptr_t k = 1; k < mlirBlockGetNumArguments(body); ++k) {
+      MlirValue arg = mlirBlockGetArgument(body, k);
+      const Value *v = valueOf(p, arg);
+      if (v)
+        mlirBlockArgumentSetType(arg,
+                                 localType(p, mlirValueGetType(arg), &v->spec));
+    }
+  }
+  fixSizes(p, op);
+  for (size_t k = 0; k < sizeof(kPropagationAttrs) / sizeof(*kPropagationAttrs);
+       ++k)
+    mlirOperationRemoveDiscardableAttributeByName(
+        op, mlirStringRefCreateFromCString(kPropagationAttrs[k]));
+}
+
+/* The function's arguments and results: local types, with the layout and
+ * the global shape as attributes (the calling convention). */
+static void rewriteSignature(Part *p, MlirOperation func, MlirBlock entry,
+                             MlirOperation ret) {
+  intptr_t numArgs = mlirBlockGetNumArguments(entry);
+  intptr_t numResults = mlirOperationIsNull(ret) ? 0
+                                                 : mlirOperationGetNumOperands(ret);
+  MlirType *types = malloc(sizeof(MlirType) * (size_t)(numArgs + numResults + 1));
+  if (!types) {
+    opError(p, func, "out of memory");
+    return;
+  }
+  MlirType fnType = mlirTypeAttrGetValue(getAttr(func, "function_type"));
+  MlirStringRef shapeKey = mlirStringRefCreateFromCString("dtensor.global_shape");
+  for (intptr_t i = 0; i < numArgs; ++i) {
+    MlirValue arg = mlirBlockGetArgument(entry, i);
+    types[i] = mlirValueGetType(arg);
+    const Value *v = valueOf(p, arg);
+    if (v)
+      mlirFuncSetArgAttr(func, i, shapeKey, i64Array(p, v->rank, v->shape));
+  }
+  for (intptr_t j = 0; j < numResults; ++j) {
+    MlirValue r = mlirOperationGetOperand(ret, j);
+    types[numArgs + j] = mlirValueGetType(r);
+    MlirType global = mlirFunctionTypeGetResult(fnType, j);
+    if (isTensor(global)) {
+      int64_t shape[DTENSOR_MAX_TENSOR_RANK];
+      int rank = (int)mlirShapedTypeGetRank(global);
+      for (int d = 0; d < rank; ++d)
+        shape[d] = mlirShapedTypeGetDimSize(global, d);
+      mlirFuncSetResultAttr(func, j, shapeKey, i64Array(p, rank, shape));
+    }
+  }
+  MlirType newType = mlirFunctionTypeGet(p->ctx, numArgs, types, numResults,
+                                         types + numArgs);
+  mlirOperationSetInherentAttributeByName(
+      func, mlirStringRefCreateFromCString("function_type"),
+      mlirTypeAttrGet(newType));
+  free(types);
+}
+
+static void partitionFunction(Part *p, MlirOperation func) {
+  MlirBlock entry = mlirRegionGetFirstBlock(mlirOperationGetRegion(func, 0));
+  if (mlirBlockIsNull(entry))
+    return;
+  for (intptr_t i = 0; i < mlirBlockGetNumArguments(entry); ++i)
+    record(p, func, mlirBlockGetArgument(entry, i),
+           argLayout(func, "arg_attrs", i));
+  if (!p->mesh)
+    return; /* nothing was propagated here */
+  mlirOperationWalk(func, collect, p, MlirWalkPreOrder);
+  if (p->failed)
+    return;
+  for (intptr_t i = 0; i < mlirBlockGetNumArguments(entry); ++i) {
+    MlirValue arg = mlirBlockGetArgument(entry, i);
+    const Value *v = valueOf(p, arg);
+    if (v)
+      mlirBlockArgumentSetType(arg,
+                               localType(p, mlirValueGetType(arg), &v->spec));
+  }
+  MlirOperation ret = mlirBlockGetTerminator(entry);
+  for (size_t k = 0; k < p->numOps && !p->failed; ++k)
+    rewriteOp(p, p->ops[k]);
+  if (p->failed)
+    return;
+  /* Annotations have done their work: their users take the converted
+   * operand. */
+  for (size_t k = 0; k < p->numOps; ++k) {
+    MlirOperation op = p->ops[k];
+    if (!nameIs(op, "dtensor.annotate"))
+      continue;
+    mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(op, 0),
+                                  mlirOperationGetOperand(op, 0));
+    mlirOperationDestroy(op);
+  }
+  rewriteSignature(p, func,
+                   entry, nameIs(ret, "func.return") ? ret : (MlirOperation){NULL});
+}
+
+static bool runPartition(MlirOperation root, const DtPassOptions *options) {
+  (void)options;
+  MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0));
+  bool ok = true;
+  for (MlirOperation op = mlirBlockIsNull(top) ? (MlirOperation){NULL}
+                                               : mlirBlockGetFirstOperation(top);
+       !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op)) {
+    if (!nameIs(op, "func.func") || mlirOperationGetNumRegions(op) != 1)
+      continue;
+    Part p;
+    memset(&p, 0, sizeof(p));
+    p.ctx = mlirOperationGetContext(root);
+    p.func = op;
+    p.values = dtTableInit(sizeof(Value));
+    partitionFunction(&p, op);
+    ok = ok && !p.failed;
+    dtTableFree(&p.values);
+    free(p.ops);
+    dtensorMeshDestroy(p.mesh);
+  }
+  return ok;
+}
+
+const DtPassDef dtPartitionPass = {
+    .info = {"dtensor-partition",
+             "Turn the propagated global program into the program each "
+             "device runs: local types, redistributions where layouts differ",
+             0, NULL},
+    .verifyFirst = true,
+    .run = runPartition,
+};
