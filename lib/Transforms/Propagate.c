@@ -1565,7 +1565,13 @@ static void seed(Prop *p, MlirOperation func) {
         DtensorShardingSpec s;
         if (readLayout(p, func, l, mlirFunctionTypeGetResult(fnType, i), what,
                        &s))
-          addDemand(p, op, infoOf(p, mlirOperationGetOperand(op, i)), &s, 0);
+        {
+          /* One value returned as several results wants several layouts:
+           * each is a use, not a conflict; the first shapes the value. */
+          Info *ri = infoOf(p, mlirOperationGetOperand(op, i));
+          if (ri && ri->isTensor && !ri->hasDemand)
+            addDemand(p, op, ri, &s, 0);
+        }
       }
     }
   }
@@ -1591,8 +1597,7 @@ static void decideReturn(Prop *p, MlirOperation func, MlirOperation ret) {
       continue;
     any = true;
     DtensorShardingSpec want;
-    if (in->hasDemand && in->demandPriority != INT64_MAX) {
-      want = demandOf(in);
+    if (funcLayout(p, func, true, i, &want)) {
       if (!in->known)
         adopt(p, in, &want, ret);
     } else {
