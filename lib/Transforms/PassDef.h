@@ -48,5 +48,6 @@ extern const DtPassDef dtVerifyPass;
 extern const DtPassDef dtLowerRedistributePass;
 extern const DtPassDef dtPropagatePass;
 extern const DtPassDef dtPartitionPass;
+extern const DtPassDef dtReportPass;
 
 #endif

@@ -17,6 +17,7 @@ static const DtPassDef *const kPasses[] = {
     &dtPropagatePass,
     &dtPartitionPass,
     &dtLowerRedistributePass,
+    &dtReportPass,
 };
 
 enum { kNumPasses = sizeof(kPasses) / sizeof(kPasses[0]) };

@@ -5,6 +5,7 @@
  * under --verify-diagnostics), 2 usage errors. */
 #include "dtensor-c/Dialect.h"
 #include "dtensor-c/Passes.h"
+#include "mlir-c/BuiltinAttributes.h"
 #include "mlir-c/Diagnostics.h"
 #include "mlir-c/IR.h"
 #include "mlir-c/Pass.h"
@@ -56,6 +57,7 @@ typedef struct Options {
   const char *input;
   const char *output;
   bool splitInputFile;
+  bool report; /* --dtensor-report: run the pass and print its findings */
   bool verifyDiagnostics;
   bool printIrAfterAll;
   bool printIrBeforeAll;
@@ -139,6 +141,10 @@ static void printHelp(void) {
       "  --<pass>[=<options>]         Run one pass (dtensor or upstream),\n"
       "                               e.g. --cse, --canonicalize=\"max-"
       "iterations=2\"\n"
+      "  --dtensor-report             Run dtensor-report last and print "
+      "its estimate\n"
+      "                               (per-device memory, collectives) to "
+      "stderr\n"
       "  --split-input-file           Process each '// -----' chunk "
       "separately\n"
       "  --verify-diagnostics         Check diagnostics against "
@@ -204,6 +210,11 @@ static int parseArgs(int argc, char **argv, Options *o) {
       exit(EXIT_OK);
     } else if (!strcmp(a, "--split-input-file")) {
       o->splitInputFile = true;
+    } else if (!strcmp(a, "--dtensor-report")) {
+      o->report = true;
+      if (o->pipeline.length)
+        textAppendStr(&o->pipeline, ",");
+      textAppendStr(&o->pipeline, "dtensor-report");
     } else if (!strcmp(a, "--verify-diagnostics")) {
       o->verifyDiagnostics = true;
     } else if (!strcmp(a, "--mlir-print-ir-after-all")) {
@@ -656,6 +667,68 @@ static bool buildPassManager(MlirContext ctx, const Options *o,
   return true;
 }
 
+static int64_t intField(MlirAttribute dict, const char *name) {
+  MlirAttribute a = mlirDictionaryAttrGetElementByName(
+      dict, mlirStringRefCreateFromCString(name));
+  return mlirAttributeIsNull(a) ? 0 : mlirIntegerAttrGetValueInt(a);
+}
+
+static double floatField(MlirAttribute dict, const char *name) {
+  MlirAttribute a = mlirDictionaryAttrGetElementByName(
+      dict, mlirStringRefCreateFromCString(name));
+  return mlirAttributeIsNull(a) ? 0.0 : mlirFloatAttrGetValueDouble(a);
+}
+
+typedef struct ReportWalk {
+  const Source *src;
+} ReportWalk;
+
+static MlirWalkResult printCollective(MlirOperation op, void *userData) {
+  ReportWalk *w = userData;
+  MlirAttribute cost = mlirOperationGetDiscardableAttributeByName(
+      op, mlirStringRefCreateFromCString("dtensor.cost"));
+  if (mlirAttributeIsNull(cost))
+    return MlirWalkResultAdvance;
+  MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
+  MlirLocation loc = mlirOperationGetLocation(op);
+  int line = 0;
+  if (mlirLocationIsAFileLineColRange(loc))
+    line = mlirLocationFileLineColRangeGetStartLine(loc);
+  fprintf(stderr, "    %-24.*s %12lld bytes %12.3f us   %s:%d\n",
+          (int)name.length, name.data, (long long)intField(cost, "bytes"),
+          floatField(cost, "modelled_us"), w->src->name, line);
+  return MlirWalkResultAdvance;
+}
+
+/* --dtensor-report: what the dtensor-report pass wrote, as a table. */
+static void printReport(const Source *src, MlirOperation module) {
+  MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(module, 0));
+  for (MlirOperation f = mlirBlockGetFirstOperation(body);
+       !mlirOperationIsNull(f); f = mlirOperationGetNextInBlock(f)) {
+    MlirAttribute r = mlirOperationGetDiscardableAttributeByName(
+        f, mlirStringRefCreateFromCString("dtensor.report"));
+    if (mlirAttributeIsNull(r))
+      continue;
+    MlirStringRef fname = mlirStringAttrGetValue(
+        mlirOperationGetAttributeByName(f, mlirStringRefCreateFromCString(
+                                               "sym_name")));
+    fprintf(stderr,
+            "dtensor report: @%.*s, per device\n"
+            "  arguments %lld bytes, results %lld bytes, largest tensor %lld "
+            "bytes\n"
+            "  %lld collectives, %lld bytes moved, %.3f us modelled\n",
+            (int)fname.length, fname.data,
+            (long long)intField(r, "argument_bytes"),
+            (long long)intField(r, "result_bytes"),
+            (long long)intField(r, "largest_tensor_bytes"),
+            (long long)intField(r, "collectives"),
+            (long long)intField(r, "bytes_moved"),
+            floatField(r, "modelled_us"));
+    ReportWalk w = {src};
+    mlirOperationWalk(f, printCollective, &w, MlirWalkPreOrder);
+  }
+}
+
 /* Processes one chunk; returns whether it succeeded (for
  * --verify-diagnostics: whether the diagnostics matched). */
 static bool runChunk(MlirContext ctx, const Options *o, const Source *src,
@@ -682,6 +755,8 @@ static bool runChunk(MlirContext ctx, const Options *o, const Source *src,
                     "a pass failed without reporting why");
   }
   ok = ok && !diags->anyError;
+  if (ok && o->report)
+    printReport(src, module);
   if (ok) {
     if (*printed)
       fprintf(out, "// -----\n");

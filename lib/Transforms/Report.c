@@ -1,0 +1,192 @@
+/* dtensor-report: the seed's "DProxy" estimate on a per-device program. Per
+ * function: the bytes of each device's arguments, results and largest
+ * tensor, and every collective with the bytes it moves per device and its
+ * modelled time under the mesh's link model (the planner's cost formulas).
+ * The MLIR C API cannot emit remarks, so the report is written as
+ * attributes: `dtensor.cost = {bytes, modelled_us}` on each collective and
+ * `dtensor.report = {...}` on the function; `dtensor-opt --dtensor-report`
+ * prints them (docs/partition.md). */
+#include "PassDef.h"
+
+#include "Planner/PlannerInternal.h"
+#include "dtensor-c/Dialect.h"
+#include "mlir-c/BuiltinAttributes.h"
+#include "mlir-c/BuiltinTypes.h"
+#include "mlir-c/Diagnostics.h"
+
+#include <string.h>
+
+static MlirAttribute getAttr(MlirOperation op, const char *name) {
+  return mlirOperationGetAttributeByName(op,
+                                         mlirStringRefCreateFromCString(name));
+}
+
+static bool nameIs(MlirOperation op, const char *name) {
+  return mlirStringRefEqual(mlirIdentifierStr(mlirOperationGetName(op)),
+                            mlirStringRefCreateFromCString(name));
+}
+
+static int64_t tensorBytes(MlirType t) {
+  DtensorElementType et;
+  if (!mlirTypeIsARankedTensor(t) || !mlirShapedTypeHasStaticShape(t) ||
+      !dtensorElementTypeFromMlir(mlirShapedTypeGetElementType(t), &et))
+    return 0;
+  int64_t bytes = (int64_t)dtensorElementTypeGetSize(et);
+  for (intptr_t d = 0; d < mlirShapedTypeGetRank(t); ++d)
+    bytes *= mlirShapedTypeGetDimSize(t, d);
+  return bytes;
+}
+
+typedef struct Totals {
+  int64_t largest, moved, count;
+  double us;
+  bool failed;
+} Totals;
+
+static const struct {
+  const char *name;
+  DtensorCommPattern pattern;
+} kCollectives[] = {
+    {"dtensor.all_gather", DTENSOR_COMM_ALL_GATHER},
+    {"dtensor.all_reduce", DTENSOR_COMM_ALL_REDUCE},
+    {"dtensor.reduce_scatter", DTENSOR_COMM_REDUCE_SCATTER},
+    {"dtensor.all_to_all", DTENSOR_COMM_ALL_TO_ALL},
+    {"dtensor.local_split", DTENSOR_COMM_LOCAL_SPLIT},
+};
+
+static MlirNamedAttribute named(MlirContext ctx, const char *name,
+                                MlirAttribute value) {
+  return mlirNamedAttributeGet(
+      mlirIdentifierGet(ctx, mlirStringRefCreateFromCString(name)), value);
+}
+
+/* Prices one collective; broadcast and permute move the whole block once. */
+static void priceCollective(MlirOperation op, Totals *t) {
+  DtensorCommPattern pattern = DTENSOR_COMM_IDENTITY;
+  bool known = false;
+  for (size_t k = 0; k < sizeof(kCollectives) / sizeof(kCollectives[0]); ++k)
+    if (nameIs(op, kCollectives[k].name)) {
+      pattern = kCollectives[k].pattern;
+      known = true;
+    }
+  bool pointToPoint = nameIs(op, "dtensor.broadcast") || nameIs(op, "dtensor.permute");
+  if (!known && !pointToPoint)
+    return;
+  MlirAttribute ref = getAttr(op, "mesh");
+  MlirAttribute axesAttr = getAttr(op, "mesh_axes");
+  if (mlirAttributeIsNull(ref) || !mlirAttributeIsAFlatSymbolRef(ref) ||
+      mlirAttributeIsNull(axesAttr) || !mlirAttributeIsADenseI64Array(axesAttr))
+    return;
+  MlirOperation meshOp =
+      dtensorMeshOpLookup(op, mlirFlatSymbolRefAttrGetValue(ref));
+  DtensorMesh *mesh =
+      mlirOperationIsNull(meshOp) ? NULL : dtensorMeshCreateFromOp(meshOp, NULL);
+  if (!mesh)
+    return; /* the verifier reports it */
+  int axes[DTENSOR_MAX_MESH_RANK], n = 0;
+  for (intptr_t i = 0; i < mlirDenseArrayGetNumElements(axesAttr) &&
+                       n < DTENSOR_MAX_MESH_RANK;
+       ++i)
+    axes[n++] = (int)mlirDenseI64ArrayGetElement(axesAttr, i);
+  double alpha, beta;
+  dtGroupLink(mesh, n, axes, &alpha, &beta);
+  double devices = (double)dtGroupSize(mesh, n, axes);
+  dtensorMeshDestroy(mesh);
+  int64_t in = tensorBytes(mlirValueGetType(mlirOperationGetOperand(op, 0)));
+  int64_t out = tensorBytes(mlirValueGetType(mlirOperationGetResult(op, 0)));
+  DtensorPlanOptions options;
+  dtensorPlanOptionsInit(&options);
+  DtensorCommCost c;
+  if (pointToPoint) {
+    c.bytesPerDevice = in;
+    c.forwardUs = alpha + (double)in / (beta * 1e3);
+  } else {
+    c = dtCommCostOnGroup(pattern, devices, alpha, beta, in, out, &options);
+  }
+  MlirContext ctx = mlirOperationGetContext(op);
+  MlirNamedAttribute fields[2] = {
+      named(ctx, "bytes",
+            mlirIntegerAttrGet(mlirIntegerTypeGet(ctx, 64), c.bytesPerDevice)),
+      named(ctx, "modelled_us",
+            mlirFloatAttrDoubleGet(ctx, mlirF64TypeGet(ctx), c.forwardUs)),
+  };
+  mlirOperationSetDiscardableAttributeByName(
+      op, mlirStringRefCreateFromCString("dtensor.cost"),
+      mlirDictionaryAttrGet(ctx, 2, fields));
+  t->moved += c.bytesPerDevice;
+  t->us += c.forwardUs;
+  ++t->count;
+}
+
+static MlirWalkResult visit(MlirOperation op, void *userData) {
+  Totals *t = userData;
+  for (intptr_t j = 0; j < mlirOperationGetNumResults(op); ++j) {
+    int64_t b = tensorBytes(mlirValueGetType(mlirOperationGetResult(op, j)));
+    if (b > t->largest)
+      t->largest = b;
+  }
+  if (nameIs(op, "dtensor.redistribute")) {
+    mlirEmitError(mlirOperationGetLocation(op),
+                  "'dtensor.redistribute' op is not lowered yet: run "
+                  "dtensor-lower-redistribute before dtensor-report");
+    t->failed = true;
+    return MlirWalkResultInterrupt;
+  }
+  priceCollective(op, t);
+  return MlirWalkResultAdvance;
+}
+
+static bool runReport(MlirOperation root, const DtPassOptions *options) {
+  (void)options;
+  MlirContext ctx = mlirOperationGetContext(root);
+  MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0));
+  bool ok = true;
+  for (MlirOperation f = mlirBlockIsNull(top) ? (MlirOperation){NULL}
+                                              : mlirBlockGetFirstOperation(top);
+       !mlirOperationIsNull(f); f = mlirOperationGetNextInBlock(f)) {
+    if (!nameIs(f, "func.func"))
+      continue;
+    MlirBlock entry = mlirRegionGetFirstBlock(mlirOperationGetRegion(f, 0));
+    if (mlirBlockIsNull(entry))
+      continue;
+    Totals t = {0, 0, 0, 0.0, false};
+    int64_t args = 0, results = 0;
+    for (intptr_t i = 0; i < mlirBlockGetNumArguments(entry); ++i) {
+      int64_t b = tensorBytes(mlirValueGetType(mlirBlockGetArgument(entry, i)));
+      args += b;
+      if (b > t.largest)
+        t.largest = b;
+    }
+    MlirType fnType = mlirTypeAttrGetValue(getAttr(f, "function_type"));
+    for (intptr_t j = 0; j < mlirFunctionTypeGetNumResults(fnType); ++j)
+      results += tensorBytes(mlirFunctionTypeGetResult(fnType, j));
+    mlirOperationWalk(f, visit, &t, MlirWalkPreOrder);
+    if (t.failed) {
+      ok = false;
+      continue;
+    }
+    MlirType i64 = mlirIntegerTypeGet(ctx, 64);
+    MlirNamedAttribute fields[6] = {
+        named(ctx, "argument_bytes", mlirIntegerAttrGet(i64, args)),
+        named(ctx, "result_bytes", mlirIntegerAttrGet(i64, results)),
+        named(ctx, "largest_tensor_bytes", mlirIntegerAttrGet(i64, t.largest)),
+        named(ctx, "collectives", mlirIntegerAttrGet(i64, t.count)),
+        named(ctx, "bytes_moved", mlirIntegerAttrGet(i64, t.moved)),
+        named(ctx, "modelled_us",
+              mlirFloatAttrDoubleGet(ctx, mlirF64TypeGet(ctx), t.us)),
+    };
+    mlirOperationSetDiscardableAttributeByName(
+        f, mlirStringRefCreateFromCString("dtensor.report"),
+        mlirDictionaryAttrGet(ctx, 6, fields));
+  }
+  return ok;
+}
+
+const DtPassDef dtReportPass = {
+    .info = {"dtensor-report",
+             "Estimate per-device memory and communication of a per-device "
+             "program (attributes dtensor.report and dtensor.cost)",
+             0, NULL},
+    .verifyFirst = true,
+    .run = runReport,
+};
