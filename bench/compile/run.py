@@ -10,6 +10,10 @@ Then: our time per block from 10^4 to 10^5 blocks (linear scaling), and our
 pass time on a 8-device against a 65,536-device mesh (mesh-size
 independence).
 
+Then the whole flow (issue 5): `dtensor-opt --dtensor-spmd` against
+`mlir-opt-22 --sharding-propagation --shard-partition`: whole process, the
+sum of the pass times, parse+print, and peak memory (max RSS).
+
 usage: bench/compile/run.py [--quick] [--reps R]
 """
 import os, re, subprocess, sys, tempfile, time
@@ -84,3 +88,41 @@ n = 1000
 small = min(run(ours_cmd(generate(n, "dtensor", "mlp", "8")), "dtensor-propagate")[0] for _ in range(reps))
 large = min(run(ours_cmd(generate(n, "dtensor", "mlp", "256x256")), "dtensor-propagate")[0] for _ in range(reps))
 print("mesh size: %d blocks on 8 devices %.3fs, on 65536 devices %.3fs: x%.2f" % (n, small, large, large / small))
+
+def run_total(cmd):
+    """Sum of the pass times in --mlir-timing (Parser/Output/Rest excluded),
+    wall time and max RSS (MiB) of one run."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd + ["--mlir-timing", "-o", "/dev/null"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = status
+    wall = time.perf_counter() - t0
+    if status != 0:
+        sys.exit("failed: %s\n%s" % (" ".join(cmd), err[-2000:]))
+    total = 0.0
+    for m in re.finditer(r"^\s*([0-9.]+) \([ 0-9.]+%\)\s+(\S.*?)\s*$", err, re.M):
+        name = m.group(2)
+        if name in ("Parser", "Output", "Rest", "Total") or name.startswith("'") \
+                or name.startswith("(A)"):
+            continue
+        total += float(m.group(1))
+    return total, wall, usage.ru_maxrss / 1024.0
+
+print()
+print("%-7s %10s %10s %10s %10s %10s %10s %9s %9s" % (
+    "blocks", "proc ours", "theirs", "pass ours", "theirs", "parse+pr o",
+    "theirs", "MiB ours", "theirs"))
+for n in sizes:
+    a, b = generate(n, "dtensor"), generate(n, "shard")
+    best = [1e9] * 8
+    for _ in range(reps):
+        op, ow, om = run_total([ours, a, "--dtensor-spmd"])
+        tp, tw, tm = run_total([theirs, b, "--pass-pipeline=builtin.module("
+                                "func.func(sharding-propagation,shard-partition))"])
+        ob, tb = bare([ours, a]), bare([theirs, b])
+        for i, v in enumerate([ow, tw, op, tp, ob, tb, om, tm]):
+            best[i] = min(best[i], v)
+    print("%-7d %9.3fs %9.3fs %9.3fs %9.3fs %9.3fs %9.3fs %9.1f %9.1f" % (n, *best))
+    sys.stdout.flush()

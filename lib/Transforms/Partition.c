@@ -47,7 +47,9 @@ typedef struct Part {
   MlirOperation func;
   DtensorMesh *mesh;
   char meshName[256];
+  DtTable meshNames;      /* layout attributes known to be on the mesh */
   DtTable values; /* Value by value pointer */
+  DtLayoutCache layouts;
   MlirOperation *ops;
   size_t numOps, capOps;
   bool failed;
@@ -115,33 +117,66 @@ static MlirType localType(const Part *p, MlirType type,
                                  mlirAttributeGetNull());
 }
 
+static bool samePtr(const void *entry, const void *key) {
+  return *(const void *const *)entry == key;
+}
+
+/* Whether a layout attribute names the function's mesh (cached). */
+static bool sameMesh(Part *p, MlirAttribute attr) {
+  uint64_t h = dtHashMix(11, (uint64_t)(uintptr_t)attr.ptr);
+  if (dtTableFind(&p->meshNames, h, samePtr, attr.ptr))
+    return true;
+  DtensorLayoutAttrParts parts;
+  if (!dtensorLayoutAttrGetParts(attr, &parts) ||
+      strcmp(parts.mesh, p->meshName))
+    return false;
+  const void **slot = dtTableInsert(&p->meshNames, h);
+  if (slot)
+    *slot = attr.ptr;
+  return true;
+}
+
 /* Records the layout of `v` (of global type), checking it. */
 static void record(Part *p, MlirOperation at, MlirValue v, MlirAttribute attr) {
   MlirType type = mlirValueGetType(v);
   if (mlirAttributeIsNull(attr) || mlirAttributeIsAUnit(attr) ||
       !isTensor(type))
     return;
-  DtensorMesh *mesh = NULL;
-  DtensorLayout layout;
   DtensorDiag diag;
-  if (!dtensorLayoutFromAttr(at, attr, type, &mesh, &layout, &diag)) {
+  DtensorShardingSpec spec;
+  if (!dtLayoutCacheRead(&p->layouts, at, attr, type, &spec, &diag)) {
     opError(p, at, "%s", diag.message);
     return;
   }
-  DtensorLayoutAttrParts parts;
-  dtensorLayoutAttrGetParts(attr, &parts);
   if (!p->mesh) {
-    p->mesh = mesh;
-    snprintf(p->meshName, sizeof(p->meshName), "%s", parts.mesh);
-  } else {
-    dtensorMeshDestroy(mesh);
-    if (strcmp(parts.mesh, p->meshName)) {
-      opError(p, at, "uses mesh '@%s' and '@%s'; a function is partitioned "
-                     "on one mesh", p->meshName, parts.mesh);
+    DtensorLayoutAttrParts parts;
+    dtensorLayoutAttrGetParts(attr, &parts);
+    DtensorLayout first;
+    DtensorMesh *mesh = NULL;
+    if (!dtensorLayoutFromAttr(at, attr, type, &mesh, &first, &diag)) {
+      opError(p, at, "%s", diag.message);
       return;
     }
+    p->mesh = mesh;
+    snprintf(p->meshName, sizeof(p->meshName), "%s", parts.mesh);
+  } else if (!sameMesh(p, attr)) {
+    DtensorLayoutAttrParts parts;
+    dtensorLayoutAttrGetParts(attr, &parts);
+    opError(p, at, "uses mesh '@%s' and '@%s'; a function is partitioned "
+                   "on one mesh", p->meshName, parts.mesh);
+    return;
   }
-  layout.mesh = p->mesh;
+  DtensorLayout layout;
+  int rank = (int)mlirShapedTypeGetRank(type);
+  int64_t shape[DTENSOR_MAX_TENSOR_RANK];
+  for (int d = 0; d < rank; ++d)
+    shape[d] = mlirShapedTypeGetDimSize(type, d);
+  DtensorElementType et = DTENSOR_F32;
+  dtensorElementTypeFromMlir(mlirShapedTypeGetElementType(type), &et);
+  if (!dtensorLayoutInit(p->mesh, &spec, rank, shape, et, &layout, &diag)) {
+    opError(p, at, "%s", diag.message);
+    return;
+  }
   if (!dtensorLayoutIsEven(&layout)) {
     char spec[256];
     dtensorShardingSpecPrint(&layout.spec, spec, sizeof(spec));
@@ -255,15 +290,13 @@ static void convertOperand(Part *p, MlirOperation op, intptr_t i,
   MlirType global = mlirRankedTensorTypeGet(
       have->rank, have->shape, mlirShapedTypeGetElementType(mlirValueGetType(v)),
       mlirAttributeGetNull());
-  DtensorMesh *mesh = NULL;
-  DtensorLayout want;
   DtensorDiag diag;
-  if (!dtensorLayoutFromAttr(op, wantAttr, global, &mesh, &want, &diag)) {
+  DtensorShardingSpec need;
+  if (!dtLayoutCacheRead(&p->layouts, op, wantAttr, global, &need, &diag)) {
     opError(p, op, "operand %ld: %s", (long)i, diag.message);
     return;
   }
-  dtensorMeshDestroy(mesh);
-  DtensorShardingSpec need = want.spec;
+  bool dropped = false;
   /* Partial the value does not have: a local step for an init. */
   for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
     if (need.partial[a] != DTENSOR_REDUCE_NONE &&
@@ -276,6 +309,7 @@ static void convertOperand(Part *p, MlirOperation op, intptr_t i,
         return;
       }
       need.partial[a] = DTENSOR_REDUCE_NONE;
+      dropped = true;
     }
   if (dtensorShardingSpecEqual(&need, &have->spec))
     return;
@@ -283,8 +317,10 @@ static void convertOperand(Part *p, MlirOperation op, intptr_t i,
   MlirOperationState state = mlirOperationStateGet(
       mlirStringRefCreateFromCString("dtensor.redistribute"), loc);
   MlirType outType = localType(p, global, &need);
-  MlirAttribute dst = dtensorLayoutAttrGet(
-      p->ctx, mlirStringRefCreateFromCString(p->meshName), &need);
+  MlirAttribute dst =
+      dropped ? dtensorLayoutAttrGet(
+                    p->ctx, mlirStringRefCreateFromCString(p->meshName), &need)
+              : wantAttr;
   MlirNamedAttribute attrs[3] = {
       mlirNamedAttributeGet(
           mlirIdentifierGet(p->ctx, mlirStringRefCreateFromCString("src")),
@@ -410,9 +446,12 @@ static void rewriteOp(Part *p, MlirOperation op) {
   }
   fixSizes(p, op);
   for (size_t k = 0; k < sizeof(kPropagationAttrs) / sizeof(*kPropagationAttrs);
-       ++k)
-    mlirOperationRemoveDiscardableAttributeByName(
-        op, mlirStringRefCreateFromCString(kPropagationAttrs[k]));
+       ++k) {
+    /* Looking up is cheaper than removing (which builds the name). */
+    MlirStringRef key = mlirStringRefCreateFromCString(kPropagationAttrs[k]);
+    if (!mlirAttributeIsNull(mlirOperationGetDiscardableAttributeByName(op, key)))
+      mlirOperationRemoveDiscardableAttributeByName(op, key);
+  }
 }
 
 /* The function's arguments and results: local types, with the layout and
@@ -508,9 +547,13 @@ static bool runPartition(MlirOperation root, const DtPassOptions *options) {
     p.ctx = mlirOperationGetContext(root);
     p.func = op;
     p.values = dtTableInit(sizeof(Value));
+    p.layouts = dtLayoutCacheInit();
+    p.meshNames = dtTableInit(sizeof(void *));
     partitionFunction(&p, op);
     ok = ok && !p.failed;
     dtTableFree(&p.values);
+    dtTableFree(&p.meshNames);
+    dtLayoutCacheFree(&p.layouts);
     free(p.ops);
     dtensorMeshDestroy(p.mesh);
   }

@@ -38,4 +38,26 @@ static inline uint64_t dtHashMix(uint64_t h, uint64_t v) {
   return h ^ (h >> 29);
 }
 
+#include "dtensor-c/Layout.h"
+#include "mlir-c/IR.h"
+
+/// Layout attributes read before, keyed on (attribute, type), both uniqued:
+/// a program uses the same few layouts on many values.
+typedef struct DtLayoutCache {
+  DtTable table;
+} DtLayoutCache;
+
+/// An empty cache.
+DtLayoutCache dtLayoutCacheInit(void);
+
+/// dtensorLayoutFromAttr through the cache: the spec of `attr` for a value
+/// of `type` used in `from`; the mesh is not returned. False with `outDiag`
+/// filled when the layout does not fit (failures are not cached).
+bool dtLayoutCacheRead(DtLayoutCache *c, MlirOperation from, MlirAttribute attr,
+                       MlirType type, DtensorShardingSpec *outSpec,
+                       DtensorDiag *outDiag);
+
+/// Frees the cache.
+void dtLayoutCacheFree(DtLayoutCache *c);
+
 #endif
