@@ -35,6 +35,14 @@ typedef struct DtPassDef {
 MlirPass dtPassCreateWithContext(MlirStringRef argument, MlirStringRef options,
                                  const void *context, DtensorDiag *outDiag);
 
+/// Creates the pass of `def` (which need not be in the registry).
+MlirPass dtPassCreateFromDef(const DtPassDef *def, MlirStringRef options,
+                             const void *context, DtensorDiag *outDiag);
+
+/// Parses "key=value ..." for the options of `info` over their defaults.
+bool dtPassOptionsParse(const DtensorPassInfo *info, MlirStringRef text,
+                        DtPassOptions *out, DtensorDiag *outDiag);
+
 /// Returns the value of option `name` (which must exist in the pass's info).
 const char *dtPassOptionsGet(const DtPassOptions *options, const char *name);
 
@@ -49,5 +57,6 @@ extern const DtPassDef dtLowerRedistributePass;
 extern const DtPassDef dtPropagatePass;
 extern const DtPassDef dtPartitionPass;
 extern const DtPassDef dtReportPass;
+extern const DtPassDef dtSpmdPass;
 
 #endif

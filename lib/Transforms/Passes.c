@@ -222,6 +222,12 @@ MlirPass dtensorPassCreate(MlirStringRef argument, MlirStringRef options,
   return dtPassCreateWithContext(argument, options, NULL, outDiag);
 }
 
+bool dtPassOptionsParse(const DtensorPassInfo *info, MlirStringRef text,
+                        DtPassOptions *out, DtensorDiag *outDiag) {
+  out->context = NULL;
+  return parseOptions(info, text, out, outDiag);
+}
+
 MlirPass dtPassCreateWithContext(MlirStringRef argument, MlirStringRef options,
                                  const void *context, DtensorDiag *outDiag) {
   const DtPassDef *def = lookupDef(argument);
@@ -230,6 +236,11 @@ MlirPass dtPassCreateWithContext(MlirStringRef argument, MlirStringRef options,
            argument.data);
     return (MlirPass){NULL};
   }
+  return dtPassCreateFromDef(def, options, context, outDiag);
+}
+
+MlirPass dtPassCreateFromDef(const DtPassDef *def, MlirStringRef options,
+                             const void *context, DtensorDiag *outDiag) {
   PassState *state = malloc(sizeof(PassState));
   if (!state) {
     dtDiag(outDiag, 0, "out of memory");

@@ -217,57 +217,15 @@ MlirLogicalResult dtensorPassManagerAddPipeline(MlirOpPassManager pm,
                                   : mlirLogicalResultFailure();
 }
 
-/* dtensor-spmd: verify, propagate, partition, lower-redistribute,
- * canonicalize, cse. Options go to the passes that take them: strict and
- * why to dtensor-propagate; strategy, objective and report to
- * dtensor-lower-redistribute. */
+/* dtensor-spmd: the dtensor steps as one pass (Spmd.c: verified once, not
+ * after every step), then canonicalize and cse. */
 MlirLogicalResult dtensorAddSpmdPipeline(MlirOpPassManager pm,
                                          MlirStringRef options,
                                          DtensorDiag *outDiag) {
-  char propagate[512] = "", lower[512] = "";
-  size_t i = 0;
-  while (i < options.length) {
-    while (i < options.length && options.data[i] == ' ')
-      ++i;
-    size_t start = i;
-    while (i < options.length && options.data[i] != ' ')
-      ++i;
-    if (i == start)
-      break;
-    MlirStringRef item = {options.data + start, i - start};
-    size_t key = strcspn(item.data, "= ");
-    if (key > item.length)
-      key = item.length;
-    char *into = NULL;
-    if ((key == 6 && !memcmp(item.data, "strict", 6)) ||
-        (key == 3 && !memcmp(item.data, "why", 3)))
-      into = propagate;
-    else if ((key == 8 && !memcmp(item.data, "strategy", 8)) ||
-             (key == 9 && !memcmp(item.data, "objective", 9)) ||
-             (key == 6 && !memcmp(item.data, "report", 6)))
-      into = lower;
-    if (!into) {
-      dtDiag(outDiag, (int)start,
-             "'dtensor-spmd' has no option '%.*s' (valid: strict, why, "
-             "strategy, objective, report)", (int)key, item.data);
-      return mlirLogicalResultFailure();
-    }
-    size_t used = strlen(into);
-    snprintf(into + used, 512 - used, "%s%.*s", used ? " " : "",
-             (int)item.length, item.data);
-  }
-  const char *steps[4][2] = {{"dtensor-verify", ""},
-                             {"dtensor-propagate", propagate},
-                             {"dtensor-partition", ""},
-                             {"dtensor-lower-redistribute", lower}};
-  for (int k = 0; k < 4; ++k) {
-    MlirPass pass = dtensorPassCreate(mlirStringRefCreateFromCString(steps[k][0]),
-                                      mlirStringRefCreateFromCString(steps[k][1]),
-                                      outDiag);
-    if (!pass.ptr)
-      return mlirLogicalResultFailure();
-    mlirOpPassManagerAddOwnedPass(pm, pass);
-  }
+  MlirPass pass = dtPassCreateFromDef(&dtSpmdPass, options, NULL, outDiag);
+  if (!pass.ptr)
+    return mlirLogicalResultFailure();
+  mlirOpPassManagerAddOwnedPass(pm, pass);
   return dtensorPassManagerAddPipeline(
       pm, mlirStringRefCreateFromCString("canonicalize, cse"), outDiag);
 }

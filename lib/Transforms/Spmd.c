@@ -1,0 +1,54 @@
+/* The dtensor part of the dtensor-spmd pipeline as one pass: propagate,
+ * partition and lower-redistribute in a row, so that the input is verified
+ * once and MLIR verifies the result once, instead of after every step (on
+ * large programs the verifier costs as much as a step). Its options go to
+ * the steps that take them. */
+#include "PassDef.h"
+
+#include <stdio.h>
+
+static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
+  char text[3 * DT_MAX_OPTION_VALUE + 64];
+  DtPassOptions propagate, partition, lower;
+  snprintf(text, sizeof(text), "strict=%s why=%s",
+           dtPassOptionsGet(options, "strict"), dtPassOptionsGet(options, "why"));
+  bool ok = dtPassOptionsParse(&dtPropagatePass.info,
+                               mlirStringRefCreateFromCString(text), &propagate,
+                               NULL);
+  propagate.context = options->context;
+  ok = ok && dtPassOptionsParse(&dtPartitionPass.info,
+                                mlirStringRefCreateFromCString(""), &partition,
+                                NULL);
+  snprintf(text, sizeof(text), "strategy=%s objective=%s report=%s",
+           dtPassOptionsGet(options, "strategy"),
+           dtPassOptionsGet(options, "objective"),
+           dtPassOptionsGet(options, "report"));
+  ok = ok && dtPassOptionsParse(&dtLowerRedistributePass.info,
+                                mlirStringRefCreateFromCString(text), &lower,
+                                NULL);
+  return ok && dtPropagatePass.run(root, &propagate) &&
+         dtPartitionPass.run(root, &partition) &&
+         dtLowerRedistributePass.run(root, &lower);
+}
+
+static const DtensorPassOptionInfo kOptions[] = {
+    {"strict", DTENSOR_OPTION_BOOL, "false", NULL,
+     "dtensor-propagate: no implicit redistribution"},
+    {"why", DTENSOR_OPTION_BOOL, "false", NULL,
+     "dtensor-propagate: explain every layout"},
+    {"strategy", DTENSOR_OPTION_ENUM, "optimal", "optimal|greedy",
+     "dtensor-lower-redistribute: how plans are searched"},
+    {"objective", DTENSOR_OPTION_ENUM, "forward", "forward|forward+backward",
+     "dtensor-lower-redistribute: what the search minimizes"},
+    {"report", DTENSOR_OPTION_BOOL, "false", NULL,
+     "dtensor-lower-redistribute: attach each plan's cost"},
+};
+
+const DtPassDef dtSpmdPass = {
+    .info = {"dtensor-spmd",
+             "dtensor-propagate, dtensor-partition and "
+             "dtensor-lower-redistribute as one pass",
+             (int)(sizeof(kOptions) / sizeof(kOptions[0])), kOptions},
+    .verifyFirst = true,
+    .run = runSpmd,
+};
