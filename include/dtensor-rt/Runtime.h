@@ -1,0 +1,147 @@
+/*===- dtensor-rt/Runtime.h - the collective runtime ABI ------------*- C -*-===*
+ *
+ * What compiled SPMD programs and host applications call: a context per
+ * process (rank and world size from the torchrun variables), communicators
+ * over groups of ranks (cached), and the collectives of the dtensor dialect
+ * on host buffers. Backend `shm` (POSIX shared memory, one host) is the
+ * default; see docs/runtime.md. No MLIR here: the runtime ships alone.
+ *
+ *===----------------------------------------------------------------------===*/
+#ifndef DTENSOR_RT_RUNTIME_H
+#define DTENSOR_RT_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define DTRT_EXPORT __attribute__((visibility("default")))
+#else
+#define DTRT_EXPORT
+#endif
+
+/* Status codes and their messages, from one list. */
+#define DTRT_STATUS_LIST(X)                                                    \
+  X(DTRT_OK, "success")                                                        \
+  X(DTRT_ERR_INVALID, "invalid argument")                                      \
+  X(DTRT_ERR_ENV, "bad or missing environment (RANK, WORLD_SIZE, ...)")        \
+  X(DTRT_ERR_SYSTEM, "operating system error")                                 \
+  X(DTRT_ERR_NOMEM, "out of memory")                                           \
+  X(DTRT_ERR_TIMEOUT, "timed out waiting for other ranks")                     \
+  X(DTRT_ERR_PEER, "another rank failed")                                      \
+  X(DTRT_ERR_UNSUPPORTED, "not supported by this backend")
+
+/// A runtime status; DTRT_OK is 0.
+typedef enum DtrtStatus {
+#define DTRT_ENUM(name, text) name,
+  DTRT_STATUS_LIST(DTRT_ENUM)
+#undef DTRT_ENUM
+} DtrtStatus;
+
+/// Returns the generic message of a status (static).
+DTRT_EXPORT const char *dtrtStatusString(DtrtStatus status);
+
+/// Element types.
+typedef enum DtrtDtype {
+  DTRT_F32 = 0,
+  DTRT_F64,
+  DTRT_F16,
+  DTRT_BF16,
+  DTRT_I32,
+  DTRT_I64,
+} DtrtDtype;
+
+/// Returns the size in bytes of one element (0 for an invalid type).
+DTRT_EXPORT size_t dtrtDtypeSize(DtrtDtype dtype);
+
+/// Reductions.
+typedef enum DtrtReduce {
+  DTRT_SUM = 0,
+  DTRT_MAX,
+  DTRT_MIN,
+  DTRT_AVG,
+  DTRT_PROD,
+} DtrtReduce;
+
+/// A process's runtime state (opaque).
+typedef struct DtrtContext DtrtContext;
+
+/// A group of ranks that run collectives together (opaque; owned by the
+/// context, which caches one per member list).
+typedef struct DtrtComm DtrtComm;
+
+/// Creates the context from the environment: RANK, WORLD_SIZE (required),
+/// LOCAL_RANK, MASTER_ADDR, MASTER_PORT (optional), DTENSOR_JOB (the job
+/// name shared memory is named after; default derived from MASTER_PORT),
+/// DTENSOR_BACKEND (only "shm" so far), DTENSOR_TIMEOUT_S (default 60).
+/// On failure returns the status and, when `outContext` is set, a context
+/// that only answers dtrtLastError (destroy it with dtrtFinalize).
+DTRT_EXPORT DtrtStatus dtrtInit(DtrtContext **outContext);
+
+/// Waits for every rank (a final barrier), releases the communicators and
+/// removes the job's shared memory; NULL is a no-op.
+DTRT_EXPORT DtrtStatus dtrtFinalize(DtrtContext *context);
+
+/// Returns this process's rank, and the number of ranks.
+DTRT_EXPORT int dtrtRank(const DtrtContext *context);
+DTRT_EXPORT int dtrtWorldSize(const DtrtContext *context);
+
+/// Returns the message of the last failure in this context ("" if none);
+/// borrowed, valid until the next call.
+DTRT_EXPORT const char *dtrtLastError(const DtrtContext *context);
+
+/// Sets the timeout of every wait, in seconds (> 0).
+DTRT_EXPORT DtrtStatus dtrtSetTimeout(DtrtContext *context, double seconds);
+
+/// Returns the world communicator.
+DTRT_EXPORT DtrtComm *dtrtCommWorld(DtrtContext *context);
+
+/// Returns (creating on first use) the communicator of `numRanks` distinct
+/// global ranks, in order, which must include this rank. Every member must
+/// ask for it with the same list.
+DTRT_EXPORT DtrtStatus dtrtCommGet(DtrtContext *context, int numRanks,
+                                   const int *ranks, DtrtComm **outComm);
+
+/// Returns the communicator of this rank's group along `axes` of a mesh of
+/// the world (row-major, `meshShape` multiplies to the world size): the
+/// ranks that differ from this one only in those axes, ordered row-major
+/// over them (as the dialect's group positions).
+DTRT_EXPORT DtrtStatus dtrtCommForMeshAxes(DtrtContext *context, int meshRank,
+                                           const int64_t *meshShape,
+                                           int numAxes, const int *axes,
+                                           DtrtComm **outComm);
+
+/// Returns the number of members and this rank's position in `comm`.
+DTRT_EXPORT int dtrtCommSize(const DtrtComm *comm);
+DTRT_EXPORT int dtrtCommRank(const DtrtComm *comm);
+
+/// Collectives on host buffers. `count` is the number of elements each
+/// member contributes: all_gather writes size*count elements (member j's at
+/// j*count); reduce_scatter reads size*count and writes member j's count;
+/// all_to_all sends block j (count elements) to member j and receives block
+/// j from member j. Send and receive buffers must not overlap (all_reduce
+/// and broadcast may work in place).
+DTRT_EXPORT DtrtStatus dtrtAllGather(DtrtComm *comm, const void *send,
+                                     void *recv, size_t count,
+                                     DtrtDtype dtype);
+DTRT_EXPORT DtrtStatus dtrtAllReduce(DtrtComm *comm, const void *send,
+                                     void *recv, size_t count,
+                                     DtrtDtype dtype, DtrtReduce op);
+DTRT_EXPORT DtrtStatus dtrtReduceScatter(DtrtComm *comm, const void *send,
+                                         void *recv, size_t count,
+                                         DtrtDtype dtype, DtrtReduce op);
+DTRT_EXPORT DtrtStatus dtrtAllToAll(DtrtComm *comm, const void *send,
+                                    void *recv, size_t count,
+                                    DtrtDtype dtype);
+DTRT_EXPORT DtrtStatus dtrtBroadcast(DtrtComm *comm, void *buffer,
+                                     size_t count, DtrtDtype dtype, int root);
+DTRT_EXPORT DtrtStatus dtrtBarrier(DtrtComm *comm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DTENSOR_RT_RUNTIME_H */

@@ -1,0 +1,222 @@
+/* Runtime tests, run as real processes by dtensor-run: every collective x
+ * element type x a few counts (one larger than the exchange slot, so it
+ * takes several rounds) on the world, and on the sub-groups of a 2x2 mesh
+ * when there are 4 ranks. Every rank checks its own results exactly (the
+ * values are small integers, exact in every type) and prints one line. */
+#include "dtensor-rt/Runtime.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures = 0, checks = 0, rank = 0;
+
+#define CHECK(cond, ...)                                                       \
+  do {                                                                         \
+    ++checks;                                                                  \
+    if (!(cond)) {                                                             \
+      if (++failures < 20) {                                                   \
+        fprintf(stderr, "rank %d: %s:%d: ", rank, __FILE__, __LINE__);         \
+        fprintf(stderr, __VA_ARGS__);                                          \
+        fprintf(stderr, "\n");                                                 \
+      }                                                                        \
+    }                                                                          \
+  } while (0)
+
+/* Small integers as f16 (exact for |v| <= 2048) and bf16 (|v| <= 256). */
+static uint16_t toHalf(double v) {
+  if (v == 0)
+    return 0;
+  uint16_t sign = v < 0 ? 0x8000 : 0;
+  double a = fabs(v);
+  int e = 0;
+  while (a >= 2.0) {
+    a /= 2.0;
+    ++e;
+  }
+  return sign | (uint16_t)((e + 15) << 10) | (uint16_t)lround((a - 1.0) * 1024);
+}
+
+static double fromHalf(uint16_t h) {
+  int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  double v = e ? ldexp(1.0 + m / 1024.0, e - 15) : ldexp(m / 1024.0, -14);
+  return (h & 0x8000) ? -v : v;
+}
+
+static void set(void *buf, DtrtDtype t, size_t k, double v) {
+  float f = (float)v;
+  uint32_t u;
+  switch (t) {
+  case DTRT_F32: ((float *)buf)[k] = f; break;
+  case DTRT_F64: ((double *)buf)[k] = v; break;
+  case DTRT_I32: ((int32_t *)buf)[k] = (int32_t)v; break;
+  case DTRT_I64: ((int64_t *)buf)[k] = (int64_t)v; break;
+  case DTRT_F16: ((uint16_t *)buf)[k] = toHalf(v); break;
+  case DTRT_BF16:
+    memcpy(&u, &f, 4);
+    ((uint16_t *)buf)[k] = (uint16_t)(u >> 16);
+    break;
+  }
+}
+
+static double get(const void *buf, DtrtDtype t, size_t k) {
+  uint32_t u;
+  float f;
+  switch (t) {
+  case DTRT_F32: return ((const float *)buf)[k];
+  case DTRT_F64: return ((const double *)buf)[k];
+  case DTRT_I32: return ((const int32_t *)buf)[k];
+  case DTRT_I64: return (double)((const int64_t *)buf)[k];
+  case DTRT_F16: return fromHalf(((const uint16_t *)buf)[k]);
+  case DTRT_BF16:
+    u = (uint32_t)((const uint16_t *)buf)[k] << 16;
+    memcpy(&f, &u, 4);
+    return f;
+  }
+  return NAN;
+}
+
+/* The value global rank `r` contributes at index `k`. */
+static double value(int r, size_t k, DtrtReduce op) {
+  if (op == DTRT_PROD)
+    return 1.0 + (double)((r + k) % 2);
+  return (r + 1) * 10.0 + (double)(k % 7);
+}
+
+static const char *kTypes[] = {"f32", "f64", "f16", "bf16", "i32", "i64"};
+
+static void testComm(DtrtComm *comm, const int *members, const char *label) {
+  int n = dtrtCommSize(comm), me = dtrtCommRank(comm);
+  size_t counts[3] = {1, 7, 300}; /* 300 > the 256-byte slot of the tests */
+  for (int t = 0; t <= DTRT_I64; ++t)
+    for (int c = 0; c < 3; ++c) {
+      DtrtDtype dt = (DtrtDtype)t;
+      size_t count = counts[c], es = dtrtDtypeSize(dt);
+      char *send = malloc(es * count * (size_t)n);
+      char *recv = malloc(es * count * (size_t)n);
+      /* all_gather */
+      for (size_t k = 0; k < count; ++k)
+        set(send, dt, k, value(members[me], k, DTRT_SUM));
+      CHECK(dtrtAllGather(comm, send, recv, count, dt) == DTRT_OK, "all_gather");
+      for (int j = 0; j < n; ++j)
+        for (size_t k = 0; k < count; ++k)
+          CHECK(get(recv, dt, (size_t)j * count + k) ==
+                    value(members[j], k, DTRT_SUM),
+                "%s all_gather %s count %zu: member %d elem %zu", label,
+                kTypes[t], count, j, k);
+      /* all_reduce, every op */
+      for (int op = DTRT_SUM; op <= DTRT_PROD; ++op) {
+        for (size_t k = 0; k < count; ++k)
+          set(send, dt, k, value(members[me], k, (DtrtReduce)op));
+        CHECK(dtrtAllReduce(comm, send, recv, count, dt, (DtrtReduce)op) ==
+                  DTRT_OK, "all_reduce");
+        for (size_t k = 0; k < count; ++k) {
+          double want = value(members[0], k, (DtrtReduce)op);
+          for (int j = 1; j < n; ++j) {
+            double v = value(members[j], k, (DtrtReduce)op);
+            want = op == DTRT_MAX ? fmax(want, v)
+                   : op == DTRT_MIN ? fmin(want, v)
+                   : op == DTRT_PROD ? want * v : want + v;
+          }
+          if (op == DTRT_AVG)
+            want = (t == DTRT_I32 || t == DTRT_I64) ? floor(want / n) : want / n;
+          CHECK(get(recv, dt, k) == want, "%s all_reduce op %d %s count %zu "
+                "elem %zu: %g, want %g", label, op, kTypes[t], count, k,
+                get(recv, dt, k), want);
+        }
+      }
+      /* reduce_scatter (sum): member j's block of everyone's input */
+      for (size_t k = 0; k < count * (size_t)n; ++k)
+        set(send, dt, k, value(members[me], k, DTRT_SUM));
+      CHECK(dtrtReduceScatter(comm, send, recv, count, dt, DTRT_SUM) == DTRT_OK,
+            "reduce_scatter");
+      for (size_t k = 0; k < count; ++k) {
+        double want = 0;
+        for (int j = 0; j < n; ++j)
+          want += value(members[j], (size_t)me * count + k, DTRT_SUM);
+        CHECK(get(recv, dt, k) == want, "%s reduce_scatter %s count %zu "
+              "elem %zu", label, kTypes[t], count, k);
+      }
+      /* all_to_all: block j of member i goes to member j */
+      CHECK(dtrtAllToAll(comm, send, recv, count, dt) == DTRT_OK, "all_to_all");
+      for (int j = 0; j < n; ++j)
+        for (size_t k = 0; k < count; ++k)
+          CHECK(get(recv, dt, (size_t)j * count + k) ==
+                    value(members[j], (size_t)me * count + k, DTRT_SUM),
+                "%s all_to_all %s count %zu", label, kTypes[t], count);
+      /* broadcast from the last member */
+      for (size_t k = 0; k < count; ++k)
+        set(send, dt, k, value(members[me], k, DTRT_SUM));
+      CHECK(dtrtBroadcast(comm, send, count, dt, n - 1) == DTRT_OK, "broadcast");
+      for (size_t k = 0; k < count; ++k)
+        CHECK(get(send, dt, k) == value(members[n - 1], k, DTRT_SUM),
+              "%s broadcast %s", label, kTypes[t]);
+      free(send);
+      free(recv);
+    }
+  CHECK(dtrtBarrier(comm) == DTRT_OK, "barrier");
+}
+
+int main(void) {
+  DtrtContext *ctx = NULL;
+  DtrtStatus s = dtrtInit(&ctx);
+  if (s != DTRT_OK) {
+    fprintf(stderr, "init: %s: %s\n", dtrtStatusString(s), dtrtLastError(ctx));
+    return 1;
+  }
+  rank = dtrtRank(ctx);
+  int world = dtrtWorldSize(ctx);
+  int *all = malloc(sizeof(int) * (size_t)world);
+  for (int i = 0; i < world; ++i)
+    all[i] = i;
+  testComm(dtrtCommWorld(ctx), all, "world");
+  if (world == 4) {
+    int64_t mesh[2] = {2, 2};
+    int axesList[3][2] = {{0, -1}, {1, -1}, {1, 0}};
+    int numAxes[3] = {1, 1, 2};
+    for (int g = 0; g < 3; ++g) {
+      DtrtComm *comm;
+      CHECK(dtrtCommForMeshAxes(ctx, 2, mesh, numAxes[g], axesList[g], &comm) ==
+                DTRT_OK, "comm for axes");
+      /* The members, from the mesh coordinates: row-major over the axes. */
+      int members[4], r0 = rank / 2, r1 = rank % 2;
+      for (int j = 0; j < dtrtCommSize(comm); ++j) {
+        int c0 = r0, c1 = r1;
+        if (g == 0)
+          c0 = j;
+        else if (g == 1)
+          c1 = j;
+        else {
+          c1 = j / 2;
+          c0 = j % 2;
+        }
+        members[j] = c0 * 2 + c1;
+      }
+      char label[32];
+      snprintf(label, sizeof(label), "2x2 group %d", g);
+      testComm(comm, members, label);
+    }
+    /* Asking again gives the cached communicator. */
+    DtrtComm *a, *b;
+    int axis = 1;
+    dtrtCommForMeshAxes(ctx, 2, mesh, 1, &axis, &a);
+    dtrtCommForMeshAxes(ctx, 2, mesh, 1, &axis, &b);
+    CHECK(a == b, "cached communicator");
+  }
+  /* Bad arguments are reported, not crashed on. */
+  int bad[2] = {0, 0};
+  DtrtComm *none;
+  CHECK(dtrtCommGet(ctx, 2, bad, &none) == DTRT_ERR_INVALID &&
+            strstr(dtrtLastError(ctx), "listed twice"),
+        "duplicate member rejected");
+  CHECK(dtrtBroadcast(dtrtCommWorld(ctx), all, 1, DTRT_I32, world) ==
+            DTRT_ERR_INVALID,
+        "bad root rejected");
+  free(all);
+  s = dtrtFinalize(ctx);
+  CHECK(s == DTRT_OK, "finalize");
+  printf("rank %d of %d: %d passed, %d failed\n", rank, world,
+         checks - failures, failures);
+  return failures ? 1 : 0;
+}

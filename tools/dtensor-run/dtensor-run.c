@@ -1,0 +1,160 @@
+/* dtensor-run: launches a program on N ranks on this host, as torchrun does
+ * (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT),
+ * plus DTENSOR_JOB (names the job's shared memory) and DTENSOR_BACKEND.
+ * If a rank fails or dies, the others are stopped (SIGTERM, then SIGKILL
+ * after 5 s), the job's shared-memory segments are removed, and it says
+ * which rank and how. Running an .mlir program directly comes with
+ * dtensor-lower-to-runtime (issue 6). */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int usage(void) {
+  fprintf(stderr,
+          "usage: dtensor-run -n N [--backend shm] [--timeout SECONDS] [--] "
+          "PROGRAM [ARGS...]\n"
+          "  runs PROGRAM on N ranks with RANK, WORLD_SIZE, LOCAL_RANK, "
+          "MASTER_ADDR,\n  MASTER_PORT, DTENSOR_JOB and DTENSOR_BACKEND set\n");
+  return 2;
+}
+
+static void removeSegments(const char *job) {
+  char prefix[160];
+  snprintf(prefix, sizeof(prefix), "dtensor-%s-", job);
+  DIR *d = opendir("/dev/shm");
+  if (!d)
+    return;
+  for (struct dirent *e; (e = readdir(d));)
+    if (!strncmp(e->d_name, prefix, strlen(prefix))) {
+      char path[512];
+      snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
+      unlink(path);
+    }
+  closedir(d);
+}
+
+int main(int argc, char **argv) {
+  int n = 0, i = 1;
+  const char *backend = "shm", *timeout = NULL;
+  for (; i < argc; ++i) {
+    if (!strcmp(argv[i], "-n") && i + 1 < argc)
+      n = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--backend") && i + 1 < argc)
+      backend = argv[++i];
+    else if (!strcmp(argv[i], "--timeout") && i + 1 < argc)
+      timeout = argv[++i];
+    else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage();
+      return 0;
+    } else if (!strcmp(argv[i], "--")) {
+      ++i;
+      break;
+    } else if (argv[i][0] == '-') {
+      fprintf(stderr, "dtensor-run: unknown option '%s'\n", argv[i]);
+      return usage();
+    } else
+      break;
+  }
+  if (n < 1 || n > 1024 || i >= argc) {
+    if (n < 1 || n > 1024)
+      fprintf(stderr, "dtensor-run: -n needs a rank count from 1 to 1024\n");
+    return usage();
+  }
+  if (strcmp(backend, "shm")) {
+    fprintf(stderr, "dtensor-run: backend '%s' is not built (available: "
+            "shm)\n", backend);
+    return 2;
+  }
+  size_t len = strlen(argv[i]);
+  if (len > 5 && !strcmp(argv[i] + len - 5, ".mlir")) {
+    fprintf(stderr, "dtensor-run: running an MLIR program needs "
+            "dtensor-lower-to-runtime, which is not built yet; give an "
+            "executable\n");
+    return 2;
+  }
+  char job[64], port[16], size[16];
+  snprintf(job, sizeof(job), "j%ld-%ld", (long)getpid(), (long)time(NULL));
+  snprintf(port, sizeof(port), "%d", 29500 + (int)(getpid() % 1000));
+  snprintf(size, sizeof(size), "%d", n);
+  pid_t *pids = calloc((size_t)n, sizeof(pid_t));
+  if (!pids)
+    return 1;
+  for (int r = 0; r < n; ++r) {
+    pid_t pid = fork();
+    if (pid < 0) {
+      fprintf(stderr, "dtensor-run: fork: %s\n", strerror(errno));
+      for (int k = 0; k < r; ++k)
+        kill(pids[k], SIGKILL);
+      return 1;
+    }
+    if (pid == 0) {
+      char rank[16];
+      snprintf(rank, sizeof(rank), "%d", r);
+      setenv("RANK", rank, 1);
+      setenv("LOCAL_RANK", rank, 1);
+      setenv("WORLD_SIZE", size, 1);
+      setenv("LOCAL_WORLD_SIZE", size, 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", port, 1);
+      setenv("DTENSOR_JOB", job, 1);
+      setenv("DTENSOR_BACKEND", backend, 1);
+      if (timeout)
+        setenv("DTENSOR_TIMEOUT_S", timeout, 1);
+      execvp(argv[i], argv + i);
+      fprintf(stderr, "dtensor-run: rank %d: cannot run '%s': %s\n", r,
+              argv[i], strerror(errno));
+      _exit(127);
+    }
+    pids[r] = pid;
+  }
+  int live = n, status = 0, failedRank = -1;
+  time_t stopping = 0;
+  while (live > 0) {
+    int st;
+    pid_t pid = waitpid(-1, &st, stopping ? WNOHANG : 0);
+    if (pid == 0) {
+      if (time(NULL) - stopping >= 5)
+        for (int r = 0; r < n; ++r)
+          if (pids[r])
+            kill(pids[r], SIGKILL);
+      struct timespec pause = {0, 20 * 1000 * 1000};
+      nanosleep(&pause, NULL);
+      continue;
+    }
+    if (pid < 0)
+      break;
+    int r = 0;
+    while (r < n && pids[r] != pid)
+      ++r;
+    if (r == n)
+      continue;
+    pids[r] = 0;
+    --live;
+    bool failed = !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+    if (failed && failedRank < 0) {
+      failedRank = r;
+      if (WIFSIGNALED(st))
+        fprintf(stderr, "dtensor-run: rank %d was killed by signal %d (%s); "
+                "stopping the other ranks\n", r, WTERMSIG(st),
+                strsignal(WTERMSIG(st)));
+      else
+        fprintf(stderr, "dtensor-run: rank %d exited with status %d; "
+                "stopping the other ranks\n", r, WEXITSTATUS(st));
+      status = 1;
+      stopping = time(NULL);
+      for (int k = 0; k < n; ++k)
+        if (pids[k])
+          kill(pids[k], SIGTERM);
+    }
+  }
+  removeSegments(job);
+  free(pids);
+  return status;
+}
