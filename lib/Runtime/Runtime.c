@@ -84,17 +84,28 @@ DtrtStatus dtrtInit(DtrtContext **outContext) {
   *outContext = c;
   DtrtStatus s = DTRT_OK;
   c->timeoutS = 60.0;
-  if (!envInt("RANK", &c->rank, true, c, &s) ||
-      !envInt("WORLD_SIZE", &c->worldSize, true, c, &s) ||
-      !envInt("LOCAL_RANK", &c->localRank, false, c, &s))
+  const char *backend = getenv("DTENSOR_BACKEND");
+  if (backend && !strcmp(backend, "mpi")) {
+#ifdef DTENSOR_HAVE_MPI
+    c->backend = DTRT_BACKEND_MPI;
+    if ((s = dtrtMpiInit(c)) != DTRT_OK)
+      return s;
+#else
+    return dtrtFail(c, DTRT_ERR_UNSUPPORTED, "DTENSOR_BACKEND is 'mpi' but "
+                    "this build has no MPI (install libopenmpi-dev and "
+                    "rebuild)");
+#endif
+  } else if (backend && *backend && strcmp(backend, "shm")) {
+    return dtrtFail(c, DTRT_ERR_UNSUPPORTED, "DTENSOR_BACKEND is '%s' (valid: "
+                    "shm, mpi)", backend);
+  } else if (!envInt("RANK", &c->rank, true, c, &s) ||
+             !envInt("WORLD_SIZE", &c->worldSize, true, c, &s) ||
+             !envInt("LOCAL_RANK", &c->localRank, false, c, &s)) {
     return s;
+  }
   if (c->worldSize < 1 || c->rank >= c->worldSize)
     return dtrtFail(c, DTRT_ERR_ENV, "RANK %d is not below WORLD_SIZE %d",
                     c->rank, c->worldSize);
-  const char *backend = getenv("DTENSOR_BACKEND");
-  if (backend && *backend && strcmp(backend, "shm"))
-    return dtrtFail(c, DTRT_ERR_UNSUPPORTED, "DTENSOR_BACKEND is '%s'; this "
-                    "build has the 'shm' backend", backend);
   const char *timeout = getenv("DTENSOR_TIMEOUT_S");
   if (timeout && *timeout) {
     char *end;
@@ -131,12 +142,21 @@ DtrtStatus dtrtFinalize(DtrtContext *c) {
     return DTRT_OK;
   DtrtStatus s = DTRT_OK;
   if (c->usable && c->world)
-    s = dtrtShmBarrier(c->world, "finalize");
+    s = dtrtBarrier(c->world);
   for (int i = 0; i < c->numComms; ++i) {
-    dtrtShmCommFree(c->comms[i], s == DTRT_OK);
+#ifdef DTENSOR_HAVE_MPI
+    if (c->backend == DTRT_BACKEND_MPI)
+      dtrtMpiCommFree(c->comms[i]);
+    else
+#endif
+      dtrtShmCommFree(c->comms[i], s == DTRT_OK);
     free(c->comms[i]->members);
     free(c->comms[i]);
   }
+#ifdef DTENSOR_HAVE_MPI
+  if (c->backend == DTRT_BACKEND_MPI)
+    dtrtMpiFinalize(c);
+#endif
   free(c);
   return s;
 }
@@ -183,7 +203,12 @@ DtrtStatus dtrtCommGet(DtrtContext *c, int numRanks, const int *ranks,
   }
   memcpy(members, ranks, sizeof(int) * (size_t)numRanks);
   *k = (DtrtComm){c, numRanks, me, members, NULL};
+#ifdef DTENSOR_HAVE_MPI
+  DtrtStatus s = c->backend == DTRT_BACKEND_MPI ? dtrtMpiCommInit(k)
+                                                : dtrtShmCommInit(k);
+#else
   DtrtStatus s = dtrtShmCommInit(k);
+#endif
   if (s != DTRT_OK) {
     free(members);
     free(k);
@@ -374,10 +399,16 @@ static DtrtStatus checkArgs(DtrtComm *comm, DtrtDtype dtype, const void *a,
 }
 
 DtrtStatus dtrtBarrier(DtrtComm *comm) {
-  return comm ? dtrtShmBarrier(comm, "barrier") : DTRT_ERR_INVALID;
+  if (!comm)
+    return DTRT_ERR_INVALID;
+#ifdef DTENSOR_HAVE_MPI
+  if (comm->context->backend == DTRT_BACKEND_MPI)
+    return dtrtMpiBarrier(comm);
+#endif
+  return dtrtShmBarrier(comm, "barrier");
 }
 
-DtrtStatus dtrtAllGather(DtrtComm *comm, const void *send, void *recv,
+static DtrtStatus slotAllGather(DtrtComm *comm, const void *send, void *recv,
                          size_t count, DtrtDtype dtype) {
   DtrtStatus s = checkArgs(comm, dtype, send, recv);
   if (s)
@@ -411,7 +442,7 @@ static void reduceSlots(DtrtComm *comm, void *out, size_t n, DtrtDtype dtype,
     dtrtScale(out, n / es, dtype, comm->size);
 }
 
-DtrtStatus dtrtAllReduce(DtrtComm *comm, const void *send, void *recv,
+static DtrtStatus slotAllReduce(DtrtComm *comm, const void *send, void *recv,
                          size_t count, DtrtDtype dtype, DtrtReduce op) {
   DtrtStatus s = checkArgs(comm, dtype, send, recv);
   if (s)
@@ -432,7 +463,7 @@ DtrtStatus dtrtAllReduce(DtrtComm *comm, const void *send, void *recv,
   return DTRT_OK;
 }
 
-DtrtStatus dtrtReduceScatter(DtrtComm *comm, const void *send, void *recv,
+static DtrtStatus slotReduceScatter(DtrtComm *comm, const void *send, void *recv,
                              size_t count, DtrtDtype dtype, DtrtReduce op) {
   DtrtStatus s = checkArgs(comm, dtype, send, recv);
   if (s)
@@ -459,7 +490,7 @@ DtrtStatus dtrtReduceScatter(DtrtComm *comm, const void *send, void *recv,
   return DTRT_OK;
 }
 
-DtrtStatus dtrtAllToAll(DtrtComm *comm, const void *send, void *recv,
+static DtrtStatus slotAllToAll(DtrtComm *comm, const void *send, void *recv,
                         size_t count, DtrtDtype dtype) {
   DtrtStatus s = checkArgs(comm, dtype, send, recv);
   if (s)
@@ -486,7 +517,7 @@ DtrtStatus dtrtAllToAll(DtrtComm *comm, const void *send, void *recv,
   return DTRT_OK;
 }
 
-DtrtStatus dtrtBroadcast(DtrtComm *comm, void *buffer, size_t count,
+static DtrtStatus slotBroadcast(DtrtComm *comm, void *buffer, size_t count,
                          DtrtDtype dtype, int root) {
   DtrtStatus s = checkArgs(comm, dtype, buffer, buffer);
   if (s)
@@ -508,4 +539,68 @@ DtrtStatus dtrtBroadcast(DtrtComm *comm, void *buffer, size_t count,
       return s;
   }
   return DTRT_OK;
+}
+
+/* ---- the public collectives: checks, then the backend ---------------------- */
+
+#ifdef DTENSOR_HAVE_MPI
+#define ON_MPI(comm, call)                                                     \
+  if ((comm)->context->backend == DTRT_BACKEND_MPI)                            \
+    return call;
+#else
+#define ON_MPI(comm, call)
+#endif
+
+DtrtStatus dtrtAllGather(DtrtComm *comm, const void *send, void *recv,
+                         size_t count, DtrtDtype dtype) {
+  DtrtStatus s = checkArgs(comm, dtype, send, recv);
+  if (s)
+    return s;
+  ON_MPI(comm, dtrtMpiAllGather(comm, send, recv, count, dtype))
+  return slotAllGather(comm, send, recv, count, dtype);
+}
+
+DtrtStatus dtrtAllReduce(DtrtComm *comm, const void *send, void *recv,
+                         size_t count, DtrtDtype dtype, DtrtReduce op) {
+  DtrtStatus s = checkArgs(comm, dtype, send, recv);
+  if (s)
+    return s;
+  if ((unsigned)op > DTRT_PROD)
+    return dtrtFail(comm->context, DTRT_ERR_INVALID, "invalid reduction %d",
+                    (int)op);
+  ON_MPI(comm, dtrtMpiAllReduce(comm, send, recv, count, dtype, op))
+  return slotAllReduce(comm, send, recv, count, dtype, op);
+}
+
+DtrtStatus dtrtReduceScatter(DtrtComm *comm, const void *send, void *recv,
+                             size_t count, DtrtDtype dtype, DtrtReduce op) {
+  DtrtStatus s = checkArgs(comm, dtype, send, recv);
+  if (s)
+    return s;
+  if ((unsigned)op > DTRT_PROD)
+    return dtrtFail(comm->context, DTRT_ERR_INVALID, "invalid reduction %d",
+                    (int)op);
+  ON_MPI(comm, dtrtMpiReduceScatter(comm, send, recv, count, dtype, op))
+  return slotReduceScatter(comm, send, recv, count, dtype, op);
+}
+
+DtrtStatus dtrtAllToAll(DtrtComm *comm, const void *send, void *recv,
+                        size_t count, DtrtDtype dtype) {
+  DtrtStatus s = checkArgs(comm, dtype, send, recv);
+  if (s)
+    return s;
+  ON_MPI(comm, dtrtMpiAllToAll(comm, send, recv, count, dtype))
+  return slotAllToAll(comm, send, recv, count, dtype);
+}
+
+DtrtStatus dtrtBroadcast(DtrtComm *comm, void *buffer, size_t count,
+                         DtrtDtype dtype, int root) {
+  DtrtStatus s = checkArgs(comm, dtype, buffer, buffer);
+  if (s)
+    return s;
+  if (root < 0 || root >= comm->size)
+    return dtrtFail(comm->context, DTRT_ERR_INVALID, "root %d is not a member "
+                    "position (0 to %d)", root, comm->size - 1);
+  ON_MPI(comm, dtrtMpiBroadcast(comm, buffer, count, dtype, root))
+  return slotBroadcast(comm, buffer, count, dtype, root);
 }

@@ -17,7 +17,11 @@ struct DtrtComm {
   void *backend;  /* the backend's state */
 };
 
+enum { DTRT_BACKEND_SHM = 0, DTRT_BACKEND_MPI = 1 };
+
 struct DtrtContext {
+  int backend;
+  bool ownsMpi; /* the runtime called MPI_Init */
   int rank, worldSize, localRank;
   double timeoutS;
   char job[128];
@@ -48,5 +52,22 @@ size_t dtrtShmSlotBytes(const DtrtComm *comm);
 void *dtrtShmSlot(DtrtComm *comm, int member);
 /// Marks the communicator failed, so the others stop waiting.
 void dtrtShmMarkFailed(DtrtComm *comm);
+
+/* The MPI backend (Mpi.c, built when MPI is found). */
+DtrtStatus dtrtMpiInit(DtrtContext *c);
+void dtrtMpiFinalize(DtrtContext *c);
+DtrtStatus dtrtMpiCommInit(DtrtComm *comm);
+void dtrtMpiCommFree(DtrtComm *comm);
+DtrtStatus dtrtMpiBarrier(DtrtComm *comm);
+DtrtStatus dtrtMpiAllGather(DtrtComm *comm, const void *send, void *recv,
+                            size_t count, DtrtDtype dtype);
+DtrtStatus dtrtMpiAllReduce(DtrtComm *comm, const void *send, void *recv,
+                            size_t count, DtrtDtype dtype, DtrtReduce op);
+DtrtStatus dtrtMpiReduceScatter(DtrtComm *comm, const void *send, void *recv,
+                                size_t count, DtrtDtype dtype, DtrtReduce op);
+DtrtStatus dtrtMpiAllToAll(DtrtComm *comm, const void *send, void *recv,
+                           size_t count, DtrtDtype dtype);
+DtrtStatus dtrtMpiBroadcast(DtrtComm *comm, void *buffer, size_t count,
+                            DtrtDtype dtype, int root);
 
 #endif

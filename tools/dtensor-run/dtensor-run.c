@@ -67,9 +67,9 @@ int main(int argc, char **argv) {
       fprintf(stderr, "dtensor-run: -n needs a rank count from 1 to 1024\n");
     return usage();
   }
-  if (strcmp(backend, "shm")) {
-    fprintf(stderr, "dtensor-run: backend '%s' is not built (available: "
-            "shm)\n", backend);
+  if (strcmp(backend, "shm") && strcmp(backend, "mpi")) {
+    fprintf(stderr, "dtensor-run: unknown backend '%s' (valid: shm, mpi)\n",
+            backend);
     return 2;
   }
   size_t len = strlen(argv[i]);
@@ -78,6 +78,35 @@ int main(int argc, char **argv) {
             "dtensor-lower-to-runtime, which is not built yet; give an "
             "executable\n");
     return 2;
+  }
+  if (!strcmp(backend, "mpi")) {
+    /* MPI has its own launcher: hand the job to mpirun. */
+    char count[16];
+    snprintf(count, sizeof(count), "%d", n);
+    char **args = calloc((size_t)(argc - i + 16), sizeof(char *));
+    if (!args)
+      return 1;
+    int k = 0;
+    args[k++] = "mpirun";
+    args[k++] = "-n";
+    args[k++] = count;
+    if (geteuid() == 0)
+      args[k++] = "--allow-run-as-root";
+    args[k++] = "--oversubscribe";
+    setenv("DTENSOR_BACKEND", "mpi", 1);
+    args[k++] = "-x";
+    args[k++] = "DTENSOR_BACKEND";
+    if (timeout) {
+      setenv("DTENSOR_TIMEOUT_S", timeout, 1);
+      args[k++] = "-x";
+      args[k++] = "DTENSOR_TIMEOUT_S";
+    }
+    for (int a = i; a < argc; ++a)
+      args[k++] = argv[a];
+    execvp("mpirun", args);
+    fprintf(stderr, "dtensor-run: cannot run mpirun: %s (install "
+            "openmpi-bin)\n", strerror(errno));
+    return 1;
   }
   char job[64], port[16], size[16];
   snprintf(job, sizeof(job), "j%ld-%ld", (long)getpid(), (long)time(NULL));
