@@ -463,6 +463,16 @@ static DtrtStatus slotAllReduce(DtrtComm *comm, const void *send, void *recv,
   return DTRT_OK;
 }
 
+/* Copies the part [off, off + n) of every member's block of `send` (blocks
+ * of `bytes`) into this member's slot, one after the other. */
+static void packBlocks(DtrtComm *comm, const void *send, size_t bytes,
+                       size_t off, size_t n) {
+  char *slot = dtrtShmSlot(comm, comm->rank);
+  for (int j = 0; j < comm->size; ++j)
+    memcpy(slot + (size_t)j * n, (const char *)send + (size_t)j * bytes + off,
+           n);
+}
+
 static DtrtStatus slotReduceScatter(DtrtComm *comm, const void *send, void *recv,
                              size_t count, DtrtDtype dtype, DtrtReduce op) {
   DtrtStatus s = checkArgs(comm, dtype, send, recv);
@@ -476,10 +486,7 @@ static DtrtStatus slotReduceScatter(DtrtComm *comm, const void *send, void *recv
                     "too small for %d members", comm->size);
   for (size_t off = 0; off < bytes; off += step) {
     size_t n = bytes - off < step ? bytes - off : step;
-    char *slot = dtrtShmSlot(comm, comm->rank);
-    for (int j = 0; j < comm->size; ++j)
-      memcpy(slot + (size_t)j * n, (const char *)send + (size_t)j * bytes + off,
-             n);
+    packBlocks(comm, send, bytes, off, n);
     if ((s = dtrtShmBarrier(comm, "reduce_scatter")))
       return s;
     reduceSlots(comm, (char *)recv + off, n, dtype, op,
@@ -502,10 +509,7 @@ static DtrtStatus slotAllToAll(DtrtComm *comm, const void *send, void *recv,
                     "too small for %d members", comm->size);
   for (size_t off = 0; off < bytes; off += step) {
     size_t n = bytes - off < step ? bytes - off : step;
-    char *slot = dtrtShmSlot(comm, comm->rank);
-    for (int j = 0; j < comm->size; ++j)
-      memcpy(slot + (size_t)j * n, (const char *)send + (size_t)j * bytes + off,
-             n);
+    packBlocks(comm, send, bytes, off, n);
     if ((s = dtrtShmBarrier(comm, "all_to_all")))
       return s;
     for (int j = 0; j < comm->size; ++j)

@@ -1,6 +1,7 @@
 /* dtensor-lower-redistribute: each per-device `dtensor.redistribute` becomes
  * the collectives of its plan (the LayoutConverter), each with its padded
  * per-device result type. One planner (and its cache) per run. */
+#include "Util.h"
 #include "PassDef.h"
 
 #include "Layout/Diag.h"
@@ -14,11 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static MlirAttribute getAttr(MlirOperation op, const char *name) {
-  return mlirOperationGetAttributeByName(op,
-                                         mlirStringRefCreateFromCString(name));
-}
 
 static MlirNamedAttribute named(MlirContext ctx, const char *name,
                                 MlirAttribute value) {
@@ -88,7 +84,7 @@ static MlirValue buildStep(MlirOperation before, MlirAttribute meshRef,
 
 /* Lowers one redistribute; returns false after an error. */
 static bool lowerOne(MlirOperation op, DtensorPlanner *planner, bool report) {
-  MlirAttribute global = getAttr(op, "global_shape");
+  MlirAttribute global = dtGetAttr(op, "global_shape");
   if (mlirAttributeIsNull(global)) {
     emitAt(op, "has no 'global_shape': it is still in a global program; "
                "partition the program first (dtensor-partition), or give "
@@ -107,9 +103,9 @@ static bool lowerOne(MlirOperation op, DtensorPlanner *planner, bool report) {
   DtensorMesh *mesh = NULL, *dstMesh = NULL;
   DtensorLayout src, dst;
   DtensorDiag diag;
-  if (!dtensorLayoutFromAttr(op, getAttr(op, "src"), globalType, &mesh, &src,
+  if (!dtensorLayoutFromAttr(op, dtGetAttr(op, "src"), globalType, &mesh, &src,
                              &diag) ||
-      !dtensorLayoutFromAttr(op, getAttr(op, "dst"), globalType, &dstMesh,
+      !dtensorLayoutFromAttr(op, dtGetAttr(op, "dst"), globalType, &dstMesh,
                              &dst, &diag)) {
     emitAt(op, "%s", diag.message);
     dtensorMeshDestroy(mesh);
@@ -126,7 +122,7 @@ static bool lowerOne(MlirOperation op, DtensorPlanner *planner, bool report) {
     return false;
   }
   DtensorLayoutAttrParts parts;
-  dtensorLayoutAttrGetParts(getAttr(op, "src"), &parts);
+  dtensorLayoutAttrGetParts(dtGetAttr(op, "src"), &parts);
   MlirContext ctx = mlirOperationGetContext(op);
   MlirAttribute meshRef = mlirFlatSymbolRefAttrGet(
       ctx, mlirStringRefCreateFromCString(parts.mesh));

@@ -16,6 +16,7 @@
  * This increment partitions even layouts; an uneven one, a sharded loop in
  * a body that reads linalg.index, a sharded non-splat constant, or a
  * sharded sum/prod reduction with a non-neutral init is an error at the op. */
+#include "Util.h"
 #include "PassDef.h"
 #include "Table.h"
 
@@ -54,16 +55,6 @@ typedef struct Part {
   size_t numOps, capOps;
   bool failed;
 } Part;
-
-static MlirAttribute getAttr(MlirOperation op, const char *name) {
-  return mlirOperationGetAttributeByName(op,
-                                         mlirStringRefCreateFromCString(name));
-}
-
-static bool nameIs(MlirOperation op, const char *name) {
-  return mlirStringRefEqual(mlirIdentifierStr(mlirOperationGetName(op)),
-                            mlirStringRefCreateFromCString(name));
-}
 
 static void opError(Part *p, MlirOperation op, const char *format, ...)
     __attribute__((format(printf, 3, 4)));
@@ -209,7 +200,7 @@ static MlirAttribute listElement(MlirAttribute list, intptr_t i) {
 
 static MlirAttribute argLayout(MlirOperation func, const char *key,
                                intptr_t i) {
-  MlirAttribute list = getAttr(func, key);
+  MlirAttribute list = dtGetAttr(func, key);
   if (mlirAttributeIsNull(list) || i >= mlirArrayAttrGetNumElements(list))
     return mlirAttributeGetNull();
   return mlirDictionaryAttrGetElementByName(
@@ -237,7 +228,7 @@ static MlirWalkResult collect(MlirOperation op, void *userData) {
   for (intptr_t j = 0; j < mlirOperationGetNumResults(op); ++j)
     record(p, op, mlirOperationGetResult(op, j), listElement(layouts, j));
   /* A loop's iteration arguments have its result layouts. */
-  if (nameIs(op, "scf.for")) {
+  if (dtIsOp(op, "scf.for")) {
     MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0));
     for (intptr_t k = 0; k + 1 < mlirBlockGetNumArguments(body); ++k)
       record(p, op, mlirBlockGetArgument(body, k + 1), listElement(layouts, k));
@@ -260,13 +251,13 @@ static bool neutralInit(MlirValue init, DtensorReduceKind kind) {
   if (!mlirValueIsAOpResult(init))
     return false;
   MlirOperation fill = mlirOpResultGetOwner(init);
-  if (!nameIs(fill, "linalg.fill"))
+  if (!dtIsOp(fill, "linalg.fill"))
     return false;
   MlirValue scalar = mlirOperationGetOperand(fill, 0);
   if (!mlirValueIsAOpResult(scalar) ||
-      !nameIs(mlirOpResultGetOwner(scalar), "arith.constant"))
+      !dtIsOp(mlirOpResultGetOwner(scalar), "arith.constant"))
     return false;
-  MlirAttribute v = getAttr(mlirOpResultGetOwner(scalar), "value");
+  MlirAttribute v = dtGetAttr(mlirOpResultGetOwner(scalar), "value");
   double x;
   if (mlirAttributeIsAFloat(v))
     x = mlirFloatAttrGetValueDouble(v);
@@ -343,11 +334,11 @@ static void convertOperand(Part *p, MlirOperation op, intptr_t i,
 /* Sizes in slice and reshape attributes that are global sizes of sharded
  * dims become local. */
 static void fixSizes(Part *p, MlirOperation op) {
-  bool extract = nameIs(op, "tensor.extract_slice");
-  if (extract || nameIs(op, "tensor.insert_slice")) {
+  bool extract = dtIsOp(op, "tensor.extract_slice");
+  if (extract || dtIsOp(op, "tensor.insert_slice")) {
     MlirValue small = extract ? mlirOperationGetResult(op, 0)
                               : mlirOperationGetOperand(op, 0);
-    MlirAttribute sizes = getAttr(op, "static_sizes");
+    MlirAttribute sizes = dtGetAttr(op, "static_sizes");
     MlirType t = mlirValueGetType(small);
     intptr_t n = mlirDenseArrayGetNumElements(sizes);
     if (mlirShapedTypeGetRank(t) != n || n > DTENSOR_MAX_TENSOR_RANK)
@@ -358,7 +349,7 @@ static void fixSizes(Part *p, MlirOperation op) {
     mlirOperationSetInherentAttributeByName(
         op, mlirStringRefCreateFromCString("static_sizes"),
         i64Array(p, (int)n, v));
-  } else if (nameIs(op, "tensor.expand_shape")) {
+  } else if (dtIsOp(op, "tensor.expand_shape")) {
     MlirType t = mlirValueGetType(mlirOperationGetResult(op, 0));
     int n = (int)mlirShapedTypeGetRank(t);
     int64_t v[DTENSOR_MAX_TENSOR_RANK];
@@ -367,8 +358,8 @@ static void fixSizes(Part *p, MlirOperation op) {
     mlirOperationSetInherentAttributeByName(
         op, mlirStringRefCreateFromCString("static_output_shape"),
         i64Array(p, n, v));
-  } else if (nameIs(op, "arith.constant")) {
-    MlirAttribute value = getAttr(op, "value");
+  } else if (dtIsOp(op, "arith.constant")) {
+    MlirAttribute value = dtGetAttr(op, "value");
     MlirType t = mlirValueGetType(mlirOperationGetResult(op, 0));
     if (!mlirAttributeIsADenseElements(value) ||
         mlirTypeEqual(mlirAttributeGetType(value), t))
@@ -387,7 +378,7 @@ static void fixSizes(Part *p, MlirOperation op) {
 
 static MlirWalkResult findIndex(MlirOperation op, void *userData) {
   bool *found = userData;
-  if (nameIs(op, "linalg.index")) {
+  if (dtIsOp(op, "linalg.index")) {
     *found = true;
     return MlirWalkResultInterrupt;
   }
@@ -417,7 +408,7 @@ static const char *const kPropagationAttrs[] = {
     "dtensor.why"};
 
 static void rewriteOp(Part *p, MlirOperation op) {
-  if (nameIs(op, "linalg.generic") || nameIs(op, "linalg.map"))
+  if (dtIsOp(op, "linalg.generic") || dtIsOp(op, "linalg.map"))
     checkIndices(p, op);
   MlirAttribute uses = mlirOperationGetDiscardableAttributeByName(
       op, mlirStringRefCreateFromCString("dtensor.operand_layouts"));
@@ -434,7 +425,7 @@ static void rewriteOp(Part *p, MlirOperation op) {
     if (v)
       mlirValueSetType(r, localType(p, mlirValueGetType(r), &v->spec));
   }
-  if (nameIs(op, "scf.for")) {
+  if (dtIsOp(op, "scf.for")) {
     MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0));
     for (intptr_t k = 1; k < mlirBlockGetNumArguments(body); ++k) {
       MlirValue arg = mlirBlockGetArgument(body, k);
@@ -466,7 +457,7 @@ static void rewriteSignature(Part *p, MlirOperation func, MlirBlock entry,
     opError(p, func, "out of memory");
     return;
   }
-  MlirType fnType = mlirTypeAttrGetValue(getAttr(func, "function_type"));
+  MlirType fnType = mlirTypeAttrGetValue(dtGetAttr(func, "function_type"));
   MlirStringRef shapeKey = mlirStringRefCreateFromCString("dtensor.global_shape");
   for (intptr_t i = 0; i < numArgs; ++i) {
     MlirValue arg = mlirBlockGetArgument(entry, i);
@@ -523,14 +514,14 @@ static void partitionFunction(Part *p, MlirOperation func) {
    * operand. */
   for (size_t k = 0; k < p->numOps; ++k) {
     MlirOperation op = p->ops[k];
-    if (!nameIs(op, "dtensor.annotate"))
+    if (!dtIsOp(op, "dtensor.annotate"))
       continue;
     mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(op, 0),
                                   mlirOperationGetOperand(op, 0));
     mlirOperationDestroy(op);
   }
   rewriteSignature(p, func,
-                   entry, nameIs(ret, "func.return") ? ret : (MlirOperation){NULL});
+                   entry, dtIsOp(ret, "func.return") ? ret : (MlirOperation){NULL});
 }
 
 static bool runPartition(MlirOperation root, const DtPassOptions *options) {
@@ -540,7 +531,7 @@ static bool runPartition(MlirOperation root, const DtPassOptions *options) {
   for (MlirOperation op = mlirBlockIsNull(top) ? (MlirOperation){NULL}
                                                : mlirBlockGetFirstOperation(top);
        !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op)) {
-    if (!nameIs(op, "func.func") || mlirOperationGetNumRegions(op) != 1)
+    if (!dtIsOp(op, "func.func") || mlirOperationGetNumRegions(op) != 1)
       continue;
     Part p;
     memset(&p, 0, sizeof(p));

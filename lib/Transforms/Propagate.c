@@ -21,6 +21,7 @@
  *  - `dtensor.operand_layouts` on every op with tensor operands: the layout
  *    each tensor operand must have (`unit` for the others);
  *  - `dtensor.loop_axes` on linalg ops: the mesh axes of each loop. */
+#include "Util.h"
 #include "PassDef.h"
 #include "Rules.h"
 #include "Table.h"
@@ -193,19 +194,9 @@ typedef struct AttrCache {
 
 /* ---- small helpers ------------------------------------------------------- */
 
-static MlirAttribute getAttr(MlirOperation op, const char *name) {
-  return mlirOperationGetAttributeByName(op,
-                                         mlirStringRefCreateFromCString(name));
-}
-
 static void setAttr(MlirOperation op, const char *name, MlirAttribute value) {
   mlirOperationSetDiscardableAttributeByName(
       op, mlirStringRefCreateFromCString(name), value);
-}
-
-static bool nameIs(MlirOperation op, const char *name) {
-  return mlirStringRefEqual(mlirIdentifierStr(mlirOperationGetName(op)),
-                            mlirStringRefCreateFromCString(name));
 }
 
 static void appendPiece(MlirStringRef piece, void *userData) {
@@ -999,51 +990,50 @@ static void decideFactors(Prop *p, MlirOperation op, const DtRule *r,
   free(choices);
 }
 
+static Choice *newChoice(Prop *p, MlirOperation op) {
+  Choice *c = malloc(sizeof(Choice));
+  if (!c)
+    opError(p, op, "out of memory");
+  return c;
+}
+
 static void decideReplicated(Prop *p, MlirOperation op, const DtRule *r,
                              Info **operands, Info **results) {
-  Choice *cp = malloc(sizeof(Choice));
-  if (!cp) {
-    opError(p, op, "out of memory");
+  Choice *c = newChoice(p, op);
+  if (!c)
     return;
-  }
-#define c (*cp)
   for (int i = 0; i < r->numOperands; ++i)
     if (operands[i])
-      initSpec(operands[i]->rank, &c.operands[i]);
+      initSpec(operands[i]->rank, &c->operands[i]);
   for (int j = 0; j < r->numResults; ++j)
     if (results[j])
-      initSpec(results[j]->rank, &c.results[j]);
-  record(p, op, r, operands, results, &c,
+      initSpec(results[j]->rank, &c->results[j]);
+  record(p, op, r, operands, results, c,
          keep(p, "%s, so replicated", r->family));
-#undef c
-  free(cp);
+  free(c);
 }
 
 /* A free op (tensor.empty, constants) takes its demand, or replicated. */
 static void decideFree(Prop *p, MlirOperation op, const DtRule *r,
                        Info **operands, Info **results) {
-  Choice *cp = malloc(sizeof(Choice));
-  if (!cp) {
-    opError(p, op, "out of memory");
+  Choice *c = newChoice(p, op);
+  if (!c)
     return;
-  }
-#define c (*cp)
   const char *origin = "no user with a layout (replicated)";
   for (int j = 0; j < r->numResults; ++j) {
     if (!results[j])
       continue;
-    initSpec(results[j]->rank, &c.results[j]);
+    initSpec(results[j]->rank, &c->results[j]);
     if (results[j]->hasDemand) {
-      c.results[j] = demandOf(results[j]);
+      c->results[j] = demandOf(results[j]);
       /* A fresh value holds no pending reduction. */
       for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
-        c.results[j].partial[a] = DTENSOR_REDUCE_NONE;
+        c->results[j].partial[a] = DTENSOR_REDUCE_NONE;
       origin = "what its user needs";
     }
   }
-  record(p, op, r, operands, results, &c, origin);
-#undef c
-  free(cp);
+  record(p, op, r, operands, results, c, origin);
+  free(c);
 }
 
 /* dtensor.annotate (the operand must have the annotation's layout, the
@@ -1055,11 +1045,11 @@ static void decideExplicit(Prop *p, MlirOperation op, const DtRule *r,
     opError(p, op, "out of memory");
     return;
   }
-  bool annotate = nameIs(op, "dtensor.annotate");
+  bool annotate = dtIsOp(op, "dtensor.annotate");
   MlirType type = mlirValueGetType(mlirOperationGetResult(op, 0));
-  bool ok = readLayout(p, op, getAttr(op, annotate ? "layout" : "src"), type,
+  bool ok = readLayout(p, op, dtGetAttr(op, annotate ? "layout" : "src"), type,
                        annotate ? "the annotation" : "'src'", &c->operands[0]) &&
-            readLayout(p, op, getAttr(op, annotate ? "layout" : "dst"), type,
+            readLayout(p, op, dtGetAttr(op, annotate ? "layout" : "dst"), type,
                        annotate ? "the annotation" : "'dst'", &c->results[0]);
   if (ok) {
     if (!annotate) {
@@ -1079,7 +1069,7 @@ static void decideExplicit(Prop *p, MlirOperation op, const DtRule *r,
 /* The `dtensor.layout` of argument or result `i` of `func`, if it has one. */
 static bool funcLayout(Prop *p, MlirOperation func, bool result, intptr_t i,
                        DtensorShardingSpec *out) {
-  MlirAttribute list = getAttr(func, result ? "res_attrs" : "arg_attrs");
+  MlirAttribute list = dtGetAttr(func, result ? "res_attrs" : "arg_attrs");
   if (mlirAttributeIsNull(list) || i >= mlirArrayAttrGetNumElements(list))
     return false;
   MlirAttribute l = mlirDictionaryAttrGetElementByName(
@@ -1087,7 +1077,7 @@ static bool funcLayout(Prop *p, MlirOperation func, bool result, intptr_t i,
       mlirStringRefCreateFromCString("dtensor.layout"));
   if (mlirAttributeIsNull(l))
     return false;
-  MlirType fnType = mlirTypeAttrGetValue(getAttr(func, "function_type"));
+  MlirType fnType = mlirTypeAttrGetValue(dtGetAttr(func, "function_type"));
   MlirType t = result ? mlirFunctionTypeGetResult(fnType, i)
                       : mlirFunctionTypeGetInput(fnType, i);
   char what[96];
@@ -1103,12 +1093,12 @@ static bool funcLayout(Prop *p, MlirOperation func, bool result, intptr_t i,
  * signature declares and replicates the rest. */
 static void decideCall(Prop *p, MlirOperation op, const DtRule *r,
                        Info **operands, Info **results) {
-  MlirAttribute ref = getAttr(op, "callee");
+  MlirAttribute ref = dtGetAttr(op, "callee");
   MlirOperation callee = {NULL};
   if (!mlirAttributeIsNull(ref) && mlirAttributeIsAFlatSymbolRef(ref))
     callee = mlirSymbolTableLookup(p->funcs->symbols,
                                    mlirFlatSymbolRefAttrGetValue(ref));
-  if (mlirOperationIsNull(callee) || !nameIs(callee, "func.func")) {
+  if (mlirOperationIsNull(callee) || !dtIsOp(callee, "func.func")) {
     opError(p, op, "calls a function that is not a func.func of this module");
     return;
   }
@@ -1168,7 +1158,7 @@ static void ruleOf(Prop *p, MlirOperation op, DtRule *out) {
                    !mlirStringRefEqual(name, mlirStringRefCreateFromCString(
                                                  "linalg.generic")) &&
                    nOperands + nResults <= 2 * DT_MAX_RULE_VALUES &&
-                   mlirAttributeIsNull(getAttr(op, "dtensor.rule")) &&
+                   mlirAttributeIsNull(dtGetAttr(op, "dtensor.rule")) &&
                    !dtRuleRegistryLookup(p->registry, name);
   if (!cacheable) {
     dtRuleGet(op, p->registry, out);
@@ -1177,7 +1167,7 @@ static void ruleOf(Prop *p, MlirOperation op, DtRule *out) {
   const void *key[2 * DT_MAX_RULE_VALUES + 2];
   int n = 0;
   key[n++] = mlirOperationGetName(op).ptr;
-  key[n++] = getAttr(op, "indexing_maps").ptr;
+  key[n++] = dtGetAttr(op, "indexing_maps").ptr;
   for (intptr_t i = 0; i < nOperands; ++i)
     key[n++] = mlirValueGetType(mlirOperationGetOperand(op, i)).ptr;
   for (intptr_t j = 0; j < nResults; ++j)
@@ -1418,20 +1408,20 @@ static void decide(Prop *p, MlirOperation op) {
         r.resultIsTensor[j] = false;
       }
     }
-  if ((nameIs(op, "dtensor.annotate") || nameIs(op, "dtensor.redistribute")) &&
+  if ((dtIsOp(op, "dtensor.annotate") || dtIsOp(op, "dtensor.redistribute")) &&
       operands[0] && results[0]) {
     decideExplicit(p, op, &r, operands, results);
     return;
   }
-  if (nameIs(op, "func.call")) {
+  if (dtIsOp(op, "func.call")) {
     decideCall(p, op, &r, operands, results);
     return;
   }
-  if (nameIs(op, "scf.for") && r.numResults <= DT_MAX_RULE_VALUES) {
+  if (dtIsOp(op, "scf.for") && r.numResults <= DT_MAX_RULE_VALUES) {
     decideFor(p, op, &r, operands, results);
     return;
   }
-  if (nameIs(op, "scf.if")) {
+  if (dtIsOp(op, "scf.if")) {
     decideIf(p, op, &r, operands, results);
     return;
   }
@@ -1495,14 +1485,14 @@ static void addDemand(Prop *p, MlirOperation at, Info *in,
  * wants the layout. */
 static MlirWalkResult seedAnnotation(MlirOperation op, void *userData) {
   Prop *p = userData;
-  if (!nameIs(op, "dtensor.annotate") || mlirOperationGetNumResults(op) != 1 ||
+  if (!dtIsOp(op, "dtensor.annotate") || mlirOperationGetNumResults(op) != 1 ||
       mlirOperationGetNumOperands(op) != 1)
     return MlirWalkResultAdvance;
   Info *out = infoOf(p, mlirOperationGetResult(op, 0));
   Info *in = infoOf(p, mlirOperationGetOperand(op, 0));
   DtensorShardingSpec s;
   if (!out || !in || !out->isTensor ||
-      !readLayout(p, op, getAttr(op, "layout"),
+      !readLayout(p, op, dtGetAttr(op, "layout"),
                   mlirValueGetType(mlirOperationGetResult(op, 0)),
                   "the annotation", &s))
     return MlirWalkResultAdvance;
@@ -1511,7 +1501,7 @@ static MlirWalkResult seedAnnotation(MlirOperation op, void *userData) {
   char where[160];
   locText(mlirOperationGetLocation(op), where, sizeof(where));
   out->origin = keep(p, "the annotation at %s", where);
-  MlirAttribute pr = getAttr(op, "priority");
+  MlirAttribute pr = dtGetAttr(op, "priority");
   int64_t priority =
       mlirAttributeIsNull(pr) ? 0 : mlirIntegerAttrGetValueInt(pr);
   addDemand(p, op, in, &s, priority);
@@ -1522,9 +1512,9 @@ static MlirWalkResult seedAnnotation(MlirOperation op, void *userData) {
 static void seed(Prop *p, MlirOperation func) {
   MlirRegion body = mlirOperationGetRegion(func, 0);
   MlirBlock entry = mlirRegionGetFirstBlock(body);
-  MlirType fnType = mlirTypeAttrGetValue(getAttr(func, "function_type"));
-  MlirAttribute argAttrs = getAttr(func, "arg_attrs");
-  MlirStringRef fname = mlirStringAttrGetValue(getAttr(func, "sym_name"));
+  MlirType fnType = mlirTypeAttrGetValue(dtGetAttr(func, "function_type"));
+  MlirAttribute argAttrs = dtGetAttr(func, "arg_attrs");
+  MlirStringRef fname = mlirStringAttrGetValue(dtGetAttr(func, "sym_name"));
   for (intptr_t i = 0; i < mlirBlockGetNumArguments(entry); ++i) {
     Info *in = infoOf(p, mlirBlockGetArgument(entry, i));
     if (!in || !in->isTensor)
@@ -1548,10 +1538,10 @@ static void seed(Prop *p, MlirOperation func) {
       in->known = in->fixed = true;
     }
   }
-  MlirAttribute resAttrs = getAttr(func, "res_attrs");
+  MlirAttribute resAttrs = dtGetAttr(func, "res_attrs");
   for (MlirOperation op = mlirBlockGetFirstOperation(entry);
        !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op)) {
-    if (nameIs(op, "func.return") && !mlirAttributeIsNull(resAttrs)) {
+    if (dtIsOp(op, "func.return") && !mlirAttributeIsNull(resAttrs)) {
       for (intptr_t i = 0; i < mlirOperationGetNumOperands(op) &&
                            i < mlirArrayAttrGetNumElements(resAttrs);
            ++i) {
@@ -1628,8 +1618,8 @@ static void decideReturn(Prop *p, MlirOperation func, MlirOperation ret) {
 static MlirWalkResult findAnnotationMesh(MlirOperation op, void *userData) {
   char *found = userData;
   DtensorLayoutAttrParts parts;
-  if (nameIs(op, "dtensor.annotate") &&
-      dtensorLayoutAttrGetParts(getAttr(op, "layout"), &parts)) {
+  if (dtIsOp(op, "dtensor.annotate") &&
+      dtensorLayoutAttrGetParts(dtGetAttr(op, "layout"), &parts)) {
     snprintf(found, 256, "%s", parts.mesh);
     return MlirWalkResultInterrupt;
   }
@@ -1641,7 +1631,7 @@ static bool findMesh(Prop *p, MlirOperation func) {
   char found[256] = "";
   const char *keys[2] = {"arg_attrs", "res_attrs"};
   for (int k = 0; k < 2 && !found[0]; ++k) {
-    MlirAttribute list = getAttr(func, keys[k]);
+    MlirAttribute list = dtGetAttr(func, keys[k]);
     for (intptr_t i = 0; !mlirAttributeIsNull(list) &&
                          i < mlirArrayAttrGetNumElements(list) && !found[0];
          ++i) {
@@ -1688,7 +1678,7 @@ static MlirWalkResult registerValues(MlirOperation op, void *userData) {
   for (intptr_t j = 0; j < mlirOperationGetNumResults(op); ++j)
     registerValue(p, mlirOperationGetResult(op, j));
   /* Values are registered in order, so an annotation's are there now. */
-  if (mlirOperationGetNumResults(op) == 1 && nameIs(op, "dtensor.annotate"))
+  if (mlirOperationGetNumResults(op) == 1 && dtIsOp(op, "dtensor.annotate"))
     seedAnnotation(op, p);
   return MlirWalkResultAdvance;
 }
@@ -1729,7 +1719,7 @@ static void propagateFunction(Prop *p, MlirOperation func) {
     return;
   MlirOperation ret = mlirBlockGetTerminator(entry);
   propagateBlock(p, entry);
-  if (!mlirOperationIsNull(ret) && !nameIs(ret, "func.return"))
+  if (!mlirOperationIsNull(ret) && !dtIsOp(ret, "func.return"))
     ret = (MlirOperation){NULL};
   if (!mlirOperationIsNull(ret) && !p->failed)
     decideReturn(p, func, ret);
@@ -1755,7 +1745,7 @@ static bool funcListed(void *const *list, int count, MlirOperation f) {
 }
 
 static bool hasBody(MlirOperation func) {
-  return nameIs(func, "func.func") && mlirOperationGetNumRegions(func) == 1 &&
+  return dtIsOp(func, "func.func") && mlirOperationGetNumRegions(func) == 1 &&
          !mlirBlockIsNull(
              mlirRegionGetFirstBlock(mlirOperationGetRegion(func, 0)));
 }
@@ -1827,8 +1817,8 @@ typedef struct Called {
 
 static MlirWalkResult collectCallee(MlirOperation op, void *userData) {
   Called *c = userData;
-  MlirAttribute ref = getAttr(op, "callee");
-  if (!nameIs(op, "func.call") || mlirAttributeIsNull(ref) ||
+  MlirAttribute ref = dtGetAttr(op, "callee");
+  if (!dtIsOp(op, "func.call") || mlirAttributeIsNull(ref) ||
       !mlirAttributeIsAFlatSymbolRef(ref))
     return MlirWalkResultAdvance;
   if (c->count == c->capacity) {
@@ -1844,7 +1834,7 @@ static MlirWalkResult collectCallee(MlirOperation op, void *userData) {
 }
 
 static bool isCalled(const Called *c, MlirOperation func) {
-  MlirAttribute name = getAttr(func, "sym_name");
+  MlirAttribute name = dtGetAttr(func, "sym_name");
   if (mlirAttributeIsNull(name))
     return false;
   MlirStringRef n = mlirStringAttrGetValue(name);

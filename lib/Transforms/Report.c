@@ -6,6 +6,7 @@
  * attributes: `dtensor.cost = {bytes, modelled_us}` on each collective and
  * `dtensor.report = {...}` on the function; `dtensor-opt --dtensor-report`
  * prints them (docs/partition.md). */
+#include "Util.h"
 #include "PassDef.h"
 
 #include "Planner/PlannerInternal.h"
@@ -15,16 +16,6 @@
 #include "mlir-c/Diagnostics.h"
 
 #include <string.h>
-
-static MlirAttribute getAttr(MlirOperation op, const char *name) {
-  return mlirOperationGetAttributeByName(op,
-                                         mlirStringRefCreateFromCString(name));
-}
-
-static bool nameIs(MlirOperation op, const char *name) {
-  return mlirStringRefEqual(mlirIdentifierStr(mlirOperationGetName(op)),
-                            mlirStringRefCreateFromCString(name));
-}
 
 static int64_t tensorBytes(MlirType t) {
   DtensorElementType et;
@@ -65,15 +56,15 @@ static void priceCollective(MlirOperation op, Totals *t) {
   DtensorCommPattern pattern = DTENSOR_COMM_IDENTITY;
   bool known = false;
   for (size_t k = 0; k < sizeof(kCollectives) / sizeof(kCollectives[0]); ++k)
-    if (nameIs(op, kCollectives[k].name)) {
+    if (dtIsOp(op, kCollectives[k].name)) {
       pattern = kCollectives[k].pattern;
       known = true;
     }
-  bool pointToPoint = nameIs(op, "dtensor.broadcast") || nameIs(op, "dtensor.permute");
+  bool pointToPoint = dtIsOp(op, "dtensor.broadcast") || dtIsOp(op, "dtensor.permute");
   if (!known && !pointToPoint)
     return;
-  MlirAttribute ref = getAttr(op, "mesh");
-  MlirAttribute axesAttr = getAttr(op, "mesh_axes");
+  MlirAttribute ref = dtGetAttr(op, "mesh");
+  MlirAttribute axesAttr = dtGetAttr(op, "mesh_axes");
   if (mlirAttributeIsNull(ref) || !mlirAttributeIsAFlatSymbolRef(ref) ||
       mlirAttributeIsNull(axesAttr) || !mlirAttributeIsADenseI64Array(axesAttr))
     return;
@@ -125,7 +116,7 @@ static MlirWalkResult visit(MlirOperation op, void *userData) {
     if (b > t->largest)
       t->largest = b;
   }
-  if (nameIs(op, "dtensor.redistribute")) {
+  if (dtIsOp(op, "dtensor.redistribute")) {
     mlirEmitError(mlirOperationGetLocation(op),
                   "'dtensor.redistribute' op is not lowered yet: run "
                   "dtensor-lower-redistribute before dtensor-report");
@@ -144,7 +135,7 @@ static bool runReport(MlirOperation root, const DtPassOptions *options) {
   for (MlirOperation f = mlirBlockIsNull(top) ? (MlirOperation){NULL}
                                               : mlirBlockGetFirstOperation(top);
        !mlirOperationIsNull(f); f = mlirOperationGetNextInBlock(f)) {
-    if (!nameIs(f, "func.func"))
+    if (!dtIsOp(f, "func.func"))
       continue;
     MlirBlock entry = mlirRegionGetFirstBlock(mlirOperationGetRegion(f, 0));
     if (mlirBlockIsNull(entry))
@@ -157,7 +148,7 @@ static bool runReport(MlirOperation root, const DtPassOptions *options) {
       if (b > t.largest)
         t.largest = b;
     }
-    MlirType fnType = mlirTypeAttrGetValue(getAttr(f, "function_type"));
+    MlirType fnType = mlirTypeAttrGetValue(dtGetAttr(f, "function_type"));
     for (intptr_t j = 0; j < mlirFunctionTypeGetNumResults(fnType); ++j)
       results += tensorBytes(mlirFunctionTypeGetResult(fnType, j));
     mlirOperationWalk(f, visit, &t, MlirWalkPreOrder);

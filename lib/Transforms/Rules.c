@@ -11,6 +11,7 @@
  *    registered for its name ("ij,jk->ik"; factors missing from every
  *    output are reductions, of sum unless the rule ends in ":max" etc.);
  *  - anything else with tensors: replicated. */
+#include "Util.h"
 #include "Rules.h"
 
 #include "mlir-c/AffineExpr.h"
@@ -25,11 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static bool nameIs(MlirOperation op, const char *name) {
-  return mlirStringRefEqual(mlirIdentifierStr(mlirOperationGetName(op)),
-                            mlirStringRefCreateFromCString(name));
-}
 
 static bool nameStarts(MlirOperation op, const char *prefix) {
   MlirStringRef n = mlirIdentifierStr(mlirOperationGetName(op));
@@ -72,7 +68,7 @@ static DtensorReduceKind bodyCombiner(MlirOperation op) {
     MlirOperation def = mlirOpResultGetOwner(v);
     DtensorReduceKind kind = DTENSOR_REDUCE_NONE;
     for (size_t k = 0; k < sizeof(kCombiners) / sizeof(kCombiners[0]); ++k)
-      if (nameIs(def, kCombiners[k].name))
+      if (dtIsOp(def, kCombiners[k].name))
         kind = kCombiners[k].kind;
     if (kind == DTENSOR_REDUCE_NONE || (i > 0 && kind != found))
       return DTENSOR_REDUCE_NONE;
@@ -155,9 +151,9 @@ static void linalgRule(MlirOperation op, DtRule *r) {
     r->flow = DT_FLOW_ONE_LINEAR;
     for (int i = 0; i < numInputs; ++i)
       r->linear[i] = true;
-  } else if (nameIs(op, "linalg.add") || nameIs(op, "linalg.sub")) {
+  } else if (dtIsOp(op, "linalg.add") || dtIsOp(op, "linalg.sub")) {
     r->flow = DT_FLOW_ALL_SUM;
-  } else if (nameIs(op, "linalg.mul")) {
+  } else if (dtIsOp(op, "linalg.mul")) {
     r->flow = DT_FLOW_ONE_LINEAR;
     for (int i = 0; i < numInputs; ++i)
       r->linear[i] = true;
@@ -199,13 +195,13 @@ static bool elementwiseRule(MlirOperation op, DtRule *r) {
   static const char *const kSum[] = {"arith.addf", "arith.subf", "arith.addi",
                                      "arith.subi", "arith.negf"};
   for (size_t k = 0; k < sizeof(kSum) / sizeof(kSum[0]); ++k)
-    if (nameIs(op, kSum[k]))
+    if (dtIsOp(op, kSum[k]))
       r->flow = DT_FLOW_ALL_SUM;
-  if (nameIs(op, "arith.mulf") || nameIs(op, "arith.muli")) {
+  if (dtIsOp(op, "arith.mulf") || dtIsOp(op, "arith.muli")) {
     r->flow = DT_FLOW_ONE_LINEAR;
     for (int i = 0; i < r->numOperands; ++i)
       r->linear[i] = true;
-  } else if (nameIs(op, "arith.divf")) {
+  } else if (dtIsOp(op, "arith.divf")) {
     r->flow = DT_FLOW_ONE_LINEAR;
     r->linear[0] = true;
   }
@@ -240,7 +236,7 @@ static void keptDims(DtRule *r, const char *family, int rank,
 }
 
 static bool sliceRule(MlirOperation op, DtRule *r) {
-  bool extract = nameIs(op, "tensor.extract_slice");
+  bool extract = dtIsOp(op, "tensor.extract_slice");
   MlirAttribute offsets = attrOf(op, "static_offsets");
   MlirAttribute sizes = attrOf(op, "static_sizes");
   MlirAttribute strides = attrOf(op, "static_strides");
@@ -305,7 +301,7 @@ static bool concatRule(MlirOperation op, DtRule *r) {
  * first), so a sharded flat dim splits its axes over the group where the
  * sizes allow (docs/propagation.md). */
 static bool reshapeRule(MlirOperation op, DtRule *r) {
-  bool collapse = nameIs(op, "tensor.collapse_shape");
+  bool collapse = dtIsOp(op, "tensor.collapse_shape");
   MlirAttribute groups = attrOf(op, "reassociation");
   MlirType src = mlirValueGetType(mlirOperationGetOperand(op, 0));
   MlirType dst = mlirValueGetType(mlirOperationGetResult(op, 0));
@@ -564,19 +560,19 @@ void dtRuleGet(MlirOperation op, const DtensorRuleRegistry *registry,
     linalgRule(op, r);
     return;
   }
-  if ((nameIs(op, "tensor.extract_slice") || nameIs(op, "tensor.insert_slice")) &&
+  if ((dtIsOp(op, "tensor.extract_slice") || dtIsOp(op, "tensor.insert_slice")) &&
       sliceRule(op, r))
     return;
-  if (nameIs(op, "tensor.pad") && padRule(op, r))
+  if (dtIsOp(op, "tensor.pad") && padRule(op, r))
     return;
-  if ((nameIs(op, "tensor.collapse_shape") || nameIs(op, "tensor.expand_shape")) &&
+  if ((dtIsOp(op, "tensor.collapse_shape") || dtIsOp(op, "tensor.expand_shape")) &&
       reshapeRule(op, r))
     return;
-  if (nameIs(op, "tensor.concat") && concatRule(op, r))
+  if (dtIsOp(op, "tensor.concat") && concatRule(op, r))
     return;
   if (!tensorInput && mlirOperationGetNumRegions(op) == 0 &&
-      (nameIs(op, "tensor.empty") || nameIs(op, "arith.constant") ||
-       nameIs(op, "tensor.splat"))) {
+      (dtIsOp(op, "tensor.empty") || dtIsOp(op, "arith.constant") ||
+       dtIsOp(op, "tensor.splat"))) {
     r->kind = DT_RULE_FREE;
     r->family = "free";
     return;
