@@ -449,14 +449,42 @@ static DtrtStatus slotAllReduce(DtrtComm *comm, const void *send, void *recv,
     return s;
   size_t es = dtrtDtypeSize(dtype), bytes = count * es;
   size_t step = dtrtShmSlotBytes(comm) / es * es;
-  /* Each member reduces the whole round from every slot (simple; a
-   * reduce-scatter + all-gather split would read less: future work). */
+  /* Small rounds: each member reduces the whole round from every slot (two
+   * waits). Large rounds: each member reduces its 1/size part and publishes
+   * it in its own slot, then everyone copies the parts (three waits, but
+   * each member reads the data about twice instead of size times). */
   for (size_t off = 0; off < bytes; off += step) {
     size_t n = bytes - off < step ? bytes - off : step;
     memcpy(dtrtShmSlot(comm, comm->rank), (const char *)send + off, n);
     if ((s = dtrtShmBarrier(comm, "all_reduce")))
       return s;
-    reduceSlots(comm, (char *)recv + off, n, dtype, op, 0);
+    size_t elems = n / es, part = (elems + (size_t)comm->size - 1) /
+                                  (size_t)comm->size;
+    if (n < (64u << 10) || comm->size == 1) {
+      reduceSlots(comm, (char *)recv + off, n, dtype, op, 0);
+    } else {
+      size_t first = part * (size_t)comm->rank;
+      size_t mine = first >= elems ? 0
+                    : (elems - first < part ? elems - first : part);
+      char *out = (char *)recv + off + first * es;
+      if (mine)
+        reduceSlots(comm, out, mine * es, dtype, op, first * es);
+      /* Only this member reads its part of its own slot: no wait needed
+       * before overwriting it with the result. */
+      if (mine)
+        memcpy((char *)dtrtShmSlot(comm, comm->rank) + first * es, out,
+               mine * es);
+      if ((s = dtrtShmBarrier(comm, "all_reduce")))
+        return s;
+      for (int j = 0; j < comm->size; ++j) {
+        size_t f = part * (size_t)j;
+        if (j == comm->rank || f >= elems)
+          continue;
+        size_t m = elems - f < part ? elems - f : part;
+        memcpy((char *)recv + off + f * es,
+               (char *)dtrtShmSlot(comm, j) + f * es, m * es);
+      }
+    }
     if ((s = dtrtShmBarrier(comm, "all_reduce")))
       return s;
   }

@@ -88,9 +88,11 @@ static const char *kTypes[] = {"f32", "f64", "f16", "bf16", "i32", "i64"};
 
 static void testComm(DtrtComm *comm, const int *members, const char *label) {
   int n = dtrtCommSize(comm), me = dtrtCommRank(comm);
-  size_t counts[3] = {1, 7, 300}; /* 300 > the 256-byte slot of the tests */
+  /* 300 is larger than the small slot of some tests (several rounds);
+   * 40000 takes the large-message all_reduce path with the default slot. */
+  size_t counts[4] = {1, 7, 300, 40000};
   for (int t = 0; t <= DTRT_I64; ++t)
-    for (int c = 0; c < 3; ++c) {
+    for (int c = 0; c < 4; ++c) {
       DtrtDtype dt = (DtrtDtype)t;
       size_t count = counts[c], es = dtrtDtypeSize(dt);
       char *send = malloc(es * count * (size_t)n);
