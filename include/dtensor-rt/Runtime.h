@@ -140,6 +140,30 @@ DTRT_EXPORT DtrtStatus dtrtBroadcast(DtrtComm *comm, void *buffer,
                                      size_t count, DtrtDtype dtype, int root);
 DTRT_EXPORT DtrtStatus dtrtBarrier(DtrtComm *comm);
 
+/* ---- the entry point of compiled programs ---------------------------------- */
+
+/// The collectives dtrt_mlir_collective performs (`kind`).
+enum {
+  DTRT_MLIR_ALL_GATHER = 0,
+  DTRT_MLIR_ALL_REDUCE = 1,
+  DTRT_MLIR_REDUCE_SCATTER = 2,
+  DTRT_MLIR_ALL_TO_ALL = 3,
+  DTRT_MLIR_LOCAL_SPLIT = 4,
+  DTRT_MLIR_BROADCAST = 5,
+};
+
+/// What dtensor-lower-to-runtime calls for every dtensor collective, with
+/// unranked memrefs as MLIR lowers them (rank, descriptor pointer): the
+/// input and output blocks (contiguous), the mesh shape and the group's
+/// mesh axes (1-D i64). Uses a process-wide context created at the first
+/// call from the environment and finalized at exit; on failure it prints
+/// the runtime's message and exits with status 1.
+DTRT_EXPORT void dtrt_mlir_collective(
+    int64_t kind, int64_t dtype, int64_t reduce, int64_t gatherDim,
+    int64_t shardDim, int64_t root, int64_t inRank, void *inDesc,
+    int64_t outRank, void *outDesc, int64_t meshRank, void *meshDesc,
+    int64_t axesRank, void *axesDesc);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,210 @@
+/* The entry point compiled programs call (dtensor-lower-to-runtime): one
+ * function for every dtensor collective, on unranked memrefs (each passed
+ * as its rank and a pointer to its descriptor, MLIR's default lowering).
+ * The tensors are the dialect's padded blocks; the gather and shard dims
+ * may be any dim, so blocks are packed member-major around the runtime's
+ * flat collectives. The process's context is created at the first call
+ * and finalized at exit; a failure prints the runtime's message and exits
+ * (compiled code has no way to handle it). */
+#include "RuntimeInternal.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Descriptor {
+  void *allocated;
+  void *aligned;
+  int64_t offset;
+  int64_t sizes[];
+} Descriptor;
+
+static DtrtContext *process;
+
+static void finalizeProcess(void) {
+  if (process) {
+    DtrtStatus s = dtrtFinalize(process);
+    process = NULL;
+    if (s != DTRT_OK)
+      fprintf(stderr, "dtensor runtime: finalize: %s\n", dtrtStatusString(s));
+  }
+}
+
+static void die(const char *what) {
+  fprintf(stderr, "dtensor runtime: %s: %s\n", what,
+          process ? dtrtLastError(process) : "no context");
+  exit(1);
+}
+
+static DtrtContext *context(void) {
+  if (!process) {
+    if (dtrtInit(&process) != DTRT_OK)
+      die("init");
+    atexit(finalizeProcess);
+  }
+  return process;
+}
+
+/* A view of a contiguous block as [outer, mid, inner] around `dim`. */
+typedef struct View {
+  char *data;
+  int64_t outer, mid, inner;
+} View;
+
+static View viewOf(int64_t rank, void *desc, int64_t dim, size_t es) {
+  Descriptor *d = desc;
+  View v = {(char *)d->aligned + d->offset * (int64_t)es, 1, 1, 1};
+  for (int64_t i = 0; i < rank; ++i) {
+    if (i < dim)
+      v.outer *= d->sizes[i];
+    else if (i == dim)
+      v.mid = d->sizes[i];
+    else
+      v.inner *= d->sizes[i];
+  }
+  return v;
+}
+
+static int64_t elements(int64_t rank, void *desc) {
+  Descriptor *d = desc;
+  int64_t n = 1;
+  for (int64_t i = 0; i < rank; ++i)
+    n *= d->sizes[i];
+  return n;
+}
+
+/* Copies `mid` slices of `inner` elements for every outer index. */
+static void copyRows(char *dst, int64_t dstMid, int64_t dstStart,
+                     const char *src, int64_t srcMid, int64_t srcStart,
+                     int64_t outer, int64_t rows, int64_t inner, size_t es) {
+  size_t row = (size_t)inner * es;
+  for (int64_t o = 0; o < outer; ++o)
+    memcpy(dst + ((size_t)(o * dstMid + dstStart)) * row,
+           src + ((size_t)(o * srcMid + srcStart)) * row, (size_t)rows * row);
+}
+
+void dtrt_mlir_collective(int64_t kind, int64_t dtypeCode, int64_t reduce,
+                          int64_t gatherDim, int64_t shardDim, int64_t root,
+                          int64_t inRank, void *inDesc, int64_t outRank,
+                          void *outDesc, int64_t meshRank, void *meshDesc,
+                          int64_t axesRank, void *axesDesc) {
+  (void)meshRank;
+  (void)axesRank;
+  DtrtContext *c = context();
+  DtrtDtype dtype = (DtrtDtype)dtypeCode;
+  size_t es = dtrtDtypeSize(dtype);
+  Descriptor *mesh = meshDesc, *axes = axesDesc;
+  int64_t numMesh = mesh->sizes[0], numAxes = axes->sizes[0];
+  const int64_t *meshShape = (const int64_t *)mesh->aligned + mesh->offset;
+  const int64_t *axisList = (const int64_t *)axes->aligned + axes->offset;
+  int axisInts[16];
+  for (int64_t i = 0; i < numAxes && i < 16; ++i)
+    axisInts[i] = (int)axisList[i];
+  DtrtComm *comm;
+  if (dtrtCommForMeshAxes(c, (int)numMesh, meshShape, (int)numAxes, axisInts,
+                          &comm) != DTRT_OK)
+    die("communicator");
+  int64_t g = dtrtCommSize(comm), pos = dtrtCommRank(comm);
+  DtrtStatus s = DTRT_OK;
+  switch (kind) {
+  case DTRT_MLIR_ALL_REDUCE: {
+    View in = viewOf(inRank, inDesc, 0, es), out = viewOf(outRank, outDesc, 0, es);
+    s = dtrtAllReduce(comm, in.data, out.data, (size_t)elements(inRank, inDesc),
+                      dtype, (DtrtReduce)reduce);
+    break;
+  }
+  case DTRT_MLIR_BROADCAST: {
+    View in = viewOf(inRank, inDesc, 0, es), out = viewOf(outRank, outDesc, 0, es);
+    size_t n = (size_t)elements(inRank, inDesc);
+    memcpy(out.data, in.data, n * es);
+    s = dtrtBroadcast(comm, out.data, n, dtype, (int)root);
+    break;
+  }
+  case DTRT_MLIR_LOCAL_SPLIT: {
+    View in = viewOf(inRank, inDesc, shardDim, es);
+    View out = viewOf(outRank, outDesc, shardDim, es);
+    int64_t start = pos * out.mid;
+    int64_t rows = in.mid - start < out.mid ? in.mid - start : out.mid;
+    if (rows > 0)
+      copyRows(out.data, out.mid, 0, in.data, in.mid, start, in.outer, rows,
+               in.inner, es);
+    break;
+  }
+  case DTRT_MLIR_ALL_GATHER: {
+    View in = viewOf(inRank, inDesc, gatherDim, es);
+    View out = viewOf(outRank, outDesc, gatherDim, es);
+    size_t block = (size_t)(in.outer * in.mid * in.inner);
+    char *tmp = malloc(block * (size_t)g * es + 1);
+    if (!tmp)
+      die("out of memory");
+    s = dtrtAllGather(comm, in.data, tmp, block, dtype);
+    for (int64_t j = 0; j < g && s == DTRT_OK; ++j) {
+      int64_t start = j * in.mid;
+      int64_t rows = out.mid - start < in.mid ? out.mid - start : in.mid;
+      if (rows > 0)
+        copyRows(out.data, out.mid, start, tmp + (size_t)j * block * es,
+                 in.mid, 0, in.outer, rows, in.inner, es);
+    }
+    free(tmp);
+    break;
+  }
+  case DTRT_MLIR_REDUCE_SCATTER:
+  case DTRT_MLIR_ALL_TO_ALL: {
+    bool a2a = kind == DTRT_MLIR_ALL_TO_ALL;
+    View in = viewOf(inRank, inDesc, shardDim, es);
+    View out = viewOf(outRank, outDesc, a2a ? gatherDim : shardDim, es);
+    int64_t chunk = viewOf(outRank, outDesc, shardDim, es).mid;
+    /* Member j's part: rows [j*chunk, (j+1)*chunk) of the shard dim, padded
+     * with zeros past the input. */
+    size_t block = (size_t)(in.outer * chunk * in.inner);
+    char *send = calloc(block * (size_t)g + 1, es);
+    char *recv = malloc(block * (size_t)g * es + 1);
+    if (!send || !recv)
+      die("out of memory");
+    for (int64_t j = 0; j < g; ++j) {
+      int64_t start = j * chunk;
+      int64_t rows = in.mid - start < chunk ? in.mid - start : chunk;
+      if (rows > 0)
+        copyRows(send + (size_t)j * block * es, chunk, 0, in.data, in.mid,
+                 start, in.outer, rows, in.inner, es);
+    }
+    if (!a2a) {
+      s = dtrtReduceScatter(comm, send, out.data, block, dtype,
+                            (DtrtReduce)reduce);
+    } else {
+      s = dtrtAllToAll(comm, send, recv, block, dtype);
+      /* Block j came from member j: its rows of the gather dim. Blocks are
+       * [outer', in_gd, inner'] around the gather dim of the sent shape. */
+      Descriptor *d = inDesc;
+      int64_t shape[16];
+      for (int64_t i = 0; i < inRank; ++i)
+        shape[i] = d->sizes[i];
+      shape[shardDim] = chunk;
+      int64_t o = 1, mid = shape[gatherDim], inner = 1;
+      for (int64_t i = 0; i < inRank; ++i) {
+        if (i < gatherDim)
+          o *= shape[i];
+        else if (i > gatherDim)
+          inner *= shape[i];
+      }
+      for (int64_t j = 0; j < g && s == DTRT_OK; ++j) {
+        int64_t start = j * mid;
+        int64_t rows = out.mid - start < mid ? out.mid - start : mid;
+        if (rows > 0)
+          copyRows(out.data, out.mid, start, recv + (size_t)j * block * es, mid,
+                   0, o, rows, inner, es);
+      }
+    }
+    free(send);
+    free(recv);
+    break;
+  }
+  default:
+    fprintf(stderr, "dtensor runtime: collective kind %lld is not supported\n",
+            (long long)kind);
+    exit(1);
+  }
+  if (s != DTRT_OK)
+    die("collective");
+}
