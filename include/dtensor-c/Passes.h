@@ -98,6 +98,14 @@ DTENSOR_EXPORT MlirLogicalResult dtensorAddSpmdPipeline(MlirOpPassManager pm,
                                                         MlirStringRef options,
                                                         DtensorDiag *outDiag);
 
+/// Adds the `dtensor-to-llvm` pipeline to `pm`: dtensor-lower-to-runtime
+/// (collectives become calls of libdtensor_rt), one-shot-bufferize with
+/// function boundaries, convert-linalg-to-loops, convert-scf-to-cf,
+/// expand-strided-metadata, finalize-memref-to-llvm, convert-to-llvm,
+/// reconcile-unrealized-casts. Needs dtensorRegisterUpstreamPasses.
+DTENSOR_EXPORT MlirLogicalResult dtensorAddToLLVMPipeline(MlirOpPassManager pm,
+                                                          DtensorDiag *outDiag);
+
 /// Registers every upstream MLIR pass so that pipelines can name them; call
 /// once before dtensorPassManagerAddPipeline.
 DTENSOR_EXPORT void dtensorRegisterUpstreamPasses(void);

@@ -28,6 +28,9 @@ typedef struct DtPassDef {
   bool verifyFirst;
   /// The pass body; returns false to fail the pass after emitting errors.
   bool (*run)(MlirOperation op, const DtPassOptions *options);
+  /// Dialects whose ops the pass creates (loaded before it runs).
+  int numDependentDialects;
+  MlirDialectHandle (*dependentDialects[4])(void);
 } DtPassDef;
 
 /// As dtensorPassCreate, with `context` handed to the pass body through
@@ -58,5 +61,6 @@ extern const DtPassDef dtPropagatePass;
 extern const DtPassDef dtPartitionPass;
 extern const DtPassDef dtReportPass;
 extern const DtPassDef dtSpmdPass;
+extern const DtPassDef dtLowerToRuntimePass;
 
 #endif

@@ -18,6 +18,7 @@ static const DtPassDef *const kPasses[] = {
     &dtPartitionPass,
     &dtLowerRedistributePass,
     &dtReportPass,
+    &dtLowerToRuntimePass,
 };
 
 enum { kNumPasses = sizeof(kPasses) / sizeof(kPasses[0]) };
@@ -257,8 +258,12 @@ MlirPass dtPassCreateFromDef(const DtPassDef *def, MlirStringRef options,
   /* The pass's TypeID is the address of its (static, pointer-aligned)
    * definition: unique per pass and stable for the process. */
   MlirStringRef name = mlirStringRefCreateFromCString(def->info.argument);
+  MlirDialectHandle dialects[4];
+  for (int i = 0; i < def->numDependentDialects; ++i)
+    dialects[i] = def->dependentDialects[i]();
   return mlirCreateExternalPass(
       mlirTypeIDCreate(def), name, name,
       mlirStringRefCreateFromCString(def->info.summary),
-      mlirStringRefCreateFromCString(""), 0, NULL, callbacks, state);
+      mlirStringRefCreateFromCString(""), def->numDependentDialects, dialects,
+      callbacks, state);
 }

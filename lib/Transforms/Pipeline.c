@@ -115,6 +115,14 @@ static bool parseElement(Parser *p, MlirOpPassManager pm) {
     }
     return true;
   }
+  if (mlirStringRefEqual(name,
+                         mlirStringRefCreateFromCString("dtensor-to-llvm"))) {
+    if (optionsEnd > optionsStart)
+      return dtDiag(p->diag, (int)optionsStart,
+                    "'dtensor-to-llvm' takes no options");
+    return mlirLogicalResultIsSuccess(
+        dtensorAddToLLVMPipeline(pm, p->diag));
+  }
   if (dtensorPassLookup(name)) {
     MlirStringRef options = {"", 0};
     if (optionsEnd > optionsStart)
@@ -228,4 +236,22 @@ MlirLogicalResult dtensorAddSpmdPipeline(MlirOpPassManager pm,
   mlirOpPassManagerAddOwnedPass(pm, pass);
   return dtensorPassManagerAddPipeline(
       pm, mlirStringRefCreateFromCString("canonicalize, cse"), outDiag);
+}
+
+/* dtensor-to-llvm: runtime calls, then bufferization and LLVM conversion. */
+MlirLogicalResult dtensorAddToLLVMPipeline(MlirOpPassManager pm,
+                                           DtensorDiag *outDiag) {
+  MlirPass pass = dtensorPassCreate(
+      mlirStringRefCreateFromCString("dtensor-lower-to-runtime"),
+      mlirStringRefCreateFromCString(""), outDiag);
+  if (!pass.ptr)
+    return mlirLogicalResultFailure();
+  mlirOpPassManagerAddOwnedPass(pm, pass);
+  return dtensorPassManagerAddPipeline(
+      pm,
+      mlirStringRefCreateFromCString(
+          "one-shot-bufferize{bufferize-function-boundaries}, "
+          "convert-linalg-to-loops, convert-scf-to-cf, expand-strided-metadata, "
+          "finalize-memref-to-llvm, convert-to-llvm, reconcile-unrealized-casts"),
+      outDiag);
 }

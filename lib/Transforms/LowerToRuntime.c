@@ -1,0 +1,379 @@
+/* dtensor-lower-to-runtime: every dtensor collective of a per-device
+ * program becomes a call of libdtensor_rt's dtrt_mlir_collective_<type> on
+ * unranked memrefs (the input block through bufferization.to_buffer, the
+ * output a fresh memref.alloc turned back into a tensor), with the mesh
+ * shape and the group's axes as constant globals. The mesh declarations go
+ * (nothing below needs them). Then the usual bufferization and LLVM
+ * conversion apply (pipeline dtensor-to-llvm, docs/runtime.md). */
+#include "PassDef.h"
+#include "Util.h"
+
+#include "dtensor-c/Dialect.h"
+#include "dtensor-rt/Runtime.h"
+#include "mlir-c/BuiltinAttributes.h"
+#include "mlir-c/BuiltinTypes.h"
+#include "mlir-c/Diagnostics.h"
+#include "mlir-c/Dialect/Arith.h"
+#include "mlir-c/Dialect/Bufferization.h"
+#include "mlir-c/Dialect/Func.h"
+#include "mlir-c/Dialect/MemRef.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Lower {
+  MlirContext ctx;
+  MlirOperation module;
+  MlirBlock top;
+  MlirSymbolTable symbols;
+  bool failed;
+} Lower;
+
+static void fail(Lower *l, MlirOperation op, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void fail(Lower *l, MlirOperation op, const char *format, ...) {
+  char message[512], full[640];
+  va_list args;
+  va_start(args, format);
+  vsnprintf(message, sizeof(message), format, args);
+  va_end(args);
+  MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
+  snprintf(full, sizeof(full), "'%.*s' op %s", (int)name.length, name.data,
+           message);
+  mlirEmitError(mlirOperationGetLocation(op), full);
+  l->failed = true;
+}
+
+static MlirNamedAttribute named(MlirContext ctx, const char *name,
+                                MlirAttribute value) {
+  return mlirNamedAttributeGet(
+      mlirIdentifierGet(ctx, mlirStringRefCreateFromCString(name)), value);
+}
+
+/* Creates `name` with the given parts before `before` (or at the end of the
+ * module body when `before` is null) and returns it. */
+static MlirOperation build(Lower *l, const char *name, MlirLocation loc,
+                           int nOperands, const MlirValue *operands,
+                           int nResults, const MlirType *results, int nAttrs,
+                           const MlirNamedAttribute *attrs,
+                           MlirOperation before) {
+  MlirOperationState st =
+      mlirOperationStateGet(mlirStringRefCreateFromCString(name), loc);
+  if (nOperands)
+    mlirOperationStateAddOperands(&st, nOperands, operands);
+  if (nResults)
+    mlirOperationStateAddResults(&st, nResults, results);
+  if (nAttrs)
+    mlirOperationStateAddAttributes(&st, nAttrs, attrs);
+  MlirOperation op = mlirOperationCreate(&st);
+  if (mlirOperationIsNull(before))
+    mlirBlockInsertOwnedOperationBefore(l->top, mlirBlockGetTerminator(l->top),
+                                        op);
+  else
+    mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(before), before,
+                                        op);
+  return op;
+}
+
+/* A constant 1-D i64 global `sym` holding `values` (created once). */
+static void ensureGlobal(Lower *l, const char *sym, int n,
+                         const int64_t *values, MlirLocation loc) {
+  if (!mlirOperationIsNull(mlirSymbolTableLookup(
+          l->symbols, mlirStringRefCreateFromCString(sym))))
+    return;
+  int64_t shape[1] = {n};
+  MlirType i64 = mlirIntegerTypeGet(l->ctx, 64);
+  MlirType tensor = mlirRankedTensorTypeGet(1, shape, i64, mlirAttributeGetNull());
+  MlirType memref = mlirMemRefTypeContiguousGet(i64, 1, shape,
+                                                mlirAttributeGetNull());
+  MlirAttribute elems[16];
+  for (int i = 0; i < n; ++i)
+    elems[i] = mlirIntegerAttrGet(i64, values[i]);
+  MlirNamedAttribute attrs[5] = {
+      named(l->ctx, "sym_name",
+            mlirStringAttrGet(l->ctx, mlirStringRefCreateFromCString(sym))),
+      named(l->ctx, "sym_visibility",
+            mlirStringAttrGet(l->ctx,
+                              mlirStringRefCreateFromCString("private"))),
+      named(l->ctx, "type", mlirTypeAttrGet(memref)),
+      named(l->ctx, "initial_value",
+            mlirDenseElementsAttrGet(tensor, n, elems)),
+      named(l->ctx, "constant", mlirUnitAttrGet(l->ctx)),
+  };
+  MlirOperation g = build(l, "memref.global", loc, 0, NULL, 0, NULL, 5, attrs,
+                          mlirBlockGetFirstOperation(l->top));
+  mlirSymbolTableInsert(l->symbols, g);
+}
+
+static const char *typeSuffix(MlirType t, int64_t *code) {
+  static const struct {
+    const char *name;
+    DtrtDtype code;
+  } kTypes[] = {{"f32", DTRT_F32}, {"f64", DTRT_F64}, {"f16", DTRT_F16},
+                {"bf16", DTRT_BF16}, {"i32", DTRT_I32}, {"i64", DTRT_I64}};
+  DtensorElementType et;
+  if (!dtensorElementTypeFromMlir(t, &et))
+    return NULL;
+  const char *name = dtensorElementTypeGetName(et);
+  for (size_t k = 0; k < sizeof(kTypes) / sizeof(kTypes[0]); ++k)
+    if (!strcmp(name, kTypes[k].name)) {
+      *code = kTypes[k].code;
+      return kTypes[k].name;
+    }
+  return NULL;
+}
+
+/* The declaration of dtrt_mlir_collective_<type> (created once). */
+static void ensureCallee(Lower *l, const char *sym, MlirType elt,
+                         MlirLocation loc) {
+  if (!mlirOperationIsNull(mlirSymbolTableLookup(
+          l->symbols, mlirStringRefCreateFromCString(sym))))
+    return;
+  MlirType i64 = mlirIntegerTypeGet(l->ctx, 64);
+  MlirType data = mlirUnrankedMemRefTypeGet(elt, mlirAttributeGetNull());
+  MlirType ints = mlirUnrankedMemRefTypeGet(i64, mlirAttributeGetNull());
+  MlirType inputs[10] = {i64, i64, i64, i64, i64, i64, data, data, ints, ints};
+  MlirType fn = mlirFunctionTypeGet(l->ctx, 10, inputs, 0, NULL);
+  MlirNamedAttribute attrs[3] = {
+      named(l->ctx, "sym_name",
+            mlirStringAttrGet(l->ctx, mlirStringRefCreateFromCString(sym))),
+      named(l->ctx, "function_type", mlirTypeAttrGet(fn)),
+      named(l->ctx, "sym_visibility",
+            mlirStringAttrGet(l->ctx,
+                              mlirStringRefCreateFromCString("private"))),
+  };
+  MlirOperationState st = mlirOperationStateGet(
+      mlirStringRefCreateFromCString("func.func"), loc);
+  mlirOperationStateAddAttributes(&st, 3, attrs);
+  MlirRegion body = mlirRegionCreate();
+  mlirOperationStateAddOwnedRegions(&st, 1, &body);
+  MlirOperation f = mlirOperationCreate(&st);
+  mlirBlockInsertOwnedOperationBefore(l->top, mlirBlockGetTerminator(l->top),
+                                      f);
+  mlirSymbolTableInsert(l->symbols, f);
+}
+
+static MlirValue constI64(Lower *l, int64_t v, MlirOperation before) {
+  MlirType i64 = mlirIntegerTypeGet(l->ctx, 64);
+  MlirNamedAttribute a = named(l->ctx, "value", mlirIntegerAttrGet(i64, v));
+  return mlirOperationGetResult(
+      build(l, "arith.constant", mlirOperationGetLocation(before), 0, NULL, 1,
+            &i64, 1, &a, before),
+      0);
+}
+
+static MlirValue castUnranked(Lower *l, MlirValue memref, MlirOperation before) {
+  MlirType t = mlirValueGetType(memref);
+  MlirType u = mlirUnrankedMemRefTypeGet(mlirShapedTypeGetElementType(t),
+                                         mlirAttributeGetNull());
+  return mlirOperationGetResult(build(l, "memref.cast",
+                                      mlirOperationGetLocation(before), 1,
+                                      &memref, 1, &u, 0, NULL, before),
+                                0);
+}
+
+static MlirValue global(Lower *l, const char *sym, int n,
+                        MlirOperation before) {
+  int64_t shape[1] = {n};
+  MlirType i64 = mlirIntegerTypeGet(l->ctx, 64);
+  MlirType memref = mlirMemRefTypeContiguousGet(i64, 1, shape,
+                                                mlirAttributeGetNull());
+  MlirNamedAttribute a = named(
+      l->ctx, "name",
+      mlirFlatSymbolRefAttrGet(l->ctx, mlirStringRefCreateFromCString(sym)));
+  MlirValue g = mlirOperationGetResult(
+      build(l, "memref.get_global", mlirOperationGetLocation(before), 0, NULL,
+            1, &memref, 1, &a, before),
+      0);
+  return castUnranked(l, g, before);
+}
+
+static int64_t intAttr(MlirOperation op, const char *name, int64_t dflt) {
+  MlirAttribute a = dtGetAttr(op, name);
+  return !mlirAttributeIsNull(a) && mlirAttributeIsAInteger(a)
+             ? mlirIntegerAttrGetValueInt(a)
+             : dflt;
+}
+
+static int64_t reduceCode(MlirOperation op) {
+  MlirAttribute a = dtGetAttr(op, "reduce");
+  if (mlirAttributeIsNull(a) || !mlirAttributeIsAString(a))
+    return DTRT_SUM;
+  MlirStringRef s = mlirStringAttrGetValue(a);
+  static const char *kNames[] = {"sum", "max", "min", "avg", "prod"};
+  for (int k = 0; k < 5; ++k)
+    if (strlen(kNames[k]) == s.length && !memcmp(kNames[k], s.data, s.length))
+      return k;
+  return DTRT_SUM;
+}
+
+static void lowerCollective(Lower *l, MlirOperation op, int64_t kind) {
+  MlirLocation loc = mlirOperationGetLocation(op);
+  MlirValue in = mlirOperationGetOperand(op, 0);
+  MlirType inType = mlirValueGetType(in);
+  MlirType outType = mlirValueGetType(mlirOperationGetResult(op, 0));
+  int64_t code;
+  const char *suffix = typeSuffix(mlirShapedTypeGetElementType(inType), &code);
+  if (!suffix) {
+    fail(l, op, "has an element type the runtime does not carry (valid: "
+                "f32, f64, f16, bf16, i32, i64)");
+    return;
+  }
+  /* The mesh and the group's axes, as globals. */
+  MlirAttribute ref = dtGetAttr(op, "mesh");
+  MlirStringRef meshName = mlirFlatSymbolRefAttrGetValue(ref);
+  MlirOperation meshOp = dtensorMeshOpLookup(op, meshName);
+  MlirAttribute shapeAttr = dtGetAttr(meshOp, "shape");
+  MlirAttribute axesAttr = dtGetAttr(op, "mesh_axes");
+  int meshRank = (int)mlirDenseArrayGetNumElements(shapeAttr);
+  int numAxes = (int)mlirDenseArrayGetNumElements(axesAttr);
+  int64_t shape[16], axes[16];
+  for (int i = 0; i < meshRank && i < 16; ++i)
+    shape[i] = mlirDenseI64ArrayGetElement(shapeAttr, i);
+  char meshSym[300], axesSym[400], callee[64];
+  snprintf(meshSym, sizeof(meshSym), "__dtensor_mesh_%.*s",
+           (int)meshName.length, meshName.data);
+  int n = snprintf(axesSym, sizeof(axesSym), "%s_axes", meshSym);
+  for (int i = 0; i < numAxes && i < 16; ++i) {
+    axes[i] = mlirDenseI64ArrayGetElement(axesAttr, i);
+    n += snprintf(axesSym + n, sizeof(axesSym) - (size_t)n, "_%lld",
+                  (long long)axes[i]);
+  }
+  ensureGlobal(l, meshSym, meshRank, shape, loc);
+  ensureGlobal(l, axesSym, numAxes, axes, loc);
+  snprintf(callee, sizeof(callee), "dtrt_mlir_collective_%s", suffix);
+  ensureCallee(l, callee, mlirShapedTypeGetElementType(inType), loc);
+  /* The buffers. */
+  int rank = (int)mlirShapedTypeGetRank(inType);
+  int64_t inShape[16], outShape[16];
+  for (int d = 0; d < rank; ++d) {
+    inShape[d] = mlirShapedTypeGetDimSize(inType, d);
+    outShape[d] = mlirShapedTypeGetDimSize(outType, d);
+  }
+  MlirType elt = mlirShapedTypeGetElementType(inType);
+  MlirType inMem = mlirMemRefTypeContiguousGet(elt, rank, inShape,
+                                               mlirAttributeGetNull());
+  MlirType outMem = mlirMemRefTypeContiguousGet(elt, rank, outShape,
+                                                mlirAttributeGetNull());
+  MlirValue inBuf = mlirOperationGetResult(
+      build(l, "bufferization.to_buffer", loc, 1, &in, 1, &inMem, 0, NULL, op),
+      0);
+  int32_t segments[2] = {0, 0};
+  MlirNamedAttribute allocAttrs[1] = {named(
+      l->ctx, "operandSegmentSizes",
+      mlirDenseI32ArrayGet(l->ctx, 2, segments))};
+  MlirValue outBuf = mlirOperationGetResult(
+      build(l, "memref.alloc", loc, 0, NULL, 1, &outMem, 1, allocAttrs, op), 0);
+  MlirValue args[10] = {
+      constI64(l, kind, op),
+      constI64(l, code, op),
+      constI64(l, reduceCode(op), op),
+      constI64(l, intAttr(op, "gather_dim", -1), op),
+      constI64(l, intAttr(op, "shard_dim", -1), op),
+      constI64(l, intAttr(op, "root", 0), op),
+      castUnranked(l, inBuf, op),
+      castUnranked(l, outBuf, op),
+      global(l, meshSym, meshRank, op),
+      global(l, axesSym, numAxes, op),
+  };
+  MlirNamedAttribute callAttrs[1] = {named(
+      l->ctx, "callee",
+      mlirFlatSymbolRefAttrGet(l->ctx, mlirStringRefCreateFromCString(callee)))};
+  build(l, "func.call", loc, 10, args, 0, NULL, 1, callAttrs, op);
+  MlirNamedAttribute tensorAttrs[2] = {
+      named(l->ctx, "restrict", mlirUnitAttrGet(l->ctx)),
+      named(l->ctx, "writable", mlirUnitAttrGet(l->ctx))};
+  MlirValue out = mlirOperationGetResult(
+      build(l, "bufferization.to_tensor", loc, 1, &outBuf, 1, &outType, 2,
+            tensorAttrs, op),
+      0);
+  mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(op, 0), out);
+  mlirOperationDestroy(op);
+}
+
+typedef struct Found {
+  MlirOperation *ops;
+  size_t count, capacity;
+} Found;
+
+static MlirWalkResult collect(MlirOperation op, void *userData) {
+  Found *f = userData;
+  MlirStringRef n = mlirIdentifierStr(mlirOperationGetName(op));
+  if (n.length < 8 || memcmp(n.data, "dtensor.", 8))
+    return MlirWalkResultAdvance;
+  if (f->count == f->capacity) {
+    size_t cap = f->capacity ? 2 * f->capacity : 64;
+    MlirOperation *ops = realloc(f->ops, sizeof(MlirOperation) * cap);
+    if (!ops)
+      return MlirWalkResultInterrupt;
+    f->ops = ops;
+    f->capacity = cap;
+  }
+  f->ops[f->count++] = op;
+  return MlirWalkResultAdvance;
+}
+
+static bool runLowerToRuntime(MlirOperation root,
+                              const DtPassOptions *options) {
+  (void)options;
+  Lower l = {mlirOperationGetContext(root), root,
+             mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0)),
+             mlirSymbolTableCreate(root), false};
+  Found found = {NULL, 0, 0};
+  mlirOperationWalk(root, collect, &found, MlirWalkPreOrder);
+  static const struct {
+    const char *name;
+    int64_t kind;
+  } kKinds[] = {
+      {"dtensor.all_gather", DTRT_MLIR_ALL_GATHER},
+      {"dtensor.all_reduce", DTRT_MLIR_ALL_REDUCE},
+      {"dtensor.reduce_scatter", DTRT_MLIR_REDUCE_SCATTER},
+      {"dtensor.all_to_all", DTRT_MLIR_ALL_TO_ALL},
+      {"dtensor.local_split", DTRT_MLIR_LOCAL_SPLIT},
+      {"dtensor.broadcast", DTRT_MLIR_BROADCAST},
+  };
+  MlirOperation meshes[64];
+  int numMeshes = 0;
+  for (size_t i = 0; i < found.count; ++i) {
+    MlirOperation op = found.ops[i];
+    if (dtIsOp(op, "dtensor.mesh")) {
+      if (numMeshes < 64)
+        meshes[numMeshes++] = op;
+      continue;
+    }
+    bool done = false;
+    for (size_t k = 0; k < sizeof(kKinds) / sizeof(kKinds[0]) && !done; ++k)
+      if (dtIsOp(op, kKinds[k].name)) {
+        lowerCollective(&l, op, kKinds[k].kind);
+        done = true;
+      }
+    if (!done && !dtIsOp(op, "dtensor.mesh"))
+      fail(&l, op, "is not lowered to the runtime yet (%s)",
+           dtIsOp(op, "dtensor.redistribute")
+               ? "run dtensor-lower-redistribute first"
+               : "permute and mesh_index have no runtime call so far");
+  }
+  /* The meshes have served; nothing below the runtime calls needs them. */
+  for (int i = 0; i < numMeshes && !l.failed; ++i)
+    mlirOperationDestroy(meshes[i]);
+  free(found.ops);
+  mlirSymbolTableDestroy(l.symbols);
+  return !l.failed;
+}
+
+const DtPassDef dtLowerToRuntimePass = {
+    .info = {"dtensor-lower-to-runtime",
+             "Turn every dtensor collective into a call of libdtensor_rt "
+             "(dtrt_mlir_collective_<type>) on memrefs",
+             0, NULL},
+    .verifyFirst = true,
+    .run = runLowerToRuntime,
+    .numDependentDialects = 4,
+    .dependentDialects = {mlirGetDialectHandle__bufferization__,
+                          mlirGetDialectHandle__memref__,
+                          mlirGetDialectHandle__arith__,
+                          mlirGetDialectHandle__func__},
+};
