@@ -164,6 +164,22 @@ DTRT_EXPORT void dtrt_mlir_collective(
     int64_t outRank, void *outDesc, int64_t meshRank, void *meshDesc,
     int64_t axesRank, void *axesDesc);
 
+/// The same, one symbol per element type (f32, f64, f16, bf16, i32, i64),
+/// as dtensor-lower-to-runtime declares them.
+#define DTRT_DECLARE_TYPED(suffix)                                             \
+  DTRT_EXPORT void dtrt_mlir_collective_##suffix(                              \
+      int64_t kind, int64_t dtype, int64_t reduce, int64_t gatherDim,          \
+      int64_t shardDim, int64_t root, int64_t inRank, void *inDesc,            \
+      int64_t outRank, void *outDesc, int64_t meshRank, void *meshDesc,        \
+      int64_t axesRank, void *axesDesc);
+DTRT_DECLARE_TYPED(f32)
+DTRT_DECLARE_TYPED(f64)
+DTRT_DECLARE_TYPED(f16)
+DTRT_DECLARE_TYPED(bf16)
+DTRT_DECLARE_TYPED(i32)
+DTRT_DECLARE_TYPED(i64)
+#undef DTRT_DECLARE_TYPED
+
 #ifdef __cplusplus
 }
 #endif

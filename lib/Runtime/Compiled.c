@@ -212,11 +212,6 @@ void dtrt_mlir_collective(int64_t kind, int64_t dtypeCode, int64_t reduce,
 /* One symbol per element type, as dtensor-lower-to-runtime declares them
  * (MLIR needs a signature per memref element type). */
 #define DTRT_TYPED(suffix)                                                     \
-  DTRT_EXPORT void dtrt_mlir_collective_##suffix(                              \
-      int64_t kind, int64_t dtype, int64_t reduce, int64_t gatherDim,          \
-      int64_t shardDim, int64_t root, int64_t inRank, void *inDesc,            \
-      int64_t outRank, void *outDesc, int64_t meshRank, void *meshDesc,        \
-      int64_t axesRank, void *axesDesc);                                       \
   void dtrt_mlir_collective_##suffix(                                          \
       int64_t kind, int64_t dtype, int64_t reduce, int64_t gatherDim,          \
       int64_t shardDim, int64_t root, int64_t inRank, void *inDesc,            \

@@ -316,6 +316,34 @@ static MlirWalkResult collect(MlirOperation op, void *userData) {
   return MlirWalkResultAdvance;
 }
 
+static void stripDtensorAttrs(MlirContext ctx, MlirOperation f,
+                              const char *key) {
+  MlirAttribute list = dtGetAttr(f, key);
+  if (mlirAttributeIsNull(list) || !mlirAttributeIsAArray(list))
+    return;
+  intptr_t n = mlirArrayAttrGetNumElements(list);
+  MlirAttribute *dicts = malloc(sizeof(MlirAttribute) * (size_t)(n + 1));
+  if (!dicts)
+    return;
+  for (intptr_t i = 0; i < n; ++i) {
+    MlirAttribute d = mlirArrayAttrGetElement(list, i);
+    intptr_t m = mlirDictionaryAttrGetNumElements(d), kept = 0;
+    MlirNamedAttribute *entries =
+        malloc(sizeof(MlirNamedAttribute) * (size_t)(m + 1));
+    for (intptr_t j = 0; entries && j < m; ++j) {
+      MlirNamedAttribute e = mlirDictionaryAttrGetElement(d, j);
+      MlirStringRef name = mlirIdentifierStr(e.name);
+      if (name.length < 8 || memcmp(name.data, "dtensor.", 8))
+        entries[kept++] = e;
+    }
+    dicts[i] = mlirDictionaryAttrGet(ctx, kept, entries);
+    free(entries);
+  }
+  mlirOperationSetAttributeByName(f, mlirStringRefCreateFromCString(key),
+                                  mlirArrayAttrGet(ctx, n, dicts));
+  free(dicts);
+}
+
 static bool runLowerToRuntime(MlirOperation root,
                               const DtPassOptions *options) {
   (void)options;
@@ -356,6 +384,13 @@ static bool runLowerToRuntime(MlirOperation root,
                ? "run dtensor-lower-redistribute first"
                : "permute and mesh_index have no runtime call so far");
   }
+  /* Function arguments and results lose their dtensor attributes (the LLVM
+   * translation does not know them). */
+  for (MlirOperation f = mlirBlockGetFirstOperation(l.top);
+       !mlirOperationIsNull(f); f = mlirOperationGetNextInBlock(f))
+    if (dtIsOp(f, "func.func"))
+      for (int k = 0; k < 2; ++k)
+        stripDtensorAttrs(l.ctx, f, k ? "res_attrs" : "arg_attrs");
   /* The meshes have served; nothing below the runtime calls needs them. */
   for (int i = 0; i < numMeshes && !l.failed; ++i)
     mlirOperationDestroy(meshes[i]);

@@ -250,7 +250,9 @@ MlirLogicalResult dtensorAddToLLVMPipeline(MlirOpPassManager pm,
   return dtensorPassManagerAddPipeline(
       pm,
       mlirStringRefCreateFromCString(
-          "one-shot-bufferize{bufferize-function-boundaries}, "
+          "func.func(convert-elementwise-to-linalg), "
+          "one-shot-bufferize{bufferize-function-boundaries "
+          "allow-return-allocs-from-loops}, "
           "convert-linalg-to-loops, convert-scf-to-cf, expand-strided-metadata, "
           "finalize-memref-to-llvm, convert-to-llvm, reconcile-unrealized-casts"),
       outDiag);

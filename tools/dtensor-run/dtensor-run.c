@@ -5,6 +5,8 @@
  * after 5 s), the job's shared-memory segments are removed, and it says
  * which rank and how. Running an .mlir program directly comes with
  * dtensor-lower-to-runtime (issue 6). */
+#include "Run.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -18,8 +20,12 @@
 
 static int usage(void) {
   fprintf(stderr,
-          "usage: dtensor-run -n N [--backend shm] [--timeout SECONDS] [--] "
-          "PROGRAM [ARGS...]\n"
+          "usage: dtensor-run -n N [--backend shm|mpi] [--timeout SECONDS] "
+          "[--] PROGRAM [ARGS...]\n"
+          "       dtensor-run -n N [--entry FUNC] PROG.mlir\n"
+          "  PROG.mlir: compiles the annotated program with dtensor-spmd, "
+          "runs it on N ranks\n  (shm) and checks every rank's result "
+          "against the single-device run\n"
           "  runs PROGRAM on N ranks with RANK, WORLD_SIZE, LOCAL_RANK, "
           "MASTER_ADDR,\n  MASTER_PORT, DTENSOR_JOB and DTENSOR_BACKEND set\n");
   return 2;
@@ -40,74 +46,11 @@ static void removeSegments(const char *job) {
   closedir(d);
 }
 
-int main(int argc, char **argv) {
-  int n = 0, i = 1;
-  const char *backend = "shm", *timeout = NULL;
-  for (; i < argc; ++i) {
-    if (!strcmp(argv[i], "-n") && i + 1 < argc)
-      n = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--backend") && i + 1 < argc)
-      backend = argv[++i];
-    else if (!strcmp(argv[i], "--timeout") && i + 1 < argc)
-      timeout = argv[++i];
-    else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      usage();
-      return 0;
-    } else if (!strcmp(argv[i], "--")) {
-      ++i;
-      break;
-    } else if (argv[i][0] == '-') {
-      fprintf(stderr, "dtensor-run: unknown option '%s'\n", argv[i]);
-      return usage();
-    } else
-      break;
-  }
-  if (n < 1 || n > 1024 || i >= argc) {
-    if (n < 1 || n > 1024)
-      fprintf(stderr, "dtensor-run: -n needs a rank count from 1 to 1024\n");
-    return usage();
-  }
-  if (strcmp(backend, "shm") && strcmp(backend, "mpi")) {
-    fprintf(stderr, "dtensor-run: unknown backend '%s' (valid: shm, mpi)\n",
-            backend);
-    return 2;
-  }
-  size_t len = strlen(argv[i]);
-  if (len > 5 && !strcmp(argv[i] + len - 5, ".mlir")) {
-    fprintf(stderr, "dtensor-run: running an MLIR program needs "
-            "dtensor-lower-to-runtime, which is not built yet; give an "
-            "executable\n");
-    return 2;
-  }
-  if (!strcmp(backend, "mpi")) {
-    /* MPI has its own launcher: hand the job to mpirun. */
-    char count[16];
-    snprintf(count, sizeof(count), "%d", n);
-    char **args = calloc((size_t)(argc - i + 16), sizeof(char *));
-    if (!args)
-      return 1;
-    int k = 0;
-    args[k++] = "mpirun";
-    args[k++] = "-n";
-    args[k++] = count;
-    if (geteuid() == 0)
-      args[k++] = "--allow-run-as-root";
-    args[k++] = "--oversubscribe";
-    setenv("DTENSOR_BACKEND", "mpi", 1);
-    args[k++] = "-x";
-    args[k++] = "DTENSOR_BACKEND";
-    if (timeout) {
-      setenv("DTENSOR_TIMEOUT_S", timeout, 1);
-      args[k++] = "-x";
-      args[k++] = "DTENSOR_TIMEOUT_S";
-    }
-    for (int a = i; a < argc; ++a)
-      args[k++] = argv[a];
-    execvp("mpirun", args);
-    fprintf(stderr, "dtensor-run: cannot run mpirun: %s (install "
-            "openmpi-bin)\n", strerror(errno));
-    return 1;
-  }
+/* Starts `child(rank, arg)` in N processes with the torchrun variables and
+ * waits: a rank that fails stops the others (SIGTERM, SIGKILL after 5 s);
+ * the job's shared memory is removed. Returns 0 when every rank succeeded. */
+int dtRunLaunch(int n, const char *backend, const char *timeout,
+                int (*child)(int rank, void *arg), void *childArg) {
   char job[64], port[16], size[16];
   snprintf(job, sizeof(job), "j%ld-%ld", (long)getpid(), (long)time(NULL));
   snprintf(port, sizeof(port), "%d", 29500 + (int)(getpid() % 1000));
@@ -136,10 +79,8 @@ int main(int argc, char **argv) {
       setenv("DTENSOR_BACKEND", backend, 1);
       if (timeout)
         setenv("DTENSOR_TIMEOUT_S", timeout, 1);
-      execvp(argv[i], argv + i);
-      fprintf(stderr, "dtensor-run: rank %d: cannot run '%s': %s\n", r,
-              argv[i], strerror(errno));
-      _exit(127);
+      fflush(stdout);
+      _exit(child(r, childArg));
     }
     pids[r] = pid;
   }
@@ -186,4 +127,86 @@ int main(int argc, char **argv) {
   removeSegments(job);
   free(pids);
   return status;
+}
+
+typedef struct Exec {
+  char **argv;
+} Exec;
+
+static int execChild(int rank, void *arg) {
+  Exec *e = arg;
+  execvp(e->argv[0], e->argv);
+  fprintf(stderr, "dtensor-run: rank %d: cannot run '%s': %s\n", rank,
+          e->argv[0], strerror(errno));
+  return 127;
+}
+
+int main(int argc, char **argv) {
+  int n = 0, i = 1;
+  const char *backend = "shm", *timeout = NULL, *entry = NULL;
+  for (; i < argc; ++i) {
+    if (!strcmp(argv[i], "-n") && i + 1 < argc)
+      n = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--backend") && i + 1 < argc)
+      backend = argv[++i];
+    else if (!strcmp(argv[i], "--timeout") && i + 1 < argc)
+      timeout = argv[++i];
+    else if (!strcmp(argv[i], "--entry") && i + 1 < argc)
+      entry = argv[++i];
+    else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage();
+      return 0;
+    } else if (!strcmp(argv[i], "--")) {
+      ++i;
+      break;
+    } else if (argv[i][0] == '-') {
+      fprintf(stderr, "dtensor-run: unknown option '%s'\n", argv[i]);
+      return usage();
+    } else
+      break;
+  }
+  if (n < 1 || n > 1024 || i >= argc) {
+    if (n < 1 || n > 1024)
+      fprintf(stderr, "dtensor-run: -n needs a rank count from 1 to 1024\n");
+    return usage();
+  }
+  if (strcmp(backend, "shm") && strcmp(backend, "mpi")) {
+    fprintf(stderr, "dtensor-run: unknown backend '%s' (valid: shm, mpi)\n",
+            backend);
+    return 2;
+  }
+  size_t len = strlen(argv[i]);
+  if (!strcmp(backend, "mpi")) {
+    /* MPI has its own launcher: hand the job to mpirun. */
+    char count[16];
+    snprintf(count, sizeof(count), "%d", n);
+    char **args = calloc((size_t)(argc - i + 16), sizeof(char *));
+    if (!args)
+      return 1;
+    int k = 0;
+    args[k++] = "mpirun";
+    args[k++] = "-n";
+    args[k++] = count;
+    if (geteuid() == 0)
+      args[k++] = "--allow-run-as-root";
+    args[k++] = "--oversubscribe";
+    setenv("DTENSOR_BACKEND", "mpi", 1);
+    args[k++] = "-x";
+    args[k++] = "DTENSOR_BACKEND";
+    if (timeout) {
+      setenv("DTENSOR_TIMEOUT_S", timeout, 1);
+      args[k++] = "-x";
+      args[k++] = "DTENSOR_TIMEOUT_S";
+    }
+    for (int a = i; a < argc; ++a)
+      args[k++] = argv[a];
+    execvp("mpirun", args);
+    fprintf(stderr, "dtensor-run: cannot run mpirun: %s (install "
+            "openmpi-bin)\n", strerror(errno));
+    return 1;
+  }
+  if (len > 5 && !strcmp(argv[i] + len - 5, ".mlir"))
+    return dtRunMlir(argv[i], entry, n, backend, timeout);
+  Exec exec = {argv + i};
+  return dtRunLaunch(n, backend, timeout, execChild, &exec);
 }

@@ -1,0 +1,12 @@
+/* dtensor-run's parts: the launcher (dtensor-run.c) and the MLIR runner
+ * (Jit.c). */
+#ifndef DTENSOR_TOOLS_DTENSOR_RUN_RUN_H
+#define DTENSOR_TOOLS_DTENSOR_RUN_RUN_H
+
+int dtRunLaunch(int n, const char *backend, const char *timeout,
+                int (*child)(int rank, void *arg), void *childArg);
+
+int dtRunMlir(const char *path, const char *entry, int n, const char *backend,
+              const char *timeout);
+
+#endif
