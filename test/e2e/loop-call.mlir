@@ -1,3 +1,5 @@
+// RUN: dtensor-run -n 4 %s | FileCheck %s
+// CHECK: every rank's result equals the single-device run
 // A layer called in a loop: interprocedural layouts, a loop-carried value
 // at a fixed point, a residual add.
 "dtensor.mesh"() {sym_name = "tp", shape = array<i64: 4>, axis_names = ["tp"]} : () -> ()

@@ -1,3 +1,5 @@
+// RUN: dtensor-run -n 4 %s | FileCheck %s
+// CHECK: every rank's result equals the single-device run
 // Rows over dp, a reshape that splits the sharded dim's axes, and a
 // row normalization (a reduction over an unsharded dim).
 "dtensor.mesh"() {sym_name = "m", shape = array<i64: 2, 2>, axis_names = ["dp", "tp"]} : () -> ()

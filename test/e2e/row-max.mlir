@@ -1,3 +1,5 @@
+// RUN: dtensor-run -n 4 %s | FileCheck %s
+// CHECK: every rank's result equals the single-device run
 // A max reduction over a sharded dim: Partial(max), resolved by all_reduce.
 "dtensor.mesh"() {sym_name = "m", shape = array<i64: 2, 2>, axis_names = ["dp", "tp"]} : () -> ()
 func.func @rowmax(%x: tensor<8x64xf32> {dtensor.layout = #dtensor.layout<@m, "[S(dp), S(tp)]">})

@@ -1,3 +1,5 @@
+// RUN: dtensor-run -n 4 %s | FileCheck %s
+// CHECK: every rank's result equals the single-device run
 // Sequence-parallel output: the Partial result is reduce-scattered.
 "dtensor.mesh"() {sym_name = "tp", shape = array<i64: 4>, axis_names = ["tp"]} : () -> ()
 func.func @seq(%h: tensor<64x256xf32> {dtensor.layout = #dtensor.layout<@tp, "[R, S(tp)]">},

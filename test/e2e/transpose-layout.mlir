@@ -1,3 +1,5 @@
+// RUN: dtensor-run -n 4 %s | FileCheck %s
+// CHECK: every rank's result equals the single-device run
 // [S0, S1] -> [S1, S0] on a 2x2 grid, with an elementwise op and a
 // transpose in between (all_gather, all_to_all, local_split).
 "dtensor.mesh"() {sym_name = "g", shape = array<i64: 2, 2>, axis_names = ["x", "y"]} : () -> ()
