@@ -180,6 +180,11 @@ DTRT_DECLARE_TYPED(i32)
 DTRT_DECLARE_TYPED(i64)
 #undef DTRT_DECLARE_TYPED
 
+/// This process's coordinate along mesh `axis` (row-major over the mesh
+/// shape, a 1-D i64 memref): what dtensor.mesh_index lowers to.
+DTRT_EXPORT int64_t dtrt_mlir_mesh_coord(int64_t axis, int64_t meshRank,
+                                         void *meshDesc);
+
 #ifdef __cplusplus
 }
 #endif

@@ -15,6 +15,7 @@
 #include "mlir-c/Diagnostics.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <string.h>
 
 static const char kManyOps[] =
@@ -46,8 +47,11 @@ static MlirLogicalResult swallowManyOps(MlirDiagnostic d, void *userData) {
   Prefix prefix = {{0}, 0};
   mlirDiagnosticPrint(d, keepPrefix, &prefix);
   if (prefix.length != sizeof(kManyOps) - 1 ||
-      memcmp(prefix.text, kManyOps, prefix.length))
+      memcmp(prefix.text, kManyOps, prefix.length)) {
+    if (mlirDiagnosticGetSeverity(d) == MlirDiagnosticError)
+      parse->failed = true;
     return mlirLogicalResultFailure();
+  }
   parse->manyOps = true;
   return mlirLogicalResultSuccess();
 }
@@ -118,6 +122,68 @@ static bool startsWithModule(MlirStringRef source) {
                           t[i + 6] == '.' || t[i + 6] == '$'));
 }
 
+/* The parser of an IRDL dialect rejects custom syntax without a word. The
+ * first `dtensor.<op>` written as a bare op name (not quoted, not in a
+ * comment or string, not an attribute `#dtensor.` nor an attribute name
+ * before `=`) is the likely cause. */
+static void reportSilentFailure(MlirContext ctx, MlirStringRef source,
+                                MlirStringRef sourceName) {
+  const char *t = source.data;
+  size_t n = source.length;
+  unsigned line = 1, col = 1;
+  bool inString = false;
+  for (size_t i = 0; i < n; ++i, ++col) {
+    char c = t[i];
+    if (c == '\n') {
+      ++line;
+      col = 0;
+      inString = false;
+      continue;
+    }
+    if (inString) {
+      if (c == '\\')
+        ++i, ++col;
+      else if (c == '"')
+        inString = false;
+      continue;
+    }
+    if (c == '"') {
+      inString = true;
+      continue;
+    }
+    if (c == '/' && i + 1 < n && t[i + 1] == '/') {
+      while (i + 1 < n && t[i + 1] != '\n')
+        ++i;
+      continue;
+    }
+    bool start = i == 0 || !(isalnum((unsigned char)t[i - 1]) ||
+                             t[i - 1] == '_' || t[i - 1] == '.' ||
+                             t[i - 1] == '#' || t[i - 1] == '!' ||
+                             t[i - 1] == '@' || t[i - 1] == '%');
+    if (!start || n - i < 9 || memcmp(t + i, "dtensor.", 8))
+      continue;
+    size_t e = i + 8;
+    while (e < n && (isalnum((unsigned char)t[e]) || t[e] == '_'))
+      ++e;
+    size_t after = e;
+    while (after < n && (t[after] == ' ' || t[after] == '\t'))
+      ++after;
+    if (after < n && t[after] == '=')
+      continue; /* an attribute name: {dtensor.layout = ...} */
+    char message[256];
+    snprintf(message, sizeof(message),
+             "'%.*s' is written in custom syntax, which the dtensor dialect "
+             "(defined with IRDL) does not have; write it in the generic "
+             "form \"%.*s\"(operands) {attributes} : (types) -> types",
+             (int)(e - i), t + i, (int)(e - i), t + i);
+    mlirEmitError(mlirLocationFileLineColGet(ctx, sourceName, line, col),
+                  message);
+    return;
+  }
+  mlirEmitError(mlirLocationFileLineColGet(ctx, sourceName, 1, 1),
+                "the source does not parse (the parser gave no reason)");
+}
+
 MlirOperation dtensorSourceParse(MlirContext ctx, MlirStringRef source,
                                  MlirStringRef sourceName) {
   Parse parse = {ctx, sourceName, false, false};
@@ -145,7 +211,9 @@ MlirOperation dtensorSourceParse(MlirContext ctx, MlirStringRef source,
   MlirOperation op = mlirOperationCreateParse(ctx, source, sourceName);
   mlirContextDetachDiagnosticHandler(ctx, handler);
   if (mlirOperationIsNull(op)) {
-    if (parse.manyOps)
+    if (!parse.failed && !parse.manyOps)
+      reportSilentFailure(ctx, source, sourceName);
+    else if (parse.manyOps)
       mlirEmitError(mlirLocationUnknownGet(ctx),
                     "the source does not parse as a module");
     return op;

@@ -209,6 +209,27 @@ void dtrt_mlir_collective(int64_t kind, int64_t dtypeCode, int64_t reduce,
     die("collective");
 }
 
+int64_t dtrt_mlir_mesh_coord(int64_t axis, int64_t meshRank, void *meshDesc) {
+  (void)meshRank;
+  DtrtContext *c = context();
+  Descriptor *mesh = meshDesc;
+  int64_t numMesh = mesh->sizes[0];
+  const int64_t *shape = (const int64_t *)mesh->aligned + mesh->offset;
+  int64_t total = 1;
+  for (int64_t a = 0; a < numMesh; ++a)
+    total *= shape[a];
+  if (axis < 0 || axis >= numMesh || total != c->worldSize) {
+    fprintf(stderr, "dtensor runtime: mesh_index: axis %lld of a mesh of %lld "
+            "devices on a world of %d ranks\n", (long long)axis,
+            (long long)total, c->worldSize);
+    exit(1);
+  }
+  int64_t r = c->rank;
+  for (int64_t a = numMesh - 1; a > axis; --a)
+    r /= shape[a];
+  return r % shape[axis];
+}
+
 /* One symbol per element type, as dtensor-lower-to-runtime declares them
  * (MLIR needs a signature per memref element type). */
 #define DTRT_TYPED(suffix)                                                     \

@@ -2,7 +2,8 @@
  * program becomes a call of libdtensor_rt's dtrt_mlir_collective_<type> on
  * unranked memrefs (the input block through bufferization.to_buffer, the
  * output a fresh memref.alloc turned back into a tensor), with the mesh
- * shape and the group's axes as constant globals. The mesh declarations go
+ * shape and the group's axes as constant globals; dtensor.mesh_index
+ * becomes calls of dtrt_mlir_mesh_coord. The mesh declarations go
  * (nothing below needs them). Then the usual bufferization and LLVM
  * conversion apply (pipeline dtensor-to-llvm, docs/runtime.md). */
 #include "PassDef.h"
@@ -126,17 +127,12 @@ static const char *typeSuffix(MlirType t, int64_t *code) {
   return NULL;
 }
 
-/* The declaration of dtrt_mlir_collective_<type> (created once). */
-static void ensureCallee(Lower *l, const char *sym, MlirType elt,
+/* The private declaration of runtime function `sym` (created once). */
+static void ensureCallee(Lower *l, const char *sym, MlirType fn,
                          MlirLocation loc) {
   if (!mlirOperationIsNull(mlirSymbolTableLookup(
           l->symbols, mlirStringRefCreateFromCString(sym))))
     return;
-  MlirType i64 = mlirIntegerTypeGet(l->ctx, 64);
-  MlirType data = mlirUnrankedMemRefTypeGet(elt, mlirAttributeGetNull());
-  MlirType ints = mlirUnrankedMemRefTypeGet(i64, mlirAttributeGetNull());
-  MlirType inputs[10] = {i64, i64, i64, i64, i64, i64, data, data, ints, ints};
-  MlirType fn = mlirFunctionTypeGet(l->ctx, 10, inputs, 0, NULL);
   MlirNamedAttribute attrs[3] = {
       named(l->ctx, "sym_name",
             mlirStringAttrGet(l->ctx, mlirStringRefCreateFromCString(sym))),
@@ -210,6 +206,53 @@ static int64_t reduceCode(MlirOperation op) {
   return DTRT_SUM;
 }
 
+/* The constant global holding the shape of `op`'s mesh (created once):
+ * its symbol in `sym`; returns the mesh rank. */
+static int meshGlobal(Lower *l, MlirOperation op, char *sym, size_t size) {
+  MlirStringRef meshName = mlirFlatSymbolRefAttrGetValue(dtGetAttr(op, "mesh"));
+  MlirAttribute shapeAttr =
+      dtGetAttr(dtensorMeshOpLookup(op, meshName), "shape");
+  int meshRank = (int)mlirDenseArrayGetNumElements(shapeAttr);
+  int64_t shape[16];
+  for (int i = 0; i < meshRank && i < 16; ++i)
+    shape[i] = mlirDenseI64ArrayGetElement(shapeAttr, i);
+  snprintf(sym, size, "__dtensor_mesh_%.*s", (int)meshName.length,
+           meshName.data);
+  ensureGlobal(l, sym, meshRank, shape, mlirOperationGetLocation(op));
+  return meshRank;
+}
+
+/* dtensor.mesh_index: one call of dtrt_mlir_mesh_coord per result. */
+static void lowerMeshIndex(Lower *l, MlirOperation op) {
+  MlirLocation loc = mlirOperationGetLocation(op);
+  char meshSym[300];
+  int meshRank = meshGlobal(l, op, meshSym, sizeof(meshSym));
+  MlirAttribute axesAttr = dtGetAttr(op, "mesh_axes");
+  MlirType i64 = mlirIntegerTypeGet(l->ctx, 64);
+  MlirType index = mlirIndexTypeGet(l->ctx);
+  MlirType inputs[2] = {
+      i64, mlirUnrankedMemRefTypeGet(i64, mlirAttributeGetNull())};
+  ensureCallee(l, "dtrt_mlir_mesh_coord",
+               mlirFunctionTypeGet(l->ctx, 2, inputs, 1, &i64), loc);
+  MlirNamedAttribute callee = named(
+      l->ctx, "callee",
+      mlirFlatSymbolRefAttrGet(
+          l->ctx, mlirStringRefCreateFromCString("dtrt_mlir_mesh_coord")));
+  for (intptr_t k = 0; k < mlirOperationGetNumResults(op); ++k) {
+    int64_t axis = mlirAttributeIsNull(axesAttr)
+                       ? k
+                       : mlirDenseI64ArrayGetElement(axesAttr, k);
+    MlirValue args[2] = {constI64(l, axis, op),
+                         global(l, meshSym, meshRank, op)};
+    MlirValue coord = mlirOperationGetResult(
+        build(l, "func.call", loc, 2, args, 1, &i64, 1, &callee, op), 0);
+    MlirValue cast = mlirOperationGetResult(
+        build(l, "arith.index_cast", loc, 1, &coord, 1, &index, 0, NULL, op), 0);
+    mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(op, k), cast);
+  }
+  mlirOperationDestroy(op);
+}
+
 static void lowerCollective(Lower *l, MlirOperation op, int64_t kind) {
   MlirLocation loc = mlirOperationGetLocation(op);
   MlirValue in = mlirOperationGetOperand(op, 0);
@@ -223,29 +266,26 @@ static void lowerCollective(Lower *l, MlirOperation op, int64_t kind) {
     return;
   }
   /* The mesh and the group's axes, as globals. */
-  MlirAttribute ref = dtGetAttr(op, "mesh");
-  MlirStringRef meshName = mlirFlatSymbolRefAttrGetValue(ref);
-  MlirOperation meshOp = dtensorMeshOpLookup(op, meshName);
-  MlirAttribute shapeAttr = dtGetAttr(meshOp, "shape");
-  MlirAttribute axesAttr = dtGetAttr(op, "mesh_axes");
-  int meshRank = (int)mlirDenseArrayGetNumElements(shapeAttr);
-  int numAxes = (int)mlirDenseArrayGetNumElements(axesAttr);
-  int64_t shape[16], axes[16];
-  for (int i = 0; i < meshRank && i < 16; ++i)
-    shape[i] = mlirDenseI64ArrayGetElement(shapeAttr, i);
   char meshSym[300], axesSym[400], callee[64];
-  snprintf(meshSym, sizeof(meshSym), "__dtensor_mesh_%.*s",
-           (int)meshName.length, meshName.data);
+  int meshRank = meshGlobal(l, op, meshSym, sizeof(meshSym));
+  MlirAttribute axesAttr = dtGetAttr(op, "mesh_axes");
+  int numAxes = (int)mlirDenseArrayGetNumElements(axesAttr);
+  int64_t axes[16];
   int n = snprintf(axesSym, sizeof(axesSym), "%s_axes", meshSym);
   for (int i = 0; i < numAxes && i < 16; ++i) {
     axes[i] = mlirDenseI64ArrayGetElement(axesAttr, i);
     n += snprintf(axesSym + n, sizeof(axesSym) - (size_t)n, "_%lld",
                   (long long)axes[i]);
   }
-  ensureGlobal(l, meshSym, meshRank, shape, loc);
   ensureGlobal(l, axesSym, numAxes, axes, loc);
   snprintf(callee, sizeof(callee), "dtrt_mlir_collective_%s", suffix);
-  ensureCallee(l, callee, mlirShapedTypeGetElementType(inType), loc);
+  MlirType i64 = mlirIntegerTypeGet(l->ctx, 64);
+  MlirType data = mlirUnrankedMemRefTypeGet(mlirShapedTypeGetElementType(inType),
+                                            mlirAttributeGetNull());
+  MlirType ints = mlirUnrankedMemRefTypeGet(i64, mlirAttributeGetNull());
+  MlirType inputs[10] = {i64, i64, i64, i64, i64, i64, data, data, ints, ints};
+  ensureCallee(l, callee, mlirFunctionTypeGet(l->ctx, 10, inputs, 0, NULL),
+               loc);
   /* The buffers. */
   int rank = (int)mlirShapedTypeGetRank(inType);
   int64_t inShape[16], outShape[16];
@@ -378,11 +418,15 @@ static bool runLowerToRuntime(MlirOperation root,
         lowerCollective(&l, op, kKinds[k].kind);
         done = true;
       }
-    if (!done && !dtIsOp(op, "dtensor.mesh"))
+    if (!done && dtIsOp(op, "dtensor.mesh_index")) {
+      lowerMeshIndex(&l, op);
+      done = true;
+    }
+    if (!done)
       fail(&l, op, "is not lowered to the runtime yet (%s)",
            dtIsOp(op, "dtensor.redistribute")
                ? "run dtensor-lower-redistribute first"
-               : "permute and mesh_index have no runtime call so far");
+               : "permute has no runtime call so far");
   }
   /* Function arguments and results lose their dtensor attributes (the LLVM
    * translation does not know them). */

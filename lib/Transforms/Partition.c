@@ -11,13 +11,16 @@
  *    reduce_scatter where the user wants a shard);
  *  - fixes the ops whose attributes hold global sizes (slices, reshapes,
  *    splat constants) and removes annotations;
+ *  - slices the inputs of reductions over uneven sharded dims to the
+ *    device's real extent, so padding is never reduced;
  *  - drops the propagation attributes, keeping `dtensor.layout` and
  *    `dtensor.global_shape` on the function's arguments and results.
- * This increment partitions even layouts; an uneven one, a sharded loop in
- * a body that reads linalg.index, a sharded non-splat constant, or a
- * sharded sum/prod reduction with a non-neutral init is an error at the op. */
+ * A sharded loop in a body that reads linalg.index, a sharded non-splat
+ * constant, or a sharded sum/prod reduction with a non-neutral init is an
+ * error at the op. */
 #include "Util.h"
 #include "PassDef.h"
+#include "Rules.h"
 #include "Table.h"
 
 #include "Layout/Diag.h"
@@ -27,7 +30,6 @@
 #include "mlir-c/Diagnostics.h"
 #include "mlir-c/Dialect/Func.h"
 
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +45,15 @@ typedef struct Value {
   int64_t shape[DTENSOR_MAX_TENSOR_RANK]; /* global */
 } Value;
 
+/* A device's real extent along an uneven dim, computed once. */
+#define MAX_EXTENTS 32
+typedef struct Extent {
+  int64_t size, chunk;
+  int numAxes;
+  int axes[DTENSOR_MAX_MESH_RANK];
+  MlirValue value;
+} Extent;
+
 typedef struct Part {
   MlirContext ctx;
   MlirOperation func;
@@ -53,6 +64,9 @@ typedef struct Part {
   DtLayoutCache layouts;
   MlirOperation *ops;
   size_t numOps, capOps;
+  MlirOperation entryFirst; /* where per-function index values go */
+  int numExtents;
+  Extent extents[MAX_EXTENTS];
   bool failed;
 } Part;
 
@@ -166,14 +180,6 @@ static void record(Part *p, MlirOperation at, MlirValue v, MlirAttribute attr) {
   dtensorElementTypeFromMlir(mlirShapedTypeGetElementType(type), &et);
   if (!dtensorLayoutInit(p->mesh, &spec, rank, shape, et, &layout, &diag)) {
     opError(p, at, "%s", diag.message);
-    return;
-  }
-  if (!dtensorLayoutIsEven(&layout)) {
-    char spec[256];
-    dtensorShardingSpecPrint(&layout.spec, spec, sizeof(spec));
-    opError(p, at, "has a value with uneven shards (%s on %s); dtensor-"
-                   "partition handles even layouts only so far", spec,
-            "its global shape");
     return;
   }
   Value *e = dtTableInsert(&p->values, ptrHash(v.ptr));
@@ -403,6 +409,181 @@ static void checkIndices(Part *p, MlirOperation op) {
                    "partitioned yet");
 }
 
+/* ---- uneven shards: padding out of reductions --------------------------- */
+
+/* A padded block's padding holds anything (collectives and elementwise ops
+ * leave it as it comes), which is harmless wherever a dim is parallel. A
+ * reduction loop sharded over an uneven dim must not visit it: each such
+ * input is sliced to the device's real extent along the dim,
+ * clamp(size - shard * chunk, 0, chunk) with the shard index from
+ * dtensor.mesh_index, so the local op runs on a dynamic size and counts
+ * exactly the real elements, whatever its body computes (a device with
+ * no real elements leaves the neutral init). */
+
+static MlirOperation create(MlirOperation before, const char *name,
+                            int nOperands, const MlirValue *operands,
+                            int nResults, const MlirType *results, int nAttrs,
+                            const MlirNamedAttribute *attrs) {
+  MlirOperationState st = mlirOperationStateGet(
+      mlirStringRefCreateFromCString(name), mlirOperationGetLocation(before));
+  if (nOperands)
+    mlirOperationStateAddOperands(&st, nOperands, operands);
+  mlirOperationStateAddResults(&st, nResults, results);
+  if (nAttrs)
+    mlirOperationStateAddAttributes(&st, nAttrs, attrs);
+  MlirOperation op = mlirOperationCreate(&st);
+  mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(before), before, op);
+  return op;
+}
+
+static MlirNamedAttribute named(Part *p, const char *name, MlirAttribute a) {
+  return mlirNamedAttributeGet(
+      mlirIdentifierGet(p->ctx, mlirStringRefCreateFromCString(name)), a);
+}
+
+static MlirValue indexConst(Part *p, MlirOperation before, int64_t v) {
+  MlirType index = mlirIndexTypeGet(p->ctx);
+  MlirNamedAttribute a = named(p, "value", mlirIntegerAttrGet(index, v));
+  return mlirOperationGetResult(
+      create(before, "arith.constant", 0, NULL, 1, &index, 1, &a), 0);
+}
+
+static MlirValue binary(Part *p, MlirOperation before, const char *name,
+                        MlirValue a, MlirValue b) {
+  MlirValue ops[2] = {a, b};
+  MlirType index = mlirIndexTypeGet(p->ctx);
+  return mlirOperationGetResult(create(before, name, 2, ops, 1, &index, 0, NULL),
+                                0);
+}
+
+/* The device's real extent of dim `d` of `v` (an index), computed once per
+ * function at its entry. */
+static MlirValue realExtent(Part *p, const Value *v, int d, int64_t chunk) {
+  const DtensorShardingSpec *s = &v->spec;
+  for (int k = 0; k < p->numExtents; ++k) {
+    Extent *e = &p->extents[k];
+    if (e->size == v->shape[d] && e->chunk == chunk &&
+        e->numAxes == s->numAxes[d] &&
+        !memcmp(e->axes, s->axes[d], sizeof(int) * (size_t)e->numAxes))
+      return e->value;
+  }
+  MlirOperation at = p->entryFirst;
+  int64_t axes[DTENSOR_MAX_MESH_RANK];
+  MlirType types[DTENSOR_MAX_MESH_RANK];
+  for (int k = 0; k < s->numAxes[d]; ++k) {
+    axes[k] = s->axes[d][k];
+    types[k] = mlirIndexTypeGet(p->ctx);
+  }
+  MlirNamedAttribute attrs[2] = {
+      named(p, "mesh", mlirFlatSymbolRefAttrGet(
+                           p->ctx, mlirStringRefCreateFromCString(p->meshName))),
+      named(p, "mesh_axes", mlirDenseI64ArrayGet(p->ctx, s->numAxes[d], axes))};
+  MlirOperation coords =
+      create(at, "dtensor.mesh_index", 0, NULL, s->numAxes[d], types, 2, attrs);
+  /* The shard index: row-major over the dim's axes. */
+  MlirValue shard = mlirOperationGetResult(coords, 0);
+  for (int k = 1; k < s->numAxes[d]; ++k) {
+    MlirValue size = indexConst(p, at, dtensorMeshGetAxisSize(p->mesh, s->axes[d][k]));
+    shard = binary(p, at, "arith.addi", binary(p, at, "arith.muli", shard, size),
+                   mlirOperationGetResult(coords, k));
+  }
+  MlirValue c = indexConst(p, at, chunk);
+  MlirValue rem = binary(p, at, "arith.subi", indexConst(p, at, v->shape[d]),
+                         binary(p, at, "arith.muli", shard, c));
+  MlirValue real = binary(
+      p, at, "arith.minsi",
+      binary(p, at, "arith.maxsi", rem, indexConst(p, at, 0)), c);
+  if (p->numExtents < MAX_EXTENTS) {
+    Extent *e = &p->extents[p->numExtents++];
+    e->size = v->shape[d];
+    e->chunk = chunk;
+    e->numAxes = s->numAxes[d];
+    memcpy(e->axes, s->axes[d], sizeof(int) * (size_t)e->numAxes);
+    e->value = real;
+  }
+  return real;
+}
+
+/* Operand `i` of `op` becomes its slice [0, real extent) along dim `d`. */
+static void sliceOperand(Part *p, MlirOperation op, intptr_t i, int d,
+                         const Value *v) {
+  MlirValue x = mlirOperationGetOperand(op, i);
+  MlirType t = mlirValueGetType(x);
+  int rank = (int)mlirShapedTypeGetRank(t);
+  MlirValue real = realExtent(p, v, d, mlirShapedTypeGetDimSize(t, d));
+  int64_t offsets[DTENSOR_MAX_TENSOR_RANK], sizes[DTENSOR_MAX_TENSOR_RANK],
+      strides[DTENSOR_MAX_TENSOR_RANK];
+  for (int k = 0; k < rank; ++k) {
+    offsets[k] = 0;
+    sizes[k] = k == d ? mlirShapedTypeGetDynamicSize()
+                      : mlirShapedTypeGetDimSize(t, k);
+    strides[k] = 1;
+  }
+  MlirType sliced = mlirRankedTensorTypeGet(
+      rank, sizes, mlirShapedTypeGetElementType(t), mlirAttributeGetNull());
+  int32_t segments[4] = {1, 0, 1, 0};
+  MlirNamedAttribute attrs[4] = {
+      named(p, "static_offsets", mlirDenseI64ArrayGet(p->ctx, rank, offsets)),
+      named(p, "static_sizes", mlirDenseI64ArrayGet(p->ctx, rank, sizes)),
+      named(p, "static_strides", mlirDenseI64ArrayGet(p->ctx, rank, strides)),
+      named(p, "operandSegmentSizes", mlirDenseI32ArrayGet(p->ctx, 4, segments)),
+  };
+  MlirValue operands[2] = {x, real};
+  mlirOperationSetOperand(
+      op, i,
+      mlirOperationGetResult(create(op, "tensor.extract_slice", 2, operands, 1,
+                                    &sliced, 4, attrs),
+                             0));
+}
+
+static int64_t numShards(const Part *p, const DtensorShardingSpec *s, int d) {
+  int64_t n = 1;
+  for (int k = 0; k < s->numAxes[d]; ++k)
+    n *= dtensorMeshGetAxisSize(p->mesh, s->axes[d][k]);
+  return n;
+}
+
+/* Slices the inputs of an op along its sharded reduction loops where their
+ * dims are uneven. */
+static void sliceReductions(Part *p, MlirOperation op) {
+  MlirAttribute loops = mlirOperationGetDiscardableAttributeByName(
+      op, mlirStringRefCreateFromCString("dtensor.loop_axes"));
+  if (mlirAttributeIsNull(loops) || !mlirAttributeIsAArray(loops))
+    return;
+  DtRule r;
+  dtRuleGet(op, NULL, &r);
+  if (r.kind != DT_RULE_FACTORS)
+    return;
+  bool linalg = mlirOperationGetNumRegions(op) == 1 &&
+                !strncmp(mlirIdentifierStr(mlirOperationGetName(op)).data,
+                         "linalg.", 7);
+  for (int i = 0; i < r.numOperands && !p->failed; ++i) {
+    if (!r.operandIsTensor[i] || r.isInit[i])
+      continue;
+    const Value *v = valueOf(p, mlirOperationGetOperand(op, i));
+    if (!v)
+      continue;
+    for (int d = 0; d < v->rank && !p->failed; ++d) {
+      int f = r.operandFactor[i][d];
+      if (f < 0 || f >= mlirArrayAttrGetNumElements(loops) ||
+          r.reduce[f] == DTENSOR_REDUCE_NONE ||
+          mlirDenseArrayGetNumElements(mlirArrayAttrGetElement(loops, f)) == 0)
+        continue;
+      if (v->spec.numAxes[d] == 0 ||
+          v->shape[d] % numShards(p, &v->spec, d) == 0)
+        continue;
+      if (!linalg) {
+        opError(p, op, "reduces over dim %d of operand %d, sharded unevenly "
+                       "(%lld over %lld); only linalg ops run reductions on "
+                       "uneven shards so far", d, i, (long long)v->shape[d],
+                (long long)numShards(p, &v->spec, d));
+        return;
+      }
+      sliceOperand(p, op, i, d, v);
+    }
+  }
+}
+
 static const char *const kPropagationAttrs[] = {
     "dtensor.layout", "dtensor.operand_layouts", "dtensor.loop_axes",
     "dtensor.why"};
@@ -419,6 +600,8 @@ static void rewriteOp(Part *p, MlirOperation op) {
     if (!mlirAttributeIsNull(want) && !mlirAttributeIsAUnit(want))
       convertOperand(p, op, i, want);
   }
+  if (!p->failed)
+    sliceReductions(p, op);
   for (intptr_t j = 0; j < mlirOperationGetNumResults(op); ++j) {
     MlirValue r = mlirOperationGetResult(op, j);
     const Value *v = valueOf(p, r);
@@ -498,6 +681,7 @@ static void partitionFunction(Part *p, MlirOperation func) {
   mlirOperationWalk(func, collect, p, MlirWalkPreOrder);
   if (p->failed)
     return;
+  p->entryFirst = mlirBlockGetFirstOperation(entry);
   for (intptr_t i = 0; i < mlirBlockGetNumArguments(entry); ++i) {
     MlirValue arg = mlirBlockGetArgument(entry, i);
     const Value *v = valueOf(p, arg);

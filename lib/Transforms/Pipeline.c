@@ -253,7 +253,8 @@ MlirLogicalResult dtensorAddToLLVMPipeline(MlirOpPassManager pm,
           "func.func(convert-elementwise-to-linalg), "
           "one-shot-bufferize{bufferize-function-boundaries "
           "allow-return-allocs-from-loops}, "
-          "convert-linalg-to-loops, convert-scf-to-cf, expand-strided-metadata, "
+          "convert-linalg-to-loops, expand-strided-metadata, lower-affine, "
+          "convert-scf-to-cf, "
           "finalize-memref-to-llvm, convert-to-llvm, reconcile-unrealized-casts"),
       outDiag);
 }

@@ -116,6 +116,10 @@ int main(void) {
     for (int64_t i = 0; i < 3; ++i)
       for (int64_t j = 0; j < 4; ++j)
         CHECK(o[i * 4 + j] == value(member(axis, 1), i, j), "all_reduce max");
+    /* dtensor.mesh_index: this rank's coordinate along the axis. */
+    Memref1 mesh = {meshShape, meshShape, 0, {2}, {1}};
+    CHECK(dtrt_mlir_mesh_coord(axis, 1, &mesh) == pos, "mesh_coord axis %d",
+          axis);
   }
   printf("rank %d: %d passed, %d failed\n", me, checks - failures, failures);
   return failures ? 1 : 0;

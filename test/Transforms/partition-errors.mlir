@@ -12,16 +12,6 @@ func.func @unpropagated(%x: tensor<16x16xf32> {dtensor.layout = #dtensor.layout<
 
 // -----
 
-// Uneven shards (10 rows over 4 devices) are not partitioned yet: an error
-// at the value's op, not a wrong program.
-"dtensor.mesh"() {sym_name = "tp", shape = array<i64: 4>, axis_names = ["tp"]} : () -> ()
-// expected-error @+1 {{has a value with uneven shards ([S0, R] on its global shape); dtensor-partition handles even layouts only so far}}
-func.func @uneven(%x: tensor<10x8xf32> {dtensor.layout = #dtensor.layout<@tp, "[S0, R]">}) -> tensor<10x8xf32> {
-  return %x : tensor<10x8xf32>
-}
-
-// -----
-
 // A sharded sum whose init is not zero cannot be made Partial locally yet.
 "dtensor.mesh"() {sym_name = "tp", shape = array<i64: 4>, axis_names = ["tp"]} : () -> ()
 func.func @init(%x: tensor<8x16xf32> {dtensor.layout = #dtensor.layout<@tp, "[R, S0]">}, %i: tensor<8xf32> {dtensor.layout = #dtensor.layout<@tp, "[R]">}) -> tensor<8xf32> {

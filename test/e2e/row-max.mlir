@@ -1,6 +1,11 @@
 // RUN: dtensor-run -n 4 %s | FileCheck %s
+// RUN: dtensor-opt --dtensor-spmd %s | FileCheck %s --check-prefix=IR
 // CHECK: every rank's result equals the single-device run
-// A max reduction over a sharded dim: Partial(max), resolved by all_reduce.
+// A max reduction over a sharded dim, pinned Partial(max) (at this size the
+// cost model would rather gather the input), resolved by an all_reduce.
+// IR-NOT: all_gather
+// IR: "dtensor.all_reduce"({{.*}}) {mesh = @m, mesh_axes = array<i64: 1>, reduce = "max"} : (tensor<4xf32>) -> tensor<4xf32>
+// IR-NEXT: "dtensor.all_gather"({{.*}}) {gather_dim = 0 : i64, mesh = @m, mesh_axes = array<i64: 0>} : (tensor<4xf32>) -> tensor<8xf32>
 "dtensor.mesh"() {sym_name = "m", shape = array<i64: 2, 2>, axis_names = ["dp", "tp"]} : () -> ()
 func.func @rowmax(%x: tensor<8x64xf32> {dtensor.layout = #dtensor.layout<@m, "[S(dp), S(tp)]">})
     -> (tensor<8xf32> {dtensor.layout = #dtensor.layout<@m, "[R]">}) {
@@ -12,5 +17,6 @@ func.func @rowmax(%x: tensor<8x64xf32> {dtensor.layout = #dtensor.layout<@m, "[S
       %r = arith.maximumf %in, %acc : f32
       linalg.yield %r : f32
     }
-  return %m : tensor<8xf32>
+  %p = "dtensor.annotate"(%m) {layout = #dtensor.layout<@m, "[S(dp)] Pmax(tp)">} : (tensor<8xf32>) -> tensor<8xf32>
+  return %p : tensor<8xf32>
 }
