@@ -15,9 +15,10 @@
  *    device's real extent, so padding is never reduced;
  *  - drops the propagation attributes, keeping `dtensor.layout` and
  *    `dtensor.global_shape` on the function's arguments and results.
- * A sharded loop in a body that reads linalg.index, a sharded non-splat
- * constant, or a sharded sum/prod reduction with a non-neutral init is an
- * error at the op. */
+ *  - makes replicated values Partial where a user needs it (kept at mesh
+ *    coordinate 0, the neutral element elsewhere).
+ * A sharded loop in a body that reads linalg.index or a sharded non-splat
+ * constant is an error at the op. */
 #include "Util.h"
 #include "PassDef.h"
 #include "Rules.h"
@@ -242,6 +243,44 @@ static MlirWalkResult collect(MlirOperation op, void *userData) {
   return p->failed ? MlirWalkResultInterrupt : MlirWalkResultAdvance;
 }
 
+/* ---- building ops ---------------------------------------------------------- */
+
+static MlirOperation create(MlirOperation before, const char *name,
+                            int nOperands, const MlirValue *operands,
+                            int nResults, const MlirType *results, int nAttrs,
+                            const MlirNamedAttribute *attrs) {
+  MlirOperationState st = mlirOperationStateGet(
+      mlirStringRefCreateFromCString(name), mlirOperationGetLocation(before));
+  if (nOperands)
+    mlirOperationStateAddOperands(&st, nOperands, operands);
+  mlirOperationStateAddResults(&st, nResults, results);
+  if (nAttrs)
+    mlirOperationStateAddAttributes(&st, nAttrs, attrs);
+  MlirOperation op = mlirOperationCreate(&st);
+  mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(before), before, op);
+  return op;
+}
+
+static MlirNamedAttribute named(Part *p, const char *name, MlirAttribute a) {
+  return mlirNamedAttributeGet(
+      mlirIdentifierGet(p->ctx, mlirStringRefCreateFromCString(name)), a);
+}
+
+static MlirValue indexConst(Part *p, MlirOperation before, int64_t v) {
+  MlirType index = mlirIndexTypeGet(p->ctx);
+  MlirNamedAttribute a = named(p, "value", mlirIntegerAttrGet(index, v));
+  return mlirOperationGetResult(
+      create(before, "arith.constant", 0, NULL, 1, &index, 1, &a), 0);
+}
+
+static MlirValue binary(Part *p, MlirOperation before, const char *name,
+                        MlirValue a, MlirValue b) {
+  MlirValue ops[2] = {a, b};
+  MlirType index = mlirIndexTypeGet(p->ctx);
+  return mlirOperationGetResult(create(before, name, 2, ops, 1, &index, 0, NULL),
+                                0);
+}
+
 /* ---- rewriting -------------------------------------------------------------- */
 
 static MlirAttribute i64Array(Part *p, int n, const int64_t *v) {
@@ -274,6 +313,96 @@ static bool neutralInit(MlirValue init, DtensorReduceKind kind) {
   return kind == DTENSOR_REDUCE_SUM ? x == 0.0 : x == 1.0;
 }
 
+/* A dtensor.redistribute of operand `i` of `op` from `have` to `need`
+ * (`wantAttr`, or built from `need` when null). */
+static void insertRedistribute(Part *p, MlirOperation op, intptr_t i,
+                               const Value *have,
+                               const DtensorShardingSpec *need,
+                               MlirAttribute wantAttr) {
+  MlirValue v = mlirOperationGetOperand(op, i);
+  MlirType global = mlirRankedTensorTypeGet(
+      have->rank, have->shape, mlirShapedTypeGetElementType(mlirValueGetType(v)),
+      mlirAttributeGetNull());
+  MlirLocation loc = mlirOperationGetLocation(op);
+  MlirOperationState state = mlirOperationStateGet(
+      mlirStringRefCreateFromCString("dtensor.redistribute"), loc);
+  MlirType outType = localType(p, global, need);
+  MlirAttribute dst =
+      mlirAttributeIsNull(wantAttr)
+          ? dtensorLayoutAttrGet(
+                p->ctx, mlirStringRefCreateFromCString(p->meshName), need)
+          : wantAttr;
+  MlirNamedAttribute attrs[3] = {
+      mlirNamedAttributeGet(
+          mlirIdentifierGet(p->ctx, mlirStringRefCreateFromCString("src")),
+          have->layout),
+      mlirNamedAttributeGet(
+          mlirIdentifierGet(p->ctx, mlirStringRefCreateFromCString("dst")), dst),
+      mlirNamedAttributeGet(
+          mlirIdentifierGet(p->ctx,
+                            mlirStringRefCreateFromCString("global_shape")),
+          i64Array(p, have->rank, have->shape)),
+  };
+  mlirOperationStateAddOperands(&state, 1, &v);
+  mlirOperationStateAddResults(&state, 1, &outType);
+  mlirOperationStateAddAttributes(&state, 3, attrs);
+  MlirOperation r = mlirOperationCreate(&state);
+  mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(op), op, r);
+  mlirOperationSetOperand(op, i, mlirOperationGetResult(r, 0));
+}
+
+/* The neutral element of `kind` for elements of `t`. */
+static MlirAttribute neutral(MlirType t, DtensorReduceKind kind) {
+  if (!mlirTypeIsAInteger(t))
+    return mlirFloatAttrDoubleGet(mlirTypeGetContext(t), t,
+                                  kind == DTENSOR_REDUCE_PROD ? 1.0 : 0.0);
+  return mlirIntegerAttrGet(t, kind == DTENSOR_REDUCE_PROD ? 1 : 0);
+}
+
+/* Operand `i` of `op` (replicated over the `axes` mask) becomes Partial
+ * (`kind`, sum or prod) over them: it is kept where this device's
+ * coordinates on those axes are all 0, the neutral element elsewhere. */
+static void keepOnFirst(Part *p, MlirOperation op, intptr_t i, unsigned axes,
+                        DtensorReduceKind kind) {
+  MlirOperation at = p->entryFirst;
+  int64_t list[DTENSOR_MAX_MESH_RANK];
+  MlirType types[DTENSOR_MAX_MESH_RANK];
+  int n = 0;
+  for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
+    if (axes & (1u << a)) {
+      list[n] = a;
+      types[n++] = mlirIndexTypeGet(p->ctx);
+    }
+  MlirNamedAttribute attrs[2] = {
+      named(p, "mesh", mlirFlatSymbolRefAttrGet(
+                           p->ctx, mlirStringRefCreateFromCString(p->meshName))),
+      named(p, "mesh_axes", mlirDenseI64ArrayGet(p->ctx, n, list))};
+  MlirOperation coords =
+      create(at, "dtensor.mesh_index", 0, NULL, n, types, 2, attrs);
+  /* The sum of coordinates is 0 exactly when each is. */
+  MlirValue sum = mlirOperationGetResult(coords, 0);
+  for (int k = 1; k < n; ++k)
+    sum = binary(p, at, "arith.addi", sum, mlirOperationGetResult(coords, k));
+  MlirType i1 = mlirIntegerTypeGet(p->ctx, 1);
+  MlirValue cmp[2] = {sum, indexConst(p, at, 0)};
+  MlirNamedAttribute pred = named(
+      p, "predicate", mlirIntegerAttrGet(mlirIntegerTypeGet(p->ctx, 64), 0));
+  MlirValue first = mlirOperationGetResult(
+      create(at, "arith.cmpi", 2, cmp, 1, &i1, 1, &pred), 0);
+  MlirValue x = mlirOperationGetOperand(op, i);
+  MlirType t = mlirValueGetType(x);
+  MlirType elt = mlirShapedTypeGetElementType(t);
+  MlirNamedAttribute value = named(
+      p, "value", mlirDenseElementsAttrSplatGet(t, neutral(elt, kind)));
+  MlirValue other = mlirOperationGetResult(
+      create(op, "arith.constant", 0, NULL, 1, &t, 1, &value), 0);
+  MlirValue ops[3] = {first, x, other};
+  mlirOperationSetOperand(
+      op, i,
+      mlirOperationGetResult(create(op, "arith.select", 3, ops, 1, &t, 0, NULL),
+                             0));
+}
+
 /* Converts operand `i` of `op` to the layout its use needs. */
 static void convertOperand(Part *p, MlirOperation op, intptr_t i,
                            MlirAttribute wantAttr) {
@@ -294,47 +423,34 @@ static void convertOperand(Part *p, MlirOperation op, intptr_t i,
     return;
   }
   bool dropped = false;
-  /* Partial the value does not have: a local step for an init. */
+  /* Partial the value does not have: a local step (Replicate -> Partial),
+   * free for a neutral init, else the value is kept on the devices at
+   * coordinate 0 of those axes and the others take the neutral element. */
+  unsigned created = 0;
+  DtensorReduceKind createdKind = DTENSOR_REDUCE_NONE;
   for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
     if (need.partial[a] != DTENSOR_REDUCE_NONE &&
         have->spec.partial[a] == DTENSOR_REDUCE_NONE) {
       if (!neutralInit(v, need.partial[a])) {
-        opError(p, op, "operand %ld must be Partial(%s) on mesh axis %d for "
-                       "a sharded reduction, and only a fill with the "
-                       "neutral element is partitioned so far",
-                (long)i, dtensorReduceKindGetName(need.partial[a]), a);
-        return;
+        if (createdKind != DTENSOR_REDUCE_NONE &&
+            createdKind != need.partial[a]) {
+          opError(p, op, "operand %ld must become Partial of two kinds (%s "
+                         "and %s) at once, which no local step gives",
+                  (long)i, dtensorReduceKindGetName(createdKind),
+                  dtensorReduceKindGetName(need.partial[a]));
+          return;
+        }
+        createdKind = need.partial[a];
+        created |= 1u << a;
       }
       need.partial[a] = DTENSOR_REDUCE_NONE;
       dropped = true;
     }
-  if (dtensorShardingSpecEqual(&need, &have->spec))
-    return;
-  MlirLocation loc = mlirOperationGetLocation(op);
-  MlirOperationState state = mlirOperationStateGet(
-      mlirStringRefCreateFromCString("dtensor.redistribute"), loc);
-  MlirType outType = localType(p, global, &need);
-  MlirAttribute dst =
-      dropped ? dtensorLayoutAttrGet(
-                    p->ctx, mlirStringRefCreateFromCString(p->meshName), &need)
-              : wantAttr;
-  MlirNamedAttribute attrs[3] = {
-      mlirNamedAttributeGet(
-          mlirIdentifierGet(p->ctx, mlirStringRefCreateFromCString("src")),
-          have->layout),
-      mlirNamedAttributeGet(
-          mlirIdentifierGet(p->ctx, mlirStringRefCreateFromCString("dst")), dst),
-      mlirNamedAttributeGet(
-          mlirIdentifierGet(p->ctx,
-                            mlirStringRefCreateFromCString("global_shape")),
-          i64Array(p, have->rank, have->shape)),
-  };
-  mlirOperationStateAddOperands(&state, 1, &v);
-  mlirOperationStateAddResults(&state, 1, &outType);
-  mlirOperationStateAddAttributes(&state, 3, attrs);
-  MlirOperation r = mlirOperationCreate(&state);
-  mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(op), op, r);
-  mlirOperationSetOperand(op, i, mlirOperationGetResult(r, 0));
+  if (!dtensorShardingSpecEqual(&need, &have->spec))
+    insertRedistribute(p, op, i, have, &need,
+                       dropped ? mlirAttributeGetNull() : wantAttr);
+  if (created)
+    keepOnFirst(p, op, i, created, createdKind);
 }
 
 /* Sizes in slice and reshape attributes that are global sizes of sharded
@@ -419,42 +535,6 @@ static void checkIndices(Part *p, MlirOperation op) {
  * dtensor.mesh_index, so the local op runs on a dynamic size and counts
  * exactly the real elements, whatever its body computes (a device with
  * no real elements leaves the neutral init). */
-
-static MlirOperation create(MlirOperation before, const char *name,
-                            int nOperands, const MlirValue *operands,
-                            int nResults, const MlirType *results, int nAttrs,
-                            const MlirNamedAttribute *attrs) {
-  MlirOperationState st = mlirOperationStateGet(
-      mlirStringRefCreateFromCString(name), mlirOperationGetLocation(before));
-  if (nOperands)
-    mlirOperationStateAddOperands(&st, nOperands, operands);
-  mlirOperationStateAddResults(&st, nResults, results);
-  if (nAttrs)
-    mlirOperationStateAddAttributes(&st, nAttrs, attrs);
-  MlirOperation op = mlirOperationCreate(&st);
-  mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(before), before, op);
-  return op;
-}
-
-static MlirNamedAttribute named(Part *p, const char *name, MlirAttribute a) {
-  return mlirNamedAttributeGet(
-      mlirIdentifierGet(p->ctx, mlirStringRefCreateFromCString(name)), a);
-}
-
-static MlirValue indexConst(Part *p, MlirOperation before, int64_t v) {
-  MlirType index = mlirIndexTypeGet(p->ctx);
-  MlirNamedAttribute a = named(p, "value", mlirIntegerAttrGet(index, v));
-  return mlirOperationGetResult(
-      create(before, "arith.constant", 0, NULL, 1, &index, 1, &a), 0);
-}
-
-static MlirValue binary(Part *p, MlirOperation before, const char *name,
-                        MlirValue a, MlirValue b) {
-  MlirValue ops[2] = {a, b};
-  MlirType index = mlirIndexTypeGet(p->ctx);
-  return mlirOperationGetResult(create(before, name, 2, ops, 1, &index, 0, NULL),
-                                0);
-}
 
 /* The device's real extent of dim `d` of `v` (an index), computed once per
  * function at its entry. */
