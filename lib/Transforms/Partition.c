@@ -17,8 +17,8 @@
  *    `dtensor.global_shape` on the function's arguments and results.
  *  - makes replicated values Partial where a user needs it (kept at mesh
  *    coordinate 0, the neutral element elsewhere).
- * A sharded loop in a body that reads linalg.index or a sharded non-splat
- * constant is an error at the op. */
+ *  - adds the device's block offset to linalg.index of sharded loops.
+ * A sharded non-splat constant is an error at the op. */
 #include "Util.h"
 #include "PassDef.h"
 #include "Rules.h"
@@ -46,9 +46,10 @@ typedef struct Value {
   int64_t shape[DTENSOR_MAX_TENSOR_RANK]; /* global */
 } Value;
 
-/* A device's real extent along an uneven dim, computed once. */
-#define MAX_EXTENTS 32
+/* An index value computed once per function (cached()). */
+#define MAX_EXTENTS 64
 typedef struct Extent {
+  int kind;
   int64_t size, chunk;
   int numAxes;
   int axes[DTENSOR_MAX_MESH_RANK];
@@ -453,6 +454,58 @@ static void convertOperand(Part *p, MlirOperation op, intptr_t i,
     keepOnFirst(p, op, i, created, createdKind);
 }
 
+/* A sharded constant that is not a splat stays whole (replicated: every
+ * device's program holds all of it anyway) and each device takes its block
+ * through a redistribute from replicated, which lowers to local_split. */
+static void splitConstant(Part *p, MlirOperation op) {
+  MlirValue c = mlirOperationGetResult(op, 0);
+  const Value *v = valueOf(p, c);
+  MlirType global = mlirAttributeGetType(dtGetAttr(op, "value"));
+  if (!v) {
+    opError(p, op, "has no layout; run dtensor-propagate before "
+                   "dtensor-partition");
+    return;
+  }
+  for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
+    if (v->spec.partial[a] != DTENSOR_REDUCE_NONE) {
+      opError(p, op, "is a constant with a Partial layout");
+      return;
+    }
+  mlirValueSetType(c, global);
+  DtensorShardingSpec replicated;
+  dtensorShardingSpecInitReplicated(v->rank, &replicated);
+  Value whole = *v;
+  whole.spec = replicated;
+  whole.layout = dtensorLayoutAttrGet(
+      p->ctx, mlirStringRefCreateFromCString(p->meshName), &replicated);
+  /* Every user of the constant takes the block: a redistribute before the
+   * op after the constant, then the uses moved to it. */
+  MlirOperation next = mlirOperationGetNextInBlock(op);
+  MlirLocation loc = mlirOperationGetLocation(op);
+  MlirType local = localType(p, global, &v->spec);
+  MlirNamedAttribute attrs[3] = {
+      named(p, "src", whole.layout), named(p, "dst", v->layout),
+      named(p, "global_shape", i64Array(p, v->rank, v->shape))};
+  MlirOperationState st = mlirOperationStateGet(
+      mlirStringRefCreateFromCString("dtensor.redistribute"), loc);
+  mlirOperationStateAddOperands(&st, 1, &c);
+  mlirOperationStateAddResults(&st, 1, &local);
+  mlirOperationStateAddAttributes(&st, 3, attrs);
+  MlirOperation r = mlirOperationCreate(&st);
+  mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(op), next, r);
+  MlirValue block = mlirOperationGetResult(r, 0);
+  mlirValueReplaceAllUsesExcept(c, block, 1, &r);
+  /* Users read the block's layout from the table. */
+  Value copy = *v;
+  Value *e = dtTableInsert(&p->values, ptrHash(block.ptr));
+  if (!e) {
+    opError(p, op, "out of memory");
+    return;
+  }
+  *e = copy;
+  e->value = block.ptr;
+}
+
 /* Sizes in slice and reshape attributes that are global sizes of sharded
  * dims become local. */
 static void fixSizes(Part *p, MlirOperation op) {
@@ -487,8 +540,7 @@ static void fixSizes(Part *p, MlirOperation op) {
         mlirTypeEqual(mlirAttributeGetType(value), t))
       return;
     if (!mlirDenseElementsAttrIsSplat(value)) {
-      opError(p, op, "is a sharded constant that is not a splat; slicing it "
-                     "per device is not partitioned yet");
+      splitConstant(p, op);
       return;
     }
     mlirOperationSetInherentAttributeByName(
@@ -498,31 +550,22 @@ static void fixSizes(Part *p, MlirOperation op) {
   }
 }
 
+typedef struct Indices {
+  MlirOperation ops[64];
+  int count;
+  bool overflow;
+} Indices;
+
 static MlirWalkResult findIndex(MlirOperation op, void *userData) {
-  bool *found = userData;
+  Indices *found = userData;
   if (dtIsOp(op, "linalg.index")) {
-    *found = true;
-    return MlirWalkResultInterrupt;
+    if (found->count == 64) {
+      found->overflow = true;
+      return MlirWalkResultInterrupt;
+    }
+    found->ops[found->count++] = op;
   }
   return MlirWalkResultAdvance;
-}
-
-/* A linalg op whose body reads its loop indices would see local ones. */
-static void checkIndices(Part *p, MlirOperation op) {
-  MlirAttribute loops = mlirOperationGetDiscardableAttributeByName(
-      op, mlirStringRefCreateFromCString("dtensor.loop_axes"));
-  if (mlirAttributeIsNull(loops) || !mlirAttributeIsAArray(loops))
-    return;
-  bool sharded = false;
-  for (intptr_t f = 0; f < mlirArrayAttrGetNumElements(loops); ++f)
-    sharded |= mlirDenseArrayGetNumElements(mlirArrayAttrGetElement(loops, f)) > 0;
-  bool reads = false;
-  if (sharded)
-    mlirOperationWalk(op, findIndex, &reads, MlirWalkPreOrder);
-  if (reads)
-    opError(p, op, "reads linalg.index in a body whose loops are sharded; "
-                   "offsetting indices by the device's block is not "
-                   "partitioned yet");
 }
 
 /* ---- uneven shards: padding out of reductions --------------------------- */
@@ -536,51 +579,88 @@ static void checkIndices(Part *p, MlirOperation op) {
  * exactly the real elements, whatever its body computes (a device with
  * no real elements leaves the neutral init). */
 
-/* The device's real extent of dim `d` of `v` (an index), computed once per
- * function at its entry. */
-static MlirValue realExtent(Part *p, const Value *v, int d, int64_t chunk) {
-  const DtensorShardingSpec *s = &v->spec;
+/* Index values computed once per function at its entry, by what they are:
+ * a shard index (kind 0), a block offset (1: shard * chunk) or a real
+ * extent (2: clamp(size - shard * chunk, 0, chunk)), over a list of axes. */
+static MlirValue *cached(Part *p, int kind, int64_t size, int64_t chunk,
+                         int numAxes, const int *axes) {
   for (int k = 0; k < p->numExtents; ++k) {
     Extent *e = &p->extents[k];
-    if (e->size == v->shape[d] && e->chunk == chunk &&
-        e->numAxes == s->numAxes[d] &&
-        !memcmp(e->axes, s->axes[d], sizeof(int) * (size_t)e->numAxes))
-      return e->value;
+    if (e->kind == kind && e->size == size && e->chunk == chunk &&
+        e->numAxes == numAxes &&
+        !memcmp(e->axes, axes, sizeof(int) * (size_t)numAxes))
+      return &e->value;
   }
+  if (p->numExtents == MAX_EXTENTS)
+    return NULL;
+  Extent *e = &p->extents[p->numExtents++];
+  e->kind = kind;
+  e->size = size;
+  e->chunk = chunk;
+  e->numAxes = numAxes;
+  memcpy(e->axes, axes, sizeof(int) * (size_t)numAxes);
+  e->value = (MlirValue){NULL};
+  return &e->value;
+}
+
+/* This device's shard index over `axes` (row-major). */
+static MlirValue shardIndex(Part *p, int numAxes, const int *axes) {
+  MlirValue *slot = cached(p, 0, 0, 0, numAxes, axes);
+  if (slot && !mlirValueIsNull(*slot))
+    return *slot;
   MlirOperation at = p->entryFirst;
-  int64_t axes[DTENSOR_MAX_MESH_RANK];
+  int64_t list[DTENSOR_MAX_MESH_RANK];
   MlirType types[DTENSOR_MAX_MESH_RANK];
-  for (int k = 0; k < s->numAxes[d]; ++k) {
-    axes[k] = s->axes[d][k];
+  for (int k = 0; k < numAxes; ++k) {
+    list[k] = axes[k];
     types[k] = mlirIndexTypeGet(p->ctx);
   }
   MlirNamedAttribute attrs[2] = {
       named(p, "mesh", mlirFlatSymbolRefAttrGet(
                            p->ctx, mlirStringRefCreateFromCString(p->meshName))),
-      named(p, "mesh_axes", mlirDenseI64ArrayGet(p->ctx, s->numAxes[d], axes))};
+      named(p, "mesh_axes", mlirDenseI64ArrayGet(p->ctx, numAxes, list))};
   MlirOperation coords =
-      create(at, "dtensor.mesh_index", 0, NULL, s->numAxes[d], types, 2, attrs);
-  /* The shard index: row-major over the dim's axes. */
+      create(at, "dtensor.mesh_index", 0, NULL, numAxes, types, 2, attrs);
   MlirValue shard = mlirOperationGetResult(coords, 0);
-  for (int k = 1; k < s->numAxes[d]; ++k) {
-    MlirValue size = indexConst(p, at, dtensorMeshGetAxisSize(p->mesh, s->axes[d][k]));
+  for (int k = 1; k < numAxes; ++k) {
+    MlirValue size = indexConst(p, at, dtensorMeshGetAxisSize(p->mesh, axes[k]));
     shard = binary(p, at, "arith.addi", binary(p, at, "arith.muli", shard, size),
                    mlirOperationGetResult(coords, k));
   }
-  MlirValue c = indexConst(p, at, chunk);
-  MlirValue rem = binary(p, at, "arith.subi", indexConst(p, at, v->shape[d]),
-                         binary(p, at, "arith.muli", shard, c));
+  if (slot)
+    *slot = shard;
+  return shard;
+}
+
+/* The offset of this device's block: shard * chunk. */
+static MlirValue blockOffset(Part *p, int64_t chunk, int numAxes,
+                             const int *axes) {
+  MlirValue *slot = cached(p, 1, 0, chunk, numAxes, axes);
+  if (slot && !mlirValueIsNull(*slot))
+    return *slot;
+  MlirOperation at = p->entryFirst;
+  MlirValue offset = binary(p, at, "arith.muli", shardIndex(p, numAxes, axes),
+                            indexConst(p, at, chunk));
+  if (slot)
+    *slot = offset;
+  return offset;
+}
+
+/* The device's real extent of a dim of `size` cut in blocks of `chunk`. */
+static MlirValue realExtent(Part *p, int64_t size, int64_t chunk, int numAxes,
+                            const int *axes) {
+  MlirValue *slot = cached(p, 2, size, chunk, numAxes, axes);
+  if (slot && !mlirValueIsNull(*slot))
+    return *slot;
+  MlirOperation at = p->entryFirst;
+  MlirValue rem = binary(p, at, "arith.subi", indexConst(p, at, size),
+                         blockOffset(p, chunk, numAxes, axes));
   MlirValue real = binary(
       p, at, "arith.minsi",
-      binary(p, at, "arith.maxsi", rem, indexConst(p, at, 0)), c);
-  if (p->numExtents < MAX_EXTENTS) {
-    Extent *e = &p->extents[p->numExtents++];
-    e->size = v->shape[d];
-    e->chunk = chunk;
-    e->numAxes = s->numAxes[d];
-    memcpy(e->axes, s->axes[d], sizeof(int) * (size_t)e->numAxes);
-    e->value = real;
-  }
+      binary(p, at, "arith.maxsi", rem, indexConst(p, at, 0)),
+      indexConst(p, at, chunk));
+  if (slot)
+    *slot = real;
   return real;
 }
 
@@ -590,7 +670,8 @@ static void sliceOperand(Part *p, MlirOperation op, intptr_t i, int d,
   MlirValue x = mlirOperationGetOperand(op, i);
   MlirType t = mlirValueGetType(x);
   int rank = (int)mlirShapedTypeGetRank(t);
-  MlirValue real = realExtent(p, v, d, mlirShapedTypeGetDimSize(t, d));
+  MlirValue real = realExtent(p, v->shape[d], mlirShapedTypeGetDimSize(t, d),
+                              v->spec.numAxes[d], v->spec.axes[d]);
   int64_t offsets[DTENSOR_MAX_TENSOR_RANK], sizes[DTENSOR_MAX_TENSOR_RANK],
       strides[DTENSOR_MAX_TENSOR_RANK];
   for (int k = 0; k < rank; ++k) {
@@ -664,13 +745,85 @@ static void sliceReductions(Part *p, MlirOperation op) {
   }
 }
 
+/* A linalg body reads global loop indices: each linalg.index of a sharded
+ * loop gets this device's block offset added (shard * chunk, the chunk
+ * being the loop's padded local size), so a program that computes values
+ * from indices computes the same ones on every layout. */
+static void offsetIndices(Part *p, MlirOperation op) {
+  MlirAttribute loops = mlirOperationGetDiscardableAttributeByName(
+      op, mlirStringRefCreateFromCString("dtensor.loop_axes"));
+  if (mlirAttributeIsNull(loops) || !mlirAttributeIsAArray(loops))
+    return;
+  bool sharded = false;
+  for (intptr_t f = 0; f < mlirArrayAttrGetNumElements(loops); ++f)
+    sharded |= mlirDenseArrayGetNumElements(mlirArrayAttrGetElement(loops, f)) > 0;
+  if (!sharded)
+    return;
+  Indices found = {.count = 0, .overflow = false};
+  mlirOperationWalk(op, findIndex, &found, MlirWalkPreOrder);
+  if (found.overflow) {
+    opError(p, op, "reads more than 64 linalg.index in a body whose loops "
+                   "are sharded");
+    return;
+  }
+  if (!found.count)
+    return;
+  DtRule r;
+  dtRuleGet(op, NULL, &r);
+  for (int k = 0; k < found.count; ++k) {
+    MlirOperation index = found.ops[k];
+    int64_t f = mlirIntegerAttrGetValueInt(dtGetAttr(index, "dim"));
+    if (f < 0 || f >= mlirArrayAttrGetNumElements(loops))
+      continue;
+    MlirAttribute axesAttr = mlirArrayAttrGetElement(loops, f);
+    int numAxes = (int)mlirDenseArrayGetNumElements(axesAttr);
+    if (numAxes == 0)
+      continue;
+    int axes[DTENSOR_MAX_MESH_RANK];
+    int64_t shards = 1;
+    for (int i = 0; i < numAxes; ++i) {
+      axes[i] = (int)mlirDenseI64ArrayGetElement(axesAttr, i);
+      shards *= dtensorMeshGetAxisSize(p->mesh, axes[i]);
+    }
+    /* The loop's global size: a dim of an operand or result it spans. */
+    int64_t size = -1;
+    for (int i = 0; i < r.numOperands && size < 0; ++i) {
+      const Value *v = r.operandIsTensor[i]
+                           ? valueOf(p, mlirOperationGetOperand(op, i))
+                           : NULL;
+      for (int d = 0; v && d < v->rank && size < 0; ++d)
+        if (r.operandFactor[i][d] == f)
+          size = v->shape[d];
+    }
+    if (size < 0) {
+      opError(p, op, "reads linalg.index %lld of a sharded loop that no "
+                     "operand spans", (long long)f);
+      return;
+    }
+    MlirValue offset =
+        blockOffset(p, (size + shards - 1) / shards, numAxes, axes);
+    MlirValue local = mlirOperationGetResult(index, 0);
+    MlirValue ops[2] = {local, offset};
+    MlirType indexType = mlirIndexTypeGet(p->ctx);
+    MlirOperationState st = mlirOperationStateGet(
+        mlirStringRefCreateFromCString("arith.addi"),
+        mlirOperationGetLocation(index));
+    mlirOperationStateAddOperands(&st, 2, ops);
+    mlirOperationStateAddResults(&st, 1, &indexType);
+    MlirOperation add = mlirOperationCreate(&st);
+    mlirBlockInsertOwnedOperationAfter(mlirOperationGetBlock(index), index, add);
+    mlirValueReplaceAllUsesExcept(local, mlirOperationGetResult(add, 0), 1,
+                                  &add);
+  }
+}
+
 static const char *const kPropagationAttrs[] = {
     "dtensor.layout", "dtensor.operand_layouts", "dtensor.loop_axes",
     "dtensor.why"};
 
 static void rewriteOp(Part *p, MlirOperation op) {
   if (dtIsOp(op, "linalg.generic") || dtIsOp(op, "linalg.map"))
-    checkIndices(p, op);
+    offsetIndices(p, op);
   MlirAttribute uses = mlirOperationGetDiscardableAttributeByName(
       op, mlirStringRefCreateFromCString("dtensor.operand_layouts"));
   for (intptr_t i = 0; !mlirAttributeIsNull(uses) &&
