@@ -56,6 +56,13 @@ typedef struct Extent {
   MlirValue value;
 } Extent;
 
+/* A redistribute inserted before: its operand and target layout. */
+typedef struct Converted {
+  const void *value, *dst;
+  MlirValue result;
+  MlirBlock block;
+} Converted;
+
 typedef struct Part {
   MlirContext ctx;
   MlirOperation func;
@@ -63,6 +70,7 @@ typedef struct Part {
   char meshName[256];
   DtTable meshNames;      /* layout attributes known to be on the mesh */
   DtTable values; /* Value by value pointer */
+  DtTable converted; /* Converted by (value, target layout) */
   DtLayoutCache layouts;
   MlirOperation *ops;
   size_t numOps, capOps;
@@ -314,6 +322,22 @@ static bool neutralInit(MlirValue init, DtensorReduceKind kind) {
   return kind == DTENSOR_REDUCE_SUM ? x == 0.0 : x == 1.0;
 }
 
+static bool sameConversion(const void *entry, const void *key) {
+  const Converted *a = entry, *b = key;
+  return a->value == b->value && a->dst == b->dst;
+}
+
+/* Whether an op at the end of `block` (so far) dominates `op`: `block`
+ * holds `op` or one of its ancestors (ops are rewritten in program order,
+ * so what was inserted there comes first). */
+static bool dominates(MlirBlock block, MlirOperation op) {
+  for (MlirOperation at = op; !mlirOperationIsNull(at);
+       at = mlirOperationGetParentOperation(at))
+    if (mlirBlockEqual(mlirOperationGetBlock(at), block))
+      return true;
+  return false;
+}
+
 /* A dtensor.redistribute of operand `i` of `op` from `have` to `need`
  * (`wantAttr`, or built from `need` when null). */
 static void insertRedistribute(Part *p, MlirOperation op, intptr_t i,
@@ -344,12 +368,28 @@ static void insertRedistribute(Part *p, MlirOperation op, intptr_t i,
                             mlirStringRefCreateFromCString("global_shape")),
           i64Array(p, have->rank, have->shape)),
   };
+  /* The same value converted to the same layout by an op that dominates
+   * this one is reused (CSE does not merge dtensor ops). */
+  Converted key = {v.ptr, dst.ptr, {NULL}, {NULL}};
+  uint64_t hash = dtHashMix(ptrHash(v.ptr), ptrHash(dst.ptr));
+  Converted *done = dtTableFind(&p->converted, hash, sameConversion, &key);
+  if (done && dominates(done->block, op)) {
+    mlirOperationSetOperand(op, i, done->result);
+    return;
+  }
   mlirOperationStateAddOperands(&state, 1, &v);
   mlirOperationStateAddResults(&state, 1, &outType);
   mlirOperationStateAddAttributes(&state, 3, attrs);
   MlirOperation r = mlirOperationCreate(&state);
   mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(op), op, r);
   mlirOperationSetOperand(op, i, mlirOperationGetResult(r, 0));
+  if (!done)
+    done = dtTableInsert(&p->converted, hash);
+  if (done) {
+    *done = key;
+    done->result = mlirOperationGetResult(r, 0);
+    done->block = mlirOperationGetBlock(op);
+  }
 }
 
 /* The neutral element of `kind` for elements of `t`. */
@@ -955,11 +995,13 @@ static bool runPartition(MlirOperation root, const DtPassOptions *options) {
     p.ctx = mlirOperationGetContext(root);
     p.func = op;
     p.values = dtTableInit(sizeof(Value));
+    p.converted = dtTableInit(sizeof(Converted));
     p.layouts = dtLayoutCacheInit();
     p.meshNames = dtTableInit(sizeof(void *));
     partitionFunction(&p, op);
     ok = ok && !p.failed;
     dtTableFree(&p.values);
+    dtTableFree(&p.converted);
     dtTableFree(&p.meshNames);
     dtLayoutCacheFree(&p.layouts);
     free(p.ops);

@@ -177,3 +177,27 @@ func.func @uneven_rows(%x: tensor<10x8xf32> {dtensor.layout = #dtensor.layout<@t
   %y = linalg.matmul ins(%r, %w : tensor<10x8xf32>, tensor<8x4xf32>) outs(%i : tensor<10x4xf32>) -> tensor<10x4xf32>
   return %y : tensor<10x4xf32>
 }
+
+// -----
+
+// Ops that read or write at computed indices (extract, insert, slices at
+// a dynamic offset) take the replicated value; one all_gather serves every
+// such use (CSE does not merge dtensor ops, so the pass reuses it).
+"dtensor.mesh"() {sym_name = "m", shape = array<i64: 4>, axis_names = ["tp"]} : () -> ()
+// CHECK-LABEL: func.func @indexed(
+// CHECK: %[[G:.*]] = "dtensor.all_gather"(%arg0) {gather_dim = 0 : i64, mesh = @m, mesh_axes = array<i64: 0>} : (tensor<4x8xf32>) -> tensor<16x8xf32>
+// CHECK-NOT: all_gather
+// CHECK: tensor.extract %[[G]][%arg1, %{{.*}}] : tensor<16x8xf32>
+// CHECK: tensor.insert %{{.*}} into %[[G]][%{{.*}}, %arg1] : tensor<16x8xf32>
+// CHECK: tensor.extract_slice %[[G]][%arg1, 0] [4, 8] [1, 1] : tensor<16x8xf32> to tensor<4x8xf32>
+// CHECK: "dtensor.local_split"
+// CHECK: return
+func.func @indexed(%a: tensor<16x8xf32> {dtensor.layout = #dtensor.layout<@m, "[S0, R]">}, %i: index)
+    -> (tensor<16x8xf32> {dtensor.layout = #dtensor.layout<@m, "[S0, R]">}) {
+  %c1 = arith.constant 1 : index
+  %s = tensor.extract %a[%i, %c1] : tensor<16x8xf32>
+  %b = tensor.insert %s into %a[%c1, %i] : tensor<16x8xf32>
+  %t = tensor.extract_slice %a[%i, 0] [4, 8] [1, 1] : tensor<16x8xf32> to tensor<4x8xf32>
+  %u = tensor.insert_slice %t into %b[2, 0] [4, 8] [1, 1] : tensor<4x8xf32> into tensor<16x8xf32>
+  return %u : tensor<16x8xf32>
+}
