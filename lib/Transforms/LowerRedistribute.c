@@ -3,6 +3,7 @@
  * per-device result type. One planner (and its cache) per run. */
 #include "Util.h"
 #include "PassDef.h"
+#include "Table.h"
 
 #include "Layout/Diag.h"
 #include "dtensor-c/Dialect.h"
@@ -82,8 +83,75 @@ static MlirValue buildStep(MlirOperation before, MlirAttribute meshRef,
   return mlirOperationGetResult(op, 0);
 }
 
+/* The layouts of a (src, dst, global type) triple, read once: a program
+ * has many redistributes and few distinct ones. */
+typedef struct Pair {
+  const void *src, *dst, *type;
+  DtensorMesh *mesh;
+  DtensorLayout from, to;
+  MlirAttribute meshRef;
+} Pair;
+
+typedef struct Lower {
+  DtensorPlanner *planner;
+  bool report;
+  DtTable pairs; /* Pair */
+} Lower;
+
+static bool samePair(const void *entry, const void *key) {
+  const Pair *a = entry, *b = key;
+  return a->src == b->src && a->dst == b->dst && a->type == b->type;
+}
+
+static uint64_t pairHash(const Pair *k) {
+  return dtHashMix(dtHashMix(dtHashMix(7, (uint64_t)(uintptr_t)k->src),
+                             (uint64_t)(uintptr_t)k->dst),
+                   (uint64_t)(uintptr_t)k->type);
+}
+
+/* The pair of `op`'s layouts for `globalType`, or NULL after an error. */
+static const Pair *pairOf(Lower *l, MlirOperation op, MlirType globalType) {
+  MlirAttribute srcAttr = dtGetAttr(op, "src"), dstAttr = dtGetAttr(op, "dst");
+  Pair key = {srcAttr.ptr, dstAttr.ptr, globalType.ptr, NULL, {0}, {0}, {NULL}};
+  uint64_t hash = pairHash(&key);
+  const Pair *known = dtTableFind(&l->pairs, hash, samePair, &key);
+  if (known)
+    return known;
+  DtensorMesh *mesh = NULL, *dstMesh = NULL;
+  DtensorDiag diag;
+  if (!dtensorLayoutFromAttr(op, srcAttr, globalType, &mesh, &key.from, &diag) ||
+      !dtensorLayoutFromAttr(op, dstAttr, globalType, &dstMesh, &key.to,
+                             &diag)) {
+    emitAt(op, "%s", diag.message);
+    dtensorMeshDestroy(mesh);
+    return NULL;
+  }
+  dtensorMeshDestroy(dstMesh);
+  key.to.mesh = mesh;
+  DtensorLayoutAttrParts src, dst;
+  dtensorLayoutAttrGetParts(srcAttr, &src);
+  dtensorLayoutAttrGetParts(dstAttr, &dst);
+  if (strcmp(src.mesh, dst.mesh)) {
+    emitAt(op, "redistributes from mesh '@%s' to mesh '@%s'; both layouts "
+               "must be on one mesh", src.mesh, dst.mesh);
+    dtensorMeshDestroy(mesh);
+    return NULL;
+  }
+  key.mesh = mesh;
+  key.meshRef = mlirFlatSymbolRefAttrGet(mlirOperationGetContext(op),
+                                         mlirStringRefCreateFromCString(src.mesh));
+  Pair *slot = dtTableInsert(&l->pairs, hash);
+  if (!slot) {
+    emitAt(op, "out of memory");
+    dtensorMeshDestroy(mesh);
+    return NULL;
+  }
+  *slot = key;
+  return slot;
+}
+
 /* Lowers one redistribute; returns false after an error. */
-static bool lowerOne(MlirOperation op, DtensorPlanner *planner, bool report) {
+static bool lowerOne(Lower *l, MlirOperation op) {
   MlirAttribute global = dtGetAttr(op, "global_shape");
   if (mlirAttributeIsNull(global)) {
     emitAt(op, "has no 'global_shape': it is still in a global program; "
@@ -100,41 +168,29 @@ static bool lowerOne(MlirOperation op, DtensorPlanner *planner, bool report) {
   MlirType globalType = mlirRankedTensorTypeGet(
       rank, shape, mlirShapedTypeGetElementType(inType),
       mlirAttributeGetNull());
-  DtensorMesh *mesh = NULL, *dstMesh = NULL;
-  DtensorLayout src, dst;
-  DtensorDiag diag;
-  if (!dtensorLayoutFromAttr(op, dtGetAttr(op, "src"), globalType, &mesh, &src,
-                             &diag) ||
-      !dtensorLayoutFromAttr(op, dtGetAttr(op, "dst"), globalType, &dstMesh,
-                             &dst, &diag)) {
-    emitAt(op, "%s", diag.message);
-    dtensorMeshDestroy(mesh);
+  const Pair *pair = pairOf(l, op, globalType);
+  if (!pair)
     return false;
-  }
-  const DtensorPlan *plan = dtensorPlannerPlan(planner, &src, &dst.spec, &diag);
+  DtensorDiag diag;
+  const DtensorPlan *plan =
+      dtensorPlannerPlan(l->planner, &pair->from, &pair->to.spec, &diag);
   if (!plan) {
     char a[256], b[256];
-    dtensorShardingSpecPrint(&src.spec, a, sizeof(a));
-    dtensorShardingSpecPrint(&dst.spec, b, sizeof(b));
+    dtensorShardingSpecPrint(&pair->from.spec, a, sizeof(a));
+    dtensorShardingSpecPrint(&pair->to.spec, b, sizeof(b));
     emitAt(op, "cannot redistribute %s to %s: %s", a, b, diag.message);
-    dtensorMeshDestroy(mesh);
-    dtensorMeshDestroy(dstMesh);
     return false;
   }
-  DtensorLayoutAttrParts parts;
-  dtensorLayoutAttrGetParts(dtGetAttr(op, "src"), &parts);
   MlirContext ctx = mlirOperationGetContext(op);
-  MlirAttribute meshRef = mlirFlatSymbolRefAttrGet(
-      ctx, mlirStringRefCreateFromCString(parts.mesh));
   MlirValue value = input;
-  DtensorLayout after = src;
+  DtensorLayout after = pair->from;
   MlirOperation last = {NULL};
   for (int i = 0; i < plan->numSteps; ++i) {
     after.spec = plan->steps[i].after;
-    value = buildStep(op, meshRef, &plan->steps[i], value, &after);
+    value = buildStep(op, pair->meshRef, &plan->steps[i], value, &after);
     last = mlirOpResultGetOwner(value);
   }
-  if (report && !mlirOperationIsNull(last)) {
+  if (l->report && !mlirOperationIsNull(last)) {
     char text[256];
     snprintf(text, sizeof(text), "%d steps, forward %.3f us, backward %.3f us",
              plan->numSteps, plan->forwardUs, plan->backwardUs);
@@ -144,8 +200,6 @@ static bool lowerOne(MlirOperation op, DtensorPlanner *planner, bool report) {
   }
   mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(op, 0), value);
   mlirOperationDestroy(op);
-  dtensorMeshDestroy(mesh);
-  dtensorMeshDestroy(dstMesh);
   return true;
 }
 
@@ -186,16 +240,22 @@ static bool runLowerRedistribute(MlirOperation root,
   bool report = dtPassOptionsGetBool(options, "report");
   Collected found = {NULL, 0, 0, false};
   mlirOperationWalk(root, collect, &found, MlirWalkPostOrder);
-  DtensorPlanner *planner = dtensorPlannerCreate(&planOptions);
-  bool ok = !found.failed && planner;
+  Lower l = {dtensorPlannerCreate(&planOptions), report,
+             dtTableInit(sizeof(Pair))};
+  bool ok = !found.failed && l.planner;
   if (!ok)
     mlirEmitError(mlirOperationGetLocation(root),
                   "dtensor-lower-redistribute: out of memory");
   /* Every redistribute is tried, so one run reports all that fail. */
   if (ok)
     for (size_t i = 0; i < found.count; ++i)
-      ok = lowerOne(found.ops[i], planner, report) && ok;
-  dtensorPlannerDestroy(planner);
+      ok = lowerOne(&l, found.ops[i]) && ok;
+  for (unsigned k = 0; l.pairs.mask && k <= l.pairs.mask; ++k)
+    if (l.pairs.used[k])
+      dtensorMeshDestroy(
+          ((Pair *)(void *)(l.pairs.entries + k * l.pairs.entrySize))->mesh);
+  dtTableFree(&l.pairs);
+  dtensorPlannerDestroy(l.planner);
   free(found.ops);
   return ok;
 }

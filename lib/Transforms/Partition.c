@@ -36,15 +36,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What the propagated program says of one tensor value, read before any
- * type changes. */
+/* What the propagated program says of a tensor value, read before any
+ * type changes: one per (layout attribute, type), shared by the values that
+ * have both (a program has many values and few layouts). */
 typedef struct Value {
-  const void *value;
   MlirAttribute layout; /* #dtensor.layout */
   DtensorShardingSpec spec;
   int rank;
   int64_t shape[DTENSOR_MAX_TENSOR_RANK]; /* global */
 } Value;
+
+/* A value's entry in Part.values. */
+typedef struct ValueEntry {
+  const void *value;
+  const Value *info;
+} ValueEntry;
+
+/* An interned Value, by (layout attribute, type). */
+typedef struct Interned {
+  const void *attr, *type;
+  Value *info;
+} Interned;
 
 /* An index value computed once per function (cached()). */
 #define MAX_EXTENTS 64
@@ -69,7 +81,8 @@ typedef struct Part {
   DtensorMesh *mesh;
   char meshName[256];
   DtTable meshNames;      /* layout attributes known to be on the mesh */
-  DtTable values; /* Value by value pointer */
+  DtTable values;   /* ValueEntry by value pointer */
+  DtTable interned; /* Interned by (layout attribute, type) */
   DtTable converted; /* Converted by (value, target layout) */
   DtLayoutCache layouts;
   MlirOperation *ops;
@@ -102,11 +115,30 @@ static uint64_t ptrHash(const void *v) {
 }
 
 static bool sameValue(const void *entry, const void *key) {
-  return ((const Value *)entry)->value == key;
+  return ((const ValueEntry *)entry)->value == key;
 }
 
 static const Value *valueOf(const Part *p, MlirValue v) {
-  return dtTableFind(&p->values, ptrHash(v.ptr), sameValue, v.ptr);
+  const ValueEntry *e =
+      dtTableFind(&p->values, ptrHash(v.ptr), sameValue, v.ptr);
+  return e ? e->info : NULL;
+}
+
+/* Gives value `v` the shared `info`. */
+static void setValue(Part *p, MlirOperation at, const void *v,
+                     const Value *info) {
+  ValueEntry *e = dtTableInsert(&p->values, ptrHash(v));
+  if (!e) {
+    opError(p, at, "out of memory");
+    return;
+  }
+  e->value = v;
+  e->info = info;
+}
+
+static bool sameInterned(const void *entry, const void *key) {
+  const Interned *a = entry, *b = key;
+  return a->attr == b->attr && a->type == b->type;
 }
 
 static bool isTensor(MlirType t) {
@@ -157,6 +189,13 @@ static void record(Part *p, MlirOperation at, MlirValue v, MlirAttribute attr) {
   if (mlirAttributeIsNull(attr) || mlirAttributeIsAUnit(attr) ||
       !isTensor(type))
     return;
+  Interned key = {attr.ptr, type.ptr, NULL};
+  uint64_t hash = dtHashMix(ptrHash(attr.ptr), ptrHash(type.ptr));
+  const Interned *known = dtTableFind(&p->interned, hash, sameInterned, &key);
+  if (known) {
+    setValue(p, at, v.ptr, known->info);
+    return;
+  }
   DtensorDiag diag;
   DtensorShardingSpec spec;
   if (!dtLayoutCacheRead(&p->layouts, at, attr, type, &spec, &diag)) {
@@ -192,16 +231,20 @@ static void record(Part *p, MlirOperation at, MlirValue v, MlirAttribute attr) {
     opError(p, at, "%s", diag.message);
     return;
   }
-  Value *e = dtTableInsert(&p->values, ptrHash(v.ptr));
-  if (!e) {
+  Value *info = malloc(sizeof(Value));
+  Interned *slot = info ? dtTableInsert(&p->interned, hash) : NULL;
+  if (!slot) {
+    free(info);
     opError(p, at, "out of memory");
     return;
   }
-  e->value = v.ptr;
-  e->layout = attr;
-  e->spec = layout.spec;
-  e->rank = layout.rank;
-  memcpy(e->shape, layout.shape, sizeof(int64_t) * (size_t)layout.rank);
+  info->layout = attr;
+  info->spec = layout.spec;
+  info->rank = layout.rank;
+  memcpy(info->shape, layout.shape, sizeof(int64_t) * (size_t)layout.rank);
+  *slot = key;
+  slot->info = info;
+  setValue(p, at, v.ptr, info);
 }
 
 static MlirAttribute listElement(MlirAttribute list, intptr_t i) {
@@ -536,14 +579,7 @@ static void splitConstant(Part *p, MlirOperation op) {
   MlirValue block = mlirOperationGetResult(r, 0);
   mlirValueReplaceAllUsesExcept(c, block, 1, &r);
   /* Users read the block's layout from the table. */
-  Value copy = *v;
-  Value *e = dtTableInsert(&p->values, ptrHash(block.ptr));
-  if (!e) {
-    opError(p, op, "out of memory");
-    return;
-  }
-  *e = copy;
-  e->value = block.ptr;
+  setValue(p, op, block.ptr, v);
 }
 
 /* Sizes in slice and reshape attributes that are global sizes of sharded
@@ -994,13 +1030,19 @@ static bool runPartition(MlirOperation root, const DtPassOptions *options) {
     memset(&p, 0, sizeof(p));
     p.ctx = mlirOperationGetContext(root);
     p.func = op;
-    p.values = dtTableInit(sizeof(Value));
+    p.values = dtTableInit(sizeof(ValueEntry));
+    p.interned = dtTableInit(sizeof(Interned));
     p.converted = dtTableInit(sizeof(Converted));
     p.layouts = dtLayoutCacheInit();
     p.meshNames = dtTableInit(sizeof(void *));
     partitionFunction(&p, op);
     ok = ok && !p.failed;
     dtTableFree(&p.values);
+    for (unsigned k = 0; p.interned.mask && k <= p.interned.mask; ++k)
+      if (p.interned.used[k])
+        free(((Interned *)(void *)(p.interned.entries +
+                                   k * p.interned.entrySize))->info);
+    dtTableFree(&p.interned);
     dtTableFree(&p.converted);
     dtTableFree(&p.meshNames);
     dtLayoutCacheFree(&p.layouts);

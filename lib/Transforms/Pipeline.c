@@ -225,8 +225,8 @@ MlirLogicalResult dtensorPassManagerAddPipeline(MlirOpPassManager pm,
                                   : mlirLogicalResultFailure();
 }
 
-/* dtensor-spmd: the dtensor steps as one pass (Spmd.c: verified once, not
- * after every step), then canonicalize and cse. */
+/* dtensor-spmd: every step as one pass (Spmd.c: verified once, not after
+ * every step). */
 MlirLogicalResult dtensorAddSpmdPipeline(MlirOpPassManager pm,
                                          MlirStringRef options,
                                          DtensorDiag *outDiag) {
@@ -234,8 +234,7 @@ MlirLogicalResult dtensorAddSpmdPipeline(MlirOpPassManager pm,
   if (!pass.ptr)
     return mlirLogicalResultFailure();
   mlirOpPassManagerAddOwnedPass(pm, pass);
-  return dtensorPassManagerAddPipeline(
-      pm, mlirStringRefCreateFromCString("canonicalize, cse"), outDiag);
+  return mlirLogicalResultSuccess();
 }
 
 /* dtensor-to-llvm: runtime calls, then bufferization and LLVM conversion. */

@@ -1,11 +1,28 @@
-/* The dtensor part of the dtensor-spmd pipeline as one pass: propagate,
- * partition and lower-redistribute in a row, so that the input is verified
- * once and MLIR verifies the result once, instead of after every step (on
- * large programs the verifier costs as much as a step). Its options go to
- * the steps that take them. */
+/* The dtensor-spmd pipeline as one pass: propagate, partition,
+ * lower-redistribute, canonicalize and cse in a row, so that the input is
+ * verified once and MLIR verifies the result once, instead of after every
+ * step (on large programs the verifier costs as much as a step). Its
+ * options go to the steps that take them. */
 #include "PassDef.h"
 
+#include "mlir-c/Pass.h"
+
 #include <stdio.h>
+
+/* canonicalize and cse on the result, by a pass manager of their own that
+ * does not verify in between (the outer one verifies this pass's result). */
+static bool cleanUp(MlirOperation root) {
+  MlirContext ctx = mlirOperationGetContext(root);
+  MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(root));
+  MlirPassManager pm = mlirPassManagerCreateOnOperation(ctx, name);
+  mlirPassManagerEnableVerifier(pm, false);
+  bool ok = mlirLogicalResultIsSuccess(mlirOpPassManagerAddPipeline(
+      mlirPassManagerGetAsOpPassManager(pm),
+      mlirStringRefCreateFromCString("canonicalize, cse"), NULL, NULL));
+  ok = ok && mlirLogicalResultIsSuccess(mlirPassManagerRunOnOp(pm, root));
+  mlirPassManagerDestroy(pm);
+  return ok;
+}
 
 static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
   char text[3 * DT_MAX_OPTION_VALUE + 64];
@@ -28,7 +45,7 @@ static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
                                 NULL);
   return ok && dtPropagatePass.run(root, &propagate) &&
          dtPartitionPass.run(root, &partition) &&
-         dtLowerRedistributePass.run(root, &lower);
+         dtLowerRedistributePass.run(root, &lower) && cleanUp(root);
 }
 
 static const DtensorPassOptionInfo kOptions[] = {
@@ -46,8 +63,8 @@ static const DtensorPassOptionInfo kOptions[] = {
 
 const DtPassDef dtSpmdPass = {
     .info = {"dtensor-spmd",
-             "dtensor-propagate, dtensor-partition and "
-             "dtensor-lower-redistribute as one pass",
+             "dtensor-propagate, dtensor-partition, "
+             "dtensor-lower-redistribute, canonicalize and cse as one pass",
              (int)(sizeof(kOptions) / sizeof(kOptions[0])), kOptions},
     .verifyFirst = true,
     .run = runSpmd,
