@@ -184,8 +184,16 @@ static bool sameMesh(Part *p, MlirAttribute attr) {
 }
 
 /* Records the layout of `v` (of global type), checking it. */
+static void recordAs(Part *p, MlirOperation at, MlirValue v,
+                     MlirAttribute attr, MlirType type);
+
 static void record(Part *p, MlirOperation at, MlirValue v, MlirAttribute attr) {
-  MlirType type = mlirValueGetType(v);
+  recordAs(p, at, v, attr, mlirValueGetType(v));
+}
+
+/* Records `v` as a value of global `type` with layout `attr`. */
+static void recordAs(Part *p, MlirOperation at, MlirValue v,
+                     MlirAttribute attr, MlirType type) {
   if (mlirAttributeIsNull(attr) || mlirAttributeIsAUnit(attr) ||
       !isTensor(type))
     return;
@@ -426,6 +434,9 @@ static void insertRedistribute(Part *p, MlirOperation op, intptr_t i,
   MlirOperation r = mlirOperationCreate(&state);
   mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(op), op, r);
   mlirOperationSetOperand(op, i, mlirOperationGetResult(r, 0));
+  /* What follows (slicing reductions, offsetting indices) reads the
+   * operand's layout. */
+  recordAs(p, op, mlirOperationGetResult(r, 0), dst, global);
   if (!done)
     done = dtTableInsert(&p->converted, hash);
   if (done) {

@@ -169,11 +169,13 @@ typedef struct Prop {
   DtTable rules;  /* RuleEntry */
 } Prop;
 
-/* Rules of named linalg ops, which depend only on the op's name, its
- * operand and result types and its indexing_maps attribute (all uniqued):
- * a model repeats the same few, whose maps are costly to rebuild. */
+/* Rules of named linalg ops without a body of their own, which depend only
+ * on the op's name, its operand and result types and its indexing_maps,
+ * dimensions and permutation attributes (all uniqued): a model repeats the
+ * same few, whose maps are costly to rebuild. (linalg.reduce's rule also
+ * depends on its body's combiner, linalg.generic's on everything.) */
 typedef struct RuleEntry {
-  const void *key[2 * DT_MAX_RULE_VALUES + 2];
+  const void *key[2 * DT_MAX_RULE_VALUES + 4];
   int keyLength;
   DtRule rule;
 } RuleEntry;
@@ -1157,6 +1159,8 @@ static void ruleOf(Prop *p, MlirOperation op, DtRule *out) {
   bool cacheable = name.length > 7 && !memcmp(name.data, "linalg.", 7) &&
                    !mlirStringRefEqual(name, mlirStringRefCreateFromCString(
                                                  "linalg.generic")) &&
+                   !mlirStringRefEqual(name, mlirStringRefCreateFromCString(
+                                                 "linalg.reduce")) &&
                    nOperands + nResults <= 2 * DT_MAX_RULE_VALUES &&
                    mlirAttributeIsNull(dtGetAttr(op, "dtensor.rule")) &&
                    !dtRuleRegistryLookup(p->registry, name);
@@ -1164,10 +1168,12 @@ static void ruleOf(Prop *p, MlirOperation op, DtRule *out) {
     dtRuleGet(op, p->registry, out);
     return;
   }
-  const void *key[2 * DT_MAX_RULE_VALUES + 2];
+  const void *key[2 * DT_MAX_RULE_VALUES + 4];
   int n = 0;
   key[n++] = mlirOperationGetName(op).ptr;
   key[n++] = dtGetAttr(op, "indexing_maps").ptr;
+  key[n++] = dtGetAttr(op, "dimensions").ptr;
+  key[n++] = dtGetAttr(op, "permutation").ptr;
   for (intptr_t i = 0; i < nOperands; ++i)
     key[n++] = mlirValueGetType(mlirOperationGetOperand(op, i)).ptr;
   for (intptr_t j = 0; j < nResults; ++j)

@@ -90,3 +90,37 @@ func.func @families(%a: tensor<8x16xf32> {dtensor.layout = #dtensor.layout<@mesh
          ins(%img, %ker : tensor<4x10x10x8xf32>, tensor<3x3x8x16xf32>) outs(%fc : tensor<4x8x8x16xf32>) -> tensor<4x8x8x16xf32>
   return %t, %b, %mv, %c : tensor<16x8xf32>, tensor<8x16x4xf32>, tensor<8xf32>, tensor<4x8x8x16xf32>
 }
+
+// -----
+
+// Two reductions with the same types but different combiners and dims:
+// each gets its own rule (the rule cache keys on dims and skips bodies).
+"dtensor.mesh"() {sym_name = "m", shape = array<i64: 4>, axis_names = ["x"]} : () -> ()
+// CHECK-LABEL: func.func @combiners
+// CHECK: linalg.reduce {{.*}}dimensions = [0]  {dtensor.layout = #dtensor.layout<@m, "[R] Pmax(0)">
+// CHECK: linalg.reduce {{.*}}dimensions = [0]  {dtensor.layout = #dtensor.layout<@m, "[R] Psum(0)">
+// CHECK: linalg.reduce {{.*}}dimensions = [1]  {dtensor.layout = #dtensor.layout<@m, "[S0]">
+func.func @combiners(%x: tensor<8x8xf32> {dtensor.layout = #dtensor.layout<@m, "[S0, R]">})
+    -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8xf32>
+  %i = linalg.fill ins(%z : f32) outs(%e : tensor<8xf32>) -> tensor<8xf32>
+  %m = linalg.reduce ins(%x : tensor<8x8xf32>) outs(%i : tensor<8xf32>) dimensions = [0]
+    (%in: f32, %acc: f32) {
+      %r = arith.maximumf %in, %acc : f32
+      linalg.yield %r : f32
+    }
+  %s = linalg.reduce ins(%x : tensor<8x8xf32>) outs(%i : tensor<8xf32>) dimensions = [0]
+    (%in: f32, %acc: f32) {
+      %r = arith.addf %in, %acc : f32
+      linalg.yield %r : f32
+    }
+  %t = linalg.reduce ins(%x : tensor<8x8xf32>) outs(%i : tensor<8xf32>) dimensions = [1]
+    (%in: f32, %acc: f32) {
+      %r = arith.addf %in, %acc : f32
+      linalg.yield %r : f32
+    }
+  %ma = "dtensor.annotate"(%m) {layout = #dtensor.layout<@m, "[R] Pmax(0)">} : (tensor<8xf32>) -> tensor<8xf32>
+  %sa = "dtensor.annotate"(%s) {layout = #dtensor.layout<@m, "[R] Psum(0)">} : (tensor<8xf32>) -> tensor<8xf32>
+  return %ma, %sa, %t : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
+}

@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""Differential end-to-end test on random programs.
+
+Generates random single-device programs (chains of matmuls, elementwise ops,
+reductions, transposes, reshapes and broadcasts on f32 tensors) with random
+layouts on their arguments, results and intermediate values, on meshes of 2,
+4 and 2x2 devices, and runs each with `dtensor-run -n N`: the program
+partitioned by dtensor-spmd on N ranks must equal the unpartitioned program
+on one (rtol 1e-4; dtensor-run compares every rank's result block).
+
+usage: run.py --dtensor-run PATH [--cases 200] [--seed 1] [--jobs 2]
+              [--out DIR] [--show N]
+
+A failing case is kept in DIR (default: a temporary directory, printed) with
+dtensor-run's output; rerun it with `dtensor-run -n N DIR/case-K.mlir`.
+Exit status 1 if any case fails.
+"""
+import argparse
+import concurrent.futures
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+MESHES = [((2,), ["x"]), ((4,), ["x"]), ((2, 2), ["dp", "tp"])]
+DIMS = [2, 3, 4, 5, 6, 8, 10, 12]
+
+
+def random_spec(rng, rank, mesh_rank, partial_ok=False):
+    """A random sharding spec: each dim R or sharded over unused axes."""
+    free = list(range(mesh_rank))
+    rng.shuffle(free)
+    dims = []
+    for _ in range(rank):
+        if free and rng.random() < 0.55:
+            k = 1 if len(free) == 1 or rng.random() < 0.7 else 2
+            axes, free = free[:k], free[k:]
+            dims.append("S" + "".join(str(a) for a in axes))
+        else:
+            dims.append("R")
+    text = "[" + ", ".join(dims) + "]"
+    if partial_ok and free and rng.random() < 0.5:
+        text += " Psum(%d)" % free[0]
+    return text
+
+
+class Program:
+    def __init__(self, rng, mesh, names):
+        self.rng = rng
+        self.mesh = mesh
+        self.names = names
+        self.args = []  # (name, shape, spec)
+        self.body = []
+        self.count = 0
+
+    def fresh(self, stem):
+        self.count += 1
+        return "%%%s%d" % (stem, self.count)
+
+    def layout(self, spec):
+        return '#dtensor.layout<@m, "%s">' % spec
+
+    def arg(self, shape):
+        name = "%%a%d" % len(self.args)
+        spec = random_spec(self.rng, len(shape), len(self.mesh))
+        self.args.append((name, shape, spec))
+        return name
+
+    @staticmethod
+    def ty(shape):
+        return "tensor<%sxf32>" % "x".join(str(d) for d in shape)
+
+    def emit(self, line):
+        self.body.append("  " + line)
+
+    def empty(self, shape):
+        e = self.fresh("e")
+        self.emit("%s = tensor.empty() : %s" % (e, self.ty(shape)))
+        return e
+
+    def filled(self, shape, value):
+        c = self.fresh("c")
+        self.emit("%s = arith.constant %s : f32" % (c, value))
+        f = self.fresh("f")
+        self.emit("%s = linalg.fill ins(%s : f32) outs(%s : %s) -> %s"
+                  % (f, c, self.empty(shape), self.ty(shape), self.ty(shape)))
+        return f
+
+    # ---- the steps: each takes (value, shape), returns the new pair ----
+
+    def matmul(self, v, shape):
+        m, k = shape
+        n = self.rng.choice(DIMS)
+        w = self.arg([k, n])
+        if self.rng.random() < 0.25:
+            init = self.arg([m, n])  # C + A B: a non-neutral init
+        else:
+            init = self.filled([m, n], "0.0")
+        r = self.fresh("mm")
+        self.emit("%s = linalg.matmul ins(%s, %s : %s, %s) outs(%s : %s) -> %s"
+                  % (r, v, w, self.ty(shape), self.ty([k, n]), init,
+                     self.ty([m, n]), self.ty([m, n])))
+        return r, [m, n]
+
+    def unary(self, v, shape):
+        t = self.ty(shape)
+        r = self.fresh("u")
+        kind = self.rng.choice(["neg", "relu", "exp", "scale"])
+        if kind == "neg":
+            self.emit("%s = arith.negf %s : %s" % (r, v, t))
+        elif kind == "exp":
+            # exp of a scaled value, so chains stay in range.
+            s = self.fresh("k")
+            self.emit("%s = arith.constant dense<0.25> : %s" % (s, t))
+            x = self.fresh("x")
+            self.emit("%s = arith.mulf %s, %s : %s" % (x, v, s, t))
+            self.emit("%s = math.exp %s : %s" % (r, x, t))
+        elif kind == "relu":
+            z = self.fresh("z")
+            self.emit("%s = arith.constant dense<0.0> : %s" % (z, t))
+            self.emit("%s = arith.maximumf %s, %s : %s" % (r, v, z, t))
+        else:
+            s = self.fresh("k")
+            self.emit("%s = arith.constant dense<0.5> : %s" % (s, t))
+            self.emit("%s = arith.mulf %s, %s : %s" % (r, v, s, t))
+        return r, shape
+
+    def binary(self, v, shape):
+        other = self.arg(list(shape)) if self.rng.random() < 0.7 else v
+        op = self.rng.choice(["add", "sub", "mul"])
+        r = self.fresh("b")
+        t = self.ty(shape)
+        self.emit("%s = linalg.%s ins(%s, %s : %s, %s) outs(%s : %s) -> %s"
+                  % (r, op, v, other, t, t, self.empty(shape), t, t))
+        return r, shape
+
+    def transpose(self, v, shape):
+        out = [shape[1], shape[0]]
+        r = self.fresh("t")
+        self.emit("%s = linalg.transpose ins(%s : %s) outs(%s : %s) "
+                  "permutation = [1, 0]"
+                  % (r, v, self.ty(shape), self.empty(out), self.ty(out)))
+        return r, out
+
+    def normalize(self, v, shape):
+        """x - broadcast(reduce(x, d)), with sum or max."""
+        d = self.rng.randrange(2)
+        keep = [shape[1 - d]]
+        kind = self.rng.choice(["sum", "max"])
+        init = self.filled(keep, "0.0" if kind == "sum" else "0xFF800000")
+        red = self.fresh("r")
+        comb = "arith.addf" if kind == "sum" else "arith.maximumf"
+        self.emit("%s = linalg.reduce ins(%s : %s) outs(%s : %s) "
+                  "dimensions = [%d]" % (red, v, self.ty(shape), init,
+                                         self.ty(keep), d))
+        self.emit("  (%in: f32, %acc: f32) {")
+        self.emit("    %%y = %s %%in, %%acc : f32" % comb)
+        self.emit("    linalg.yield %y : f32")
+        self.emit("  }")
+        bc = self.fresh("bc")
+        self.emit("%s = linalg.broadcast ins(%s : %s) outs(%s : %s) "
+                  "dimensions = [%d]" % (bc, red, self.ty(keep),
+                                         self.empty(shape), self.ty(shape), d))
+        r = self.fresh("n")
+        t = self.ty(shape)
+        self.emit("%s = linalg.sub ins(%s, %s : %s, %s) outs(%s : %s) -> %s"
+                  % (r, v, bc, t, t, self.empty(shape), t, t))
+        return r, shape
+
+    def reshape(self, v, shape):
+        total = shape[0] * shape[1]
+        rows = self.rng.choice([q for q in range(1, total + 1)
+                                if total % q == 0 and q <= 16])
+        out = [rows, total // rows]
+        flat = self.fresh("flat")
+        self.emit("%s = tensor.collapse_shape %s [[0, 1]] : %s into %s"
+                  % (flat, v, self.ty(shape), self.ty([total])))
+        r = self.fresh("rs")
+        self.emit("%s = tensor.expand_shape %s [[0, 1]] output_shape [%d, %d] "
+                  ": %s into %s" % (r, flat, out[0], out[1],
+                                    self.ty([total]), self.ty(out)))
+        return r, out
+
+    def annotate(self, v, shape):
+        spec = random_spec(self.rng, 2, len(self.mesh), partial_ok=True)
+        r = self.fresh("an")
+        t = self.ty(shape)
+        self.emit('%s = "dtensor.annotate"(%s) {layout = %s} : (%s) -> %s'
+                  % (r, v, self.layout(spec), t, t))
+        return r, shape
+
+    def build(self, steps):
+        shape = [self.rng.choice(DIMS), self.rng.choice(DIMS)]
+        v = self.arg(shape)
+        kinds = [self.matmul, self.unary, self.binary, self.transpose,
+                 self.normalize, self.reshape, self.annotate]
+        weights = [3, 2, 2, 1, 2, 1, 2]
+        for _ in range(steps):
+            step = self.rng.choices(kinds, weights)[0]
+            v, shape = step(v, shape)
+        result_spec = random_spec(self.rng, 2, len(self.mesh))
+        lines = ['"dtensor.mesh"() {sym_name = "m", shape = array<i64: %s>, '
+                 'axis_names = [%s]} : () -> ()'
+                 % (", ".join(map(str, self.mesh)),
+                    ", ".join('"%s"' % n for n in self.names))]
+        params = ",\n    ".join("%s: %s {dtensor.layout = %s}"
+                                % (n, self.ty(s), self.layout(sp))
+                                for n, s, sp in self.args)
+        lines.append("func.func @main(%s)\n    -> (%s {dtensor.layout = %s}) {"
+                     % (params, self.ty(shape), self.layout(result_spec)))
+        lines += self.body
+        lines.append("  return %s : %s" % (v, self.ty(shape)))
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+
+def generate(seed):
+    rng = random.Random(seed)
+    mesh, names = MESHES[seed % len(MESHES)]
+    p = Program(rng, mesh, names)
+    text = p.build(rng.randint(2, 7))
+    devices = 1
+    for d in mesh:
+        devices *= d
+    return devices, "// random case, seed %d, mesh %s\n" % (
+        seed, "x".join(map(str, mesh))) + text
+
+
+def run_case(tool, out, seed):
+    devices, text = generate(seed)
+    path = os.path.join(out, "case-%d.mlir" % seed)
+    with open(path, "w") as f:
+        f.write(text)
+    try:
+        p = subprocess.run([tool, "-n", str(devices), path], capture_output=True,
+                           text=True, timeout=300)
+        output, ok = p.stdout + p.stderr, p.returncode == 0 and \
+            "every rank's result equals the single-device run" in p.stdout
+    except subprocess.TimeoutExpired:
+        output, ok = "timed out after 300 s", False
+    if ok:
+        os.remove(path)
+    return seed, devices, ok, output, path
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dtensor-run", required=True)
+    ap.add_argument("--cases", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--out")
+    ap.add_argument("--show", type=int, default=5,
+                    help="failures whose output is printed")
+    args = ap.parse_args()
+    out = args.out or tempfile.mkdtemp(prefix="dtensor-random-")
+    os.makedirs(out, exist_ok=True)
+    seeds = range(args.seed, args.seed + args.cases)
+    failed = []
+    per_mesh = {}
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        for seed, devices, ok, output, path in pool.map(
+                lambda s: run_case(args.dtensor_run, out, s), seeds):
+            mesh = "x".join(map(str, MESHES[seed % len(MESHES)][0]))
+            per_mesh.setdefault(mesh, [0, 0])[0 if ok else 1] += 1
+            if not ok:
+                failed.append((seed, devices, output, path))
+    for seed, devices, output, path in failed[:args.show]:
+        print("FAILED seed %d (%d ranks): %s" % (seed, devices, path))
+        print("  " + "\n  ".join(output.strip().splitlines()[-12:]))
+    summary = ", ".join("mesh %s: %d passed, %d failed" % (d, c[0], c[1])
+                        for d, c in sorted(per_mesh.items()))
+    print("random programs: %d cases (%s)" % (args.cases, summary))
+    if failed:
+        print("failing cases kept in %s" % out)
+        return 1
+    if not args.out:
+        os.rmdir(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
