@@ -76,10 +76,34 @@ typedef struct DtrtComm DtrtComm;
 /// Creates the context from the environment: RANK, WORLD_SIZE (required),
 /// LOCAL_RANK, MASTER_ADDR, MASTER_PORT (optional), DTENSOR_JOB (the job
 /// name shared memory is named after; default derived from MASTER_PORT),
-/// DTENSOR_BACKEND (only "shm" so far), DTENSOR_TIMEOUT_S (default 60).
-/// On failure returns the status and, when `outContext` is set, a context
-/// that only answers dtrtLastError (destroy it with dtrtFinalize).
+/// DTENSOR_BACKEND ("shm", the default; "mpi"; "nccl"), DTENSOR_TIMEOUT_S
+/// (default 60). On failure returns the status and a context that only
+/// answers dtrtLastError (destroy it with dtrtFinalize).
 DTRT_EXPORT DtrtStatus dtrtInit(DtrtContext **outContext);
+
+/// Creates an `mpi` context over a communicator the host application owns:
+/// `mpiComm` points at an MPI_Comm (the handle, e.g. `&MPI_COMM_WORLD` or
+/// one the application split), which becomes the runtime's world; MPI must
+/// be initialized and stays the application's to finalize. Fails with
+/// DTRT_ERR_UNSUPPORTED in a build without MPI.
+DTRT_EXPORT DtrtStatus dtrtInitFromMpiComm(const void *mpiComm,
+                                           DtrtContext **outContext);
+
+/// Creates an `nccl` context over an NCCL communicator the host application
+/// owns (`ncclComm` is an ncclComm_t), which becomes the runtime's world
+/// (rank and size from it, collectives on its CUDA device); the application
+/// keeps it and destroys it after dtrtFinalize. Sub-group communicators are
+/// made with ids sent point to point over it. Fails with
+/// DTRT_ERR_UNSUPPORTED in a build without NCCL.
+DTRT_EXPORT DtrtStatus dtrtInitFromNcclComm(void *ncclComm,
+                                            DtrtContext **outContext);
+
+/// Returns the name of the context's backend ("shm", "mpi" or "nccl").
+DTRT_EXPORT const char *dtrtBackendName(const DtrtContext *context);
+
+/// Returns 1 when the backend's collectives take device (CUDA) buffers
+/// (nccl), 0 when they take host buffers (shm, mpi).
+DTRT_EXPORT int dtrtUsesDeviceMemory(const DtrtContext *context);
 
 /// Waits for every rank (a final barrier), releases the communicators and
 /// removes the job's shared memory; NULL is a no-op.
@@ -139,6 +163,67 @@ DTRT_EXPORT DtrtStatus dtrtAllToAll(DtrtComm *comm, const void *send,
 DTRT_EXPORT DtrtStatus dtrtBroadcast(DtrtComm *comm, void *buffer,
                                      size_t count, DtrtDtype dtype, int root);
 DTRT_EXPORT DtrtStatus dtrtBarrier(DtrtComm *comm);
+
+/// Point to point within `comm`: sends `count` elements of `send` to member
+/// position `sendTo` and receives `count` elements into `recv` from member
+/// `recvFrom`, all members at once (a collective permute: each member sends
+/// to at most one and receives from at most one). -1 means none; a member
+/// that receives from none gets zeros in `recv`. Pairs must match (A sends
+/// to B exactly when B receives from A): the shm backend checks this and
+/// fails with DTRT_ERR_INVALID naming the mismatch.
+DTRT_EXPORT DtrtStatus dtrtPermute(DtrtComm *comm, const void *send,
+                                   void *recv, size_t count, DtrtDtype dtype,
+                                   int sendTo, int recvFrom);
+
+/* ---- asynchronous collectives -------------------------------------------- */
+
+/// Which collective a DtrtCollective describes.
+typedef enum DtrtCollectiveKind {
+  DTRT_COLL_ALL_GATHER = 0,
+  DTRT_COLL_ALL_REDUCE,
+  DTRT_COLL_REDUCE_SCATTER,
+  DTRT_COLL_ALL_TO_ALL,
+  DTRT_COLL_BROADCAST, /* in place on `recv`; `send` is ignored */
+  DTRT_COLL_PERMUTE,
+  DTRT_COLL_BARRIER,
+} DtrtCollectiveKind;
+
+/// One collective, as the blocking functions above take it: the fields a
+/// kind does not use are ignored.
+typedef struct DtrtCollective {
+  DtrtCollectiveKind kind;
+  const void *send;
+  void *recv;
+  size_t count;
+  DtrtDtype dtype;
+  DtrtReduce reduce; /* all_reduce, reduce_scatter */
+  int root;          /* broadcast */
+  int sendTo;        /* permute */
+  int recvFrom;      /* permute */
+} DtrtCollective;
+
+/// An asynchronous collective in flight (opaque; freed by dtrtWait).
+typedef struct DtrtRequest DtrtRequest;
+
+/// Starts `collective` on `comm` and returns at once with a request; the
+/// buffers must stay untouched until dtrtWait returns. Collectives on one
+/// communicator run in the order they were started or called (blocking calls
+/// included); those on different communicators may overlap. mpi uses MPI's
+/// nonblocking collectives, nccl the communicator's CUDA stream, shm a
+/// progress thread per communicator. On an argument error nothing starts and
+/// `*outRequest` is NULL.
+DTRT_EXPORT DtrtStatus dtrtStart(DtrtComm *comm,
+                                 const DtrtCollective *collective,
+                                 DtrtRequest **outRequest);
+
+/// Sets `*outDone` to 1 when the request has completed (then dtrtWait
+/// returns at once), else 0; returns a failure of the collective.
+DTRT_EXPORT DtrtStatus dtrtTest(DtrtRequest *request, int *outDone);
+
+/// Waits for the request to complete (within the context's timeout), frees
+/// it and returns the collective's status (dtrtLastError says what failed);
+/// NULL is a no-op.
+DTRT_EXPORT DtrtStatus dtrtWait(DtrtRequest *request);
 
 /* ---- the entry point of compiled programs ---------------------------------- */
 

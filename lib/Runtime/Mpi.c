@@ -1,18 +1,31 @@
 /* The MPI backend (built when CMake finds MPI): the world is MPI_COMM_WORLD
- * and a communicator is MPI_Comm_create_group over its members, which only
- * the members call. Collectives map to their MPI namesakes; f16/bf16
+ * (or the communicator a host application hands in) and a communicator is
+ * MPI_Comm_create_group over its members, which only the members call.
+ * Started collectives are MPI's nonblocking ones (MPI_Iallreduce, ...). Collectives map to their MPI namesakes; f16/bf16
  * reductions use MPI ops made from the runtime's own arithmetic, and avg
  * is a sum divided by the group size. Waits have no timeout here: MPI
  * itself decides what happens when a rank dies (mpirun stops the job). */
 #include "RuntimeInternal.h"
 
 #include <mpi.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct Mpi {
   MPI_Comm comm;
 } Mpi;
+
+/* The context's world. */
+typedef struct MpiWorld {
+  MPI_Comm comm;
+  bool ownsMpi; /* the runtime called MPI_Init */
+} MpiWorld;
+
+static MPI_Comm worldOf(DtrtContext *c) {
+  return ((MpiWorld *)c->backendState)->comm;
+}
 
 static DtrtStatus mpiFail(DtrtContext *c, int code, const char *what) {
   char text[MPI_MAX_ERROR_STRING];
@@ -22,35 +35,70 @@ static DtrtStatus mpiFail(DtrtContext *c, int code, const char *what) {
                   text);
 }
 
-DtrtStatus dtrtMpiInit(DtrtContext *c) {
+static DtrtStatus mpiInit(DtrtContext *c) {
+  MpiWorld *w = calloc(1, sizeof(MpiWorld));
+  if (!w)
+    return dtrtFail(c, DTRT_ERR_NOMEM, "out of memory");
+  c->backendState = w;
   int ready = 0;
   MPI_Initialized(&ready);
   if (!ready) {
     int code = MPI_Init(NULL, NULL);
     if (code != MPI_SUCCESS)
       return mpiFail(c, code, "MPI_Init");
-    c->ownsMpi = true;
+    w->ownsMpi = true;
   }
+  w->comm = MPI_COMM_WORLD;
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
   MPI_Comm_size(MPI_COMM_WORLD, &c->worldSize);
   return DTRT_OK;
 }
 
-void dtrtMpiFinalize(DtrtContext *c) {
-  if (c->ownsMpi)
-    MPI_Finalize();
+DtrtStatus dtrtMpiAdopt(DtrtContext *c, const void *mpiComm) {
+  int ready = 0;
+  MPI_Initialized(&ready);
+  if (!ready)
+    return dtrtFail(c, DTRT_ERR_INVALID, "MPI is not initialized: the host "
+                    "application calls MPI_Init before handing in a "
+                    "communicator");
+  MpiWorld *w = calloc(1, sizeof(MpiWorld));
+  if (!w)
+    return dtrtFail(c, DTRT_ERR_NOMEM, "out of memory");
+  c->backendState = w;
+  /* A duplicate: our collectives never mix with the application's. */
+  int code = MPI_Comm_dup(*(const MPI_Comm *)mpiComm, &w->comm);
+  if (code != MPI_SUCCESS) {
+    w->comm = MPI_COMM_NULL;
+    return mpiFail(c, code, "MPI_Comm_dup of the handed-in communicator");
+  }
+  MPI_Comm_set_errhandler(w->comm, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(w->comm, &c->rank);
+  MPI_Comm_size(w->comm, &c->worldSize);
+  return DTRT_OK;
 }
 
-DtrtStatus dtrtMpiCommInit(DtrtComm *comm) {
+static void mpiFinalize(DtrtContext *c) {
+  MpiWorld *w = c->backendState;
+  if (!w)
+    return;
+  if (w->comm != MPI_COMM_WORLD && w->comm != MPI_COMM_NULL)
+    MPI_Comm_free(&w->comm);
+  if (w->ownsMpi)
+    MPI_Finalize();
+  free(w);
+  c->backendState = NULL;
+}
+
+static DtrtStatus mpiCommInit(DtrtComm *comm) {
   DtrtContext *c = comm->context;
   Mpi *m = calloc(1, sizeof(Mpi));
   if (!m)
     return dtrtFail(c, DTRT_ERR_NOMEM, "out of memory");
   MPI_Group world, group;
-  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  MPI_Comm_group(worldOf(c), &world);
   MPI_Group_incl(world, comm->size, comm->members, &group);
-  int code = MPI_Comm_create_group(MPI_COMM_WORLD, group, 0, &m->comm);
+  int code = MPI_Comm_create_group(worldOf(c), group, 0, &m->comm);
   MPI_Group_free(&group);
   MPI_Group_free(&world);
   if (code != MPI_SUCCESS) {
@@ -62,7 +110,8 @@ DtrtStatus dtrtMpiCommInit(DtrtComm *comm) {
   return DTRT_OK;
 }
 
-void dtrtMpiCommFree(DtrtComm *comm) {
+static void mpiCommFree(DtrtComm *comm, bool clean) {
+  (void)clean;
   Mpi *m = comm->backend;
   if (!m)
     return;
@@ -137,83 +186,196 @@ static DtrtStatus reduceOp(DtrtComm *comm, DtrtDtype t, DtrtReduce op,
   return DTRT_OK;
 }
 
-#define MPI_CHECK(comm, call, what)                                            \
-  do {                                                                         \
-    int code_ = (call);                                                        \
-    if (code_ != MPI_SUCCESS)                                                  \
-      return mpiFail((comm)->context, code_, what);                            \
-  } while (0)
+/* One collective in flight: its MPI requests and what to release or finish
+ * when they complete. */
+typedef struct InFlight {
+  MPI_Request reqs[2];
+  int numReqs;
+  MPI_Op op;
+  bool customOp;
+  MPI_Datatype type;
+  bool ownedType;
+} InFlight;
 
-DtrtStatus dtrtMpiBarrier(DtrtComm *comm) {
-  MPI_CHECK(comm, MPI_Barrier(mpiComm(comm)), "MPI_Barrier");
-  return DTRT_OK;
+/* Posts `op` as MPI's blocking (then it is done on return) or nonblocking
+ * collective. One switch for both, so the two paths cannot drift apart. */
+static DtrtStatus post(DtrtComm *comm, const DtrtCollective *op, bool async,
+                       InFlight *f) {
+  MPI_Comm mc = mpiComm(comm);
+  int n = (int)op->count;
+  f->numReqs = 0;
+  f->customOp = f->ownedType = false;
+  bool reduces = op->kind == DTRT_COLL_ALL_REDUCE ||
+                 op->kind == DTRT_COLL_REDUCE_SCATTER;
+  if (reduces) {
+    DtrtStatus s = reduceOp(comm, op->dtype, op->reduce, &f->op, &f->customOp);
+    if (s)
+      return s;
+    f->type = typeFor(op->dtype, &f->ownedType);
+  } else {
+    f->type = mpiType(op->dtype);
+  }
+  MPI_Request *r = f->reqs;
+  int code = MPI_SUCCESS;
+  const char *what = "";
+  switch (op->kind) {
+  case DTRT_COLL_BARRIER:
+    what = "MPI_Barrier";
+    code = async ? MPI_Ibarrier(mc, r) : MPI_Barrier(mc);
+    break;
+  case DTRT_COLL_ALL_GATHER:
+    what = "MPI_Allgather";
+    code = async ? MPI_Iallgather(op->send, n, f->type, op->recv, n, f->type,
+                                  mc, r)
+                 : MPI_Allgather(op->send, n, f->type, op->recv, n, f->type,
+                                 mc);
+    break;
+  case DTRT_COLL_ALL_REDUCE:
+    what = "MPI_Allreduce";
+    code = async ? MPI_Iallreduce(op->send, op->recv, n, f->type, f->op, mc, r)
+                 : MPI_Allreduce(op->send, op->recv, n, f->type, f->op, mc);
+    break;
+  case DTRT_COLL_REDUCE_SCATTER:
+    what = "MPI_Reduce_scatter_block";
+    code = async ? MPI_Ireduce_scatter_block(op->send, op->recv, n, f->type,
+                                             f->op, mc, r)
+                 : MPI_Reduce_scatter_block(op->send, op->recv, n, f->type,
+                                            f->op, mc);
+    break;
+  case DTRT_COLL_ALL_TO_ALL:
+    what = "MPI_Alltoall";
+    code = async ? MPI_Ialltoall(op->send, n, f->type, op->recv, n, f->type,
+                                 mc, r)
+                 : MPI_Alltoall(op->send, n, f->type, op->recv, n, f->type,
+                                mc);
+    break;
+  case DTRT_COLL_BROADCAST:
+    what = "MPI_Bcast";
+    code = async ? MPI_Ibcast(op->recv, n, f->type, op->root, mc, r)
+                 : MPI_Bcast(op->recv, n, f->type, op->root, mc);
+    break;
+  case DTRT_COLL_PERMUTE: {
+    what = "MPI_Sendrecv";
+    int to = op->sendTo < 0 ? MPI_PROC_NULL : op->sendTo;
+    int from = op->recvFrom < 0 ? MPI_PROC_NULL : op->recvFrom;
+    if (op->recvFrom < 0)
+      memset(op->recv, 0, op->count * dtrtDtypeSize(op->dtype));
+    if (!async) {
+      code = MPI_Sendrecv(op->send, n, f->type, to, 77, op->recv, n, f->type,
+                          from, 77, mc, MPI_STATUS_IGNORE);
+    } else {
+      /* Posted requests are counted even on failure: they must complete
+       * or be cancelled before the buffers are given back. */
+      code = MPI_Irecv(op->recv, n, f->type, from, 77, mc, &r[0]);
+      if (code == MPI_SUCCESS) {
+        f->numReqs = 1;
+        code = MPI_Isend(op->send, n, f->type, to, 77, mc, &r[1]);
+        if (code == MPI_SUCCESS)
+          f->numReqs = 2;
+      }
+    }
+    break;
+  }
+  }
+  if (async && op->kind != DTRT_COLL_PERMUTE && code == MPI_SUCCESS)
+    f->numReqs = 1;
+  return code == MPI_SUCCESS ? DTRT_OK : mpiFail(comm->context, code, what);
 }
 
-DtrtStatus dtrtMpiAllGather(DtrtComm *comm, const void *send, void *recv,
-                            size_t count, DtrtDtype dtype) {
-  MPI_CHECK(comm,
-            MPI_Allgather(send, (int)count, mpiType(dtype), recv, (int)count,
-                          mpiType(dtype), mpiComm(comm)),
-            "MPI_Allgather");
-  return DTRT_OK;
+/* Releases what `post` made and finishes an average. */
+static void finish(DtrtComm *comm, const DtrtCollective *op, InFlight *f,
+                   bool ok) {
+  if (f->customOp)
+    MPI_Op_free(&f->op);
+  if (f->ownedType)
+    MPI_Type_free(&f->type);
+  f->customOp = f->ownedType = false;
+  size_t n = op->kind == DTRT_COLL_ALL_REDUCE ||
+                     op->kind == DTRT_COLL_REDUCE_SCATTER
+                 ? op->count
+                 : 0;
+  if (ok && n && op->reduce == DTRT_AVG)
+    dtrtScale(op->recv, n, op->dtype, comm->size);
 }
 
-DtrtStatus dtrtMpiAllReduce(DtrtComm *comm, const void *send, void *recv,
-                            size_t count, DtrtDtype dtype, DtrtReduce op) {
-  MPI_Op mop;
-  bool custom;
-  DtrtStatus s = reduceOp(comm, dtype, op, &mop, &custom);
-  if (s)
+static DtrtStatus mpiRun(DtrtComm *comm, const DtrtCollective *op) {
+  InFlight f;
+  DtrtStatus s = post(comm, op, false, &f);
+  finish(comm, op, &f, s == DTRT_OK);
+  return s;
+}
+
+static DtrtStatus mpiStart(DtrtComm *comm, DtrtRequest *r) {
+  InFlight *f = calloc(1, sizeof(InFlight));
+  if (!f)
+    return dtrtFail(comm->context, DTRT_ERR_NOMEM, "out of memory");
+  DtrtStatus s = post(comm, &r->op, true, f);
+  if (s != DTRT_OK) {
+    /* A half-posted permute: its receive must still complete or be
+     * cancelled before the buffer is given back. */
+    for (int i = 0; i < f->numReqs; ++i)
+      if (f->reqs[i] != MPI_REQUEST_NULL) {
+        MPI_Cancel(&f->reqs[i]);
+        MPI_Wait(&f->reqs[i], MPI_STATUS_IGNORE);
+      }
+    finish(comm, &r->op, f, false);
+    free(f);
     return s;
-  bool owned;
-  MPI_Datatype type = typeFor(dtype, &owned);
-  int code = MPI_Allreduce(send, recv, (int)count, type, mop, mpiComm(comm));
-  if (custom)
-    MPI_Op_free(&mop);
-  if (owned)
-    MPI_Type_free(&type);
+  }
+  r->backend = f;
+  return DTRT_OK;
+}
+
+static DtrtStatus mpiTest(DtrtRequest *r, bool *outDone) {
+  InFlight *f = r->backend;
+  int done = 0;
+  int code = MPI_Testall(f->numReqs, f->reqs, &done, MPI_STATUSES_IGNORE);
   if (code != MPI_SUCCESS)
-    return mpiFail(comm->context, code, "MPI_Allreduce");
-  if (op == DTRT_AVG)
-    dtrtScale(recv, count, dtype, comm->size);
+    return mpiFail(r->comm->context, code, "MPI_Testall");
+  if (done && !atomic_load(&r->done)) {
+    finish(r->comm, &r->op, f, true);
+    atomic_store(&r->done, true);
+  }
+  *outDone = done;
   return DTRT_OK;
 }
 
-DtrtStatus dtrtMpiReduceScatter(DtrtComm *comm, const void *send, void *recv,
-                                size_t count, DtrtDtype dtype, DtrtReduce op) {
-  MPI_Op mop;
-  bool custom;
-  DtrtStatus s = reduceOp(comm, dtype, op, &mop, &custom);
-  if (s)
-    return s;
-  bool owned;
-  MPI_Datatype type = typeFor(dtype, &owned);
-  int code = MPI_Reduce_scatter_block(send, recv, (int)count, type, mop,
-                                      mpiComm(comm));
-  if (custom)
-    MPI_Op_free(&mop);
-  if (owned)
-    MPI_Type_free(&type);
-  if (code != MPI_SUCCESS)
-    return mpiFail(comm->context, code, "MPI_Reduce_scatter_block");
-  if (op == DTRT_AVG)
-    dtrtScale(recv, count, dtype, comm->size);
-  return DTRT_OK;
+/* MPI has no timed wait: test until done or the context's timeout. */
+static DtrtStatus mpiWait(DtrtRequest *r) {
+  DtrtContext *c = r->comm->context;
+  InFlight *f = r->backend;
+  double start = dtrtNow();
+  DtrtStatus s = DTRT_OK;
+  for (unsigned spins = 0;; ++spins) {
+    bool done = false;
+    if ((s = mpiTest(r, &done)) != DTRT_OK || done)
+      break;
+    if (spins > 1000)
+      sched_yield();
+    if ((spins & 1023) == 0 && dtrtNow() - start > c->timeoutS) {
+      s = dtrtFail(c, DTRT_ERR_TIMEOUT, "rank %d: timed out after %g s "
+                   "waiting for a started collective of a group of %d",
+                   c->rank, c->timeoutS, r->comm->size);
+      break;
+    }
+  }
+  if (s != DTRT_OK)
+    finish(r->comm, &r->op, f, false);
+  free(f);
+  r->backend = NULL;
+  return s;
 }
 
-DtrtStatus dtrtMpiAllToAll(DtrtComm *comm, const void *send, void *recv,
-                           size_t count, DtrtDtype dtype) {
-  MPI_CHECK(comm,
-            MPI_Alltoall(send, (int)count, mpiType(dtype), recv, (int)count,
-                         mpiType(dtype), mpiComm(comm)),
-            "MPI_Alltoall");
-  return DTRT_OK;
-}
-
-DtrtStatus dtrtMpiBroadcast(DtrtComm *comm, void *buffer, size_t count,
-                            DtrtDtype dtype, int root) {
-  MPI_CHECK(comm,
-            MPI_Bcast(buffer, (int)count, mpiType(dtype), root, mpiComm(comm)),
-            "MPI_Bcast");
-  return DTRT_OK;
-}
+const DtrtBackend dtrtMpiBackend = {
+    .name = "mpi",
+    .deviceMemory = false,
+    .ownRanks = true,
+    .init = mpiInit,
+    .finalize = mpiFinalize,
+    .commInit = mpiCommInit,
+    .commFree = mpiCommFree,
+    .run = mpiRun,
+    .start = mpiStart,
+    .test = mpiTest,
+    .wait = mpiWait,
+};

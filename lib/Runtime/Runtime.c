@@ -2,11 +2,13 @@
  * collectives over a backend's exchange area (docs/runtime.md). */
 #include "RuntimeInternal.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 const char *dtrtStatusString(DtrtStatus status) {
   switch (status) {
@@ -32,11 +34,26 @@ DtrtStatus dtrtFail(DtrtContext *c, DtrtStatus status, const char *format,
                     ...) {
   if (!c)
     return status;
+  char *sink = c->hasErrorSink ? pthread_getspecific(c->errorSink) : NULL;
   va_list args;
   va_start(args, format);
-  vsnprintf(c->error, sizeof(c->error), format, args);
+  vsnprintf(sink ? sink : c->error, DTRT_ERROR_SIZE, format, args);
   va_end(args);
   return status;
+}
+
+double dtrtNow(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+const char *dtrtBackendName(const DtrtContext *c) {
+  return c && c->backend ? c->backend->name : "none";
+}
+
+int dtrtUsesDeviceMemory(const DtrtContext *c) {
+  return c && c->backend && c->backend->deviceMemory;
 }
 
 const char *dtrtLastError(const DtrtContext *c) { return c ? c->error : ""; }
@@ -77,35 +94,20 @@ static bool envInt(const char *name, int *out, bool required, DtrtContext *c,
   return true;
 }
 
-DtrtStatus dtrtInit(DtrtContext **outContext) {
+static DtrtStatus drain(DtrtComm *comm);
+static void stopWorker(DtrtComm *comm);
+
+/* A context with its defaults and the settings every backend reads. */
+static DtrtStatus newContext(DtrtContext **outContext) {
   DtrtContext *c = calloc(1, sizeof(DtrtContext));
+  *outContext = c;
   if (!c)
     return DTRT_ERR_NOMEM;
-  *outContext = c;
-  DtrtStatus s = DTRT_OK;
+  c->backend = &dtrtShmBackend;
   c->timeoutS = 60.0;
-  const char *backend = getenv("DTENSOR_BACKEND");
-  if (backend && !strcmp(backend, "mpi")) {
-#ifdef DTENSOR_HAVE_MPI
-    c->backend = DTRT_BACKEND_MPI;
-    if ((s = dtrtMpiInit(c)) != DTRT_OK)
-      return s;
-#else
-    return dtrtFail(c, DTRT_ERR_UNSUPPORTED, "DTENSOR_BACKEND is 'mpi' but "
-                    "this build has no MPI (install libopenmpi-dev and "
-                    "rebuild)");
-#endif
-  } else if (backend && *backend && strcmp(backend, "shm")) {
-    return dtrtFail(c, DTRT_ERR_UNSUPPORTED, "DTENSOR_BACKEND is '%s' (valid: "
-                    "shm, mpi)", backend);
-  } else if (!envInt("RANK", &c->rank, true, c, &s) ||
-             !envInt("WORLD_SIZE", &c->worldSize, true, c, &s) ||
-             !envInt("LOCAL_RANK", &c->localRank, false, c, &s)) {
-    return s;
-  }
-  if (c->worldSize < 1 || c->rank >= c->worldSize)
-    return dtrtFail(c, DTRT_ERR_ENV, "RANK %d is not below WORLD_SIZE %d",
-                    c->rank, c->worldSize);
+  c->hasErrorSink = pthread_key_create(&c->errorSink, NULL) == 0;
+  if (!c->hasErrorSink)
+    return dtrtFail(c, DTRT_ERR_SYSTEM, "pthread_key_create failed");
   const char *timeout = getenv("DTENSOR_TIMEOUT_S");
   if (timeout && *timeout) {
     char *end;
@@ -126,37 +128,133 @@ DtrtStatus dtrtInit(DtrtContext **outContext) {
           (*p >= '0' && *p <= '9') || *p == '-' || *p == '_'))
       return dtrtFail(c, DTRT_ERR_ENV, "the job name '%s' may only hold "
                       "letters, digits, '-' and '_'", c->job);
+  return DTRT_OK;
+}
+
+/* Makes the world communicator once rank, world size and backend are set. */
+static DtrtStatus openWorld(DtrtContext *c) {
+  if (c->worldSize < 1 || c->rank >= c->worldSize)
+    return dtrtFail(c, DTRT_ERR_ENV, "RANK %d is not below WORLD_SIZE %d",
+                    c->rank, c->worldSize);
   c->usable = true;
   int *all = malloc(sizeof(int) * (size_t)c->worldSize);
   if (!all)
     return dtrtFail(c, DTRT_ERR_NOMEM, "out of memory");
   for (int i = 0; i < c->worldSize; ++i)
     all[i] = i;
-  s = dtrtCommGet(c, c->worldSize, all, &c->world);
+  DtrtStatus s = dtrtCommGet(c, c->worldSize, all, &c->world);
   free(all);
+  if (s != DTRT_OK)
+    c->usable = false;
   return s;
+}
+
+DtrtStatus dtrtInit(DtrtContext **outContext) {
+  DtrtStatus s = newContext(outContext);
+  DtrtContext *c = *outContext;
+  if (s != DTRT_OK)
+    return s;
+  const char *backend = getenv("DTENSOR_BACKEND");
+  if (!backend || !*backend || !strcmp(backend, "shm")) {
+    c->backend = &dtrtShmBackend;
+  } else if (!strcmp(backend, "mpi")) {
+#ifdef DTENSOR_HAVE_MPI
+    c->backend = &dtrtMpiBackend;
+#else
+    return dtrtFail(c, DTRT_ERR_UNSUPPORTED, "DTENSOR_BACKEND is 'mpi' but "
+                    "this build has no MPI (install libopenmpi-dev and "
+                    "rebuild)");
+#endif
+  } else if (!strcmp(backend, "nccl")) {
+#ifdef DTENSOR_HAVE_NCCL
+    c->backend = &dtrtNcclBackend;
+#else
+    return dtrtFail(c, DTRT_ERR_UNSUPPORTED, "DTENSOR_BACKEND is 'nccl' but "
+                    "this build has no NCCL (CUDA and NCCL were not found "
+                    "at configure time)");
+#endif
+  } else {
+    return dtrtFail(c, DTRT_ERR_UNSUPPORTED, "DTENSOR_BACKEND is '%s' (valid: "
+                    "shm, mpi, nccl)", backend);
+  }
+  /* MPI knows rank and size itself; the others read the torchrun
+   * variables first. */
+  if (!c->backend->ownRanks &&
+      (!envInt("RANK", &c->rank, true, c, &s) ||
+       !envInt("WORLD_SIZE", &c->worldSize, true, c, &s) ||
+       !envInt("LOCAL_RANK", &c->localRank, false, c, &s)))
+    return s;
+  if (!c->backend->ownRanks && c->rank >= c->worldSize)
+    return dtrtFail(c, DTRT_ERR_ENV, "RANK %d is not below WORLD_SIZE %d",
+                    c->rank, c->worldSize);
+  if (c->backend->init && (s = c->backend->init(c)) != DTRT_OK)
+    return s;
+  return openWorld(c);
+}
+
+DtrtStatus dtrtInitFromMpiComm(const void *mpiComm, DtrtContext **outContext) {
+  DtrtStatus s = newContext(outContext);
+  DtrtContext *c = *outContext;
+  if (s != DTRT_OK)
+    return s;
+#ifdef DTENSOR_HAVE_MPI
+  if (!mpiComm)
+    return dtrtFail(c, DTRT_ERR_INVALID, "a NULL MPI communicator");
+  c->backend = &dtrtMpiBackend;
+  if ((s = dtrtMpiAdopt(c, mpiComm)) != DTRT_OK)
+    return s;
+  return openWorld(c);
+#else
+  (void)mpiComm;
+  return dtrtFail(c, DTRT_ERR_UNSUPPORTED, "this build has no MPI (install "
+                  "libopenmpi-dev and rebuild)");
+#endif
+}
+
+DtrtStatus dtrtInitFromNcclComm(void *ncclComm, DtrtContext **outContext) {
+  DtrtStatus s = newContext(outContext);
+  DtrtContext *c = *outContext;
+  if (s != DTRT_OK)
+    return s;
+#ifdef DTENSOR_HAVE_NCCL
+  if (!ncclComm)
+    return dtrtFail(c, DTRT_ERR_INVALID, "a NULL NCCL communicator");
+  c->backend = &dtrtNcclBackend;
+  if ((s = dtrtNcclAdopt(c, ncclComm)) != DTRT_OK)
+    return s;
+  return openWorld(c);
+#else
+  (void)ncclComm;
+  return dtrtFail(c, DTRT_ERR_UNSUPPORTED, "this build has no NCCL (CUDA and "
+                  "NCCL were not found at configure time)");
+#endif
 }
 
 DtrtStatus dtrtFinalize(DtrtContext *c) {
   if (!c)
     return DTRT_OK;
   DtrtStatus s = DTRT_OK;
-  if (c->usable && c->world)
+  for (int i = 0; i < c->numComms; ++i)
+    if (c->comms[i]->worker) {
+      DtrtStatus d = drain(c->comms[i]);
+      if (s == DTRT_OK)
+        s = d;
+      stopWorker(c->comms[i]);
+    }
+  if (c->usable && c->world && s == DTRT_OK)
     s = dtrtBarrier(c->world);
-  for (int i = 0; i < c->numComms; ++i) {
-#ifdef DTENSOR_HAVE_MPI
-    if (c->backend == DTRT_BACKEND_MPI)
-      dtrtMpiCommFree(c->comms[i]);
-    else
-#endif
-      dtrtShmCommFree(c->comms[i], s == DTRT_OK);
+  /* Sub-groups first: a backend may build them on the world. */
+  for (int i = c->numComms - 1; i >= 0; --i) {
+    c->backend->commFree(c->comms[i], s == DTRT_OK);
     free(c->comms[i]->members);
     free(c->comms[i]);
   }
-#ifdef DTENSOR_HAVE_MPI
-  if (c->backend == DTRT_BACKEND_MPI)
-    dtrtMpiFinalize(c);
-#endif
+  if (c->backend->finalize)
+    c->backend->finalize(c);
+  if (c->store)
+    dtrtStoreDestroy(c->store);
+  if (c->hasErrorSink)
+    pthread_key_delete(c->errorSink);
   free(c);
   return s;
 }
@@ -202,13 +300,8 @@ DtrtStatus dtrtCommGet(DtrtContext *c, int numRanks, const int *ranks,
     return dtrtFail(c, DTRT_ERR_NOMEM, "out of memory");
   }
   memcpy(members, ranks, sizeof(int) * (size_t)numRanks);
-  *k = (DtrtComm){c, numRanks, me, members, NULL};
-#ifdef DTENSOR_HAVE_MPI
-  DtrtStatus s = c->backend == DTRT_BACKEND_MPI ? dtrtMpiCommInit(k)
-                                                : dtrtShmCommInit(k);
-#else
-  DtrtStatus s = dtrtShmCommInit(k);
-#endif
+  *k = (DtrtComm){c, numRanks, me, members, NULL, NULL};
+  DtrtStatus s = c->backend->commInit(k);
   if (s != DTRT_OK) {
     free(members);
     free(k);
@@ -379,260 +472,294 @@ void dtrtScale(void *buf, size_t n, DtrtDtype dtype, int divisor) {
     }
 }
 
-/* ---- collectives over the exchange slots ----------------------------------- */
+/* ---- the public collectives: checks, then the backend ---------------------- */
 
-/* Every collective goes in rounds: each member writes (part of) its input
- * into its own slot, all wait, each reads what it needs from the slots, all
- * wait again before the slots are reused. A round carries at most one slot
- * per member; larger buffers take several rounds. */
+static const char *kindName(DtrtCollectiveKind k) {
+  static const char *names[] = {"all_gather", "all_reduce", "reduce_scatter",
+                                "all_to_all", "broadcast",  "permute",
+                                "barrier"};
+  return (unsigned)k <= DTRT_COLL_BARRIER ? names[k] : "collective";
+}
 
-static DtrtStatus checkArgs(DtrtComm *comm, DtrtDtype dtype, const void *a,
-                            const void *b) {
-  if (!comm)
+static DtrtStatus checkCollective(DtrtComm *comm, const DtrtCollective *op) {
+  if (!comm || !op)
     return DTRT_ERR_INVALID;
-  if (!dtrtDtypeSize(dtype))
-    return dtrtFail(comm->context, DTRT_ERR_INVALID, "invalid element type %d",
-                    (int)dtype);
-  if (!a || !b)
-    return dtrtFail(comm->context, DTRT_ERR_INVALID, "a NULL buffer");
+  DtrtContext *c = comm->context;
+  if ((unsigned)op->kind > DTRT_COLL_BARRIER)
+    return dtrtFail(c, DTRT_ERR_INVALID, "invalid collective kind %d",
+                    (int)op->kind);
+  if (op->kind == DTRT_COLL_BARRIER)
+    return DTRT_OK;
+  const char *what = kindName(op->kind);
+  if (!dtrtDtypeSize(op->dtype))
+    return dtrtFail(c, DTRT_ERR_INVALID, "%s: invalid element type %d", what,
+                    (int)op->dtype);
+  bool needsSend = op->kind != DTRT_COLL_BROADCAST &&
+                   !(op->kind == DTRT_COLL_PERMUTE && op->sendTo < 0);
+  if ((needsSend && !op->send) || !op->recv)
+    return dtrtFail(c, DTRT_ERR_INVALID, "%s: a NULL buffer", what);
+  if ((op->kind == DTRT_COLL_ALL_REDUCE ||
+       op->kind == DTRT_COLL_REDUCE_SCATTER) &&
+      (unsigned)op->reduce > DTRT_PROD)
+    return dtrtFail(c, DTRT_ERR_INVALID, "%s: invalid reduction %d", what,
+                    (int)op->reduce);
+  if (op->kind == DTRT_COLL_BROADCAST &&
+      (op->root < 0 || op->root >= comm->size))
+    return dtrtFail(c, DTRT_ERR_INVALID, "root %d is not a member position "
+                    "(0 to %d)", op->root, comm->size - 1);
+  if (op->kind == DTRT_COLL_PERMUTE &&
+      (op->sendTo < -1 || op->sendTo >= comm->size || op->recvFrom < -1 ||
+       op->recvFrom >= comm->size))
+    return dtrtFail(c, DTRT_ERR_INVALID, "permute: send to %d, receive from "
+                    "%d: each must be a member position (0 to %d) or -1",
+                    op->sendTo, op->recvFrom, comm->size - 1);
+  if (op->count > (size_t)INT32_MAX && c->backend != &dtrtShmBackend)
+    return dtrtFail(c, DTRT_ERR_INVALID, "%s: %zu elements is more than %s "
+                    "takes in one call", what, op->count, c->backend->name);
   return DTRT_OK;
+}
+
+/* A blocking collective: after whatever was started on the communicator. */
+static DtrtStatus runCollective(DtrtComm *comm, const DtrtCollective *op) {
+  DtrtStatus s = checkCollective(comm, op);
+  if (s != DTRT_OK)
+    return s;
+  if (comm->worker && (s = drain(comm)) != DTRT_OK)
+    return s;
+  return comm->context->backend->run(comm, op);
 }
 
 DtrtStatus dtrtBarrier(DtrtComm *comm) {
-  if (!comm)
-    return DTRT_ERR_INVALID;
-#ifdef DTENSOR_HAVE_MPI
-  if (comm->context->backend == DTRT_BACKEND_MPI)
-    return dtrtMpiBarrier(comm);
-#endif
-  return dtrtShmBarrier(comm, "barrier");
+  DtrtCollective op = {.kind = DTRT_COLL_BARRIER};
+  return runCollective(comm, &op);
 }
-
-static DtrtStatus slotAllGather(DtrtComm *comm, const void *send, void *recv,
-                         size_t count, DtrtDtype dtype) {
-  DtrtStatus s = checkArgs(comm, dtype, send, recv);
-  if (s)
-    return s;
-  size_t es = dtrtDtypeSize(dtype), bytes = count * es;
-  size_t step = dtrtShmSlotBytes(comm) / es * es;
-  for (size_t off = 0; off < bytes || (off == 0 && bytes == 0); off += step) {
-    size_t n = bytes - off < step ? bytes - off : step;
-    memcpy(dtrtShmSlot(comm, comm->rank), (const char *)send + off, n);
-    if ((s = dtrtShmBarrier(comm, "all_gather")))
-      return s;
-    for (int j = 0; j < comm->size; ++j)
-      memcpy((char *)recv + (size_t)j * bytes + off, dtrtShmSlot(comm, j), n);
-    if ((s = dtrtShmBarrier(comm, "all_gather")))
-      return s;
-    if (bytes == 0)
-      break;
-  }
-  return DTRT_OK;
-}
-
-/* Reduces the `n`-byte part at `off` of every member's slot into `out`. */
-static void reduceSlots(DtrtComm *comm, void *out, size_t n, DtrtDtype dtype,
-                        DtrtReduce op, size_t slotOffset) {
-  size_t es = dtrtDtypeSize(dtype);
-  memcpy(out, (char *)dtrtShmSlot(comm, 0) + slotOffset, n);
-  for (int j = 1; j < comm->size; ++j)
-    dtrtCombine(out, (char *)dtrtShmSlot(comm, j) + slotOffset, n / es, dtype,
-                op);
-  if (op == DTRT_AVG)
-    dtrtScale(out, n / es, dtype, comm->size);
-}
-
-static DtrtStatus slotAllReduce(DtrtComm *comm, const void *send, void *recv,
-                         size_t count, DtrtDtype dtype, DtrtReduce op) {
-  DtrtStatus s = checkArgs(comm, dtype, send, recv);
-  if (s)
-    return s;
-  size_t es = dtrtDtypeSize(dtype), bytes = count * es;
-  size_t step = dtrtShmSlotBytes(comm) / es * es;
-  /* Small rounds: each member reduces the whole round from every slot (two
-   * waits). Large rounds: each member reduces its 1/size part and publishes
-   * it in its own slot, then everyone copies the parts (three waits, but
-   * each member reads the data about twice instead of size times). */
-  for (size_t off = 0; off < bytes; off += step) {
-    size_t n = bytes - off < step ? bytes - off : step;
-    memcpy(dtrtShmSlot(comm, comm->rank), (const char *)send + off, n);
-    if ((s = dtrtShmBarrier(comm, "all_reduce")))
-      return s;
-    size_t elems = n / es, part = (elems + (size_t)comm->size - 1) /
-                                  (size_t)comm->size;
-    if (n < (64u << 10) || comm->size == 1) {
-      reduceSlots(comm, (char *)recv + off, n, dtype, op, 0);
-    } else {
-      size_t first = part * (size_t)comm->rank;
-      size_t mine = first >= elems ? 0
-                    : (elems - first < part ? elems - first : part);
-      char *out = (char *)recv + off + first * es;
-      if (mine)
-        reduceSlots(comm, out, mine * es, dtype, op, first * es);
-      /* Only this member reads its part of its own slot: no wait needed
-       * before overwriting it with the result. */
-      if (mine)
-        memcpy((char *)dtrtShmSlot(comm, comm->rank) + first * es, out,
-               mine * es);
-      if ((s = dtrtShmBarrier(comm, "all_reduce")))
-        return s;
-      for (int j = 0; j < comm->size; ++j) {
-        size_t f = part * (size_t)j;
-        if (j == comm->rank || f >= elems)
-          continue;
-        size_t m = elems - f < part ? elems - f : part;
-        memcpy((char *)recv + off + f * es,
-               (char *)dtrtShmSlot(comm, j) + f * es, m * es);
-      }
-    }
-    if ((s = dtrtShmBarrier(comm, "all_reduce")))
-      return s;
-  }
-  return DTRT_OK;
-}
-
-/* Copies the part [off, off + n) of every member's block of `send` (blocks
- * of `bytes`) into this member's slot, one after the other. */
-static void packBlocks(DtrtComm *comm, const void *send, size_t bytes,
-                       size_t off, size_t n) {
-  char *slot = dtrtShmSlot(comm, comm->rank);
-  for (int j = 0; j < comm->size; ++j)
-    memcpy(slot + (size_t)j * n, (const char *)send + (size_t)j * bytes + off,
-           n);
-}
-
-static DtrtStatus slotReduceScatter(DtrtComm *comm, const void *send, void *recv,
-                             size_t count, DtrtDtype dtype, DtrtReduce op) {
-  DtrtStatus s = checkArgs(comm, dtype, send, recv);
-  if (s)
-    return s;
-  size_t es = dtrtDtypeSize(dtype), bytes = count * es;
-  /* A round carries the same part of every member's block. */
-  size_t step = dtrtShmSlotBytes(comm) / (size_t)comm->size / es * es;
-  if (step == 0)
-    return dtrtFail(comm->context, DTRT_ERR_INVALID, "the exchange slot is "
-                    "too small for %d members", comm->size);
-  for (size_t off = 0; off < bytes; off += step) {
-    size_t n = bytes - off < step ? bytes - off : step;
-    packBlocks(comm, send, bytes, off, n);
-    if ((s = dtrtShmBarrier(comm, "reduce_scatter")))
-      return s;
-    reduceSlots(comm, (char *)recv + off, n, dtype, op,
-                (size_t)comm->rank * n);
-    if ((s = dtrtShmBarrier(comm, "reduce_scatter")))
-      return s;
-  }
-  return DTRT_OK;
-}
-
-static DtrtStatus slotAllToAll(DtrtComm *comm, const void *send, void *recv,
-                        size_t count, DtrtDtype dtype) {
-  DtrtStatus s = checkArgs(comm, dtype, send, recv);
-  if (s)
-    return s;
-  size_t es = dtrtDtypeSize(dtype), bytes = count * es;
-  size_t step = dtrtShmSlotBytes(comm) / (size_t)comm->size / es * es;
-  if (step == 0)
-    return dtrtFail(comm->context, DTRT_ERR_INVALID, "the exchange slot is "
-                    "too small for %d members", comm->size);
-  for (size_t off = 0; off < bytes; off += step) {
-    size_t n = bytes - off < step ? bytes - off : step;
-    packBlocks(comm, send, bytes, off, n);
-    if ((s = dtrtShmBarrier(comm, "all_to_all")))
-      return s;
-    for (int j = 0; j < comm->size; ++j)
-      memcpy((char *)recv + (size_t)j * bytes + off,
-             (char *)dtrtShmSlot(comm, j) + (size_t)comm->rank * n, n);
-    if ((s = dtrtShmBarrier(comm, "all_to_all")))
-      return s;
-  }
-  return DTRT_OK;
-}
-
-static DtrtStatus slotBroadcast(DtrtComm *comm, void *buffer, size_t count,
-                         DtrtDtype dtype, int root) {
-  DtrtStatus s = checkArgs(comm, dtype, buffer, buffer);
-  if (s)
-    return s;
-  if (root < 0 || root >= comm->size)
-    return dtrtFail(comm->context, DTRT_ERR_INVALID, "root %d is not a member "
-                    "position (0 to %d)", root, comm->size - 1);
-  size_t es = dtrtDtypeSize(dtype), bytes = count * es;
-  size_t step = dtrtShmSlotBytes(comm) / es * es;
-  for (size_t off = 0; off < bytes; off += step) {
-    size_t n = bytes - off < step ? bytes - off : step;
-    if (comm->rank == root)
-      memcpy(dtrtShmSlot(comm, root), (char *)buffer + off, n);
-    if ((s = dtrtShmBarrier(comm, "broadcast")))
-      return s;
-    if (comm->rank != root)
-      memcpy((char *)buffer + off, dtrtShmSlot(comm, root), n);
-    if ((s = dtrtShmBarrier(comm, "broadcast")))
-      return s;
-  }
-  return DTRT_OK;
-}
-
-/* ---- the public collectives: checks, then the backend ---------------------- */
-
-#ifdef DTENSOR_HAVE_MPI
-#define ON_MPI(comm, call)                                                     \
-  if ((comm)->context->backend == DTRT_BACKEND_MPI)                            \
-    return call;
-#else
-#define ON_MPI(comm, call)
-#endif
 
 DtrtStatus dtrtAllGather(DtrtComm *comm, const void *send, void *recv,
                          size_t count, DtrtDtype dtype) {
-  DtrtStatus s = checkArgs(comm, dtype, send, recv);
-  if (s)
-    return s;
-  ON_MPI(comm, dtrtMpiAllGather(comm, send, recv, count, dtype))
-  return slotAllGather(comm, send, recv, count, dtype);
+  DtrtCollective op = {.kind = DTRT_COLL_ALL_GATHER, .send = send,
+                       .recv = recv, .count = count, .dtype = dtype};
+  return runCollective(comm, &op);
 }
 
 DtrtStatus dtrtAllReduce(DtrtComm *comm, const void *send, void *recv,
-                         size_t count, DtrtDtype dtype, DtrtReduce op) {
-  DtrtStatus s = checkArgs(comm, dtype, send, recv);
-  if (s)
-    return s;
-  if ((unsigned)op > DTRT_PROD)
-    return dtrtFail(comm->context, DTRT_ERR_INVALID, "invalid reduction %d",
-                    (int)op);
-  ON_MPI(comm, dtrtMpiAllReduce(comm, send, recv, count, dtype, op))
-  return slotAllReduce(comm, send, recv, count, dtype, op);
+                         size_t count, DtrtDtype dtype, DtrtReduce reduce) {
+  DtrtCollective op = {.kind = DTRT_COLL_ALL_REDUCE, .send = send,
+                       .recv = recv, .count = count, .dtype = dtype,
+                       .reduce = reduce};
+  return runCollective(comm, &op);
 }
 
 DtrtStatus dtrtReduceScatter(DtrtComm *comm, const void *send, void *recv,
-                             size_t count, DtrtDtype dtype, DtrtReduce op) {
-  DtrtStatus s = checkArgs(comm, dtype, send, recv);
-  if (s)
-    return s;
-  if ((unsigned)op > DTRT_PROD)
-    return dtrtFail(comm->context, DTRT_ERR_INVALID, "invalid reduction %d",
-                    (int)op);
-  ON_MPI(comm, dtrtMpiReduceScatter(comm, send, recv, count, dtype, op))
-  return slotReduceScatter(comm, send, recv, count, dtype, op);
+                             size_t count, DtrtDtype dtype,
+                             DtrtReduce reduce) {
+  DtrtCollective op = {.kind = DTRT_COLL_REDUCE_SCATTER, .send = send,
+                       .recv = recv, .count = count, .dtype = dtype,
+                       .reduce = reduce};
+  return runCollective(comm, &op);
 }
 
 DtrtStatus dtrtAllToAll(DtrtComm *comm, const void *send, void *recv,
                         size_t count, DtrtDtype dtype) {
-  DtrtStatus s = checkArgs(comm, dtype, send, recv);
-  if (s)
-    return s;
-  ON_MPI(comm, dtrtMpiAllToAll(comm, send, recv, count, dtype))
-  return slotAllToAll(comm, send, recv, count, dtype);
+  DtrtCollective op = {.kind = DTRT_COLL_ALL_TO_ALL, .send = send,
+                       .recv = recv, .count = count, .dtype = dtype};
+  return runCollective(comm, &op);
 }
 
 DtrtStatus dtrtBroadcast(DtrtComm *comm, void *buffer, size_t count,
                          DtrtDtype dtype, int root) {
-  DtrtStatus s = checkArgs(comm, dtype, buffer, buffer);
-  if (s)
+  DtrtCollective op = {.kind = DTRT_COLL_BROADCAST, .recv = buffer,
+                       .count = count, .dtype = dtype, .root = root};
+  return runCollective(comm, &op);
+}
+
+DtrtStatus dtrtPermute(DtrtComm *comm, const void *send, void *recv,
+                       size_t count, DtrtDtype dtype, int sendTo,
+                       int recvFrom) {
+  DtrtCollective op = {.kind = DTRT_COLL_PERMUTE, .send = send, .recv = recv,
+                       .count = count, .dtype = dtype, .sendTo = sendTo,
+                       .recvFrom = recvFrom};
+  return runCollective(comm, &op);
+}
+
+/* ---- asynchronous collectives ---------------------------------------------- */
+
+/* Backends without native asynchronous collectives (shm) get a progress
+ * thread per communicator that runs started collectives in order; a
+ * blocking call on that communicator first waits for the queue to empty.
+ * Failures on the thread are written into the request (the context's error
+ * sink), never into the context another thread may be reading. */
+struct DtrtWorker {
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t changed;
+  DtrtRequest *head, *tail;
+  int pending; /* queued or running */
+  bool stop;
+};
+
+static void *workerMain(void *arg) {
+  DtrtComm *comm = arg;
+  DtrtWorker *w = comm->worker;
+  DtrtContext *c = comm->context;
+  pthread_mutex_lock(&w->lock);
+  for (;;) {
+    while (!w->head && !w->stop)
+      pthread_cond_wait(&w->changed, &w->lock);
+    if (!w->head)
+      break;
+    DtrtRequest *r = w->head;
+    w->head = r->next;
+    if (!w->head)
+      w->tail = NULL;
+    pthread_mutex_unlock(&w->lock);
+    pthread_setspecific(c->errorSink, r->error);
+    r->status = c->backend->run(comm, &r->op);
+    pthread_setspecific(c->errorSink, NULL);
+    pthread_mutex_lock(&w->lock);
+    atomic_store(&r->done, true);
+    --w->pending;
+    pthread_cond_broadcast(&w->changed);
+  }
+  pthread_mutex_unlock(&w->lock);
+  return NULL;
+}
+
+static DtrtStatus startWorker(DtrtComm *comm) {
+  DtrtWorker *w = calloc(1, sizeof(DtrtWorker));
+  if (!w)
+    return dtrtFail(comm->context, DTRT_ERR_NOMEM, "out of memory");
+  pthread_mutex_init(&w->lock, NULL);
+  pthread_cond_init(&w->changed, NULL);
+  comm->worker = w;
+  int e = pthread_create(&w->thread, NULL, workerMain, comm);
+  if (e) {
+    comm->worker = NULL;
+    pthread_cond_destroy(&w->changed);
+    pthread_mutex_destroy(&w->lock);
+    free(w);
+    return dtrtFail(comm->context, DTRT_ERR_SYSTEM, "pthread_create: %s",
+                    strerror(e));
+  }
+  return DTRT_OK;
+}
+
+static void stopWorker(DtrtComm *comm) {
+  DtrtWorker *w = comm->worker;
+  if (!w)
+    return;
+  pthread_mutex_lock(&w->lock);
+  w->stop = true;
+  pthread_cond_broadcast(&w->changed);
+  pthread_mutex_unlock(&w->lock);
+  pthread_join(w->thread, NULL);
+  pthread_cond_destroy(&w->changed);
+  pthread_mutex_destroy(&w->lock);
+  free(w);
+  comm->worker = NULL;
+}
+
+/* Waits until the worker has run everything queued (within the timeout,
+ * plus the time a started collective itself may wait). */
+static DtrtStatus drain(DtrtComm *comm) {
+  DtrtWorker *w = comm->worker;
+  DtrtContext *c = comm->context;
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += (time_t)(2 * c->timeoutS) + 1;
+  pthread_mutex_lock(&w->lock);
+  int e = 0;
+  while (w->pending && e != ETIMEDOUT)
+    e = pthread_cond_timedwait(&w->changed, &w->lock, &until);
+  bool idle = w->pending == 0;
+  pthread_mutex_unlock(&w->lock);
+  return idle ? DTRT_OK
+              : dtrtFail(c, DTRT_ERR_TIMEOUT, "rank %d: timed out waiting for "
+                         "the started collectives of a group of %d", c->rank,
+                         comm->size);
+}
+
+DtrtStatus dtrtStart(DtrtComm *comm, const DtrtCollective *op,
+                     DtrtRequest **outRequest) {
+  *outRequest = NULL;
+  DtrtStatus s = checkCollective(comm, op);
+  if (s != DTRT_OK)
     return s;
-  if (root < 0 || root >= comm->size)
-    return dtrtFail(comm->context, DTRT_ERR_INVALID, "root %d is not a member "
-                    "position (0 to %d)", root, comm->size - 1);
-  ON_MPI(comm, dtrtMpiBroadcast(comm, buffer, count, dtype, root))
-  return slotBroadcast(comm, buffer, count, dtype, root);
+  DtrtContext *c = comm->context;
+  DtrtRequest *r = calloc(1, sizeof(DtrtRequest));
+  if (!r)
+    return dtrtFail(c, DTRT_ERR_NOMEM, "out of memory");
+  r->comm = comm;
+  r->op = *op;
+  if (c->backend->start) {
+    if ((s = c->backend->start(comm, r)) != DTRT_OK) {
+      free(r);
+      return s;
+    }
+    *outRequest = r;
+    return DTRT_OK;
+  }
+  if (!comm->worker && (s = startWorker(comm)) != DTRT_OK) {
+    free(r);
+    return s;
+  }
+  DtrtWorker *w = comm->worker;
+  pthread_mutex_lock(&w->lock);
+  if (w->tail)
+    w->tail->next = r;
+  else
+    w->head = r;
+  w->tail = r;
+  ++w->pending;
+  pthread_cond_broadcast(&w->changed);
+  pthread_mutex_unlock(&w->lock);
+  *outRequest = r;
+  return DTRT_OK;
+}
+
+DtrtStatus dtrtTest(DtrtRequest *r, int *outDone) {
+  *outDone = 0;
+  if (!r)
+    return DTRT_ERR_INVALID;
+  DtrtContext *c = r->comm->context;
+  if (c->backend->test) {
+    bool done = false;
+    DtrtStatus s = c->backend->test(r, &done);
+    *outDone = done;
+    return s;
+  }
+  if (!atomic_load(&r->done))
+    return DTRT_OK;
+  *outDone = 1;
+  return r->status;
+}
+
+DtrtStatus dtrtWait(DtrtRequest *r) {
+  if (!r)
+    return DTRT_OK;
+  DtrtComm *comm = r->comm;
+  DtrtContext *c = comm->context;
+  DtrtStatus s;
+  if (c->backend->wait) {
+    s = c->backend->wait(r);
+  } else {
+    DtrtWorker *w = comm->worker;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += (time_t)(2 * c->timeoutS) + 1;
+    pthread_mutex_lock(&w->lock);
+    int e = 0;
+    while (!atomic_load(&r->done) && e != ETIMEDOUT)
+      e = pthread_cond_timedwait(&w->changed, &w->lock, &until);
+    pthread_mutex_unlock(&w->lock);
+    if (!atomic_load(&r->done))
+      /* The request stays queued (the thread still owns it): leaked on
+       * purpose rather than freed under the thread. */
+      return dtrtFail(c, DTRT_ERR_TIMEOUT, "rank %d: timed out waiting for "
+                      "a started %s", c->rank, kindName(r->op.kind));
+    s = r->status;
+    if (s != DTRT_OK)
+      dtrtFail(c, s, "%s", r->error);
+  }
+  free(r);
+  return s;
 }

@@ -1,40 +1,82 @@
-/* Private parts of libdtensor_rt shared by the common layer (Runtime.c) and
- * the shared-memory backend (Shm.c). */
+/* Private parts of libdtensor_rt shared by the common layer (Runtime.c),
+ * the backends (Shm.c, Mpi.c, Nccl.c) and the rendezvous store (Store.c). */
 #ifndef DTENSOR_LIB_RUNTIME_RUNTIMEINTERNAL_H
 #define DTENSOR_LIB_RUNTIME_RUNTIMEINTERNAL_H
 
 #include "dtensor-rt/Runtime.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #define DTRT_MAX_COMMS 256
 #define DTRT_ERROR_SIZE 512
 
+typedef struct DtrtWorker DtrtWorker;
+typedef struct DtrtStore DtrtStore;
+
 struct DtrtComm {
   DtrtContext *context;
-  int size, rank; /* members, and this rank's position */
-  int *members;   /* global ranks */
-  void *backend;  /* the backend's state */
+  int size, rank;     /* members, and this rank's position */
+  int *members;       /* global ranks */
+  void *backend;      /* the backend's state */
+  DtrtWorker *worker; /* progress thread of asynchronous collectives (shm) */
 };
 
-enum { DTRT_BACKEND_SHM = 0, DTRT_BACKEND_MPI = 1 };
+struct DtrtRequest {
+  DtrtComm *comm;
+  DtrtCollective op;
+  DtrtStatus status;
+  atomic_bool done;
+  char error[DTRT_ERROR_SIZE];
+  void *backend; /* the backend's in-flight state */
+  DtrtRequest *next; /* the worker's queue */
+};
+
+/// A backend: what the common layer calls. `run` performs one collective to
+/// completion; `start`/`test`/`wait` are native asynchronous collectives
+/// (NULL: a progress thread per communicator runs `run`).
+typedef struct DtrtBackend {
+  const char *name;
+  bool deviceMemory;
+  /// The backend knows rank and world size itself (mpi): `init` sets them;
+  /// otherwise they come from the environment before `init`.
+  bool ownRanks;
+  DtrtStatus (*init)(DtrtContext *c); /* may be NULL */
+  void (*finalize)(DtrtContext *c);
+  DtrtStatus (*commInit)(DtrtComm *comm);
+  /// `clean`: the job ended well, so shared resources may be removed.
+  void (*commFree)(DtrtComm *comm, bool clean);
+  DtrtStatus (*run)(DtrtComm *comm, const DtrtCollective *op);
+  DtrtStatus (*start)(DtrtComm *comm, DtrtRequest *request);
+  DtrtStatus (*test)(DtrtRequest *request, bool *outDone);
+  DtrtStatus (*wait)(DtrtRequest *request);
+} DtrtBackend;
 
 struct DtrtContext {
-  int backend;
-  bool ownsMpi; /* the runtime called MPI_Init */
+  const DtrtBackend *backend;
+  void *backendState; /* e.g. the MPI world or NCCL device */
   int rank, worldSize, localRank;
   double timeoutS;
   char job[128];
   char error[DTRT_ERROR_SIZE];
+  /* Where dtrtFail writes on a progress thread (its request's buffer). */
+  pthread_key_t errorSink;
+  bool hasErrorSink;
   DtrtComm *comms[DTRT_MAX_COMMS];
   int numComms;
   DtrtComm *world;
+  DtrtStore *store; /* the rendezvous store (nccl launched by dtensor-run) */
   bool usable;
 };
 
-/// Records a failure message in the context and returns `status`.
+/// Records a failure message in the context (or, on a progress thread, in
+/// its request) and returns `status`.
 DtrtStatus dtrtFail(DtrtContext *c, DtrtStatus status, const char *format,
                     ...) __attribute__((format(printf, 3, 4)));
+
+/// Seconds on a monotonic clock.
+double dtrtNow(void);
 
 /// Reduces `n` elements of `in` into `acc` (acc = acc op in); AVG sums.
 void dtrtCombine(void *acc, const void *in, size_t n, DtrtDtype dtype,
@@ -43,31 +85,34 @@ void dtrtCombine(void *acc, const void *in, size_t n, DtrtDtype dtype,
 /// Divides `n` elements by `divisor` (the end of an AVG).
 void dtrtScale(void *buf, size_t n, DtrtDtype dtype, int divisor);
 
-/* The shared-memory backend. */
-DtrtStatus dtrtShmCommInit(DtrtComm *comm);
-void dtrtShmCommFree(DtrtComm *comm, bool unlink);
-DtrtStatus dtrtShmBarrier(DtrtComm *comm, const char *what);
-/// The slot (bytes) each member has, and member j's slot.
-size_t dtrtShmSlotBytes(const DtrtComm *comm);
-void *dtrtShmSlot(DtrtComm *comm, int member);
-/// Marks the communicator failed, so the others stop waiting.
-void dtrtShmMarkFailed(DtrtComm *comm);
+/// The backends. MPI and NCCL exist when the build found them.
+extern const DtrtBackend dtrtShmBackend;
+#ifdef DTENSOR_HAVE_MPI
+extern const DtrtBackend dtrtMpiBackend;
+/// Makes `c` an mpi context over the host's communicator.
+DtrtStatus dtrtMpiAdopt(DtrtContext *c, const void *mpiComm);
+#endif
+#ifdef DTENSOR_HAVE_NCCL
+extern const DtrtBackend dtrtNcclBackend;
+/// Makes `c` an nccl context over the host's communicator.
+DtrtStatus dtrtNcclAdopt(DtrtContext *c, void *ncclComm);
+#endif
 
-/* The MPI backend (Mpi.c, built when MPI is found). */
-DtrtStatus dtrtMpiInit(DtrtContext *c);
-void dtrtMpiFinalize(DtrtContext *c);
-DtrtStatus dtrtMpiCommInit(DtrtComm *comm);
-void dtrtMpiCommFree(DtrtComm *comm);
-DtrtStatus dtrtMpiBarrier(DtrtComm *comm);
-DtrtStatus dtrtMpiAllGather(DtrtComm *comm, const void *send, void *recv,
-                            size_t count, DtrtDtype dtype);
-DtrtStatus dtrtMpiAllReduce(DtrtComm *comm, const void *send, void *recv,
-                            size_t count, DtrtDtype dtype, DtrtReduce op);
-DtrtStatus dtrtMpiReduceScatter(DtrtComm *comm, const void *send, void *recv,
-                                size_t count, DtrtDtype dtype, DtrtReduce op);
-DtrtStatus dtrtMpiAllToAll(DtrtComm *comm, const void *send, void *recv,
-                           size_t count, DtrtDtype dtype);
-DtrtStatus dtrtMpiBroadcast(DtrtComm *comm, void *buffer, size_t count,
-                            DtrtDtype dtype, int root);
+/* The rendezvous store (Store.c): a key-value store served by rank 0 at
+ * MASTER_ADDR:MASTER_PORT over TCP, as torchrun's; values are set once. */
+
+/// Connects to (rank 0: starts serving) the store of `worldSize` ranks.
+DtrtStatus dtrtStoreCreate(DtrtContext *c, const char *addr, int port,
+                           DtrtStore **outStore);
+/// Stops serving (rank 0, once every rank has disconnected or the timeout
+/// passed) and frees the store; NULL is a no-op.
+void dtrtStoreDestroy(DtrtStore *store);
+/// Sets `key` (at most 200 bytes) to `size` bytes (at most 1 MiB).
+DtrtStatus dtrtStoreSet(DtrtStore *store, const char *key, const void *value,
+                        size_t size);
+/// Waits (within the context's timeout) until `key` is set and copies its
+/// value, which must be `size` bytes, into `out`.
+DtrtStatus dtrtStoreGet(DtrtStore *store, const char *key, void *out,
+                        size_t size);
 
 #endif

@@ -1,7 +1,7 @@
 /* The shared-memory backend: one POSIX shared-memory segment per
  * communicator, named /dtensor-<job>-<hash of the member list>, mode 0600:
- * a header with a sense-reversing barrier and a failure flag, then one
- * exchange slot per member. Every member creates-or-opens it; a new
+ * a header with a sense-reversing barrier and a failure flag, a table of
+ * each member's permute destination, then one exchange slot per member. Every member creates-or-opens it; a new
  * segment is zero-filled, which is the barrier's initial state. Segments
  * are unlinked at dtrtFinalize and, after a crash, by dtensor-run. */
 #include "RuntimeInternal.h"
@@ -32,8 +32,13 @@ typedef struct Shm {
   char name[200];
   size_t slotBytes, totalBytes;
   Header *header;
+  _Atomic int *dests; /* each member's permute destination */
   char *slots;
 } Shm;
+
+static size_t destBytes(int size) {
+  return ((size_t)size * sizeof(int) + 63) / 64 * 64;
+}
 
 static uint64_t hashMembers(const DtrtComm *comm) {
   uint64_t h = 1469598103934665603ULL;
@@ -44,7 +49,9 @@ static uint64_t hashMembers(const DtrtComm *comm) {
   return h ^ (uint64_t)comm->size << 40;
 }
 
-DtrtStatus dtrtShmCommInit(DtrtComm *comm) {
+static DtrtStatus shmBarrier(DtrtComm *comm, const char *what);
+
+static DtrtStatus shmCommInit(DtrtComm *comm) {
   DtrtContext *c = comm->context;
   Shm *s = calloc(1, sizeof(Shm));
   if (!s)
@@ -56,7 +63,8 @@ DtrtStatus dtrtShmCommInit(DtrtComm *comm) {
     if (v >= 64 && v <= (1l << 30))
       s->slotBytes = (size_t)v / 64 * 64;
   }
-  s->totalBytes = sizeof(Header) + s->slotBytes * (size_t)comm->size;
+  s->totalBytes = sizeof(Header) + destBytes(comm->size) +
+                  s->slotBytes * (size_t)comm->size;
   snprintf(s->name, sizeof(s->name), "/dtensor-%s-%016llx", c->job,
            (unsigned long long)hashMembers(comm));
   int fd = shm_open(s->name, O_CREAT | O_RDWR, 0600);
@@ -85,13 +93,14 @@ DtrtStatus dtrtShmCommInit(DtrtComm *comm) {
     return st;
   }
   s->header = map;
-  s->slots = (char *)map + sizeof(Header);
+  s->dests = (_Atomic int *)((char *)map + sizeof(Header));
+  s->slots = (char *)map + sizeof(Header) + destBytes(comm->size);
   comm->backend = s;
   /* Everyone has mapped it before anyone uses it. */
-  return dtrtShmBarrier(comm, "communicator set-up");
+  return shmBarrier(comm, "communicator set-up");
 }
 
-void dtrtShmCommFree(DtrtComm *comm, bool unlink) {
+static void shmCommFree(DtrtComm *comm, bool unlink) {
   Shm *s = comm->backend;
   if (!s)
     return;
@@ -102,29 +111,23 @@ void dtrtShmCommFree(DtrtComm *comm, bool unlink) {
   comm->backend = NULL;
 }
 
-size_t dtrtShmSlotBytes(const DtrtComm *comm) {
+static size_t slotBytes(const DtrtComm *comm) {
   return ((const Shm *)comm->backend)->slotBytes;
 }
 
-void *dtrtShmSlot(DtrtComm *comm, int member) {
+static void *slot(DtrtComm *comm, int member) {
   Shm *s = comm->backend;
   return s->slots + (size_t)member * s->slotBytes;
 }
 
-void dtrtShmMarkFailed(DtrtComm *comm) {
+static void markFailed(DtrtComm *comm) {
   Shm *s = comm->backend;
   int expected = 0;
   atomic_compare_exchange_strong(&s->header->failed, &expected,
                                  comm->rank + 1);
 }
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-DtrtStatus dtrtShmBarrier(DtrtComm *comm, const char *what) {
+static DtrtStatus shmBarrier(DtrtComm *comm, const char *what) {
   Shm *s = comm->backend;
   DtrtContext *c = comm->context;
   Header *h = s->header;
@@ -134,7 +137,7 @@ DtrtStatus dtrtShmBarrier(DtrtComm *comm, const char *what) {
     atomic_fetch_add(&h->generation, 1);
     return DTRT_OK;
   }
-  double start = now();
+  double start = dtrtNow();
   for (unsigned spins = 0; atomic_load(&h->generation) == gen; ++spins) {
     int failed = atomic_load(&h->failed);
     if (failed)
@@ -144,8 +147,8 @@ DtrtStatus dtrtShmBarrier(DtrtComm *comm, const char *what) {
     if (spins < 1000)
       continue;
     sched_yield();
-    if ((spins & 1023) == 0 && now() - start > c->timeoutS) {
-      dtrtShmMarkFailed(comm);
+    if ((spins & 1023) == 0 && dtrtNow() - start > c->timeoutS) {
+      markFailed(comm);
       return dtrtFail(c, DTRT_ERR_TIMEOUT, "rank %d: timed out after %g s in "
                       "%s waiting for the other ranks of a group of %d",
                       c->rank, c->timeoutS, what, comm->size);
@@ -153,3 +156,231 @@ DtrtStatus dtrtShmBarrier(DtrtComm *comm, const char *what) {
   }
   return DTRT_OK;
 }
+
+/* ---- collectives over the exchange slots ----------------------------------- */
+
+/* Every collective goes in rounds: each member writes (part of) its input
+ * into its own slot, all wait, each reads what it needs from the slots, all
+ * wait again before the slots are reused. A round carries at most one slot
+ * per member; larger buffers take several rounds. */
+
+static DtrtStatus slotAllGather(DtrtComm *comm, const void *send, void *recv,
+                         size_t count, DtrtDtype dtype) {
+  DtrtStatus s = DTRT_OK;
+  size_t es = dtrtDtypeSize(dtype), bytes = count * es;
+  size_t step = slotBytes(comm) / es * es;
+  for (size_t off = 0; off < bytes || (off == 0 && bytes == 0); off += step) {
+    size_t n = bytes - off < step ? bytes - off : step;
+    memcpy(slot(comm, comm->rank), (const char *)send + off, n);
+    if ((s = shmBarrier(comm, "all_gather")))
+      return s;
+    for (int j = 0; j < comm->size; ++j)
+      memcpy((char *)recv + (size_t)j * bytes + off, slot(comm, j), n);
+    if ((s = shmBarrier(comm, "all_gather")))
+      return s;
+    if (bytes == 0)
+      break;
+  }
+  return DTRT_OK;
+}
+
+/* Reduces the `n`-byte part at `off` of every member's slot into `out`. */
+static void reduceSlots(DtrtComm *comm, void *out, size_t n, DtrtDtype dtype,
+                        DtrtReduce op, size_t slotOffset) {
+  size_t es = dtrtDtypeSize(dtype);
+  memcpy(out, (char *)slot(comm, 0) + slotOffset, n);
+  for (int j = 1; j < comm->size; ++j)
+    dtrtCombine(out, (char *)slot(comm, j) + slotOffset, n / es, dtype,
+                op);
+  if (op == DTRT_AVG)
+    dtrtScale(out, n / es, dtype, comm->size);
+}
+
+static DtrtStatus slotAllReduce(DtrtComm *comm, const void *send, void *recv,
+                         size_t count, DtrtDtype dtype, DtrtReduce op) {
+  DtrtStatus s = DTRT_OK;
+  size_t es = dtrtDtypeSize(dtype), bytes = count * es;
+  size_t step = slotBytes(comm) / es * es;
+  /* Small rounds: each member reduces the whole round from every slot (two
+   * waits). Large rounds: each member reduces its 1/size part and publishes
+   * it in its own slot, then everyone copies the parts (three waits, but
+   * each member reads the data about twice instead of size times). */
+  for (size_t off = 0; off < bytes; off += step) {
+    size_t n = bytes - off < step ? bytes - off : step;
+    memcpy(slot(comm, comm->rank), (const char *)send + off, n);
+    if ((s = shmBarrier(comm, "all_reduce")))
+      return s;
+    size_t elems = n / es, part = (elems + (size_t)comm->size - 1) /
+                                  (size_t)comm->size;
+    if (n < (64u << 10) || comm->size == 1) {
+      reduceSlots(comm, (char *)recv + off, n, dtype, op, 0);
+    } else {
+      size_t first = part * (size_t)comm->rank;
+      size_t mine = first >= elems ? 0
+                    : (elems - first < part ? elems - first : part);
+      char *out = (char *)recv + off + first * es;
+      if (mine)
+        reduceSlots(comm, out, mine * es, dtype, op, first * es);
+      /* Only this member reads its part of its own slot: no wait needed
+       * before overwriting it with the result. */
+      if (mine)
+        memcpy((char *)slot(comm, comm->rank) + first * es, out,
+               mine * es);
+      if ((s = shmBarrier(comm, "all_reduce")))
+        return s;
+      for (int j = 0; j < comm->size; ++j) {
+        size_t f = part * (size_t)j;
+        if (j == comm->rank || f >= elems)
+          continue;
+        size_t m = elems - f < part ? elems - f : part;
+        memcpy((char *)recv + off + f * es,
+               (char *)slot(comm, j) + f * es, m * es);
+      }
+    }
+    if ((s = shmBarrier(comm, "all_reduce")))
+      return s;
+  }
+  return DTRT_OK;
+}
+
+/* Copies the part [off, off + n) of every member's block of `send` (blocks
+ * of `bytes`) into this member's slot, one after the other. */
+static void packBlocks(DtrtComm *comm, const void *send, size_t bytes,
+                       size_t off, size_t n) {
+  char *mine = slot(comm, comm->rank);
+  for (int j = 0; j < comm->size; ++j)
+    memcpy(mine + (size_t)j * n, (const char *)send + (size_t)j * bytes + off,
+           n);
+}
+
+static DtrtStatus slotReduceScatter(DtrtComm *comm, const void *send, void *recv,
+                             size_t count, DtrtDtype dtype, DtrtReduce op) {
+  DtrtStatus s = DTRT_OK;
+  size_t es = dtrtDtypeSize(dtype), bytes = count * es;
+  /* A round carries the same part of every member's block. */
+  size_t step = slotBytes(comm) / (size_t)comm->size / es * es;
+  if (step == 0)
+    return dtrtFail(comm->context, DTRT_ERR_INVALID, "the exchange slot is "
+                    "too small for %d members", comm->size);
+  for (size_t off = 0; off < bytes; off += step) {
+    size_t n = bytes - off < step ? bytes - off : step;
+    packBlocks(comm, send, bytes, off, n);
+    if ((s = shmBarrier(comm, "reduce_scatter")))
+      return s;
+    reduceSlots(comm, (char *)recv + off, n, dtype, op,
+                (size_t)comm->rank * n);
+    if ((s = shmBarrier(comm, "reduce_scatter")))
+      return s;
+  }
+  return DTRT_OK;
+}
+
+static DtrtStatus slotAllToAll(DtrtComm *comm, const void *send, void *recv,
+                        size_t count, DtrtDtype dtype) {
+  DtrtStatus s = DTRT_OK;
+  size_t es = dtrtDtypeSize(dtype), bytes = count * es;
+  size_t step = slotBytes(comm) / (size_t)comm->size / es * es;
+  if (step == 0)
+    return dtrtFail(comm->context, DTRT_ERR_INVALID, "the exchange slot is "
+                    "too small for %d members", comm->size);
+  for (size_t off = 0; off < bytes; off += step) {
+    size_t n = bytes - off < step ? bytes - off : step;
+    packBlocks(comm, send, bytes, off, n);
+    if ((s = shmBarrier(comm, "all_to_all")))
+      return s;
+    for (int j = 0; j < comm->size; ++j)
+      memcpy((char *)recv + (size_t)j * bytes + off,
+             (char *)slot(comm, j) + (size_t)comm->rank * n, n);
+    if ((s = shmBarrier(comm, "all_to_all")))
+      return s;
+  }
+  return DTRT_OK;
+}
+
+static DtrtStatus slotBroadcast(DtrtComm *comm, void *buffer, size_t count,
+                         DtrtDtype dtype, int root) {
+  DtrtStatus s = DTRT_OK;
+  size_t es = dtrtDtypeSize(dtype), bytes = count * es;
+  size_t step = slotBytes(comm) / es * es;
+  for (size_t off = 0; off < bytes; off += step) {
+    size_t n = bytes - off < step ? bytes - off : step;
+    if (comm->rank == root)
+      memcpy(slot(comm, root), (char *)buffer + off, n);
+    if ((s = shmBarrier(comm, "broadcast")))
+      return s;
+    if (comm->rank != root)
+      memcpy((char *)buffer + off, slot(comm, root), n);
+    if ((s = shmBarrier(comm, "broadcast")))
+      return s;
+  }
+  return DTRT_OK;
+}
+
+
+/* Each member publishes its destination and data, all wait, each receiver
+ * checks that its source sends to it and copies, all wait again. */
+static DtrtStatus slotPermute(DtrtComm *comm, const void *send, void *recv,
+                              size_t count, DtrtDtype dtype, int sendTo,
+                              int recvFrom) {
+  Shm *sh = comm->backend;
+  DtrtStatus s = DTRT_OK;
+  size_t es = dtrtDtypeSize(dtype), bytes = count * es;
+  size_t step = slotBytes(comm) / es * es;
+  bool first = true;
+  for (size_t off = 0; off < bytes || first; off += step) {
+    size_t n = bytes - off < step ? bytes - off : step;
+    atomic_store(&sh->dests[comm->rank], sendTo);
+    if (sendTo >= 0 && n)
+      memcpy(slot(comm, comm->rank), (const char *)send + off, n);
+    if ((s = shmBarrier(comm, "permute")))
+      return s;
+    if (recvFrom >= 0) {
+      int dest = atomic_load(&sh->dests[recvFrom]);
+      if (dest != comm->rank) {
+        markFailed(comm);
+        return dtrtFail(comm->context, DTRT_ERR_INVALID, "permute: member %d "
+                        "receives from member %d, which sends to %d", comm->rank,
+                        recvFrom, dest);
+      }
+      memcpy((char *)recv + off, slot(comm, recvFrom), n);
+    } else {
+      memset((char *)recv + off, 0, n);
+    }
+    if ((s = shmBarrier(comm, "permute")))
+      return s;
+    first = false;
+  }
+  return DTRT_OK;
+}
+
+static DtrtStatus shmRun(DtrtComm *comm, const DtrtCollective *op) {
+  switch (op->kind) {
+  case DTRT_COLL_ALL_GATHER:
+    return slotAllGather(comm, op->send, op->recv, op->count, op->dtype);
+  case DTRT_COLL_ALL_REDUCE:
+    return slotAllReduce(comm, op->send, op->recv, op->count, op->dtype,
+                         op->reduce);
+  case DTRT_COLL_REDUCE_SCATTER:
+    return slotReduceScatter(comm, op->send, op->recv, op->count, op->dtype,
+                             op->reduce);
+  case DTRT_COLL_ALL_TO_ALL:
+    return slotAllToAll(comm, op->send, op->recv, op->count, op->dtype);
+  case DTRT_COLL_BROADCAST:
+    return slotBroadcast(comm, op->recv, op->count, op->dtype, op->root);
+  case DTRT_COLL_PERMUTE:
+    return slotPermute(comm, op->send, op->recv, op->count, op->dtype,
+                       op->sendTo, op->recvFrom);
+  case DTRT_COLL_BARRIER:
+    return shmBarrier(comm, "barrier");
+  }
+  return dtrtFail(comm->context, DTRT_ERR_INVALID, "unknown collective %d",
+                  (int)op->kind);
+}
+
+const DtrtBackend dtrtShmBackend = {
+    .name = "shm",
+    .deviceMemory = false,
+    .commInit = shmCommInit,
+    .commFree = shmCommFree,
+    .run = shmRun,
+};

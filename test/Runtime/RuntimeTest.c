@@ -154,10 +154,88 @@ static void testComm(DtrtComm *comm, const int *members, const char *label) {
       for (size_t k = 0; k < count; ++k)
         CHECK(get(send, dt, k) == value(members[n - 1], k, DTRT_SUM),
               "%s broadcast %s", label, kTypes[t]);
+      /* permute: a ring shift by one, then a chain (the last member sends
+       * to none, member 0 receives zeros) */
+      for (size_t k = 0; k < count; ++k)
+        set(send, dt, k, value(members[me], k, DTRT_SUM));
+      CHECK(dtrtPermute(comm, send, recv, count, dt, (me + 1) % n,
+                        (me + n - 1) % n) == DTRT_OK, "permute");
+      for (size_t k = 0; k < count; ++k)
+        CHECK(get(recv, dt, k) == value(members[(me + n - 1) % n], k,
+                                        DTRT_SUM),
+              "%s permute ring %s count %zu", label, kTypes[t], count);
+      CHECK(dtrtPermute(comm, send, recv, count, dt, me + 1 < n ? me + 1 : -1,
+                        me - 1) == DTRT_OK, "permute chain");
+      for (size_t k = 0; k < count; ++k)
+        CHECK(get(recv, dt, k) ==
+                  (me ? value(members[me - 1], k, DTRT_SUM) : 0.0),
+              "%s permute chain %s count %zu", label, kTypes[t], count);
       free(send);
       free(recv);
     }
   CHECK(dtrtBarrier(comm) == DTRT_OK, "barrier");
+}
+
+/* Started collectives: two on each of two communicators, a blocking call
+ * queued behind them, then tests and waits; results as if blocking. */
+static void testAsync(DtrtComm *a, DtrtComm *b, const int *membersA,
+                      const int *membersB) {
+  enum { COUNT = 5000 };
+  int na = dtrtCommSize(a), nb = dtrtCommSize(b);
+  float *x = malloc(sizeof(float) * COUNT), *sum = malloc(sizeof(float) * COUNT);
+  float *gathered = malloc(sizeof(float) * COUNT * (size_t)na);
+  float *y = malloc(sizeof(float) * COUNT), *maxed = malloc(sizeof(float) * COUNT);
+  for (int k = 0; k < COUNT; ++k)
+    x[k] = y[k] = (float)value(membersA[dtrtCommRank(a)], (size_t)k, DTRT_SUM);
+  DtrtRequest *r[3];
+  DtrtCollective ops[3] = {
+      {.kind = DTRT_COLL_ALL_REDUCE, .send = x, .recv = sum, .count = COUNT,
+       .dtype = DTRT_F32, .reduce = DTRT_SUM},
+      {.kind = DTRT_COLL_ALL_GATHER, .send = x, .recv = gathered,
+       .count = COUNT, .dtype = DTRT_F32},
+      {.kind = DTRT_COLL_ALL_REDUCE, .send = y, .recv = maxed, .count = COUNT,
+       .dtype = DTRT_F32, .reduce = DTRT_MAX},
+  };
+  CHECK(dtrtStart(a, &ops[0], &r[0]) == DTRT_OK && r[0], "start 0");
+  CHECK(dtrtStart(a, &ops[1], &r[1]) == DTRT_OK && r[1], "start 1");
+  CHECK(dtrtStart(b, &ops[2], &r[2]) == DTRT_OK && r[2], "start 2");
+  /* A blocking call on `a` runs after what was started on it. */
+  float token = (float)dtrtCommRank(a);
+  CHECK(dtrtBroadcast(a, &token, 1, DTRT_F32, 0) == DTRT_OK && token == 0.0f,
+        "blocking broadcast after started collectives");
+  /* Testing makes progress (MPI needs the calls) and ends with done. */
+  int done = 0;
+  DtrtStatus st = DTRT_OK;
+  for (long i = 0; i < 100000000 && !done && st == DTRT_OK; ++i)
+    st = dtrtTest(r[0], &done);
+  CHECK(st == DTRT_OK && done, "test until done");
+  for (int i = 2; i >= 0; --i)
+    CHECK(dtrtWait(r[i]) == DTRT_OK, "wait %d: %s", i, "");
+  for (int k = 0; k < COUNT; ++k) {
+    double want = 0, most = -1;
+    for (int j = 0; j < na; ++j)
+      want += value(membersA[j], (size_t)k, DTRT_SUM);
+    for (int j = 0; j < nb; ++j)
+      most = fmax(most, value(membersB[j], (size_t)k, DTRT_SUM));
+    CHECK(sum[k] == (float)want, "async all_reduce elem %d", k);
+    CHECK(maxed[k] == (float)most, "async all_reduce max elem %d", k);
+    for (int j = 0; j < na; ++j)
+      CHECK(gathered[(size_t)j * COUNT + (size_t)k] ==
+                (float)value(membersA[j], (size_t)k, DTRT_SUM),
+            "async all_gather member %d elem %d", j, k);
+  }
+  /* A bad collective starts nothing. */
+  DtrtCollective bad = {.kind = DTRT_COLL_BROADCAST, .recv = x, .count = 1,
+                        .dtype = DTRT_F32, .root = na};
+  DtrtRequest *none = (DtrtRequest *)x;
+  CHECK(dtrtStart(a, &bad, &none) == DTRT_ERR_INVALID && none == NULL,
+        "bad start rejected");
+  CHECK(dtrtWait(NULL) == DTRT_OK, "wait NULL");
+  free(x);
+  free(sum);
+  free(gathered);
+  free(y);
+  free(maxed);
 }
 
 int main(void) {
@@ -173,6 +251,7 @@ int main(void) {
   for (int i = 0; i < world; ++i)
     all[i] = i;
   testComm(dtrtCommWorld(ctx), all, "world");
+  testAsync(dtrtCommWorld(ctx), dtrtCommWorld(ctx), all, all);
   if (world == 4) {
     int64_t mesh[2] = {2, 2};
     int axesList[3][2] = {{0, -1}, {1, -1}, {1, 0}};
@@ -199,6 +278,16 @@ int main(void) {
       snprintf(label, sizeof(label), "2x2 group %d", g);
       testComm(comm, members, label);
     }
+    /* Started collectives on two different groups overlap. */
+    {
+      DtrtComm *rows, *cols;
+      int axis0 = 0, axis1 = 1;
+      dtrtCommForMeshAxes(ctx, 2, mesh, 1, &axis1, &rows);
+      dtrtCommForMeshAxes(ctx, 2, mesh, 1, &axis0, &cols);
+      int rowMembers[2] = {rank / 2 * 2, rank / 2 * 2 + 1};
+      int colMembers[2] = {rank % 2, rank % 2 + 2};
+      testAsync(rows, cols, rowMembers, colMembers);
+    }
     /* Asking again gives the cached communicator. */
     DtrtComm *a, *b;
     int axis = 1;
@@ -215,6 +304,28 @@ int main(void) {
   CHECK(dtrtBroadcast(dtrtCommWorld(ctx), all, 1, DTRT_I32, world) ==
             DTRT_ERR_INVALID,
         "bad root rejected");
+  CHECK(dtrtPermute(dtrtCommWorld(ctx), all, all + 1, 1, DTRT_I32, world,
+                    -1) == DTRT_ERR_INVALID &&
+            strstr(dtrtLastError(ctx), "member position"),
+        "bad permute destination rejected");
+  /* Mismatched pairs: shm names the mismatch (MPI would hang instead, so
+   * only shm runs this). */
+  if (world >= 2 && rank < 2 && !strcmp(dtrtBackendName(ctx), "shm")) {
+    /* On a group of its own (members in another order than the world's):
+     * the failure ends that group, not the world. */
+    int pair[2] = {1, 0}, out = 0, in = 0;
+    DtrtComm *two;
+    CHECK(dtrtCommGet(ctx, 2, pair, &two) == DTRT_OK, "pair communicator");
+    CHECK(two != dtrtCommWorld(ctx), "a group of its own");
+    /* Position 1 (rank 0) receives from position 0, which sends to none. */
+    s = dtrtPermute(two, &out, &in, 1, DTRT_I32, -1, rank == 0 ? 0 : -1);
+    CHECK(rank == 0 ? s == DTRT_ERR_INVALID &&
+                          strstr(dtrtLastError(ctx), "which sends to -1")
+                    : s == DTRT_ERR_PEER,
+          "mismatched permute: %s", dtrtLastError(ctx));
+  } else {
+    ++checks;
+  }
   free(all);
   s = dtrtFinalize(ctx);
   CHECK(s == DTRT_OK, "finalize");

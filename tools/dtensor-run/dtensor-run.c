@@ -7,20 +7,23 @@
  * dtensor-lower-to-runtime (issue 6). */
 #include "Run.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 static int usage(void) {
   fprintf(stderr,
-          "usage: dtensor-run -n N [--backend shm|mpi] [--timeout SECONDS] "
+          "usage: dtensor-run -n N [--backend shm|mpi|nccl] [--timeout SECONDS] "
           "[--] PROGRAM [ARGS...]\n"
           "       dtensor-run -n N [--entry FUNC] PROG.mlir\n"
           "  PROG.mlir: compiles the annotated program with dtensor-spmd, "
@@ -46,6 +49,23 @@ static void removeSegments(const char *job) {
   closedir(d);
 }
 
+/* A TCP port on loopback that is free now (the kernel picks it), for the
+ * rendezvous of backends that need one (nccl); a fixed fallback otherwise. */
+static int freePort(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {0};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  int port = 29500 + (int)(getpid() % 1000);
+  if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+    port = ntohs(a.sin_port);
+  if (fd >= 0)
+    close(fd);
+  return port;
+}
+
 /* Starts `child(rank, arg)` in N processes with the torchrun variables and
  * waits: a rank that fails stops the others (SIGTERM, SIGKILL after 5 s);
  * the job's shared memory is removed. Returns 0 when every rank succeeded. */
@@ -53,7 +73,7 @@ int dtRunLaunch(int n, const char *backend, const char *timeout,
                 int (*child)(int rank, void *arg), void *childArg) {
   char job[64], port[16], size[16];
   snprintf(job, sizeof(job), "j%ld-%ld", (long)getpid(), (long)time(NULL));
-  snprintf(port, sizeof(port), "%d", 29500 + (int)(getpid() % 1000));
+  snprintf(port, sizeof(port), "%d", freePort());
   snprintf(size, sizeof(size), "%d", n);
   pid_t *pids = calloc((size_t)n, sizeof(pid_t));
   if (!pids)
@@ -170,9 +190,10 @@ int main(int argc, char **argv) {
       fprintf(stderr, "dtensor-run: -n needs a rank count from 1 to 1024\n");
     return usage();
   }
-  if (strcmp(backend, "shm") && strcmp(backend, "mpi")) {
-    fprintf(stderr, "dtensor-run: unknown backend '%s' (valid: shm, mpi)\n",
-            backend);
+  if (strcmp(backend, "shm") && strcmp(backend, "mpi") &&
+      strcmp(backend, "nccl")) {
+    fprintf(stderr, "dtensor-run: unknown backend '%s' (valid: shm, mpi, "
+            "nccl)\n", backend);
     return 2;
   }
   size_t len = strlen(argv[i]);
