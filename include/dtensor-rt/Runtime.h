@@ -265,6 +265,29 @@ DTRT_DECLARE_TYPED(i32)
 DTRT_DECLARE_TYPED(i64)
 #undef DTRT_DECLARE_TYPED
 
+/// What dtensor-lower-to-runtime calls for dtensor.permute: `pairs` (1-D
+/// i64) holds (source, destination) group positions; this member sends its
+/// block to the destination paired with its position and receives from the
+/// source paired with it (zeros if none). One symbol per element type.
+DTRT_EXPORT void dtrt_mlir_permute(int64_t inRank, void *inDesc,
+                                   int64_t outRank, void *outDesc,
+                                   int64_t dtype, int64_t meshRank,
+                                   void *meshDesc, int64_t axesRank,
+                                   void *axesDesc, int64_t pairsRank,
+                                   void *pairsDesc);
+#define DTRT_DECLARE_TYPED_PERMUTE(suffix)                                     \
+  DTRT_EXPORT void dtrt_mlir_permute_##suffix(                                 \
+      int64_t inRank, void *inDesc, int64_t outRank, void *outDesc,            \
+      int64_t meshRank, void *meshDesc, int64_t axesRank, void *axesDesc,      \
+      int64_t pairsRank, void *pairsDesc);
+DTRT_DECLARE_TYPED_PERMUTE(f32)
+DTRT_DECLARE_TYPED_PERMUTE(f64)
+DTRT_DECLARE_TYPED_PERMUTE(f16)
+DTRT_DECLARE_TYPED_PERMUTE(bf16)
+DTRT_DECLARE_TYPED_PERMUTE(i32)
+DTRT_DECLARE_TYPED_PERMUTE(i64)
+#undef DTRT_DECLARE_TYPED_PERMUTE
+
 /// This process's coordinate along mesh `axis` (row-major over the mesh
 /// shape, a 1-D i64 memref): what dtensor.mesh_index lowers to.
 DTRT_EXPORT int64_t dtrt_mlir_mesh_coord(int64_t axis, int64_t meshRank,

@@ -42,6 +42,12 @@ static DtrtContext *context(void) {
     if (dtrtInit(&process) != DTRT_OK)
       die("init");
     atexit(finalizeProcess);
+    if (dtrtUsesDeviceMemory(process)) {
+      fprintf(stderr, "dtensor runtime: compiled programs work on host "
+              "memory; the %s backend takes device buffers (use shm or "
+              "mpi)\n", dtrtBackendName(process));
+      exit(1);
+    }
   }
   return process;
 }
@@ -84,16 +90,8 @@ static void copyRows(char *dst, int64_t dstMid, int64_t dstStart,
            src + ((size_t)(o * srcMid + srcStart)) * row, (size_t)rows * row);
 }
 
-void dtrt_mlir_collective(int64_t kind, int64_t dtypeCode, int64_t reduce,
-                          int64_t gatherDim, int64_t shardDim, int64_t root,
-                          int64_t inRank, void *inDesc, int64_t outRank,
-                          void *outDesc, int64_t meshRank, void *meshDesc,
-                          int64_t axesRank, void *axesDesc) {
-  (void)meshRank;
-  (void)axesRank;
-  DtrtContext *c = context();
-  DtrtDtype dtype = (DtrtDtype)dtypeCode;
-  size_t es = dtrtDtypeSize(dtype);
+/* This process's group along the mesh axes (1-D i64 memrefs). */
+static DtrtComm *groupOf(DtrtContext *c, void *meshDesc, void *axesDesc) {
   Descriptor *mesh = meshDesc, *axes = axesDesc;
   int64_t numMesh = mesh->sizes[0], numAxes = axes->sizes[0];
   const int64_t *meshShape = (const int64_t *)mesh->aligned + mesh->offset;
@@ -105,6 +103,20 @@ void dtrt_mlir_collective(int64_t kind, int64_t dtypeCode, int64_t reduce,
   if (dtrtCommForMeshAxes(c, (int)numMesh, meshShape, (int)numAxes, axisInts,
                           &comm) != DTRT_OK)
     die("communicator");
+  return comm;
+}
+
+void dtrt_mlir_collective(int64_t kind, int64_t dtypeCode, int64_t reduce,
+                          int64_t gatherDim, int64_t shardDim, int64_t root,
+                          int64_t inRank, void *inDesc, int64_t outRank,
+                          void *outDesc, int64_t meshRank, void *meshDesc,
+                          int64_t axesRank, void *axesDesc) {
+  (void)meshRank;
+  (void)axesRank;
+  DtrtContext *c = context();
+  DtrtDtype dtype = (DtrtDtype)dtypeCode;
+  size_t es = dtrtDtypeSize(dtype);
+  DtrtComm *comm = groupOf(c, meshDesc, axesDesc);
   int64_t g = dtrtCommSize(comm), pos = dtrtCommRank(comm);
   DtrtStatus s = DTRT_OK;
   switch (kind) {
@@ -209,6 +221,33 @@ void dtrt_mlir_collective(int64_t kind, int64_t dtypeCode, int64_t reduce,
     die("collective");
 }
 
+void dtrt_mlir_permute(int64_t inRank, void *inDesc, int64_t outRank,
+                       void *outDesc, int64_t dtypeCode, int64_t meshRank,
+                       void *meshDesc, int64_t axesRank, void *axesDesc,
+                       int64_t pairsRank, void *pairsDesc) {
+  (void)meshRank;
+  (void)axesRank;
+  (void)pairsRank;
+  DtrtContext *c = context();
+  DtrtDtype dtype = (DtrtDtype)dtypeCode;
+  size_t es = dtrtDtypeSize(dtype);
+  DtrtComm *comm = groupOf(c, meshDesc, axesDesc);
+  Descriptor *pairs = pairsDesc;
+  const int64_t *p = (const int64_t *)pairs->aligned + pairs->offset;
+  int64_t numPairs = pairs->sizes[0] / 2, pos = dtrtCommRank(comm);
+  int sendTo = -1, recvFrom = -1;
+  for (int64_t i = 0; i < numPairs; ++i) {
+    if (p[2 * i] == pos)
+      sendTo = (int)p[2 * i + 1];
+    if (p[2 * i + 1] == pos)
+      recvFrom = (int)p[2 * i];
+  }
+  View in = viewOf(inRank, inDesc, 0, es), out = viewOf(outRank, outDesc, 0, es);
+  if (dtrtPermute(comm, in.data, out.data, (size_t)elements(inRank, inDesc),
+                  dtype, sendTo, recvFrom) != DTRT_OK)
+    die("permute");
+}
+
 int64_t dtrt_mlir_mesh_coord(int64_t axis, int64_t meshRank, void *meshDesc) {
   (void)meshRank;
   DtrtContext *c = context();
@@ -248,3 +287,19 @@ DTRT_TYPED(f16)
 DTRT_TYPED(bf16)
 DTRT_TYPED(i32)
 DTRT_TYPED(i64)
+
+#define DTRT_TYPED_PERMUTE(suffix, code)                                       \
+  void dtrt_mlir_permute_##suffix(int64_t inRank, void *inDesc,                \
+                                  int64_t outRank, void *outDesc,              \
+                                  int64_t meshRank, void *meshDesc,            \
+                                  int64_t axesRank, void *axesDesc,            \
+                                  int64_t pairsRank, void *pairsDesc) {        \
+    dtrt_mlir_permute(inRank, inDesc, outRank, outDesc, code, meshRank,        \
+                      meshDesc, axesRank, axesDesc, pairsRank, pairsDesc);     \
+  }
+DTRT_TYPED_PERMUTE(f32, DTRT_F32)
+DTRT_TYPED_PERMUTE(f64, DTRT_F64)
+DTRT_TYPED_PERMUTE(f16, DTRT_F16)
+DTRT_TYPED_PERMUTE(bf16, DTRT_BF16)
+DTRT_TYPED_PERMUTE(i32, DTRT_I32)
+DTRT_TYPED_PERMUTE(i64, DTRT_I64)

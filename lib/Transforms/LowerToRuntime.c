@@ -1,5 +1,6 @@
 /* dtensor-lower-to-runtime: every dtensor collective of a per-device
- * program becomes a call of libdtensor_rt's dtrt_mlir_collective_<type> on
+ * program becomes a call of libdtensor_rt's dtrt_mlir_collective_<type>
+ * (dtrt_mlir_permute_<type> for permute, with its pairs as a global) on
  * unranked memrefs (the input block through bufferization.to_buffer, the
  * output a fresh memref.alloc turned back into a tensor), with the mesh
  * shape and the group's axes as constant globals; dtensor.mesh_index
@@ -253,7 +254,11 @@ static void lowerMeshIndex(Lower *l, MlirOperation op) {
   mlirOperationDestroy(op);
 }
 
+/* A collective: a call of dtrt_mlir_collective_<type>(kind, type, reduce,
+ * gather dim, shard dim, root, in, out, mesh, axes), or for permute
+ * dtrt_mlir_permute_<type>(in, out, mesh, axes, pairs). */
 static void lowerCollective(Lower *l, MlirOperation op, int64_t kind) {
+  bool permute = kind < 0;
   MlirLocation loc = mlirOperationGetLocation(op);
   MlirValue in = mlirOperationGetOperand(op, 0);
   MlirType inType = mlirValueGetType(in);
@@ -278,13 +283,39 @@ static void lowerCollective(Lower *l, MlirOperation op, int64_t kind) {
                   (long long)axes[i]);
   }
   ensureGlobal(l, axesSym, numAxes, axes, loc);
-  snprintf(callee, sizeof(callee), "dtrt_mlir_collective_%s", suffix);
+  /* Permute's pairs: one global per distinct list. */
+  char pairsSym[600] = "";
+  int numPairs = 0;
+  if (permute) {
+    MlirAttribute pairsAttr = dtGetAttr(op, "pairs");
+    numPairs = (int)mlirDenseArrayGetNumElements(pairsAttr);
+    if (numPairs > 256 || numPairs % 2) {
+      fail(l, op, "has %d pair entries; the runtime takes an even number up "
+                  "to 256", numPairs);
+      return;
+    }
+    int64_t pairs[256];
+    int k = snprintf(pairsSym, sizeof(pairsSym), "%s_pairs", axesSym);
+    uint64_t h = 1469598103934665603ULL;
+    for (int i = 0; i < numPairs; ++i) {
+      pairs[i] = mlirDenseI64ArrayGetElement(pairsAttr, i);
+      h = (h ^ (uint64_t)(pairs[i] + 1)) * 1099511628211ULL;
+    }
+    snprintf(pairsSym + k, sizeof(pairsSym) - (size_t)k, "_%d_%016llx",
+             numPairs, (unsigned long long)h);
+    ensureGlobal(l, pairsSym, numPairs, pairs, loc);
+  }
+  snprintf(callee, sizeof(callee), "dtrt_mlir_%s_%s",
+           permute ? "permute" : "collective", suffix);
   MlirType i64 = mlirIntegerTypeGet(l->ctx, 64);
   MlirType data = mlirUnrankedMemRefTypeGet(mlirShapedTypeGetElementType(inType),
                                             mlirAttributeGetNull());
   MlirType ints = mlirUnrankedMemRefTypeGet(i64, mlirAttributeGetNull());
   MlirType inputs[10] = {i64, i64, i64, i64, i64, i64, data, data, ints, ints};
-  ensureCallee(l, callee, mlirFunctionTypeGet(l->ctx, 10, inputs, 0, NULL),
+  MlirType permuteInputs[5] = {data, data, ints, ints, ints};
+  ensureCallee(l, callee,
+               permute ? mlirFunctionTypeGet(l->ctx, 5, permuteInputs, 0, NULL)
+                       : mlirFunctionTypeGet(l->ctx, 10, inputs, 0, NULL),
                loc);
   /* The buffers. */
   int rank = (int)mlirShapedTypeGetRank(inType);
@@ -307,22 +338,30 @@ static void lowerCollective(Lower *l, MlirOperation op, int64_t kind) {
       mlirDenseI32ArrayGet(l->ctx, 2, segments))};
   MlirValue outBuf = mlirOperationGetResult(
       build(l, "memref.alloc", loc, 0, NULL, 1, &outMem, 1, allocAttrs, op), 0);
-  MlirValue args[10] = {
-      constI64(l, kind, op),
-      constI64(l, code, op),
-      constI64(l, reduceCode(op), op),
-      constI64(l, intAttr(op, "gather_dim", -1), op),
-      constI64(l, intAttr(op, "shard_dim", -1), op),
-      constI64(l, intAttr(op, "root", 0), op),
-      castUnranked(l, inBuf, op),
-      castUnranked(l, outBuf, op),
-      global(l, meshSym, meshRank, op),
-      global(l, axesSym, numAxes, op),
-  };
   MlirNamedAttribute callAttrs[1] = {named(
       l->ctx, "callee",
       mlirFlatSymbolRefAttrGet(l->ctx, mlirStringRefCreateFromCString(callee)))};
-  build(l, "func.call", loc, 10, args, 0, NULL, 1, callAttrs, op);
+  if (permute) {
+    MlirValue args[5] = {castUnranked(l, inBuf, op), castUnranked(l, outBuf, op),
+                         global(l, meshSym, meshRank, op),
+                         global(l, axesSym, numAxes, op),
+                         global(l, pairsSym, numPairs, op)};
+    build(l, "func.call", loc, 5, args, 0, NULL, 1, callAttrs, op);
+  } else {
+    MlirValue args[10] = {
+        constI64(l, kind, op),
+        constI64(l, code, op),
+        constI64(l, reduceCode(op), op),
+        constI64(l, intAttr(op, "gather_dim", -1), op),
+        constI64(l, intAttr(op, "shard_dim", -1), op),
+        constI64(l, intAttr(op, "root", 0), op),
+        castUnranked(l, inBuf, op),
+        castUnranked(l, outBuf, op),
+        global(l, meshSym, meshRank, op),
+        global(l, axesSym, numAxes, op),
+    };
+    build(l, "func.call", loc, 10, args, 0, NULL, 1, callAttrs, op);
+  }
   MlirNamedAttribute tensorAttrs[2] = {
       named(l->ctx, "restrict", mlirUnitAttrGet(l->ctx)),
       named(l->ctx, "writable", mlirUnitAttrGet(l->ctx))};
@@ -402,6 +441,7 @@ static bool runLowerToRuntime(MlirOperation root,
       {"dtensor.all_to_all", DTRT_MLIR_ALL_TO_ALL},
       {"dtensor.local_split", DTRT_MLIR_LOCAL_SPLIT},
       {"dtensor.broadcast", DTRT_MLIR_BROADCAST},
+      {"dtensor.permute", -1},
   };
   MlirOperation meshes[64];
   int numMeshes = 0;
@@ -423,10 +463,10 @@ static bool runLowerToRuntime(MlirOperation root,
       done = true;
     }
     if (!done)
-      fail(&l, op, "is not lowered to the runtime yet (%s)",
+      fail(&l, op, "is not lowered to the runtime (%s)",
            dtIsOp(op, "dtensor.redistribute")
                ? "run dtensor-lower-redistribute first"
-               : "permute has no runtime call so far");
+               : "annotations are removed by dtensor-partition");
   }
   /* Function arguments and results lose their dtensor attributes (the LLVM
    * translation does not know them). */

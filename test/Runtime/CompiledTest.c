@@ -116,6 +116,21 @@ int main(void) {
     for (int64_t i = 0; i < 3; ++i)
       for (int64_t j = 0; j < 4; ++j)
         CHECK(o[i * 4 + j] == value(member(axis, 1), i, j), "all_reduce max");
+    /* permute: position 0 sends to 1 only (a chain), so position 0
+     * receives zeros and position 1 gets position 0's block. */
+    {
+      int64_t axes[1] = {axis}, pairs[2] = {0, 1};
+      Memref1 mesh = {meshShape, meshShape, 0, {2}, {1}};
+      Memref1 ax = {axes, axes, 0, {1}, {1}};
+      Memref1 pr = {pairs, pairs, 0, {2}, {1}};
+      out = block(o, 3, 4);
+      dtrt_mlir_permute_f32(2, &in, 2, &out, 1, &mesh, 1, &ax, 1, &pr);
+      for (int64_t i = 0; i < 3; ++i)
+        for (int64_t j = 0; j < 4; ++j)
+          CHECK(o[i * 4 + j] == (pos ? value(member(axis, 0), i, j) : 0.0f),
+                "permute axis %d (%lld,%lld)", axis, (long long)i,
+                (long long)j);
+    }
     /* dtensor.mesh_index: this rank's coordinate along the axis. */
     Memref1 mesh = {meshShape, meshShape, 0, {2}, {1}};
     CHECK(dtrt_mlir_mesh_coord(axis, 1, &mesh) == pos, "mesh_coord axis %d",

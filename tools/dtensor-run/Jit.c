@@ -326,6 +326,12 @@ static void registerRuntime(MlirExecutionEngine jit) {
       {"dtrt_mlir_collective_bf16", (void *)dtrt_mlir_collective_bf16},
       {"dtrt_mlir_collective_i32", (void *)dtrt_mlir_collective_i32},
       {"dtrt_mlir_collective_i64", (void *)dtrt_mlir_collective_i64},
+      {"dtrt_mlir_permute_f32", (void *)dtrt_mlir_permute_f32},
+      {"dtrt_mlir_permute_f64", (void *)dtrt_mlir_permute_f64},
+      {"dtrt_mlir_permute_f16", (void *)dtrt_mlir_permute_f16},
+      {"dtrt_mlir_permute_bf16", (void *)dtrt_mlir_permute_bf16},
+      {"dtrt_mlir_permute_i32", (void *)dtrt_mlir_permute_i32},
+      {"dtrt_mlir_permute_i64", (void *)dtrt_mlir_permute_i64},
       {"dtrt_mlir_mesh_coord", (void *)dtrt_mlir_mesh_coord},
   };
   for (size_t k = 0; k < sizeof(kSymbols) / sizeof(kSymbols[0]); ++k)
