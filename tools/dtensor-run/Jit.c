@@ -4,7 +4,10 @@
  * (forked after compiling, so it is compiled once) with inputs built from
  * one deterministic global array per argument, each rank getting its block
  * under its argument's layout, and checks every rank's result block against
- * the reference (rtol 1e-4). f32 tensors, one result (docs/runtime.md). */
+ * the reference (floats: rtol 1e-4; integers: exactly). Tensors of f32,
+ * f64, i32 and i64, any number of results (docs/runtime.md). Under
+ * --backend mpi, mpirun starts one such process per rank, each compiling
+ * the program and running its own rank. */
 #include "Run.h"
 
 #include "dtensor-c/Dialect.h"
@@ -24,10 +27,15 @@
 #include <string.h>
 
 #define MAX_ARGS 16
+#define MAX_RESULTS 8
+
+/* The element types dtensor-run builds inputs for and compares. */
+typedef enum Elem { ELEM_F32, ELEM_F64, ELEM_I32, ELEM_I64 } Elem;
 
 typedef struct Tensor {
   int rank;
   int64_t shape[DTENSOR_MAX_TENSOR_RANK]; /* global */
+  Elem elem;
   DtensorShardingSpec spec;
   bool sharded; /* has a layout in the partitioned signature */
 } Tensor;
@@ -37,13 +45,37 @@ typedef struct Run {
   char ciface[300];
   MlirExecutionEngine spmd;
   DtensorMesh *mesh;
-  int numArgs;
+  int numArgs, numResults;
   Tensor args[MAX_ARGS];
-  Tensor result;
-  float *globals[MAX_ARGS];
-  float *reference;
-  int64_t referenceCount;
+  Tensor results[MAX_RESULTS];
+  void *globals[MAX_ARGS];
+  const void *reference[MAX_RESULTS];
 } Run;
+
+static size_t elemSize(Elem e) {
+  return e == ELEM_F32 || e == ELEM_I32 ? 4 : 8;
+}
+
+static bool elemIsFloat(Elem e) { return e == ELEM_F32 || e == ELEM_F64; }
+
+static double load(const void *p, Elem e, int64_t i) {
+  switch (e) {
+  case ELEM_F32: return ((const float *)p)[i];
+  case ELEM_F64: return ((const double *)p)[i];
+  case ELEM_I32: return ((const int32_t *)p)[i];
+  case ELEM_I64: return (double)((const int64_t *)p)[i];
+  }
+  return NAN;
+}
+
+static void store(void *p, Elem e, int64_t i, double v) {
+  switch (e) {
+  case ELEM_F32: ((float *)p)[i] = (float)v; break;
+  case ELEM_F64: ((double *)p)[i] = v; break;
+  case ELEM_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+  case ELEM_I64: ((int64_t *)p)[i] = (int64_t)v; break;
+  }
+}
 
 static void toStderr(MlirStringRef s, void *user) {
   (void)user;
@@ -115,11 +147,20 @@ static bool runPipeline(MlirContext ctx, MlirOperation module, bool spmd,
   return ok;
 }
 
-static float inputValue(int arg, int64_t linear) {
-  return (float)((linear * 37 + arg * 11) % 101) / 101.0f - 0.5f;
+/* The deterministic global input: small values, integers for integer
+ * types (so sums and products stay exact). */
+static double inputValue(int arg, int64_t linear, Elem e) {
+  int64_t v = (linear * 37 + arg * 11) % 101;
+  return elemIsFloat(e) ? (double)v / 101.0 - 0.5 : (double)(v - 50);
 }
 
-static int64_t *descriptor(float *data, int rank, const int64_t *shape) {
+/* What padding holds: NaN for floats, a huge value for integers, so a
+ * program that let padding into a result differs from the reference. */
+static double paddingValue(Elem e) {
+  return elemIsFloat(e) ? NAN : 1e9;
+}
+
+static int64_t *descriptor(void *data, int rank, const int64_t *shape) {
   int64_t *d = calloc((size_t)(3 + 2 * rank), sizeof(int64_t));
   d[0] = d[1] = (int64_t)(intptr_t)data;
   d[2] = 0;
@@ -153,14 +194,20 @@ static void unravel(int64_t l, int rank, const int64_t *shape, int64_t *idx) {
   }
 }
 
-/* Invokes `fn` (a c-interface function with one memref result) on `args`;
- * returns the result's descriptor. */
-static int64_t *invoke(MlirExecutionEngine jit, const char *fn,
-                       int64_t **argDescs, int numArgs, int resultRank) {
-  int64_t *result = calloc((size_t)(3 + 2 * resultRank), sizeof(int64_t));
+/* Invokes `fn` (a c-interface function) on `args`. Its memref results come
+ * back through the first argument, one descriptor after the other (a struct
+ * of descriptors when there are several); `outData` gets each result's
+ * first element. */
+static bool invoke(MlirExecutionEngine jit, const char *fn, int64_t **argDescs,
+                   int numArgs, const Tensor *results, int numResults,
+                   const void **outData) {
+  size_t words = 0;
+  for (int k = 0; k < numResults; ++k)
+    words += 3 + 2 * (size_t)results[k].rank;
+  int64_t *packed = calloc(words + 1, sizeof(int64_t));
   void *slots[MAX_ARGS + 1];
   void *ptrs[MAX_ARGS + 1];
-  ptrs[0] = result;
+  ptrs[0] = packed;
   slots[0] = &ptrs[0];
   for (int i = 0; i < numArgs; ++i) {
     ptrs[i + 1] = argDescs[i];
@@ -169,10 +216,16 @@ static int64_t *invoke(MlirExecutionEngine jit, const char *fn,
   if (mlirLogicalResultIsFailure(mlirExecutionEngineInvokePacked(
           jit, mlirStringRefCreateFromCString(fn), slots))) {
     fprintf(stderr, "dtensor-run: cannot call '%s'\n", fn);
-    free(result);
-    return NULL;
+    free(packed);
+    return false;
   }
-  return result;
+  const int64_t *d = packed;
+  for (int k = 0; k < numResults; ++k) {
+    outData[k] = (const char *)(intptr_t)d[1] +
+                 d[2] * (int64_t)elemSize(results[k].elem);
+    d += 3 + 2 * results[k].rank;
+  }
+  return true;
 }
 
 static bool layoutOf(const Run *r, const Tensor *t, DtensorLayout *out) {
@@ -183,69 +236,96 @@ static bool layoutOf(const Run *r, const Tensor *t, DtensorLayout *out) {
                            NULL);
 }
 
-static int runRank(int rank, void *arg) {
-  Run *r = arg;
-  int64_t *descs[MAX_ARGS];
-  float *blocks[MAX_ARGS];
-  for (int a = 0; a < r->numArgs; ++a) {
-    DtensorLayout l;
-    layoutOf(r, &r->args[a], &l);
-    int64_t padded[DTENSOR_MAX_TENSOR_RANK], real[DTENSOR_MAX_TENSOR_RANK];
-    dtensorLayoutGetMaxLocalShape(&l, padded);
-    dtensorLayoutGetLocalShape(&l, rank, real);
-    int64_t n = product(l.rank, padded);
-    blocks[a] = calloc((size_t)n + 1, sizeof(float));
-    for (int64_t e = 0; e < n; ++e) {
-      int64_t idx[DTENSOR_MAX_TENSOR_RANK], g[DTENSOR_MAX_TENSOR_RANK];
-      unravel(e, l.rank, padded, idx);
-      bool inside = true;
-      for (int d = 0; d < l.rank; ++d)
-        inside &= idx[d] < real[d];
-      if (!inside) {
-        /* Padding holds NaN: a program that let it into a result would
-         * differ from the reference. */
-        blocks[a][e] = NAN;
-        continue;
-      }
-      dtensorLayoutLocalToGlobal(&l, rank, idx, g);
-      blocks[a][e] = r->globals[a][ravel(l.rank, l.shape, g)];
-    }
-    descs[a] = descriptor(blocks[a], l.rank, padded);
-  }
-  int64_t *res = invoke(r->spmd, r->ciface, descs, r->numArgs, r->result.rank);
-  if (!res)
-    exit(1);
+/* Calls `visit(e, g)` for each element `e` of this rank's padded block of
+ * `t` that holds real data, with its global linear index `g` (-1 for
+ * padding). */
+typedef void (*VisitFn)(void *user, int64_t e, int64_t g);
+static int64_t forBlock(const Run *r, const Tensor *t, int rank, VisitFn visit,
+                        void *user) {
   DtensorLayout l;
-  layoutOf(r, &r->result, &l);
+  layoutOf(r, t, &l);
   int64_t padded[DTENSOR_MAX_TENSOR_RANK], real[DTENSOR_MAX_TENSOR_RANK];
   dtensorLayoutGetMaxLocalShape(&l, padded);
   dtensorLayoutGetLocalShape(&l, rank, real);
-  const float *out = (const float *)(intptr_t)res[1] + res[2];
-  double maxErr = 0;
-  int64_t bad = 0, compared = 0;
-  for (int64_t e = 0; e < product(l.rank, padded); ++e) {
+  int64_t n = product(l.rank, padded);
+  for (int64_t e = 0; e < n; ++e) {
     int64_t idx[DTENSOR_MAX_TENSOR_RANK], g[DTENSOR_MAX_TENSOR_RANK];
     unravel(e, l.rank, padded, idx);
     bool inside = true;
     for (int d = 0; d < l.rank; ++d)
       inside &= idx[d] < real[d];
-    if (!inside)
-      continue;
-    dtensorLayoutLocalToGlobal(&l, rank, idx, g);
-    double want = r->reference[ravel(l.rank, l.shape, g)], got = out[e];
-    double err = fabs(got - want);
-    if (isnan(err))
-      err = INFINITY;
-    if (err > maxErr)
-      maxErr = err;
-    bad += err > 1e-4 * fabs(want) + 1e-5;
-    ++compared;
+    if (inside)
+      dtensorLayoutLocalToGlobal(&l, rank, idx, g);
+    visit(user, e, inside ? ravel(l.rank, l.shape, g) : -1);
   }
-  printf("rank %d: %lld result elements, %s the single-device run (max abs "
-         "error %.3g)\n", rank, (long long)compared,
-         bad ? "DIFFERENT from" : "equal to", maxErr);
+  return n;
+}
+
+typedef struct Fill {
+  void *block;
+  const void *global;
+  Elem elem;
+} Fill;
+
+static void fillElement(void *user, int64_t e, int64_t g) {
+  Fill *f = user;
+  store(f->block, f->elem, e,
+        g < 0 ? paddingValue(f->elem) : load(f->global, f->elem, g));
+}
+
+typedef struct Compare {
+  const void *got, *want;
+  Elem elem;
+  double maxErr;
+  int64_t bad, compared;
+} Compare;
+
+static void compareElement(void *user, int64_t e, int64_t g) {
+  Compare *c = user;
+  if (g < 0)
+    return;
+  double want = load(c->want, c->elem, g), got = load(c->got, c->elem, e);
+  double err = fabs(got - want);
+  if (isnan(err))
+    err = INFINITY;
+  if (err > c->maxErr)
+    c->maxErr = err;
+  c->bad += elemIsFloat(c->elem) ? err > 1e-4 * fabs(want) + 1e-5 : err != 0;
+  ++c->compared;
+}
+
+static int runRank(int rank, void *arg) {
+  Run *r = arg;
+  int64_t *descs[MAX_ARGS];
+  for (int a = 0; a < r->numArgs; ++a) {
+    const Tensor *t = &r->args[a];
+    DtensorLayout l;
+    layoutOf(r, t, &l);
+    int64_t padded[DTENSOR_MAX_TENSOR_RANK];
+    dtensorLayoutGetMaxLocalShape(&l, padded);
+    Fill f = {calloc((size_t)product(l.rank, padded) + 1, elemSize(t->elem)),
+              r->globals[a], t->elem};
+    forBlock(r, t, rank, fillElement, &f);
+    descs[a] = descriptor(f.block, l.rank, padded);
+  }
+  const void *out[MAX_RESULTS];
+  if (!invoke(r->spmd, r->ciface, descs, r->numArgs, r->results,
+              r->numResults, out))
+    exit(1);
+  Compare all = {NULL, NULL, ELEM_F32, 0, 0, 0};
+  for (int k = 0; k < r->numResults; ++k) {
+    Compare c = {out[k], r->reference[k], r->results[k].elem, 0, 0, 0};
+    forBlock(r, &r->results[k], rank, compareElement, &c);
+    all.maxErr = c.maxErr > all.maxErr ? c.maxErr : all.maxErr;
+    all.bad += c.bad;
+    all.compared += c.compared;
+  }
+  printf("rank %d: %lld result elements%s, %s the single-device run (max abs "
+         "error %.3g)\n", rank, (long long)all.compared,
+         r->numResults > 1 ? " (all results)" : "",
+         all.bad ? "DIFFERENT from" : "equal to", all.maxErr);
   fflush(stdout);
-  exit(bad ? 1 : 0); /* runs the runtime's finalize */
+  exit(all.bad ? 1 : 0); /* runs the runtime's finalize */
 }
 
 static bool readSignature(Run *r, MlirOperation func) {
@@ -256,27 +336,43 @@ static bool readSignature(Run *r, MlirOperation func) {
   MlirType fnType = mlirTypeAttrGetValue(mlirOperationGetAttributeByName(
       func, mlirStringRefCreateFromCString("function_type")));
   r->numArgs = (int)mlirFunctionTypeGetNumInputs(fnType);
-  if (r->numArgs > MAX_ARGS || mlirFunctionTypeGetNumResults(fnType) != 1) {
+  r->numResults = (int)mlirFunctionTypeGetNumResults(fnType);
+  if (r->numArgs > MAX_ARGS || r->numResults < 1 ||
+      r->numResults > MAX_RESULTS) {
     fprintf(stderr, "dtensor-run: the entry must take at most %d tensors and "
-            "return one\n", MAX_ARGS);
+            "return 1 to %d\n", MAX_ARGS, MAX_RESULTS);
     return false;
   }
-  for (int k = 0; k <= r->numArgs; ++k) {
-    bool isResult = k == r->numArgs;
-    Tensor *t = isResult ? &r->result : &r->args[k];
-    MlirType type = isResult ? mlirFunctionTypeGetResult(fnType, 0)
-                             : mlirFunctionTypeGetInput(fnType, k);
-    if (!mlirTypeIsARankedTensor(type) ||
-        !mlirTypeIsAF32(mlirShapedTypeGetElementType(type))) {
-      fprintf(stderr, "dtensor-run: the entry's %s %d is not an f32 tensor; "
-              "only f32 tensors are run so far\n",
-              isResult ? "result" : "argument", isResult ? 0 : k);
+  for (int k = 0; k < r->numArgs + r->numResults; ++k) {
+    bool isResult = k >= r->numArgs;
+    int pos = isResult ? k - r->numArgs : k;
+    Tensor *t = isResult ? &r->results[pos] : &r->args[pos];
+    MlirType type = isResult ? mlirFunctionTypeGetResult(fnType, pos)
+                             : mlirFunctionTypeGetInput(fnType, pos);
+    MlirType et = mlirTypeIsARankedTensor(type)
+                      ? mlirShapedTypeGetElementType(type)
+                      : type;
+    if (mlirTypeIsAF32(et))
+      t->elem = ELEM_F32;
+    else if (mlirTypeIsAF64(et))
+      t->elem = ELEM_F64;
+    else if (mlirTypeIsAInteger(et) && mlirIntegerTypeGetWidth(et) == 32)
+      t->elem = ELEM_I32;
+    else if (mlirTypeIsAInteger(et) && mlirIntegerTypeGetWidth(et) == 64)
+      t->elem = ELEM_I64;
+    if (!mlirTypeIsARankedTensor(type) || et.ptr == type.ptr ||
+        !(mlirTypeIsAF32(et) || mlirTypeIsAF64(et) ||
+          (mlirTypeIsAInteger(et) && (mlirIntegerTypeGetWidth(et) == 32 ||
+                                      mlirIntegerTypeGetWidth(et) == 64)))) {
+      fprintf(stderr, "dtensor-run: the entry's %s %d is not a ranked tensor "
+              "of f32, f64, i32 or i64, the types dtensor-run builds inputs "
+              "for and compares\n", isResult ? "result" : "argument", pos);
       return false;
     }
     MlirAttribute list = isResult ? results : args;
     MlirAttribute dict = mlirAttributeIsNull(list)
                              ? list
-                             : mlirArrayAttrGetElement(list, isResult ? 0 : k);
+                             : mlirArrayAttrGetElement(list, pos);
     MlirAttribute global = mlirAttributeIsNull(dict)
                                ? dict
                                : mlirDictionaryAttrGetElementByName(
@@ -339,13 +435,11 @@ static void registerRuntime(MlirExecutionEngine jit) {
         jit, mlirStringRefCreateFromCString(kSymbols[k].name), kSymbols[k].fn);
 }
 
-int dtRunMlir(const char *path, const char *entry, int n, const char *backend,
-              const char *timeout) {
-  if (strcmp(backend, "shm")) {
-    fprintf(stderr, "dtensor-run: MLIR programs run on the shm backend so "
-            "far\n");
-    return 2;
-  }
+/* Compiles PROG.mlir, computes the reference; then `mpiRank` < 0: launches
+ * N ranks (shm); else runs that rank in this process (under mpirun). */
+static int compileAndRun(const char *path, const char *entry, int n,
+                         const char *backend, const char *timeout,
+                         int mpiRank) {
   FILE *f = fopen(path, "rb");
   if (!f) {
     fprintf(stderr, "dtensor-run: cannot open '%s': %s\n", path,
@@ -428,27 +522,55 @@ int dtRunMlir(const char *path, const char *entry, int n, const char *backend,
   }
   registerRuntime(r.spmd);
 
-  /* Inputs and the reference result. */
+  /* Inputs and the reference results. */
   int64_t *descs[MAX_ARGS];
   for (int a = 0; a < r.numArgs; ++a) {
-    int64_t count = product(r.args[a].rank, r.args[a].shape);
-    r.globals[a] = malloc(sizeof(float) * (size_t)(count + 1));
+    const Tensor *t = &r.args[a];
+    int64_t count = product(t->rank, t->shape);
+    r.globals[a] = malloc(elemSize(t->elem) * (size_t)(count + 1));
     /* The reference gets its own copy: bufferized code may write its
      * arguments in place. */
-    float *copy = malloc(sizeof(float) * (size_t)(count + 1));
-    for (int64_t e = 0; e < count; ++e)
-      r.globals[a][e] = copy[e] = inputValue(a, e);
-    descs[a] = descriptor(copy, r.args[a].rank, r.args[a].shape);
+    void *copy = malloc(elemSize(t->elem) * (size_t)(count + 1));
+    for (int64_t e = 0; e < count; ++e) {
+      store(r.globals[a], t->elem, e, inputValue(a, e, t->elem));
+      store(copy, t->elem, e, inputValue(a, e, t->elem));
+    }
+    descs[a] = descriptor(copy, t->rank, t->shape);
   }
-  int64_t *res = invoke(refJit, r.ciface, descs, r.numArgs, r.result.rank);
-  if (!res)
+  if (!invoke(refJit, r.ciface, descs, r.numArgs, r.results, r.numResults,
+              r.reference))
     return 1;
-  r.reference = (float *)(intptr_t)res[1] + res[2];
-  printf("dtensor-run: %s compiled for %d ranks; single-device reference "
-         "computed\n", path, n);
+  if (mpiRank <= 0)
+    printf("dtensor-run: %s compiled for %d ranks; single-device reference "
+           "computed\n", path, n);
   fflush(stdout);
+  if (mpiRank >= 0)
+    return runRank(mpiRank, &r);
   int status = dtRunLaunch(n, backend, timeout, runRank, &r);
   if (!status)
     printf("dtensor-run: every rank's result equals the single-device run\n");
   return status;
+}
+
+int dtRunMlir(const char *path, const char *entry, int n, const char *backend,
+              const char *timeout) {
+  if (strcmp(backend, "shm")) {
+    fprintf(stderr, "dtensor-run: MLIR programs run on host memory: the shm "
+            "or mpi backend, not '%s'\n", backend);
+    return 2;
+  }
+  return compileAndRun(path, entry, n, backend, timeout, -1);
+}
+
+int dtRunMlirMpiRank(const char *path, const char *entry, int n) {
+  const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+  if (!rank)
+    rank = getenv("PMI_RANK");
+  if (!rank) {
+    fprintf(stderr, "dtensor-run: --mpi-rank runs under mpirun (no "
+            "OMPI_COMM_WORLD_RANK or PMI_RANK)\n");
+    return 2;
+  }
+  setenv("DTENSOR_BACKEND", "mpi", 1);
+  return compileAndRun(path, entry, n, "mpi", NULL, atoi(rank));
 }

@@ -9,4 +9,9 @@ int dtRunLaunch(int n, const char *backend, const char *timeout,
 int dtRunMlir(const char *path, const char *entry, int n, const char *backend,
               const char *timeout);
 
+/// One rank of an MPI run of PROG.mlir (started by mpirun): compiles the
+/// program, computes the reference and runs this rank (OMPI_COMM_WORLD_RANK
+/// or PMI_RANK) of `n`.
+int dtRunMlirMpiRank(const char *path, const char *entry, int n);
+
 #endif

@@ -25,9 +25,10 @@ static int usage(void) {
   fprintf(stderr,
           "usage: dtensor-run -n N [--backend shm|mpi|nccl] [--timeout SECONDS] "
           "[--] PROGRAM [ARGS...]\n"
-          "       dtensor-run -n N [--entry FUNC] PROG.mlir\n"
+          "       dtensor-run -n N [--backend shm|mpi] [--entry FUNC] "
+          "PROG.mlir\n"
           "  PROG.mlir: compiles the annotated program with dtensor-spmd, "
-          "runs it on N ranks\n  (shm) and checks every rank's result "
+          "runs it on N ranks\n  (shm or mpi) and checks every rank's result "
           "against the single-device run\n"
           "  runs PROGRAM on N ranks with RANK, WORLD_SIZE, LOCAL_RANK, "
           "MASTER_ADDR,\n  MASTER_PORT, DTENSOR_JOB and DTENSOR_BACKEND set\n");
@@ -164,9 +165,12 @@ static int execChild(int rank, void *arg) {
 int main(int argc, char **argv) {
   int n = 0, i = 1;
   const char *backend = "shm", *timeout = NULL, *entry = NULL;
+  bool mpiRank = false; /* started by mpirun as one rank of a .mlir run */
   for (; i < argc; ++i) {
     if (!strcmp(argv[i], "-n") && i + 1 < argc)
       n = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--mpi-rank"))
+      mpiRank = true;
     else if (!strcmp(argv[i], "--backend") && i + 1 < argc)
       backend = argv[++i];
     else if (!strcmp(argv[i], "--timeout") && i + 1 < argc)
@@ -197,6 +201,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   size_t len = strlen(argv[i]);
+  bool isMlir = len > 5 && !strcmp(argv[i] + len - 5, ".mlir");
+  if (mpiRank)
+    return isMlir ? dtRunMlirMpiRank(argv[i], entry, n) : usage();
   if (!strcmp(backend, "mpi")) {
     /* MPI has its own launcher: hand the job to mpirun. */
     char count[16];
@@ -219,14 +226,49 @@ int main(int argc, char **argv) {
       args[k++] = "-x";
       args[k++] = "DTENSOR_TIMEOUT_S";
     }
-    for (int a = i; a < argc; ++a)
-      args[k++] = argv[a];
-    execvp("mpirun", args);
-    fprintf(stderr, "dtensor-run: cannot run mpirun: %s (install "
-            "openmpi-bin)\n", strerror(errno));
-    return 1;
+    if (!isMlir) {
+      for (int a = i; a < argc; ++a)
+        args[k++] = argv[a];
+      execvp("mpirun", args);
+      fprintf(stderr, "dtensor-run: cannot run mpirun: %s (install "
+              "openmpi-bin)\n", strerror(errno));
+      return 1;
+    }
+    /* A program: every rank is this tool again, compiling the program and
+     * running its own rank; the summary comes when mpirun is done. */
+    char self[4096];
+    ssize_t m = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (m <= 0) {
+      fprintf(stderr, "dtensor-run: cannot find its own executable\n");
+      return 1;
+    }
+    self[m] = 0;
+    args[k++] = self;
+    args[k++] = "--mpi-rank";
+    args[k++] = "-n";
+    args[k++] = count;
+    if (entry) {
+      args[k++] = "--entry";
+      args[k++] = (char *)entry;
+    }
+    args[k++] = argv[i];
+    pid_t pid = fork();
+    if (pid == 0) {
+      execvp("mpirun", args);
+      fprintf(stderr, "dtensor-run: cannot run mpirun: %s (install "
+              "openmpi-bin)\n", strerror(errno));
+      _exit(127);
+    }
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) ||
+        WEXITSTATUS(st) != 0) {
+      fprintf(stderr, "dtensor-run: the MPI job failed\n");
+      return 1;
+    }
+    printf("dtensor-run: every rank's result equals the single-device run\n");
+    return 0;
   }
-  if (len > 5 && !strcmp(argv[i] + len - 5, ".mlir"))
+  if (isMlir)
     return dtRunMlir(argv[i], entry, n, backend, timeout);
   Exec exec = {argv + i};
   return dtRunLaunch(n, backend, timeout, execChild, &exec);
