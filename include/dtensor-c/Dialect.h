@@ -9,6 +9,7 @@
 #define DTENSOR_C_DIALECT_H
 
 #include "dtensor-c/Layout.h"
+#include "mlir-c/Diagnostics.h"
 #include "mlir-c/IR.h"
 
 #ifdef __cplusplus
@@ -32,6 +33,22 @@ DTENSOR_EXPORT MlirContext dtensorContextCreate(void);
 DTENSOR_EXPORT MlirOperation dtensorSourceParse(MlirContext ctx,
                                                 MlirStringRef source,
                                                 MlirStringRef sourceName);
+
+/// Reads the file at `path` and parses it as dtensorSourceParse does
+/// (locations name `path`). Returns a null operation on failure: after
+/// emitting diagnostics if it did not parse, or with `outDiag` filled
+/// (`outDiag->column` is -1) if the file could not be read. The caller
+/// owns the result.
+DTENSOR_EXPORT MlirOperation dtensorSourceParseFile(MlirContext ctx,
+                                                    const char *path,
+                                                    DtensorDiag *outDiag);
+
+/// Writes `diagnostic` as compilers print one, `file:line:col: error:
+/// message` (the location as MLIR prints it when it has no file), followed
+/// by its notes on lines of their own, into `out` (`size` bytes, always
+/// terminated, truncated if longer). Returns the length it needed.
+DTENSOR_EXPORT size_t dtensorDiagnosticFormat(MlirDiagnostic diagnostic,
+                                              char *out, size_t size);
 
 /// Returns whether `attr` is a `#dtensor.layout<@mesh, "spec">`.
 DTENSOR_EXPORT bool dtensorAttributeIsALayout(MlirAttribute attr);

@@ -249,6 +249,13 @@ DTRT_EXPORT void dtrt_mlir_collective(
     int64_t outRank, void *outDesc, int64_t meshRank, void *meshDesc,
     int64_t axesRank, void *axesDesc);
 
+/// The process-wide context compiled programs use: created from the
+/// environment at the first call (of this or of a compiled collective) and
+/// finalized at exit; on failure prints the runtime's message and exits
+/// with status 1. A host program calls it for its rank (dtrtRank) before
+/// building the blocks it passes to a compiled entry. Borrowed.
+DTRT_EXPORT DtrtContext *dtrtProcessContext(void);
+
 /// The same, one symbol per element type (f32, f64, f16, bf16, i32, i64),
 /// as dtensor-lower-to-runtime declares them.
 #define DTRT_DECLARE_TYPED(suffix)                                             \

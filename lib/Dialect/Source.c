@@ -15,6 +15,8 @@
 #include "mlir-c/Diagnostics.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -223,4 +225,95 @@ MlirOperation dtensorSourceParse(MlirContext ctx, MlirStringRef source,
   MlirModule module = mlirModuleCreateEmpty(mlirLocationUnknownGet(ctx));
   mlirBlockAppendOwnedOperation(mlirModuleGetBody(module), op);
   return mlirModuleGetOperation(module);
+}
+
+/* ---- diagnostics as text ------------------------------------------------- */
+
+typedef struct Text {
+  char *out;
+  size_t size, used;
+} Text;
+
+static void append(Text *t, const char *data, size_t n) {
+  if (t->used < t->size) {
+    size_t room = t->size - t->used - 1;
+    memcpy(t->out + t->used, data, n < room ? n : room);
+    t->out[t->used + (n < room ? n : room)] = 0;
+  }
+  t->used += n;
+}
+
+static void appendRef(MlirStringRef s, void *user) {
+  append(user, s.data, s.length);
+}
+
+static void appendOne(Text *t, MlirDiagnostic d) {
+  static const char *kNames[] = {"error", "warning", "note", "remark"};
+  MlirLocation loc = mlirDiagnosticGetLocation(d);
+  if (mlirLocationIsAFileLineColRange(loc)) {
+    MlirStringRef file =
+        mlirIdentifierStr(mlirLocationFileLineColRangeGetFilename(loc));
+    char pos[64];
+    append(t, file.data, file.length);
+    int n = snprintf(pos, sizeof(pos), ":%d:%d",
+                     mlirLocationFileLineColRangeGetStartLine(loc),
+                     mlirLocationFileLineColRangeGetStartColumn(loc));
+    append(t, pos, (size_t)n);
+  } else {
+    mlirLocationPrint(loc, appendRef, t);
+  }
+  MlirDiagnosticSeverity sev = mlirDiagnosticGetSeverity(d);
+  const char *name = (unsigned)sev < 4 ? kNames[sev] : "error";
+  append(t, ": ", 2);
+  append(t, name, strlen(name));
+  append(t, ": ", 2);
+  mlirDiagnosticPrint(d, appendRef, t);
+}
+
+size_t dtensorDiagnosticFormat(MlirDiagnostic d, char *out, size_t size) {
+  Text t = {out, size, 0};
+  if (size)
+    out[0] = 0;
+  appendOne(&t, d);
+  for (intptr_t i = 0; i < mlirDiagnosticGetNumNotes(d); ++i) {
+    append(&t, "\n", 1);
+    appendOne(&t, mlirDiagnosticGetNote(d, i));
+  }
+  return t.used;
+}
+
+MlirOperation dtensorSourceParseFile(MlirContext ctx, const char *path,
+                                     DtensorDiag *outDiag) {
+  outDiag->column = -1;
+  outDiag->message[0] = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    snprintf(outDiag->message, sizeof(outDiag->message),
+             "cannot read '%s': %s", path, strerror(errno));
+    return (MlirOperation){NULL};
+  }
+  size_t cap = 1 << 16, n = 0;
+  char *text = malloc(cap);
+  for (size_t got; text && (got = fread(text + n, 1, cap - n, f)) > 0;) {
+    n += got;
+    if (n == cap) {
+      char *grown = realloc(text, cap *= 2);
+      if (!grown)
+        free(text);
+      text = grown;
+    }
+  }
+  bool bad = ferror(f) || !text;
+  fclose(f);
+  if (bad) {
+    free(text);
+    snprintf(outDiag->message, sizeof(outDiag->message),
+             "cannot read '%s': %s", path,
+             text ? "read error" : "out of memory");
+    return (MlirOperation){NULL};
+  }
+  MlirOperation module = dtensorSourceParse(
+      ctx, (MlirStringRef){text, n}, mlirStringRefCreateFromCString(path));
+  free(text);
+  return module;
 }

@@ -37,7 +37,7 @@ static void die(const char *what) {
   exit(1);
 }
 
-static DtrtContext *context(void) {
+DtrtContext *dtrtProcessContext(void) {
   if (!process) {
     if (dtrtInit(&process) != DTRT_OK)
       die("init");
@@ -113,7 +113,7 @@ void dtrt_mlir_collective(int64_t kind, int64_t dtypeCode, int64_t reduce,
                           int64_t axesRank, void *axesDesc) {
   (void)meshRank;
   (void)axesRank;
-  DtrtContext *c = context();
+  DtrtContext *c = dtrtProcessContext();
   DtrtDtype dtype = (DtrtDtype)dtypeCode;
   size_t es = dtrtDtypeSize(dtype);
   DtrtComm *comm = groupOf(c, meshDesc, axesDesc);
@@ -228,7 +228,7 @@ void dtrt_mlir_permute(int64_t inRank, void *inDesc, int64_t outRank,
   (void)meshRank;
   (void)axesRank;
   (void)pairsRank;
-  DtrtContext *c = context();
+  DtrtContext *c = dtrtProcessContext();
   DtrtDtype dtype = (DtrtDtype)dtypeCode;
   size_t es = dtrtDtypeSize(dtype);
   DtrtComm *comm = groupOf(c, meshDesc, axesDesc);
@@ -250,7 +250,7 @@ void dtrt_mlir_permute(int64_t inRank, void *inDesc, int64_t outRank,
 
 int64_t dtrt_mlir_mesh_coord(int64_t axis, int64_t meshRank, void *meshDesc) {
   (void)meshRank;
-  DtrtContext *c = context();
+  DtrtContext *c = dtrtProcessContext();
   Descriptor *mesh = meshDesc;
   int64_t numMesh = mesh->sizes[0];
   const int64_t *shape = (const int64_t *)mesh->aligned + mesh->offset;

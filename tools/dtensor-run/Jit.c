@@ -77,17 +77,11 @@ static void store(void *p, Elem e, int64_t i, double v) {
   }
 }
 
-static void toStderr(MlirStringRef s, void *user) {
-  (void)user;
-  fwrite(s.data, 1, s.length, stderr);
-}
-
 static MlirLogicalResult report(MlirDiagnostic d, void *user) {
   (void)user;
-  mlirLocationPrint(mlirDiagnosticGetLocation(d), toStderr, NULL);
-  fputs(": ", stderr);
-  mlirDiagnosticPrint(d, toStderr, NULL);
-  fputs("\n", stderr);
+  char text[2048];
+  dtensorDiagnosticFormat(d, text, sizeof(text));
+  fprintf(stderr, "%s\n", text);
   return mlirLogicalResultSuccess();
 }
 
@@ -440,27 +434,16 @@ static void registerRuntime(MlirExecutionEngine jit) {
 static int compileAndRun(const char *path, const char *entry, int n,
                          const char *backend, const char *timeout,
                          int mpiRank) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    fprintf(stderr, "dtensor-run: cannot open '%s': %s\n", path,
-            strerror(errno));
-    return 1;
-  }
-  fseek(f, 0, SEEK_END);
-  long size = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *text = malloc((size_t)size + 1);
-  size_t got = fread(text, 1, (size_t)size, f);
-  fclose(f);
-  text[got] = '\0';
   MlirContext ctx = dtensorContextCreate();
   dtensorRegisterUpstreamPasses();
   mlirContextAttachDiagnosticHandler(ctx, report, NULL, NULL);
-  MlirOperation spmd = dtensorSourceParse(
-      ctx, (MlirStringRef){text, got}, mlirStringRefCreateFromCString(path));
-  free(text);
-  if (mlirOperationIsNull(spmd))
+  DtensorDiag readDiag;
+  MlirOperation spmd = dtensorSourceParseFile(ctx, path, &readDiag);
+  if (mlirOperationIsNull(spmd)) {
+    if (readDiag.message[0])
+      fprintf(stderr, "dtensor-run: %s\n", readDiag.message);
     return 1;
+  }
   static Run r;
   r.entry = entry;
   MlirOperation func = findEntry(spmd, entry);
