@@ -1,9 +1,18 @@
 /* The shared-memory backend: one POSIX shared-memory segment per
  * communicator, named /dtensor-<job>-<hash of the member list>, mode 0600:
- * a header with a sense-reversing barrier and a failure flag, a table of
- * each member's permute destination, then one exchange slot per member. Every member creates-or-opens it; a new
- * segment is zero-filled, which is the barrier's initial state. Segments
- * are unlinked at dtrtFinalize and, after a crash, by dtensor-run. */
+ * a header with a sense-reversing barrier and a failure flag, a table with
+ * each member's pid, permute destination and published buffer addresses,
+ * then one exchange slot per member. Every member creates-or-opens it; a
+ * new segment is zero-filled, which is the barrier's initial state.
+ * Segments are unlinked at dtrtFinalize and, after a crash, by dtensor-run.
+ *
+ * Two ways to move data: small collectives go through the slots (each
+ * member copies in, all wait, each copies out: two copies of every byte);
+ * large ones, where the kernel allows it, read the peers' buffers directly
+ * with process_vm_readv (cross-memory attach: one copy), the members
+ * publishing their buffer addresses in the table. Whether the kernel allows
+ * it is probed once per communicator and agreed by all members. */
+#define _GNU_SOURCE
 #include "RuntimeInternal.h"
 
 #include <errno.h>
@@ -15,30 +24,45 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #define DEFAULT_SLOT_BYTES (1u << 20)
 
+/* Blocks of at least this many bytes per member go member to member. */
+#define DEFAULT_DIRECT_BYTES (64u << 10)
+/* Reductions read peers' data through a scratch buffer of this size. */
+#define SCRATCH_BYTES (256u << 10)
+
 typedef struct Header {
   _Atomic unsigned arrived;
   _Atomic unsigned generation;
-  _Atomic int failed; /* 1 + the member position that failed */
-  unsigned members;
-  char pad[64 - 4 * sizeof(unsigned)];
+  _Atomic int failed;    /* 1 + the member position that failed */
+  _Atomic int noDirect;  /* a member could not read a peer's memory */
+  char pad[64 - 4 * sizeof(int)];
 } Header;
+
+/* A member's entry in the table (one cache line). */
+typedef struct Meta {
+  _Atomic int dest; /* permute destination */
+  int pid;
+  uint64_t send, recv; /* published buffer addresses, in its own memory */
+  char pad[64 - 2 * sizeof(int) - 2 * sizeof(uint64_t)];
+} Meta;
 
 typedef struct Shm {
   char name[200];
   size_t slotBytes, totalBytes;
+  size_t directBytes; /* SIZE_MAX when direct reads are off */
   Header *header;
-  _Atomic int *dests; /* each member's permute destination */
+  Meta *meta;
   char *slots;
+  char *scratch;
+  volatile uint64_t probe; /* what peers read to test direct access */
 } Shm;
 
-static size_t destBytes(int size) {
-  return ((size_t)size * sizeof(int) + 63) / 64 * 64;
-}
+static size_t metaBytes(int size) { return (size_t)size * sizeof(Meta); }
 
 static uint64_t hashMembers(const DtrtComm *comm) {
   uint64_t h = 1469598103934665603ULL;
@@ -50,6 +74,7 @@ static uint64_t hashMembers(const DtrtComm *comm) {
 }
 
 static DtrtStatus shmBarrier(DtrtComm *comm, const char *what);
+static DtrtStatus probeDirect(DtrtComm *comm);
 
 static DtrtStatus shmCommInit(DtrtComm *comm) {
   DtrtContext *c = comm->context;
@@ -63,7 +88,7 @@ static DtrtStatus shmCommInit(DtrtComm *comm) {
     if (v >= 64 && v <= (1l << 30))
       s->slotBytes = (size_t)v / 64 * 64;
   }
-  s->totalBytes = sizeof(Header) + destBytes(comm->size) +
+  s->totalBytes = sizeof(Header) + metaBytes(comm->size) +
                   s->slotBytes * (size_t)comm->size;
   snprintf(s->name, sizeof(s->name), "/dtensor-%s-%016llx", c->job,
            (unsigned long long)hashMembers(comm));
@@ -93,11 +118,18 @@ static DtrtStatus shmCommInit(DtrtComm *comm) {
     return st;
   }
   s->header = map;
-  s->dests = (_Atomic int *)((char *)map + sizeof(Header));
-  s->slots = (char *)map + sizeof(Header) + destBytes(comm->size);
+  s->meta = (Meta *)((char *)map + sizeof(Header));
+  s->slots = (char *)map + sizeof(Header) + metaBytes(comm->size);
   comm->backend = s;
-  /* Everyone has mapped it before anyone uses it. */
-  return shmBarrier(comm, "communicator set-up");
+  s->meta[comm->rank].pid = (int)getpid();
+  s->probe = 0x5eed0000u + (uint64_t)comm->rank;
+  s->meta[comm->rank].send = (uint64_t)(uintptr_t)&s->probe;
+  /* Everyone has mapped it (and published its probe) before anyone uses
+   * it. */
+  DtrtStatus st = shmBarrier(comm, "communicator set-up");
+  if (st != DTRT_OK)
+    return st;
+  return probeDirect(comm);
 }
 
 static void shmCommFree(DtrtComm *comm, bool unlink) {
@@ -105,6 +137,7 @@ static void shmCommFree(DtrtComm *comm, bool unlink) {
   if (!s)
     return;
   munmap(s->header, s->totalBytes);
+  free(s->scratch);
   if (unlink)
     shm_unlink(s->name); /* every member tries; ENOENT is fine */
   free(s);
@@ -329,13 +362,13 @@ static DtrtStatus slotPermute(DtrtComm *comm, const void *send, void *recv,
   bool first = true;
   for (size_t off = 0; off < bytes || first; off += step) {
     size_t n = bytes - off < step ? bytes - off : step;
-    atomic_store(&sh->dests[comm->rank], sendTo);
+    atomic_store(&sh->meta[comm->rank].dest, sendTo);
     if (sendTo >= 0 && n)
       memcpy(slot(comm, comm->rank), (const char *)send + off, n);
     if ((s = shmBarrier(comm, "permute")))
       return s;
     if (recvFrom >= 0) {
-      int dest = atomic_load(&sh->dests[recvFrom]);
+      int dest = atomic_load(&sh->meta[recvFrom].dest);
       if (dest != comm->rank) {
         markFailed(comm);
         return dtrtFail(comm->context, DTRT_ERR_INVALID, "permute: member %d "
@@ -353,7 +386,224 @@ static DtrtStatus slotPermute(DtrtComm *comm, const void *send, void *recv,
   return DTRT_OK;
 }
 
+/* ---- direct (cross-memory) collectives ------------------------------------- */
+
+/* Reads `n` bytes at `remote` in member `j`'s memory into `local`. */
+static DtrtStatus readPeer(DtrtComm *comm, int j, uint64_t remote, void *local,
+                           size_t n) {
+  Shm *sh = comm->backend;
+  if (j == comm->rank) {
+    memmove(local, (const void *)(uintptr_t)remote, n);
+    return DTRT_OK;
+  }
+  pid_t pid = sh->meta[j].pid;
+  while (n) {
+    struct iovec l = {local, n}, r = {(void *)(uintptr_t)remote, n};
+    ssize_t got = process_vm_readv(pid, &l, 1, &r, 1, 0);
+    if (got <= 0) {
+      if (got < 0 && errno == EINTR)
+        continue;
+      /* The peer is gone (ESRCH) or its buffer is: it failed. */
+      int e = got < 0 ? errno : EIO;
+      markFailed(comm);
+      return dtrtFail(comm->context, e == ESRCH ? DTRT_ERR_PEER
+                                                : DTRT_ERR_SYSTEM,
+                      "rank %d: reading the buffer of rank %d: %s",
+                      comm->context->rank, comm->members[j], strerror(e));
+    }
+    local = (char *)local + got;
+    remote += (uint64_t)got;
+    n -= (size_t)got;
+  }
+  return DTRT_OK;
+}
+
+/* Whether every member can read every other's memory (ptrace rules may
+ * forbid it): each reads its successor's probe; one failure turns direct
+ * reads off for all. */
+static DtrtStatus probeDirect(DtrtComm *comm) {
+  Shm *sh = comm->backend;
+  const char *env = getenv("DTENSOR_SHM_DIRECT");
+  bool off = env && !strcmp(env, "0");
+  if (comm->size > 1 && !off) {
+    int next = (comm->rank + 1) % comm->size;
+    uint64_t got = 0;
+    struct iovec l = {&got, sizeof(got)};
+    struct iovec r = {(void *)(uintptr_t)sh->meta[next].send, sizeof(got)};
+    if (process_vm_readv(sh->meta[next].pid, &l, 1, &r, 1, 0) !=
+            (ssize_t)sizeof(got) ||
+        got != 0x5eed0000u + (uint64_t)next)
+      atomic_store(&sh->header->noDirect, 1);
+  }
+  DtrtStatus st = shmBarrier(comm, "communicator set-up");
+  if (st != DTRT_OK)
+    return st;
+  sh->directBytes = SIZE_MAX;
+  if (!off && comm->size > 1 && !atomic_load(&sh->header->noDirect)) {
+    sh->directBytes = DEFAULT_DIRECT_BYTES;
+    const char *at = getenv("DTENSOR_SHM_DIRECT_BYTES");
+    if (at && *at)
+      sh->directBytes = (size_t)strtoull(at, NULL, 10);
+  }
+  /* Nobody reads a probe any more once everyone has passed this. */
+  return shmBarrier(comm, "communicator set-up");
+}
+
+static void publish(DtrtComm *comm, const void *send, const void *recv) {
+  Shm *sh = comm->backend;
+  sh->meta[comm->rank].send = (uint64_t)(uintptr_t)send;
+  sh->meta[comm->rank].recv = (uint64_t)(uintptr_t)recv;
+}
+
+static uint64_t sendOf(DtrtComm *comm, int j) {
+  return ((Shm *)comm->backend)->meta[j].send;
+}
+
+static uint64_t recvOf(DtrtComm *comm, int j) {
+  return ((Shm *)comm->backend)->meta[j].recv;
+}
+
+/* Every direct collective: publish, wait, move, wait (no member returns
+ * while another may still read its buffers). */
+static DtrtStatus directAllGather(DtrtComm *comm, const void *send, void *recv,
+                                  size_t bytes) {
+  publish(comm, send, recv);
+  DtrtStatus s = shmBarrier(comm, "all_gather");
+  for (int k = 0; k < comm->size && s == DTRT_OK; ++k) {
+    int j = (comm->rank + k) % comm->size; /* spread the readers */
+    s = readPeer(comm, j, sendOf(comm, j), (char *)recv + (size_t)j * bytes,
+                 bytes);
+  }
+  DtrtStatus w = shmBarrier(comm, "all_gather");
+  return s != DTRT_OK ? s : w;
+}
+
+static DtrtStatus directAllToAll(DtrtComm *comm, const void *send, void *recv,
+                                 size_t bytes) {
+  publish(comm, send, recv);
+  DtrtStatus s = shmBarrier(comm, "all_to_all");
+  for (int k = 0; k < comm->size && s == DTRT_OK; ++k) {
+    int j = (comm->rank + k) % comm->size;
+    s = readPeer(comm, j, sendOf(comm, j) + (uint64_t)comm->rank * bytes,
+                 (char *)recv + (size_t)j * bytes, bytes);
+  }
+  DtrtStatus w = shmBarrier(comm, "all_to_all");
+  return s != DTRT_OK ? s : w;
+}
+
+/* out = reduction over every member j of the `n` bytes at offset `off` of
+ * j's published send buffer; through the scratch buffer, chunk by chunk. */
+static DtrtStatus reduceFromPeers(DtrtComm *comm, void *out, uint64_t off,
+                                  size_t n, DtrtDtype dtype, DtrtReduce op) {
+  Shm *sh = comm->backend;
+  size_t es = dtrtDtypeSize(dtype);
+  if (!sh->scratch && !(sh->scratch = malloc(SCRATCH_BYTES)))
+    return dtrtFail(comm->context, DTRT_ERR_NOMEM, "out of memory");
+  size_t step = SCRATCH_BYTES / es * es;
+  for (size_t at = 0; at < n; at += step) {
+    size_t m = n - at < step ? n - at : step;
+    char *dst = (char *)out + at;
+    DtrtStatus s = readPeer(comm, comm->rank, sendOf(comm, comm->rank) + off +
+                            at, sh->scratch, m);
+    memcpy(dst, sh->scratch, m);
+    for (int k = 1; k < comm->size && s == DTRT_OK; ++k) {
+      int j = (comm->rank + k) % comm->size;
+      if ((s = readPeer(comm, j, sendOf(comm, j) + off + at, sh->scratch, m)))
+        return s;
+      dtrtCombine(dst, sh->scratch, m / es, dtype, op);
+    }
+    if (s != DTRT_OK)
+      return s;
+    if (op == DTRT_AVG)
+      dtrtScale(dst, m / es, dtype, comm->size);
+  }
+  return DTRT_OK;
+}
+
+static DtrtStatus directReduceScatter(DtrtComm *comm, const void *send,
+                                      void *recv, size_t count,
+                                      DtrtDtype dtype, DtrtReduce op) {
+  size_t bytes = count * dtrtDtypeSize(dtype);
+  publish(comm, send, recv);
+  DtrtStatus s = shmBarrier(comm, "reduce_scatter");
+  if (s == DTRT_OK)
+    s = reduceFromPeers(comm, recv, (uint64_t)comm->rank * bytes, bytes, dtype,
+                        op);
+  DtrtStatus w = shmBarrier(comm, "reduce_scatter");
+  return s != DTRT_OK ? s : w;
+}
+
+/* Each member reduces its 1/size part from everyone's input into its own
+ * output, then reads the other parts from the other members' outputs. In
+ * place works: a member writes only its part, which no one reads before
+ * the middle wait. */
+static DtrtStatus directAllReduce(DtrtComm *comm, const void *send, void *recv,
+                                  size_t count, DtrtDtype dtype,
+                                  DtrtReduce op) {
+  size_t es = dtrtDtypeSize(dtype), n = (size_t)comm->size;
+  size_t part = (count + n - 1) / n;
+  publish(comm, send, recv);
+  DtrtStatus s = shmBarrier(comm, "all_reduce");
+  size_t first = part * (size_t)comm->rank;
+  size_t mine = first >= count ? 0 : (count - first < part ? count - first
+                                                           : part);
+  /* In place, the own part is reduced into scratch first: peers are still
+   * reading it. */
+  if (s == DTRT_OK && mine)
+    s = reduceFromPeers(comm, (char *)recv + first * es, first * es, mine * es,
+                        dtype, op);
+  DtrtStatus w = shmBarrier(comm, "all_reduce");
+  if (s == DTRT_OK)
+    s = w;
+  for (int k = 1; k < comm->size && s == DTRT_OK; ++k) {
+    int j = (comm->rank + k) % comm->size;
+    size_t f = part * (size_t)j;
+    if (f >= count)
+      continue;
+    size_t m = count - f < part ? count - f : part;
+    s = readPeer(comm, j, recvOf(comm, j) + f * es, (char *)recv + f * es,
+                 m * es);
+  }
+  w = shmBarrier(comm, "all_reduce");
+  return s != DTRT_OK ? s : w;
+}
+
+static DtrtStatus directBroadcast(DtrtComm *comm, void *buffer, size_t bytes,
+                                  int root) {
+  publish(comm, buffer, buffer);
+  DtrtStatus s = shmBarrier(comm, "broadcast");
+  if (s == DTRT_OK && comm->rank != root)
+    s = readPeer(comm, root, sendOf(comm, root), buffer, bytes);
+  DtrtStatus w = shmBarrier(comm, "broadcast");
+  return s != DTRT_OK ? s : w;
+}
+
 static DtrtStatus shmRun(DtrtComm *comm, const DtrtCollective *op) {
+  Shm *sh = comm->backend;
+  size_t bytes = op->count * dtrtDtypeSize(op->dtype);
+  /* all_reduce compares a member's part, the others a whole block. */
+  size_t block = op->kind == DTRT_COLL_ALL_REDUCE
+                     ? bytes / (size_t)comm->size
+                     : bytes;
+  if (op->kind != DTRT_COLL_BARRIER && op->kind != DTRT_COLL_PERMUTE &&
+      block >= sh->directBytes) {
+    switch (op->kind) {
+    case DTRT_COLL_ALL_GATHER:
+      return directAllGather(comm, op->send, op->recv, bytes);
+    case DTRT_COLL_ALL_TO_ALL:
+      return directAllToAll(comm, op->send, op->recv, bytes);
+    case DTRT_COLL_REDUCE_SCATTER:
+      return directReduceScatter(comm, op->send, op->recv, op->count,
+                                 op->dtype, op->reduce);
+    case DTRT_COLL_ALL_REDUCE:
+      return directAllReduce(comm, op->send, op->recv, op->count, op->dtype,
+                             op->reduce);
+    case DTRT_COLL_BROADCAST:
+      return directBroadcast(comm, op->recv, bytes, op->root);
+    default:
+      break;
+    }
+  }
   switch (op->kind) {
   case DTRT_COLL_ALL_GATHER:
     return slotAllGather(comm, op->send, op->recv, op->count, op->dtype);

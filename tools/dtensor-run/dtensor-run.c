@@ -130,7 +130,34 @@ int dtRunLaunch(int n, const char *backend, const char *timeout,
     --live;
     bool failed = !WIFEXITED(st) || WEXITSTATUS(st) != 0;
     if (failed && failedRank < 0) {
+      /* Ranks that lose a peer fail at nearly the same moment as the peer:
+       * gather what else ends within a moment and name a rank killed by a
+       * signal (the likelier cause) before one that exited with an
+       * error. */
       failedRank = r;
+      int culpritStatus = st;
+      for (int waited = 0; waited < 25 && live > 0; ++waited) {
+        int st2;
+        pid_t p2 = waitpid(-1, &st2, WNOHANG);
+        if (p2 <= 0) {
+          struct timespec pause = {0, 10 * 1000 * 1000};
+          nanosleep(&pause, NULL);
+          continue;
+        }
+        int r2 = 0;
+        while (r2 < n && pids[r2] != p2)
+          ++r2;
+        if (r2 == n)
+          continue;
+        pids[r2] = 0;
+        --live;
+        if (WIFSIGNALED(st2) && !WIFSIGNALED(culpritStatus)) {
+          failedRank = r2;
+          culpritStatus = st2;
+        }
+      }
+      r = failedRank;
+      st = culpritStatus;
       if (WIFSIGNALED(st))
         fprintf(stderr, "dtensor-run: rank %d was killed by signal %d (%s); "
                 "stopping the other ranks\n", r, WTERMSIG(st),
