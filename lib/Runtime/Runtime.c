@@ -407,17 +407,22 @@ static uint16_t floatToBf16(float f) {
   return (uint16_t)(u >> 16);
 }
 
+/* The switch is outside the loops so that each loop vectorizes. */
+#define COMBINE_LOOP(T, a, b, n, expr)                                         \
+  for (size_t i_ = 0; i_ < (n); ++i_) {                                        \
+    T x_ = (a)[i_], y_ = (b)[i_];                                              \
+    (a)[i_] = (expr);                                                          \
+  }
 #define COMBINE(T, acc, in, n, op)                                             \
   do {                                                                         \
     T *a_ = (T *)(acc);                                                        \
     const T *b_ = (const T *)(in);                                             \
-    for (size_t i_ = 0; i_ < (n); ++i_)                                        \
-      switch (op) {                                                            \
-      case DTRT_MAX: a_[i_] = b_[i_] > a_[i_] ? b_[i_] : a_[i_]; break;        \
-      case DTRT_MIN: a_[i_] = b_[i_] < a_[i_] ? b_[i_] : a_[i_]; break;        \
-      case DTRT_PROD: a_[i_] = a_[i_] * b_[i_]; break;                         \
-      default: a_[i_] = a_[i_] + b_[i_]; break;                                \
-      }                                                                        \
+    switch (op) {                                                              \
+    case DTRT_MAX: COMBINE_LOOP(T, a_, b_, n, y_ > x_ ? y_ : x_) break;        \
+    case DTRT_MIN: COMBINE_LOOP(T, a_, b_, n, y_ < x_ ? y_ : x_) break;        \
+    case DTRT_PROD: COMBINE_LOOP(T, a_, b_, n, x_ * y_) break;                 \
+    default: COMBINE_LOOP(T, a_, b_, n, x_ + y_) break;                        \
+    }                                                                          \
   } while (0)
 
 static float combineFloat(float a, float b, DtrtReduce op) {

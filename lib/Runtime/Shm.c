@@ -59,6 +59,8 @@ typedef struct Shm {
   Meta *meta;
   char *slots;
   char *scratch;
+  unsigned smallCount; /* small collectives so far: picks the half */
+  bool lastSmall;      /* the last collective was a small one */
   volatile uint64_t probe; /* what peers read to test direct access */
 } Shm;
 
@@ -386,6 +388,82 @@ static DtrtStatus slotPermute(DtrtComm *comm, const void *send, void *recv,
   return DTRT_OK;
 }
 
+/* ---- small collectives: one wait ----------------------------------------------
+ *
+ * A collective whose data fits half a slot takes one wait instead of two:
+ * small collectives alternate between the two halves of the slots, and a
+ * half is written again only two small collectives later, when every member
+ * has passed the wait of the one in between and so has read it. A
+ * collective that writes whole slots waits once first when the last one was
+ * small (its readers may still be reading). */
+
+static size_t halfBytes(const DtrtComm *comm) {
+  return slotBytes(comm) / 2 / 64 * 64;
+}
+
+static bool fitsSmall(const DtrtComm *comm, const DtrtCollective *op) {
+  size_t bytes = op->count * dtrtDtypeSize(op->dtype);
+  switch (op->kind) {
+  case DTRT_COLL_ALL_GATHER:
+  case DTRT_COLL_ALL_REDUCE:
+  case DTRT_COLL_BROADCAST:
+    return bytes <= halfBytes(comm);
+  case DTRT_COLL_REDUCE_SCATTER:
+  case DTRT_COLL_ALL_TO_ALL:
+    return bytes * (size_t)comm->size <= halfBytes(comm);
+  default:
+    return false;
+  }
+}
+
+static DtrtStatus smallCollective(DtrtComm *comm, const DtrtCollective *op) {
+  Shm *sh = comm->backend;
+  size_t half = (sh->smallCount & 1) ? halfBytes(comm) : 0;
+  size_t es = dtrtDtypeSize(op->dtype), bytes = op->count * es;
+  char *mine = (char *)slot(comm, comm->rank) + half;
+  bool root = op->kind == DTRT_COLL_BROADCAST && comm->rank == op->root;
+  if (op->kind == DTRT_COLL_REDUCE_SCATTER || op->kind == DTRT_COLL_ALL_TO_ALL)
+    memcpy(mine, op->send, bytes * (size_t)comm->size);
+  else if (op->kind != DTRT_COLL_BROADCAST)
+    memcpy(mine, op->send, bytes);
+  else if (root)
+    memcpy(mine, op->recv, bytes);
+  ++sh->smallCount;
+  sh->lastSmall = true;
+  static const char *kNames[] = {"all_gather", "all_reduce", "reduce_scatter",
+                                 "all_to_all", "broadcast"};
+  DtrtStatus s = shmBarrier(comm, kNames[op->kind]);
+  if (s != DTRT_OK)
+    return s;
+  switch (op->kind) {
+  case DTRT_COLL_ALL_GATHER:
+    for (int j = 0; j < comm->size; ++j)
+      memcpy((char *)op->recv + (size_t)j * bytes,
+             (char *)slot(comm, j) + half, bytes);
+    break;
+  case DTRT_COLL_ALL_REDUCE:
+    reduceSlots(comm, op->recv, bytes, op->dtype, op->reduce, half);
+    break;
+  case DTRT_COLL_REDUCE_SCATTER:
+    reduceSlots(comm, op->recv, bytes, op->dtype, op->reduce,
+                half + (size_t)comm->rank * bytes);
+    break;
+  case DTRT_COLL_ALL_TO_ALL:
+    for (int j = 0; j < comm->size; ++j)
+      memcpy((char *)op->recv + (size_t)j * bytes,
+             (char *)slot(comm, j) + half + (size_t)comm->rank * bytes,
+             bytes);
+    break;
+  case DTRT_COLL_BROADCAST:
+    if (!root)
+      memcpy(op->recv, (char *)slot(comm, op->root) + half, bytes);
+    break;
+  default:
+    break;
+  }
+  return DTRT_OK;
+}
+
 /* ---- direct (cross-memory) collectives ------------------------------------- */
 
 /* Reads `n` bytes at `remote` in member `j`'s memory into `local`. */
@@ -503,9 +581,11 @@ static DtrtStatus reduceFromPeers(DtrtComm *comm, void *out, uint64_t off,
   for (size_t at = 0; at < n; at += step) {
     size_t m = n - at < step ? n - at : step;
     char *dst = (char *)out + at;
-    DtrtStatus s = readPeer(comm, comm->rank, sendOf(comm, comm->rank) + off +
-                            at, sh->scratch, m);
-    memcpy(dst, sh->scratch, m);
+    const char *own = (const char *)(uintptr_t)(sendOf(comm, comm->rank) +
+                                                off + at);
+    DtrtStatus s = DTRT_OK;
+    if (own != dst) /* in place, the own part is there already */
+      memcpy(dst, own, m);
     for (int k = 1; k < comm->size && s == DTRT_OK; ++k) {
       int j = (comm->rank + k) % comm->size;
       if ((s = readPeer(comm, j, sendOf(comm, j) + off + at, sh->scratch, m)))
@@ -547,8 +627,6 @@ static DtrtStatus directAllReduce(DtrtComm *comm, const void *send, void *recv,
   size_t first = part * (size_t)comm->rank;
   size_t mine = first >= count ? 0 : (count - first < part ? count - first
                                                            : part);
-  /* In place, the own part is reduced into scratch first: peers are still
-   * reading it. */
   if (s == DTRT_OK && mine)
     s = reduceFromPeers(comm, (char *)recv + first * es, first * es, mine * es,
                         dtype, op);
@@ -585,8 +663,13 @@ static DtrtStatus shmRun(DtrtComm *comm, const DtrtCollective *op) {
   size_t block = op->kind == DTRT_COLL_ALL_REDUCE
                      ? bytes / (size_t)comm->size
                      : bytes;
-  if (op->kind != DTRT_COLL_BARRIER && op->kind != DTRT_COLL_PERMUTE &&
-      block >= sh->directBytes) {
+  if (fitsSmall(comm, op) && block < sh->directBytes)
+    return smallCollective(comm, op);
+  if (op->kind == DTRT_COLL_BARRIER) {
+    sh->lastSmall = false; /* everyone has read what came before */
+    return shmBarrier(comm, "barrier");
+  }
+  if (op->kind != DTRT_COLL_PERMUTE && block >= sh->directBytes) {
     switch (op->kind) {
     case DTRT_COLL_ALL_GATHER:
       return directAllGather(comm, op->send, op->recv, bytes);
@@ -603,6 +686,14 @@ static DtrtStatus shmRun(DtrtComm *comm, const DtrtCollective *op) {
     default:
       break;
     }
+  }
+  /* Whole slots are written below: the readers of the last small
+   * collective must be done. */
+  if (sh->lastSmall) {
+    sh->lastSmall = false;
+    DtrtStatus s = shmBarrier(comm, "collective");
+    if (s != DTRT_OK)
+      return s;
   }
   switch (op->kind) {
   case DTRT_COLL_ALL_GATHER:
