@@ -295,6 +295,12 @@ DTRT_DECLARE_TYPED_PERMUTE(i32)
 DTRT_DECLARE_TYPED_PERMUTE(i64)
 #undef DTRT_DECLARE_TYPED_PERMUTE
 
+/// What a function using a mesh starts with (dtensor-lower-to-runtime):
+/// sets up the process's context and checks that the mesh (1-D i64 shape)
+/// has as many devices as the job has ranks; on a mismatch prints what to
+/// run instead and exits with status 1.
+DTRT_EXPORT void dtrt_mlir_init(int64_t meshRank, void *meshDesc);
+
 /// This process's coordinate along mesh `axis` (row-major over the mesh
 /// shape, a 1-D i64 memref): what dtensor.mesh_index lowers to.
 DTRT_EXPORT int64_t dtrt_mlir_mesh_coord(int64_t axis, int64_t meshRank,

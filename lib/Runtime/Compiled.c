@@ -248,6 +248,22 @@ void dtrt_mlir_permute(int64_t inRank, void *inDesc, int64_t outRank,
     die("permute");
 }
 
+void dtrt_mlir_init(int64_t meshRank, void *meshDesc) {
+  (void)meshRank;
+  DtrtContext *c = dtrtProcessContext();
+  Descriptor *mesh = meshDesc;
+  const int64_t *shape = (const int64_t *)mesh->aligned + mesh->offset;
+  int64_t total = 1;
+  for (int64_t a = 0; a < mesh->sizes[0]; ++a)
+    total *= shape[a];
+  if (total != dtrtWorldSize(c)) {
+    fprintf(stderr, "dtensor runtime: the program's mesh has %lld devices "
+            "but the job has %d ranks (WORLD_SIZE); run it on %lld\n",
+            (long long)total, dtrtWorldSize(c), (long long)total);
+    exit(1);
+  }
+}
+
 int64_t dtrt_mlir_mesh_coord(int64_t axis, int64_t meshRank, void *meshDesc) {
   (void)meshRank;
   DtrtContext *c = dtrtProcessContext();

@@ -373,6 +373,48 @@ static void lowerCollective(Lower *l, MlirOperation op, int64_t kind) {
   mlirOperationDestroy(op);
 }
 
+/* Functions that already start with dtrt_mlir_init of a mesh. */
+typedef struct Inited {
+  MlirOperation func;
+  char mesh[300];
+} Inited;
+
+/* The first use of a mesh in a function makes the function start with
+ * dtrt_mlir_init(mesh shape): the runtime is set up and the mesh checked
+ * against the job's ranks before any computation. */
+static void ensureInit(Lower *l, MlirOperation op, Inited *done, int *numDone,
+                       int cap) {
+  MlirOperation func = mlirOperationGetParentOperation(op);
+  while (!mlirOperationIsNull(func) && !dtIsOp(func, "func.func"))
+    func = mlirOperationGetParentOperation(func);
+  if (mlirOperationIsNull(func))
+    return;
+  char meshSym[300];
+  int meshRank = meshGlobal(l, op, meshSym, sizeof(meshSym));
+  for (int i = 0; i < *numDone; ++i)
+    if (mlirOperationEqual(done[i].func, func) &&
+        !strcmp(done[i].mesh, meshSym))
+      return;
+  if (*numDone == cap)
+    return; /* the calls at the collectives still set up the runtime */
+  done[*numDone].func = func;
+  snprintf(done[*numDone].mesh, sizeof(done[*numDone].mesh), "%s", meshSym);
+  ++*numDone;
+  MlirLocation loc = mlirOperationGetLocation(func);
+  MlirType ints = mlirUnrankedMemRefTypeGet(mlirIntegerTypeGet(l->ctx, 64),
+                                            mlirAttributeGetNull());
+  ensureCallee(l, "dtrt_mlir_init",
+               mlirFunctionTypeGet(l->ctx, 1, &ints, 0, NULL), loc);
+  MlirBlock entry = mlirRegionGetFirstBlock(mlirOperationGetRegion(func, 0));
+  MlirOperation first = mlirBlockGetFirstOperation(entry);
+  MlirValue shape = global(l, meshSym, meshRank, first);
+  MlirNamedAttribute callee = named(
+      l->ctx, "callee",
+      mlirFlatSymbolRefAttrGet(l->ctx,
+                               mlirStringRefCreateFromCString("dtrt_mlir_init")));
+  build(l, "func.call", loc, 1, &shape, 0, NULL, 1, &callee, first);
+}
+
 typedef struct Found {
   MlirOperation *ops;
   size_t count, capacity;
@@ -445,6 +487,8 @@ static bool runLowerToRuntime(MlirOperation root,
   };
   MlirOperation meshes[64];
   int numMeshes = 0;
+  Inited *inited = calloc(256, sizeof(Inited));
+  int numInited = 0;
   for (size_t i = 0; i < found.count; ++i) {
     MlirOperation op = found.ops[i];
     if (dtIsOp(op, "dtensor.mesh")) {
@@ -452,6 +496,8 @@ static bool runLowerToRuntime(MlirOperation root,
         meshes[numMeshes++] = op;
       continue;
     }
+    if (!dtIsOp(op, "dtensor.redistribute") && !dtIsOp(op, "dtensor.annotate"))
+      ensureInit(&l, op, inited, &numInited, 256);
     bool done = false;
     for (size_t k = 0; k < sizeof(kKinds) / sizeof(kKinds[0]) && !done; ++k)
       if (dtIsOp(op, kKinds[k].name)) {
@@ -479,6 +525,7 @@ static bool runLowerToRuntime(MlirOperation root,
   for (int i = 0; i < numMeshes && !l.failed; ++i)
     mlirOperationDestroy(meshes[i]);
   free(found.ops);
+  free(inited);
   mlirSymbolTableDestroy(l.symbols);
   return !l.failed;
 }

@@ -423,6 +423,7 @@ static void registerRuntime(MlirExecutionEngine jit) {
       {"dtrt_mlir_permute_i32", (void *)dtrt_mlir_permute_i32},
       {"dtrt_mlir_permute_i64", (void *)dtrt_mlir_permute_i64},
       {"dtrt_mlir_mesh_coord", (void *)dtrt_mlir_mesh_coord},
+      {"dtrt_mlir_init", (void *)dtrt_mlir_init},
   };
   for (size_t k = 0; k < sizeof(kSymbols) / sizeof(kSymbols[0]); ++k)
     mlirExecutionEngineRegisterSymbol(

@@ -30,12 +30,12 @@ static Memref2 view(float *data, int64_t rows, int64_t cols) {
 }
 
 int main(void) {
-  /* The runtime knows the rank on every backend (mpirun sets no RANK). */
+  /* The runtime knows the rank on every backend (mpirun sets no RANK). On
+   * a job of another size the compiled entry stops with a message (its
+   * dtrt_mlir_init checks the mesh), before any block is read. */
   int rank = dtrtRank(dtrtProcessContext());
-  if (dtrtWorldSize(dtrtProcessContext()) != RANKS) {
-    fprintf(stderr, "run on %d ranks (dtensor-run -n %d)\n", RANKS, RANKS);
-    return 2;
-  }
+  if (rank >= RANKS)
+    rank = 0;
   static float x[M * K], w1[K * HB], w2[HB * K];
   for (int64_t i = 0; i < M * K; ++i)
     x[i] = input(0, i);
