@@ -12,17 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures = 0, checks = 0, rank = 0;
-
-#define CHECK(cond, ...)                                                       \
-  do {                                                                         \
-    ++checks;                                                                  \
-    if (!(cond) && ++failures < 20) {                                          \
-      fprintf(stderr, "rank %d: %s:%d: ", rank, __FILE__, __LINE__);           \
-      fprintf(stderr, __VA_ARGS__);                                            \
-      fprintf(stderr, "\n");                                                   \
-    }                                                                          \
-  } while (0)
+#include "RankCheck.h"
 
 static double value(int r, size_t k) { return (r + 1) * 10.0 + (double)(k % 7); }
 

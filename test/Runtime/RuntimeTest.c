@@ -10,19 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures = 0, checks = 0, rank = 0;
-
-#define CHECK(cond, ...)                                                       \
-  do {                                                                         \
-    ++checks;                                                                  \
-    if (!(cond)) {                                                             \
-      if (++failures < 20) {                                                   \
-        fprintf(stderr, "rank %d: %s:%d: ", rank, __FILE__, __LINE__);         \
-        fprintf(stderr, __VA_ARGS__);                                          \
-        fprintf(stderr, "\n");                                                 \
-      }                                                                        \
-    }                                                                          \
-  } while (0)
+#include "RankCheck.h"
 
 /* Small integers as f16 (exact for |v| <= 2048) and bf16 (|v| <= 256). */
 static uint16_t toHalf(double v) {

@@ -9,18 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures = 0, checks = 0, rank = 0;
-
-#define CHECK(cond, ...)                                                       \
-  do {                                                                         \
-    ++checks;                                                                  \
-    if (!(cond)) {                                                             \
-      ++failures;                                                              \
-      fprintf(stderr, "rank %d: %s:%d: ", rank, __FILE__, __LINE__);           \
-      fprintf(stderr, __VA_ARGS__);                                            \
-      fprintf(stderr, "\n");                                                   \
-    }                                                                          \
-  } while (0)
+#include "RankCheck.h"
 
 int main(void) {
   DtrtContext *c = NULL;

@@ -1,0 +1,726 @@
+/* The checkpoint format (docs/checkpoint.md): the metadata file in JSON
+ * (jansson), the shards of a layout, and moving blocks between memory and
+ * shard files: a block is read from every saved shard that overlaps it,
+ * each only where it overlaps, in runs as long as both layouts allow. */
+#define _GNU_SOURCE
+#include "CkptInternal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+static bool failf(char *err, size_t size, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static bool failf(char *err, size_t size, const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  vsnprintf(err, size, format, args);
+  va_end(args);
+  return false;
+}
+
+/* ---- types and names ------------------------------------------------------- */
+
+static const struct {
+  const char *name;
+  DtrtDtype dtype;
+  DtensorElementType element;
+} kTypes[] = {
+    {"f32", DTRT_F32, DTENSOR_F32},   {"f64", DTRT_F64, DTENSOR_F64},
+    {"f16", DTRT_F16, DTENSOR_F16},   {"bf16", DTRT_BF16, DTENSOR_BF16},
+    {"i32", DTRT_I32, DTENSOR_I32},   {"i64", DTRT_I64, DTENSOR_I64},
+};
+
+DtensorElementType dtCkptElementType(DtrtDtype dtype) {
+  for (size_t k = 0; k < sizeof(kTypes) / sizeof(kTypes[0]); ++k)
+    if (kTypes[k].dtype == dtype)
+      return kTypes[k].element;
+  return DTENSOR_F32;
+}
+
+const char *dtCkptDtypeName(DtrtDtype dtype) {
+  for (size_t k = 0; k < sizeof(kTypes) / sizeof(kTypes[0]); ++k)
+    if (kTypes[k].dtype == dtype)
+      return kTypes[k].name;
+  return "?";
+}
+
+bool dtCkptDtypeParse(const char *name, DtrtDtype *out) {
+  for (size_t k = 0; k < sizeof(kTypes) / sizeof(kTypes[0]); ++k)
+    if (!strcmp(kTypes[k].name, name)) {
+      *out = kTypes[k].dtype;
+      return true;
+    }
+  return false;
+}
+
+bool dtCkptNameIsValid(const char *name) {
+  size_t n = strlen(name);
+  if (n == 0 || n > 100 || name[0] == '.')
+    return false;
+  for (const char *p = name; *p; ++p)
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+          (*p >= '0' && *p <= '9') || *p == '_' || *p == '-' || *p == '.'))
+      return false;
+  return true;
+}
+
+uint32_t dtCkptCrc(uint32_t crc, const void *data, size_t n) {
+  const unsigned char *p = data;
+  while (n) {
+    uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
+    crc = (uint32_t)crc32(crc, p, k);
+    p += k;
+    n -= k;
+  }
+  return crc;
+}
+
+/* ---- layouts and shards ----------------------------------------------------- */
+
+bool dtCkptLayout(const char *meshText, const char *specText, DtrtDtype dtype,
+                  int rank, const int64_t *shape, DtensorMesh **outMesh,
+                  DtensorLayout *outLayout, char *err, size_t errSize) {
+  DtensorDiag diag;
+  *outMesh = NULL;
+  if (rank < 0 || rank > DTENSOR_MAX_TENSOR_RANK)
+    return failf(err, errSize, "a tensor of %d dims (valid: 0 to %d)", rank,
+                 DTENSOR_MAX_TENSOR_RANK);
+  DtensorMesh *mesh = dtensorMeshParse(meshText, &diag);
+  if (!mesh)
+    return failf(err, errSize, "mesh '%s': %s", meshText, diag.message);
+  DtensorShardingSpec spec;
+  if (!dtensorShardingSpecParse(specText, mesh, &spec, &diag) ||
+      !dtensorLayoutInit(mesh, &spec, rank, shape, dtCkptElementType(dtype),
+                         outLayout, &diag)) {
+    dtensorMeshDestroy(mesh);
+    return failf(err, errSize, "spec '%s' on mesh '%s': %s", specText,
+                 meshText, diag.message);
+  }
+  *outMesh = mesh;
+  return true;
+}
+
+void dtCkptTensorFree(CkptTensor *t) {
+  for (int s = 0; s < t->numShards; ++s)
+    for (int d = 0; d < t->rank; ++d)
+      free(t->shards[s].ranges[d]);
+  free(t->shards);
+  t->shards = NULL;
+  t->numShards = 0;
+}
+
+static int64_t rangesLength(int n, const DtensorRange *r) {
+  int64_t len = 0;
+  for (int i = 0; i < n; ++i)
+    len += r[i].end - r[i].begin;
+  return len;
+}
+
+/* The ranges of `device` along every dim, allocated; returns the element
+ * count of its block. */
+static int64_t deviceRanges(const DtensorLayout *l, int64_t device,
+                            int *numRanges, DtensorRange **ranges) {
+  int64_t elems = 1;
+  for (int d = 0; d < l->rank; ++d) {
+    int64_t k = l->spec.interleave[d] > 1 ? l->spec.interleave[d] : 1;
+    ranges[d] = calloc((size_t)k, sizeof(DtensorRange));
+    numRanges[d] = dtensorLayoutGetLocalRanges(l, device, d, ranges[d]);
+    elems *= rangesLength(numRanges[d], ranges[d]);
+  }
+  return elems;
+}
+
+bool dtCkptPlanShards(const DtensorLayout *l, CkptTensor *t, char *err,
+                      size_t errSize) {
+  if (dtensorShardingSpecIsPartial(&l->spec))
+    return failf(err, errSize, "'%s' is Partial: reduce it before planning "
+                 "its shards", t->name);
+  int64_t devices = dtensorMeshGetNumDevices(l->mesh);
+  t->shards = calloc((size_t)devices, sizeof(CkptShard));
+  t->numShards = 0;
+  int64_t *group = malloc(sizeof(int64_t) * (size_t)devices);
+  size_t es = dtensorElementTypeGetSize(l->elementType);
+  for (int64_t dev = 0; dev < devices; ++dev) {
+    dtensorLayoutGetReplicaGroup(l, dev, group, devices);
+    if (group[0] != dev)
+      continue; /* a replica: the first device of its group writes it */
+    CkptShard *s = &t->shards[t->numShards];
+    int64_t elems = deviceRanges(l, dev, s->numRanges, s->ranges);
+    if (elems == 0) { /* an empty block of an uneven layout */
+      for (int d = 0; d < l->rank; ++d)
+        free(s->ranges[d]);
+      memset(s, 0, sizeof(*s));
+      continue;
+    }
+    s->device = dev;
+    s->bytes = elems * (int64_t)es;
+    snprintf(s->file, sizeof(s->file), "%s.%lld.bin", t->name,
+             (long long)dev);
+    ++t->numShards;
+  }
+  free(group);
+  return true;
+}
+
+/* ---- metadata ---------------------------------------------------------------- */
+
+void dtCkptMetaFree(CkptMeta *m) {
+  for (int i = 0; i < m->numTensors; ++i)
+    dtCkptTensorFree(&m->tensors[i]);
+  free(m->tensors);
+  m->tensors = NULL;
+  m->numTensors = 0;
+}
+
+const CkptTensor *dtCkptMetaFind(const CkptMeta *m, const char *name) {
+  for (int i = 0; i < m->numTensors; ++i)
+    if (!strcmp(m->tensors[i].name, name))
+      return &m->tensors[i];
+  return NULL;
+}
+
+static json_t *int64Array(int n, const int64_t *v) {
+  json_t *a = json_array();
+  for (int i = 0; i < n; ++i)
+    json_array_append_new(a, json_integer(v[i]));
+  return a;
+}
+
+bool dtCkptMetaWrite(const char *path, const CkptMeta *m, char *err,
+                     size_t errSize) {
+  json_t *root = json_object();
+  json_object_set_new(root, "format", json_string("dtensor-checkpoint"));
+  json_object_set_new(root, "version", json_integer(DTRT_CHECKPOINT_VERSION));
+  json_t *tensors = json_array();
+  for (int i = 0; i < m->numTensors; ++i) {
+    const CkptTensor *t = &m->tensors[i];
+    json_t *jt = json_object();
+    json_object_set_new(jt, "name", json_string(t->name));
+    json_object_set_new(jt, "dtype", json_string(dtCkptDtypeName(t->dtype)));
+    json_object_set_new(jt, "shape", int64Array(t->rank, t->shape));
+    json_object_set_new(jt, "mesh", json_string(t->mesh));
+    json_object_set_new(jt, "spec", json_string(t->spec));
+    json_t *shards = json_array();
+    for (int s = 0; s < t->numShards; ++s) {
+      const CkptShard *sh = &t->shards[s];
+      json_t *js = json_object();
+      json_object_set_new(js, "file", json_string(sh->file));
+      json_object_set_new(js, "device", json_integer(sh->device));
+      json_t *dims = json_array();
+      for (int d = 0; d < t->rank; ++d) {
+        json_t *list = json_array();
+        for (int r = 0; r < sh->numRanges[d]; ++r) {
+          int64_t be[2] = {sh->ranges[d][r].begin, sh->ranges[d][r].end};
+          json_array_append_new(list, int64Array(2, be));
+        }
+        json_array_append_new(dims, list);
+      }
+      json_object_set_new(js, "ranges", dims);
+      json_object_set_new(js, "bytes", json_integer(sh->bytes));
+      json_object_set_new(js, "crc32", json_integer(sh->crc));
+      json_array_append_new(shards, js);
+    }
+    json_object_set_new(jt, "shards", shards);
+    json_array_append_new(tensors, jt);
+  }
+  json_object_set_new(root, "tensors", tensors);
+  char *text = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+  json_decref(root);
+  if (!text)
+    return failf(err, errSize, "%s: out of memory", path);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  size_t n = strlen(text), done = 0;
+  bool ok = fd >= 0;
+  while (ok && done < n) {
+    ssize_t k = write(fd, text + done, n - done);
+    if (k < 0 && errno == EINTR)
+      continue;
+    ok = k > 0;
+    done += k > 0 ? (size_t)k : 0;
+  }
+  ok = ok && write(fd, "\n", 1) == 1 && fsync(fd) == 0;
+  int e = errno;
+  if (fd >= 0)
+    close(fd);
+  free(text);
+  return ok ? true : failf(err, errSize, "writing %s: %s", path, strerror(e));
+}
+
+/* Reads an array of int64 of length `n` (or any length when n < 0, stored
+ * in *outN). */
+static bool readInts(json_t *a, int max, int64_t *out, int *outN) {
+  if (!json_is_array(a) || (int)json_array_size(a) > max)
+    return false;
+  for (size_t i = 0; i < json_array_size(a); ++i) {
+    json_t *v = json_array_get(a, i);
+    if (!json_is_integer(v))
+      return false;
+    out[i] = json_integer_value(v);
+  }
+  *outN = (int)json_array_size(a);
+  return true;
+}
+
+static bool readShard(json_t *js, CkptTensor *t, CkptShard *s,
+                      const char *path, char *err, size_t errSize) {
+  json_t *file = json_object_get(js, "file"), *dev = json_object_get(js, "device");
+  json_t *ranges = json_object_get(js, "ranges"), *bytes = json_object_get(js, "bytes");
+  json_t *crc = json_object_get(js, "crc32");
+  if (!json_is_string(file) || !json_is_integer(dev) || !json_is_array(ranges) ||
+      !json_is_integer(bytes) || !json_is_integer(crc) ||
+      (int)json_array_size(ranges) != t->rank)
+    return failf(err, errSize, "%s: a shard of '%s' lacks file, device, "
+                 "ranges (one list per dim), bytes or crc32", path, t->name);
+  const char *f = json_string_value(file);
+  if (!dtCkptNameIsValid(f) || strlen(f) >= sizeof(s->file))
+    return failf(err, errSize, "%s: shard file name '%s' of '%s' is not a "
+                 "plain file name", path, f, t->name);
+  snprintf(s->file, sizeof(s->file), "%s", f);
+  s->device = json_integer_value(dev);
+  s->bytes = json_integer_value(bytes);
+  s->crc = (uint32_t)json_integer_value(crc);
+  int64_t elems = 1;
+  for (int d = 0; d < t->rank; ++d) {
+    json_t *list = json_array_get(ranges, (size_t)d);
+    size_t n = json_is_array(list) ? json_array_size(list) : 0;
+    s->ranges[d] = calloc(n + 1, sizeof(DtensorRange));
+    s->numRanges[d] = (int)n;
+    for (size_t r = 0; r < n; ++r) {
+      int64_t be[2];
+      int got = 0;
+      if (!readInts(json_array_get(list, r), 2, be, &got) || got != 2 ||
+          be[0] < 0 || be[1] <= be[0] || be[1] > t->shape[d])
+        return failf(err, errSize, "%s: shard '%s' of '%s': dim %d has a "
+                     "range that is not [begin, end) within 0..%lld", path, f,
+                     t->name, d, (long long)t->shape[d]);
+      s->ranges[d][r] = (DtensorRange){be[0], be[1]};
+    }
+    if (n == 0)
+      return failf(err, errSize, "%s: shard '%s' of '%s' has no range in dim "
+                   "%d", path, f, t->name, d);
+    elems *= rangesLength((int)n, s->ranges[d]);
+  }
+  if (s->bytes != elems * (int64_t)dtrtDtypeSize(t->dtype))
+    return failf(err, errSize, "%s: shard '%s' of '%s' says %lld bytes but "
+                 "its ranges hold %lld", path, f, t->name,
+                 (long long)s->bytes,
+                 (long long)(elems * (int64_t)dtrtDtypeSize(t->dtype)));
+  return true;
+}
+
+static bool readTensor(json_t *jt, CkptTensor *t, const char *path, char *err,
+                       size_t errSize) {
+  json_t *name = json_object_get(jt, "name"), *dtype = json_object_get(jt, "dtype");
+  json_t *shape = json_object_get(jt, "shape"), *mesh = json_object_get(jt, "mesh");
+  json_t *spec = json_object_get(jt, "spec"), *shards = json_object_get(jt, "shards");
+  if (!json_is_string(name) || !json_is_string(dtype) || !json_is_string(mesh) ||
+      !json_is_string(spec) || !json_is_array(shards))
+    return failf(err, errSize, "%s: a tensor lacks name, dtype, shape, mesh, "
+                 "spec or shards", path);
+  snprintf(t->name, sizeof(t->name), "%s", json_string_value(name));
+  if (!dtCkptDtypeParse(json_string_value(dtype), &t->dtype))
+    return failf(err, errSize, "%s: '%s' has element type '%s' (valid: f32, "
+                 "f64, f16, bf16, i32, i64)", path, t->name,
+                 json_string_value(dtype));
+  if (!readInts(shape, DTENSOR_MAX_TENSOR_RANK, t->shape, &t->rank))
+    return failf(err, errSize, "%s: the shape of '%s' is not a list of at "
+                 "most %d integers", path, t->name, DTENSOR_MAX_TENSOR_RANK);
+  for (int d = 0; d < t->rank; ++d)
+    if (t->shape[d] < 1)
+      return failf(err, errSize, "%s: '%s' has dim %d of size %lld", path,
+                   t->name, d, (long long)t->shape[d]);
+  snprintf(t->mesh, sizeof(t->mesh), "%s", json_string_value(mesh));
+  snprintf(t->spec, sizeof(t->spec), "%s", json_string_value(spec));
+  size_t n = json_array_size(shards);
+  t->shards = calloc(n + 1, sizeof(CkptShard));
+  t->numShards = 0;
+  for (size_t s = 0; s < n; ++s) {
+    ++t->numShards; /* counted first: a failed shard is freed with the rest */
+    if (!readShard(json_array_get(shards, s), t, &t->shards[s], path, err,
+                   errSize))
+      return false;
+  }
+  return true;
+}
+
+bool dtCkptMetaRead(const char *dir, CkptMeta *out, char *err,
+                    size_t errSize) {
+  memset(out, 0, sizeof(*out));
+  char path[4096];
+  snprintf(path, sizeof(path), "%s/%s", dir, DTRT_CHECKPOINT_METADATA);
+  json_error_t jerr;
+  json_t *root = json_load_file(path, 0, &jerr);
+  if (!root) {
+    struct stat st;
+    if (stat(path, &st) != 0)
+      return failf(err, errSize, "%s: %s (is '%s' a checkpoint?)", path,
+                   strerror(errno), dir);
+    return failf(err, errSize, "%s:%d:%d: not valid JSON: %s", path,
+                 jerr.line, jerr.column, jerr.text);
+  }
+  json_t *format = json_object_get(root, "format");
+  json_t *version = json_object_get(root, "version");
+  json_t *tensors = json_object_get(root, "tensors");
+  bool ok = true;
+  if (!json_is_string(format) ||
+      strcmp(json_string_value(format), "dtensor-checkpoint"))
+    ok = failf(err, errSize, "%s: not a dtensor checkpoint (no \"format\": "
+               "\"dtensor-checkpoint\")", path);
+  else if (!json_is_integer(version) || json_integer_value(version) < 1 ||
+           json_integer_value(version) > DTRT_CHECKPOINT_VERSION)
+    ok = failf(err, errSize, "%s: format version %lld; this runtime reads "
+               "1 to %d", path,
+               json_is_integer(version) ? (long long)json_integer_value(version)
+                                        : -1LL,
+               DTRT_CHECKPOINT_VERSION);
+  else if (!json_is_array(tensors))
+    ok = failf(err, errSize, "%s: no \"tensors\" list", path);
+  if (ok) {
+    out->version = (int)json_integer_value(version);
+    size_t n = json_array_size(tensors);
+    out->tensors = calloc(n + 1, sizeof(CkptTensor));
+    for (size_t i = 0; i < n && ok; ++i) {
+      ++out->numTensors;
+      ok = readTensor(json_array_get(tensors, i), &out->tensors[i], path, err,
+                      errSize);
+      for (size_t j = 0; ok && j < i; ++j)
+        if (!strcmp(out->tensors[j].name, out->tensors[i].name))
+          ok = failf(err, errSize, "%s: tensor '%s' is listed twice", path,
+                     out->tensors[i].name);
+    }
+  }
+  json_decref(root);
+  if (!ok)
+    dtCkptMetaFree(out);
+  return ok;
+}
+
+/* ---- blocks and shard files ---------------------------------------------------- */
+
+static bool writeAll(int fd, const void *data, size_t n) {
+  const char *p = data;
+  while (n) {
+    ssize_t k = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k <= 0)
+      return false;
+    p += k;
+    n -= (size_t)k;
+  }
+  return true;
+}
+
+static bool preadAll(int fd, void *data, size_t n, int64_t off) {
+  char *p = data;
+  while (n) {
+    ssize_t k = pread(fd, p, n > (1u << 30) ? (1u << 30) : n, (off_t)off);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k <= 0)
+      return false;
+    p += k;
+    n -= (size_t)k;
+    off += k;
+  }
+  return true;
+}
+
+bool dtCkptWriteShard(const char *dir, const DtensorLayout *l,
+                      const void *paddedBlock, CkptShard *shard, char *err,
+                      size_t errSize) {
+  size_t es = dtensorElementTypeGetSize(l->elementType);
+  int64_t real[DTENSOR_MAX_TENSOR_RANK], pad[DTENSOR_MAX_TENSOR_RANK];
+  dtensorLayoutGetLocalShape(l, shard->device, real);
+  dtensorLayoutGetMaxLocalShape(l, pad);
+  /* The real block, packed: rows of the last dim out of the padded block. */
+  int64_t rows = 1, row = l->rank ? real[l->rank - 1] : 1;
+  for (int d = 0; d + 1 < l->rank; ++d)
+    rows *= real[d];
+  bool packed = true;
+  for (int d = 1; d < l->rank; ++d)
+    packed &= real[d] == pad[d];
+  char *data = (char *)paddedBlock;
+  if (!packed) {
+    data = malloc((size_t)shard->bytes + 1);
+    if (!data)
+      return failf(err, errSize, "out of memory");
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t idx = r, src = 0, stride = 1;
+      /* Row r of the real block in padded coordinates. */
+      for (int d = l->rank - 2; d >= 0; --d) {
+        src += (idx % real[d]) * stride * pad[l->rank - 1];
+        stride *= pad[d];
+        idx /= real[d];
+      }
+      memcpy(data + (size_t)(r * row) * es,
+             (const char *)paddedBlock + (size_t)src * es, (size_t)row * es);
+    }
+  }
+  shard->crc = dtCkptCrc(0, data, (size_t)shard->bytes);
+  char path[4096];
+  snprintf(path, sizeof(path), "%s/%s", dir, shard->file);
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  bool ok = fd >= 0 && writeAll(fd, data, (size_t)shard->bytes) &&
+            fsync(fd) == 0;
+  int e = errno;
+  if (fd >= 0)
+    close(fd);
+  if (data != paddedBlock)
+    free(data);
+  return ok ? true : failf(err, errSize, "writing %s: %s", path, strerror(e));
+}
+
+/* A piece of one dim where a saved block and the wanted block overlap. */
+typedef struct Segment {
+  int64_t src, dst, len; /* local starts in each block, and length */
+} Segment;
+
+/* The overlap of a list of saved ranges and a list of wanted ranges. */
+static int overlap(int ns, const DtensorRange *s, int nd, const DtensorRange *d,
+                   Segment *out) {
+  int n = 0;
+  int64_t sOff = 0;
+  for (int i = 0; i < ns; ++i) {
+    int64_t dOff = 0;
+    for (int j = 0; j < nd; ++j) {
+      int64_t lo = s[i].begin > d[j].begin ? s[i].begin : d[j].begin;
+      int64_t hi = s[i].end < d[j].end ? s[i].end : d[j].end;
+      if (lo < hi)
+        out[n++] = (Segment){sOff + lo - s[i].begin, dOff + lo - d[j].begin,
+                             hi - lo};
+      dOff += d[j].end - d[j].begin;
+    }
+    sOff += s[i].end - s[i].begin;
+  }
+  return n;
+}
+
+/* Opens a shard file for reading after checking its size; -1 and a
+ * message naming it if it is missing or of the wrong size. */
+static int openShard(const char *path, int64_t bytes, char *err,
+                     size_t errSize) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    failf(err, errSize, "%s: %s", path, strerror(errno));
+  } else if (st.st_size != bytes) {
+    failf(err, errSize, "%s: %s (%lld bytes, the metadata says %lld)", path,
+          st.st_size < bytes ? "truncated" : "too long",
+          (long long)st.st_size, (long long)bytes);
+  } else {
+    return fd;
+  }
+  if (fd >= 0)
+    close(fd);
+  return -1;
+}
+
+static bool readShardPart(const char *dir, const CkptTensor *t,
+                          const CkptShard *sh, int rank,
+                          int *numWanted, DtensorRange **wanted,
+                          const int64_t *pad, char *block, int64_t *bytesRead,
+                          char *err, size_t errSize) {
+  size_t es = dtrtDtypeSize(t->dtype);
+  Segment *segs[DTENSOR_MAX_TENSOR_RANK];
+  int numSegs[DTENSOR_MAX_TENSOR_RANK];
+  int64_t srcShape[DTENSOR_MAX_TENSOR_RANK];
+  bool touches = true, whole = true;
+  for (int d = 0; d < rank; ++d) {
+    segs[d] = malloc(sizeof(Segment) *
+                     (size_t)(sh->numRanges[d] * numWanted[d] + 1));
+    numSegs[d] = overlap(sh->numRanges[d], sh->ranges[d], numWanted[d],
+                         wanted[d], segs[d]);
+    srcShape[d] = rangesLength(sh->numRanges[d], sh->ranges[d]);
+    touches &= numSegs[d] > 0;
+    whole &= numSegs[d] == 1 && segs[d][0].len == srcShape[d];
+  }
+  bool ok = true;
+  int fd = -1;
+  if (!touches)
+    goto done;
+  char path[4096];
+  snprintf(path, sizeof(path), "%s/%s", dir, sh->file);
+  if ((fd = openShard(path, sh->bytes, err, errSize)) < 0) {
+    ok = false;
+    goto done;
+  }
+  /* Runs: the trailing dims where one segment spans both blocks whole are
+   * contiguous in both; the run goes over dims t.. */
+  int tdim = rank - 1;
+  while (tdim > 0 && numSegs[tdim] == 1 && segs[tdim][0].len == srcShape[tdim] &&
+         segs[tdim][0].len == pad[tdim])
+    --tdim;
+  int64_t run = 1;
+  for (int d = tdim; d < rank; ++d)
+    run *= rank ? segs[d][0].len : 1;
+  /* Iterate the outer dims 0..tdim-1 over every segment and every index
+   * in it, and the segments of dim tdim. */
+  int segIdx[DTENSOR_MAX_TENSOR_RANK] = {0};
+  int64_t off[DTENSOR_MAX_TENSOR_RANK] = {0};
+  uint32_t crc = 0;
+  for (;;) {
+    /* The run at the current position. */
+    int64_t src = 0, dst = 0;
+    for (int d = 0; d < rank; ++d) {
+      const Segment *g = &segs[d][d <= tdim ? segIdx[d] : 0];
+      int64_t i = d < tdim ? off[d] : 0;
+      src = src * srcShape[d] + g->src + i;
+      dst = dst * pad[d] + g->dst + i;
+    }
+    int64_t len = rank ? (run / segs[tdim][0].len) * segs[tdim][segIdx[tdim]].len
+                       : 1;
+    char *to = block + (size_t)dst * es;
+    if (!preadAll(fd, to, (size_t)len * es, src * (int64_t)es)) {
+      ok = failf(err, errSize, "%s: read failed: %s", path, strerror(errno));
+      goto done;
+    }
+    *bytesRead += len * (int64_t)es;
+    if (whole)
+      crc = dtCkptCrc(crc, to, (size_t)len * es);
+    /* Next position: dim tdim's segments, then the outer indices. */
+    int d = tdim;
+    if (rank == 0)
+      break;
+    for (; d >= 0; --d) {
+      if (d == tdim) {
+        if (++segIdx[d] < numSegs[d])
+          break;
+        segIdx[d] = 0;
+        continue;
+      }
+      if (++off[d] < segs[d][segIdx[d]].len)
+        break;
+      off[d] = 0;
+      if (++segIdx[d] < numSegs[d])
+        break;
+      segIdx[d] = 0;
+    }
+    if (d < 0)
+      break;
+  }
+  if (whole && crc != sh->crc)
+    ok = failf(err, errSize, "%s: corrupted (checksum %08x, the metadata "
+               "says %08x)", path, crc, sh->crc);
+done:
+  if (fd >= 0)
+    close(fd);
+  for (int d = 0; d < rank; ++d)
+    free(segs[d]);
+  return ok;
+}
+
+bool dtCkptReadBlock(const char *dir, const CkptTensor *saved,
+                     const DtensorLayout *l, int64_t device, void *block,
+                     int64_t *outBytesRead, char *err, size_t errSize) {
+  int numWanted[DTENSOR_MAX_TENSOR_RANK];
+  DtensorRange *wanted[DTENSOR_MAX_TENSOR_RANK];
+  int64_t pad[DTENSOR_MAX_TENSOR_RANK];
+  deviceRanges(l, device, numWanted, wanted);
+  dtensorLayoutGetMaxLocalShape(l, pad);
+  int64_t bytes = 0;
+  bool ok = true;
+  for (int s = 0; s < saved->numShards && ok; ++s)
+    ok = readShardPart(dir, saved, &saved->shards[s], l->rank, numWanted,
+                       wanted, pad, block, &bytes, err, errSize);
+  for (int d = 0; d < l->rank; ++d)
+    free(wanted[d]);
+  if (outBytesRead)
+    *outBytesRead = bytes;
+  return ok;
+}
+
+bool dtCkptVerifyTensor(const char *dir, const CkptTensor *t, char *err,
+                        size_t errSize) {
+  char *buf = malloc(1 << 20);
+  bool ok = buf != NULL;
+  for (int s = 0; s < t->numShards && ok; ++s) {
+    const CkptShard *sh = &t->shards[s];
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", dir, sh->file);
+    int fd = openShard(path, sh->bytes, err, errSize);
+    if (fd < 0) {
+      ok = false;
+    } else {
+      uint32_t crc = 0;
+      for (int64_t off = 0; off < sh->bytes && ok;) {
+        size_t n = sh->bytes - off < (1 << 20) ? (size_t)(sh->bytes - off)
+                                               : (1u << 20);
+        if (!preadAll(fd, buf, n, off))
+          ok = failf(err, errSize, "%s: read failed: %s", path,
+                     strerror(errno));
+        crc = dtCkptCrc(crc, buf, n);
+        off += (int64_t)n;
+      }
+      if (ok && crc != sh->crc)
+        ok = failf(err, errSize, "%s: corrupted (checksum %08x, the metadata "
+                   "says %08x)", path, crc, sh->crc);
+    }
+    if (fd >= 0)
+      close(fd);
+  }
+  free(buf);
+  return ok;
+}
+
+/* ---- the atomic swap ------------------------------------------------------------ */
+
+void dtCkptRemoveDir(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d)
+    return;
+  for (struct dirent *e; (e = readdir(d));) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+      continue;
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+    unlink(path);
+  }
+  closedir(d);
+  rmdir(dir);
+}
+
+static void syncParent(const char *dir) {
+  char parent[4096];
+  snprintf(parent, sizeof(parent), "%s", dir);
+  char *slash = strrchr(parent, '/');
+  if (slash == parent)
+    slash[1] = 0;
+  else if (slash)
+    *slash = 0;
+  else
+    snprintf(parent, sizeof(parent), ".");
+  int fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    fsync(fd);
+    close(fd);
+  }
+}
+
+bool dtCkptCommit(const char *staged, const char *dir, char *err,
+                  size_t errSize) {
+  struct stat st;
+  if (stat(dir, &st) != 0) {
+    if (rename(staged, dir) != 0)
+      return failf(err, errSize, "renaming %s to %s: %s", staged, dir,
+                   strerror(errno));
+    syncParent(dir);
+    return true;
+  }
+  if (renameat2(AT_FDCWD, staged, AT_FDCWD, dir, RENAME_EXCHANGE) != 0)
+    return failf(err, errSize, "swapping %s into %s: %s", staged, dir,
+                 strerror(errno));
+  syncParent(dir);
+  dtCkptRemoveDir(staged); /* the previous checkpoint, now at `staged` */
+  return true;
+}

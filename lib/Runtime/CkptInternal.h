@@ -1,0 +1,112 @@
+/* Private parts of the checkpoint code: the metadata (CkptFormat.c), the
+ * shards of a layout, reading any block of any layout from saved shards and
+ * writing one shard. Used by the collective API (Checkpoint.c) and by the
+ * offline tool dtensor-ckpt (linked from the runtime's objects). */
+#ifndef DTENSOR_LIB_RUNTIME_CKPTINTERNAL_H
+#define DTENSOR_LIB_RUNTIME_CKPTINTERNAL_H
+
+#include "dtensor-c/Layout.h"
+#include "dtensor-rt/Checkpoint.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CKPT_ERROR_SIZE 512
+
+/// One saved block: its data file and the global index ranges it holds.
+typedef struct CkptShard {
+  char file[160];
+  int64_t device; /* the saving mesh's device that wrote it */
+  int numRanges[DTENSOR_MAX_TENSOR_RANK];
+  DtensorRange *ranges[DTENSOR_MAX_TENSOR_RANK];
+  int64_t bytes;
+  uint32_t crc;
+} CkptShard;
+
+typedef struct CkptTensor {
+  char name[128];
+  DtrtDtype dtype;
+  int rank;
+  int64_t shape[DTENSOR_MAX_TENSOR_RANK];
+  char mesh[256];
+  char spec[256]; /* never Partial */
+  int numShards;
+  CkptShard *shards;
+} CkptTensor;
+
+typedef struct CkptMeta {
+  int version;
+  int numTensors;
+  CkptTensor *tensors;
+} CkptMeta;
+
+/// The layout element type of a runtime type.
+DtensorElementType dtCkptElementType(DtrtDtype dtype);
+
+/// The name of a runtime type ("f32", ...), and back.
+const char *dtCkptDtypeName(DtrtDtype dtype);
+bool dtCkptDtypeParse(const char *name, DtrtDtype *out);
+
+/// Whether `name` may name a tensor (it also names files).
+bool dtCkptNameIsValid(const char *name);
+
+/// Builds the mesh and layout of a tensor (mesh and spec text, global shape)
+/// into `outMesh` (caller destroys) and `outLayout`; false with a message.
+bool dtCkptLayout(const char *meshText, const char *specText, DtrtDtype dtype,
+                  int rank, const int64_t *shape, DtensorMesh **outMesh,
+                  DtensorLayout *outLayout, char *err, size_t errSize);
+
+/// Fills `t`'s shards for a non-Partial layout: one per distinct block
+/// (written by the lowest device holding it), empty blocks left out; file
+/// names `<name>.<device>.bin`. Checksums are left 0.
+bool dtCkptPlanShards(const DtensorLayout *layout, CkptTensor *t, char *err,
+                      size_t errSize);
+
+/// Frees the shards of `t` (not `t`).
+void dtCkptTensorFree(CkptTensor *t);
+
+/// Reads `dir`/dtensor-checkpoint.json; false with a message naming it.
+bool dtCkptMetaRead(const char *dir, CkptMeta *out, char *err, size_t errSize);
+
+/// Writes the metadata to `path` (fsync'd); false with a message.
+bool dtCkptMetaWrite(const char *path, const CkptMeta *meta, char *err,
+                     size_t errSize);
+
+void dtCkptMetaFree(CkptMeta *meta);
+
+/// Finds a tensor by name (NULL if absent).
+const CkptTensor *dtCkptMetaFind(const CkptMeta *meta, const char *name);
+
+/// Writes the block of `device` (a padded block under `layout`) as `shard`'s
+/// file in `dir` (fsync'd) and sets its checksum; false with a message.
+bool dtCkptWriteShard(const char *dir, const DtensorLayout *layout,
+                      const void *paddedBlock, CkptShard *shard, char *err,
+                      size_t errSize);
+
+/// Reads the block of `device` under `layout` (padded; padding untouched)
+/// from the shards of `saved` in `dir`, each shard only where it overlaps
+/// the block. A shard file of the wrong size is an error; a shard read
+/// whole is checked against its checksum. `outBytesRead` (may be NULL) gets
+/// the bytes read. False with a message naming the file.
+bool dtCkptReadBlock(const char *dir, const CkptTensor *saved,
+                     const DtensorLayout *layout, int64_t device,
+                     void *paddedBlock, int64_t *outBytesRead, char *err,
+                     size_t errSize);
+
+/// Checks every shard file of `t` in `dir` (size and checksum).
+bool dtCkptVerifyTensor(const char *dir, const CkptTensor *t, char *err,
+                        size_t errSize);
+
+/// CRC-32 (zlib's) of `n` bytes, continuing `crc` (start with 0).
+uint32_t dtCkptCrc(uint32_t crc, const void *data, size_t n);
+
+/// Replaces `dir` by `staged` atomically (renameat2 RENAME_EXCHANGE when
+/// `dir` exists, then removes the old one); false with a message.
+bool dtCkptCommit(const char *staged, const char *dir, char *err,
+                  size_t errSize);
+
+/// Removes a directory and the files in it (not recursive beyond that).
+void dtCkptRemoveDir(const char *dir);
+
+#endif

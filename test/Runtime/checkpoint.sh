@@ -1,0 +1,67 @@
+#!/bin/sh
+# Checkpoint tests across world sizes and layouts (see CheckpointTest.c).
+# usage: checkpoint.sh DTENSOR-RUN CHECKPOINT-TEST WORKDIR
+set -e
+run=$1; prog=$2; work=$3
+rm -rf "$work"; mkdir -p "$work"
+ck=$work/ck
+step() { echo "== $*"; }
+
+# Save on N ranks, load on M ranks, for meshes 1, 2, 4 and 2x2 (odd seeds
+# take 2x2 on 4 ranks).
+for seed in 1 2 3 4 5 6; do
+  for n in 4 2 1; do
+    step "seed $seed: save on $n"
+    "$run" -n $n "$prog" save "$ck" $seed
+    for m in 1 2 4; do
+      step "seed $seed: saved on $n, load on $m"
+      "$run" -n $m "$prog" load "$ck" $seed
+    done
+  done
+done
+
+# A second save replaces the first atomically; a load with the old seed's
+# tensors then fails on a type or shape, naming the metadata file.
+"$run" -n 2 "$prog" save "$ck" 7
+"$run" -n 2 "$prog" load "$ck" 7
+step "loading tensors of another checkpoint"
+"$run" -n 2 "$prog" load-fails "$ck" 8 "dtensor-checkpoint.json: 't"
+
+# A rank killed during a save: the job fails, the previous checkpoint is
+# still there and loads.
+step "rank killed during save"
+if "$run" -n 4 "$prog" save-killed "$ck" 9 2>"$work/killed.txt"; then
+  echo "save-killed succeeded"; exit 1
+fi
+grep -q "rank 1 was killed by signal 9" "$work/killed.txt"
+ls "$work" | grep -q 'ck.tmp-' || { echo "no staging directory: not killed mid-save?"; exit 1; }
+"$run" -n 4 "$prog" load "$ck" 7
+# The next save clears what the crashed one left.
+"$run" -n 4 "$prog" save "$ck" 7
+
+# Truncated and corrupted shards (the largest tensor's first shard, which a
+# 1-rank load reads whole): errors naming the file; nothing overwritten.
+shard=$(ls "$ck" | grep '^t0\.w\.' | head -n 1)
+cp "$ck/$shard" "$work/shard.bak"
+step "truncated $shard"
+truncate -s -1 "$ck/$shard"
+"$run" -n 1 "$prog" load-fails "$ck" 7 "$shard: truncated"
+cp "$work/shard.bak" "$ck/$shard"
+step "corrupted $shard"
+printf 'X' | dd of="$ck/$shard" bs=1 seek=3 conv=notrunc 2>/dev/null
+"$run" -n 1 "$prog" load-fails "$ck" 7 "$shard: corrupted (checksum"
+cp "$work/shard.bak" "$ck/$shard"
+"$run" -n 1 "$prog" load "$ck" 7
+
+# Not a checkpoint, a bad metadata file, a directory that is not ours.
+step "errors"
+"$run" -n 1 "$prog" load-fails "$work/none" 7 "is '$work/none' a checkpoint?"
+mkdir -p "$work/bad"; echo '{"format": "dtensor-checkpoint", "version": 9, "tensors": []}' > "$work/bad/dtensor-checkpoint.json"
+"$run" -n 1 "$prog" load-fails "$work/bad" 7 "format version 9; this runtime reads 1 to 1"
+echo '{"format": ' > "$work/bad/dtensor-checkpoint.json"
+"$run" -n 1 "$prog" load-fails "$work/bad" 7 "dtensor-checkpoint.json:2:"
+mkdir -p "$work/mine"; echo keep > "$work/mine/notes.txt"
+"$run" -n 2 "$prog" save-fails "$work/mine" 7 "exists and is not a checkpoint"
+test -f "$work/mine/notes.txt"
+ls "$work" | grep -q 'tmp-' && { echo "staging directories left:"; ls "$work"; exit 1; }
+echo "checkpoint tests: all passed"
