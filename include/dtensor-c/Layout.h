@@ -400,6 +400,14 @@ DTENSOR_EXPORT int64_t dtensorLayoutGetReplicaGroup(const DtensorLayout *layout,
 DTENSOR_EXPORT int64_t dtensorLayoutGetNumReplicaGroups(
     const DtensorLayout *layout);
 
+/// Describes `layout` as text: mesh, shape, spec and placements, a grid of
+/// the first two dims with the devices holding each block and its size,
+/// then each device's coordinates, local shape and index ranges. Writes at
+/// most `capacity` bytes with a NUL and returns the length it needs
+/// (snprintf semantics).
+DTENSOR_EXPORT size_t dtensorLayoutDescribe(const DtensorLayout *layout,
+                                            char *buffer, size_t capacity);
+
 #ifdef __cplusplus
 }
 #endif

@@ -59,6 +59,63 @@ DTRT_EXPORT DtrtStatus dtrtCheckpointLoad(DtrtContext *context,
                                           const char *dir, int numTensors,
                                           const DtrtTensor *tensors);
 
+/* ---- offline: one process, no context (dtensor-ckpt, scripts) ------------- */
+
+/* These report failures in `outError` (`errorSize` bytes), naming the file
+ * and what is wrong, and return DTRT_ERR_INVALID (bad input or data) or
+ * DTRT_ERR_SYSTEM (I/O). Writes are atomic as dtrtCheckpointSave's. */
+
+/// A checkpoint's metadata, read once (opaque).
+typedef struct DtrtCheckpoint DtrtCheckpoint;
+
+/// Reads the metadata of the checkpoint in `dir`; the caller closes it.
+DTRT_EXPORT DtrtStatus dtrtCheckpointOpen(const char *dir,
+                                          DtrtCheckpoint **outCheckpoint,
+                                          char *outError, size_t errorSize);
+
+/// Frees it; NULL is a no-op.
+DTRT_EXPORT void dtrtCheckpointClose(DtrtCheckpoint *checkpoint);
+
+/// The number of tensors, and tensor `index` as it was saved (name, type,
+/// shape, mesh, spec; `block` NULL; strings borrowed from the checkpoint),
+/// with its number of shard files and their bytes.
+DTRT_EXPORT int dtrtCheckpointNumTensors(const DtrtCheckpoint *checkpoint);
+DTRT_EXPORT void dtrtCheckpointGetTensor(const DtrtCheckpoint *checkpoint,
+                                         int index, DtrtTensor *outTensor,
+                                         int *outNumShards,
+                                         int64_t *outBytes);
+
+/// Checks every shard file of the checkpoint: present, of the size and the
+/// CRC-32 the metadata gives.
+DTRT_EXPORT DtrtStatus dtrtCheckpointVerify(const char *dir, char *outError,
+                                            size_t errorSize);
+
+/// Reads tensor `name` whole into `out` (row-major, `outBytes` must be its
+/// size) from every shard.
+DTRT_EXPORT DtrtStatus dtrtCheckpointReadTensor(const char *dir,
+                                                const char *name, void *out,
+                                                size_t outBytes,
+                                                char *outError,
+                                                size_t errorSize);
+
+/// Writes `tensor` (its `block` the whole tensor, row-major) into the
+/// checkpoint in `dir` under its mesh and (non-Partial) spec, replacing a
+/// tensor of the same name and keeping the others; creates the checkpoint
+/// if `dir` does not exist.
+DTRT_EXPORT DtrtStatus dtrtCheckpointWriteTensor(const char *dir,
+                                                 const DtrtTensor *tensor,
+                                                 char *outError,
+                                                 size_t errorSize);
+
+/// Rewrites the checkpoint in `dir` into `outDir` (which may be `dir`) on
+/// mesh `mesh`, each tensor under the spec `specs` gives for its name
+/// (`numSpecs` pairs `names[i]`, `specs[i]`) or else `defaultSpec` (NULL:
+/// replicated); block by block, never holding a whole tensor.
+DTRT_EXPORT DtrtStatus dtrtCheckpointConvert(
+    const char *dir, const char *outDir, const char *mesh, int numSpecs,
+    const char *const *names, const char *const *specs,
+    const char *defaultSpec, char *outError, size_t errorSize);
+
 #ifdef __cplusplus
 }
 #endif

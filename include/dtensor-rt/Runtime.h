@@ -57,6 +57,12 @@ typedef enum DtrtDtype {
 /// Returns the size in bytes of one element (0 for an invalid type).
 DTRT_EXPORT size_t dtrtDtypeSize(DtrtDtype dtype);
 
+/// Converts `count` elements of `in` (type `inType`) to `outType` into
+/// `out`, which may be `in` itself (not another overlap): floats round to
+/// nearest even, float to integer truncates.
+DTRT_EXPORT void dtrtConvert(const void *in, DtrtDtype inType, void *out,
+                             DtrtDtype outType, size_t count);
+
 /// Reductions.
 typedef enum DtrtReduce {
   DTRT_SUM = 0,

@@ -526,8 +526,11 @@ static int openShard(const char *path, int64_t bytes, char *err,
   return -1;
 }
 
-static bool readShardPart(const char *dir, const CkptTensor *t,
-                          const CkptShard *sh, int rank,
+/* Copies the part of saved block `sh` that overlaps the wanted block (its
+ * ranges, padded shape `pad`) into `block`: from its file in `dir`, or
+ * from `memory` when that holds the saved block. */
+static bool readShardPart(const char *dir, const char *memory,
+                          const CkptTensor *t, const CkptShard *sh, int rank,
                           int *numWanted, DtensorRange **wanted,
                           const int64_t *pad, char *block, int64_t *bytesRead,
                           char *err, size_t errSize) {
@@ -551,10 +554,11 @@ static bool readShardPart(const char *dir, const CkptTensor *t,
     goto done;
   char path[4096];
   snprintf(path, sizeof(path), "%s/%s", dir, sh->file);
-  if ((fd = openShard(path, sh->bytes, err, errSize)) < 0) {
+  if (!memory && (fd = openShard(path, sh->bytes, err, errSize)) < 0) {
     ok = false;
     goto done;
   }
+  whole &= !memory;
   /* Runs: the trailing dims where one segment spans both blocks whole are
    * contiguous in both; the run goes over dims t.. */
   int tdim = rank - 1;
@@ -581,7 +585,9 @@ static bool readShardPart(const char *dir, const CkptTensor *t,
     int64_t len = rank ? (run / segs[tdim][0].len) * segs[tdim][segIdx[tdim]].len
                        : 1;
     char *to = block + (size_t)dst * es;
-    if (!preadAll(fd, to, (size_t)len * es, src * (int64_t)es)) {
+    if (memory)
+      memcpy(to, memory + (size_t)src * es, (size_t)len * es);
+    else if (!preadAll(fd, to, (size_t)len * es, src * (int64_t)es)) {
       ok = failf(err, errSize, "%s: read failed: %s", path, strerror(errno));
       goto done;
     }
@@ -631,13 +637,36 @@ bool dtCkptReadBlock(const char *dir, const CkptTensor *saved,
   int64_t bytes = 0;
   bool ok = true;
   for (int s = 0; s < saved->numShards && ok; ++s)
-    ok = readShardPart(dir, saved, &saved->shards[s], l->rank, numWanted,
-                       wanted, pad, block, &bytes, err, errSize);
+    ok = readShardPart(dir, NULL, saved, &saved->shards[s], l->rank,
+                       numWanted, wanted, pad, block, &bytes, err, errSize);
   for (int d = 0; d < l->rank; ++d)
     free(wanted[d]);
   if (outBytesRead)
     *outBytesRead = bytes;
   return ok;
+}
+
+void dtCkptBlockFromGlobal(const CkptTensor *t, const DtensorLayout *l,
+                           int64_t device, const void *global, void *block) {
+  /* The whole tensor as one saved block. */
+  CkptShard whole;
+  memset(&whole, 0, sizeof(whole));
+  DtensorRange all[DTENSOR_MAX_TENSOR_RANK];
+  for (int d = 0; d < t->rank; ++d) {
+    all[d] = (DtensorRange){0, t->shape[d]};
+    whole.numRanges[d] = 1;
+    whole.ranges[d] = &all[d];
+  }
+  int numWanted[DTENSOR_MAX_TENSOR_RANK];
+  DtensorRange *wanted[DTENSOR_MAX_TENSOR_RANK];
+  int64_t pad[DTENSOR_MAX_TENSOR_RANK], bytes = 0;
+  deviceRanges(l, device, numWanted, wanted);
+  dtensorLayoutGetMaxLocalShape(l, pad);
+  char err[8];
+  readShardPart("", global, t, &whole, l->rank, numWanted, wanted, pad,
+                block, &bytes, err, sizeof(err));
+  for (int d = 0; d < l->rank; ++d)
+    free(wanted[d]);
 }
 
 bool dtCkptVerifyTensor(const char *dir, const CkptTensor *t, char *err,

@@ -94,6 +94,11 @@ bool dtCkptReadBlock(const char *dir, const CkptTensor *saved,
                      void *paddedBlock, int64_t *outBytesRead, char *err,
                      size_t errSize);
 
+/// Copies the block of `device` under `layout` (padded) out of the whole
+/// tensor `global` (row-major) of `t`'s shape and type.
+void dtCkptBlockFromGlobal(const CkptTensor *t, const DtensorLayout *layout,
+                           int64_t device, const void *global, void *block);
+
 /// Checks every shard file of `t` in `dir` (size and checksum).
 bool dtCkptVerifyTensor(const char *dir, const CkptTensor *t, char *err,
                         size_t errSize);

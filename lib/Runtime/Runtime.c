@@ -457,6 +457,43 @@ void dtrtCombine(void *acc, const void *in, size_t n, DtrtDtype dtype,
   }
 }
 
+static double loadAny(const void *p, DtrtDtype t, size_t i) {
+  switch (t) {
+  case DTRT_F32: return ((const float *)p)[i];
+  case DTRT_F64: return ((const double *)p)[i];
+  case DTRT_I32: return ((const int32_t *)p)[i];
+  case DTRT_I64: return (double)((const int64_t *)p)[i];
+  case DTRT_F16: return halfToFloat(((const uint16_t *)p)[i]);
+  case DTRT_BF16: return bf16ToFloat(((const uint16_t *)p)[i]);
+  }
+  return 0;
+}
+
+static void storeAny(void *p, DtrtDtype t, size_t i, double v) {
+  switch (t) {
+  case DTRT_F32: ((float *)p)[i] = (float)v; break;
+  case DTRT_F64: ((double *)p)[i] = v; break;
+  case DTRT_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+  case DTRT_I64: ((int64_t *)p)[i] = (int64_t)v; break;
+  case DTRT_F16: ((uint16_t *)p)[i] = floatToHalf((float)v); break;
+  case DTRT_BF16: ((uint16_t *)p)[i] = floatToBf16((float)v); break;
+  }
+}
+
+void dtrtConvert(const void *in, DtrtDtype inType, void *out,
+                 DtrtDtype outType, size_t count) {
+  if (inType == outType) {
+    memmove(out, in, count * dtrtDtypeSize(inType));
+    return;
+  }
+  /* Widening writes past what it reads: go from the back. */
+  bool backward = dtrtDtypeSize(outType) > dtrtDtypeSize(inType);
+  for (size_t k = 0; k < count; ++k) {
+    size_t i = backward ? count - 1 - k : k;
+    storeAny(out, outType, i, loadAny(in, inType, i));
+  }
+}
+
 void dtrtScale(void *buf, size_t n, DtrtDtype dtype, int divisor) {
   for (size_t i = 0; i < n; ++i)
     switch (dtype) {

@@ -1,8 +1,8 @@
 #!/bin/sh
 # Checkpoint tests across world sizes and layouts (see CheckpointTest.c).
-# usage: checkpoint.sh DTENSOR-RUN CHECKPOINT-TEST WORKDIR
+# usage: checkpoint.sh DTENSOR-RUN CHECKPOINT-TEST WORKDIR DTENSOR-CKPT
 set -e
-run=$1; prog=$2; work=$3
+run=$1; prog=$2; work=$3; tool=$4
 rm -rf "$work"; mkdir -p "$work"
 ck=$work/ck
 step() { echo "== $*"; }
@@ -52,6 +52,43 @@ printf 'X' | dd of="$ck/$shard" bs=1 seek=3 conv=notrunc 2>/dev/null
 "$run" -n 1 "$prog" load-fails "$ck" 7 "$shard: corrupted (checksum"
 cp "$work/shard.bak" "$ck/$shard"
 "$run" -n 1 "$prog" load "$ck" 7
+
+# dtensor-ckpt: info, verify, export (values checked with Debian's numpy), convert
+# to another mesh and layouts (then loaded on 4 ranks), import.
+step "dtensor-ckpt"
+"$tool" info "$ck" | grep -q '^t0.w '
+"$tool" info "$ck" --layouts | grep -q 'device  coords'
+"$tool" verify "$ck" | grep -q 'every shard is complete'
+"$tool" export "$ck" t2.w "$work/t2.npy"
+/usr/bin/python3 - "$work/t2.npy" <<'PY'
+import sys, numpy as np
+a = np.load(sys.argv[1])
+lin = np.arange(a.size).reshape(a.shape)
+want = (lin * 31 + 2 * 7) % 97 - 48
+assert (a.astype(np.float64) == want).all(), "exported values differ"
+PY
+"$tool" convert "$ck" "$work/conv" --mesh 2 --spec 't0.w=[S0]'
+"$tool" info "$work/conv" | grep -q '^t0.w .*\[S0\]'
+"$run" -n 4 "$prog" load "$work/conv" 7
+"$tool" convert "$work/conv" "$work/conv" --mesh 2x2
+"$run" -n 2 "$prog" load "$work/conv" 7
+"$tool" import "$work/imp" t2.w "$work/t2.npy" --mesh 4 --spec '[S0, R]'
+"$tool" export "$work/imp" t2.w "$work/t2-again.npy"
+cmp "$work/t2.npy" "$work/t2-again.npy"
+# bf16 goes out as float32 (exactly) and back in with --dtype bf16.
+"$tool" export "$ck" t0.w "$work/t0.npy"
+"$tool" import "$work/imp" t0.w "$work/t0.npy" --mesh 4 --spec '[S0]' --dtype bf16
+"$tool" export "$work/imp" t0.w "$work/t0-again.npy"
+cmp "$work/t0.npy" "$work/t0-again.npy"
+"$tool" info "$work/imp" | grep -q '^t0.w  *bf16'
+# Replacing a tensor keeps the others.
+"$tool" import "$work/conv" t2.w "$work/t2.npy" --mesh 2 --spec '[R, S0]'
+"$tool" info "$work/conv" | grep -q '^t2.w .*a0=2 .*\[R, S0\]'
+"$run" -n 4 "$prog" load "$work/conv" 7
+if "$tool" import "$work/imp" bad "$work/t2.npy" --mesh 4 --spec '[S0]' 2>"$work/err.txt"; then exit 1; fi
+grep -q "'bad': spec '\[S0\]' on mesh '4'" "$work/err.txt"
+if "$tool" export "$ck" nothere "$work/x.npy" 2>"$work/err.txt"; then exit 1; fi
+grep -q "no tensor 'nothere'" "$work/err.txt"
 
 # Not a checkpoint, a bad metadata file, a directory that is not ours.
 step "errors"

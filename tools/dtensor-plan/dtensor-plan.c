@@ -48,125 +48,14 @@ static bool parseShape(const char *text, int *rank, int64_t *shape) {
   return *rank > 0;
 }
 
-/* Distinct block boundaries along one dim, over all devices. */
-static int boundaries(const DtensorLayout *l, int dim, int64_t *out) {
-  int n = 0;
-  int64_t devs = dtensorMeshGetNumDevices(l->mesh);
-  out[n++] = 0;
-  out[n++] = l->shape[dim];
-  for (int64_t d = 0; d < devs; ++d) {
-    DtensorRange r[64];
-    int k = dtensorLayoutGetLocalRanges(l, d, dim, r);
-    for (int i = 0; i < k && n < 4094; ++i) {
-      out[n++] = r[i].begin;
-      out[n++] = r[i].end;
-    }
-  }
-  /* sort + unique */
-  for (int i = 1; i < n; ++i)
-    for (int j = i; j > 0 && out[j - 1] > out[j]; --j) {
-      int64_t t = out[j];
-      out[j] = out[j - 1];
-      out[j - 1] = t;
-    }
-  int m = 0;
-  for (int i = 0; i < n; ++i)
-    if (m == 0 || out[m - 1] != out[i])
-      out[m++] = out[i];
-  return m;
-}
-
-static void drawGrid(const DtensorLayout *l) {
-  static int64_t rb[4096], cb[4096];
-  int nr = boundaries(l, 0, rb) - 1;
-  int nc = l->rank > 1 ? boundaries(l, 1, cb) - 1 : 1;
-  if (l->rank < 2) {
-    cb[0] = 0;
-    cb[1] = 1;
-  }
-  const int width = 14;
-  char sep[4096];
-  int pos = 0;
-  for (int c = 0; c < nc && pos < 4000; ++c) {
-    sep[pos++] = '+';
-    for (int i = 0; i < width; ++i)
-      sep[pos++] = '-';
-  }
-  sep[pos++] = '+';
-  sep[pos] = '\0';
-  printf("%s\n", sep);
-  for (int r = 0; r < nr; ++r) {
-    if (rb[r] == rb[r + 1])
-      continue;
-    for (int line = 0; line < 2; ++line) {
-      for (int c = 0; c < nc; ++c) {
-        char cell[128] = "";
-        int64_t idx[DTENSOR_MAX_TENSOR_RANK] = {0};
-        idx[0] = rb[r];
-        if (l->rank > 1)
-          idx[1] = cb[c];
-        if (line == 0) {
-          int64_t owners[256];
-          int64_t k = dtensorLayoutGetOwners(l, idx, owners, 256);
-          int n = 0;
-          for (int64_t i = 0; i < k && i < 256 && n < 100; ++i)
-            n += snprintf(cell + n, sizeof(cell) - (size_t)n, "%s%lld",
-                          i ? "," : "", (long long)owners[i]);
-        } else if (l->rank > 1) {
-          snprintf(cell, sizeof(cell), "%lldx%lld",
-                   (long long)(rb[r + 1] - rb[r]),
-                   (long long)(cb[c + 1] - cb[c]));
-        } else {
-          snprintf(cell, sizeof(cell), "%lld", (long long)(rb[r + 1] - rb[r]));
-        }
-        printf("|%-*.*s", width, width, cell);
-      }
-      printf("|\n");
-    }
-    printf("%s\n", sep);
-  }
-}
-
-/* Prints the header, the grid and the per-device table of a layout. */
-static void printLayout(const DtensorLayout *layout, const char *dtype) {
-  const DtensorMesh *mesh = layout->mesh;
-  int rank = layout->rank;
-  char buf[512];
-  dtensorMeshPrint(mesh, buf, sizeof(buf));
-  printf("mesh %s, tensor ", buf);
-  for (int d = 0; d < rank; ++d)
-    printf("%s%lld", d ? "x" : "", (long long)layout->shape[d]);
-  dtensorShardingSpecPrint(&layout->spec, buf, sizeof(buf));
-  printf("x%s, spec %s%s\n", dtype, buf,
-         dtensorLayoutIsEven(layout) ? "" : " (uneven)");
-  DtensorPlacements pl;
-  dtensorShardingSpecToPlacements(&layout->spec, dtensorMeshGetRank(mesh), &pl);
-  dtensorPlacementsPrint(&pl, buf, sizeof(buf));
-  printf("placements %s\n", buf);
-  drawGrid(layout);
-  printf("device  coords    local shape   index ranges\n");
-  for (int64_t d = 0; d < dtensorMeshGetNumDevices(mesh); ++d) {
-    int64_t coords[DTENSOR_MAX_MESH_RANK], ls[DTENSOR_MAX_TENSOR_RANK];
-    dtensorMeshGetCoords(mesh, d, coords);
-    dtensorLayoutGetLocalShape(layout, d, ls);
-    char c[64] = "(", s[128] = "", r[512] = "";
-    for (int a = 0; a < dtensorMeshGetRank(mesh); ++a)
-      snprintf(c + strlen(c), sizeof(c) - strlen(c), "%s%lld", a ? "," : "",
-               (long long)coords[a]);
-    strcat(c, ")");
-    for (int k = 0; k < rank; ++k)
-      snprintf(s + strlen(s), sizeof(s) - strlen(s), "%s%lld", k ? "x" : "",
-               (long long)ls[k]);
-    for (int k = 0; k < rank; ++k) {
-      DtensorRange rg[64];
-      int n = dtensorLayoutGetLocalRanges(layout, d, k, rg);
-      snprintf(r + strlen(r), sizeof(r) - strlen(r), "%s", k ? " x " : "");
-      for (int i = 0; i < n && strlen(r) < 400; ++i)
-        snprintf(r + strlen(r), sizeof(r) - strlen(r), "%s[%lld,%lld)",
-                 i ? "+" : "", (long long)rg[i].begin, (long long)rg[i].end);
-    }
-    printf("%-7lld %-9s %-13s %s\n", (long long)d, c, s, r);
-  }
+static void printLayout(const DtensorLayout *layout) {
+  size_t n = dtensorLayoutDescribe(layout, NULL, 0);
+  char *text = malloc(n + 1);
+  if (!text)
+    return;
+  dtensorLayoutDescribe(layout, text, n + 1);
+  fputs(text, stdout);
+  free(text);
 }
 
 /* The command line of both subcommands. */
@@ -299,7 +188,7 @@ static int show(int argc, char **argv) {
   else if (!dtensorLayoutInit(mesh, &spec, rank, shape, et, &layout, &diag))
     fprintf(stderr, "dtensor-plan: --spec '%s': %s\n", a.spec, diag.message);
   else {
-    printLayout(&layout, a.dtype);
+    printLayout(&layout);
     rc = 0;
   }
   dtensorMeshDestroy(mesh);
@@ -432,13 +321,13 @@ static int plan(int argc, char **argv) {
   if (a.show) {
     DtensorLayout l = source;
     printf("\n== start\n");
-    printLayout(&l, a.dtype);
+    printLayout(&l);
     for (int i = 0; i < p.numSteps; ++i) {
       char buf[256];
       dtensorCommSpecPrint(&p.steps[i].comm, buf, sizeof(buf));
       printf("\n== after step %d: %s\n", i + 1, buf);
       l.spec = p.steps[i].after;
-      printLayout(&l, a.dtype);
+      printLayout(&l);
     }
   }
   dtensorMeshDestroy(mesh);
