@@ -12,6 +12,7 @@
 
 #include "dtensor-c/Dialect.h"
 #include "dtensor-c/Passes.h"
+#include "dtensor-rt/Checkpoint.h"
 #include "dtensor-rt/Runtime.h"
 #include "mlir-c/BuiltinAttributes.h"
 #include "mlir-c/BuiltinTypes.h"
@@ -33,6 +34,7 @@
 typedef enum Elem { ELEM_F32, ELEM_F64, ELEM_I32, ELEM_I64 } Elem;
 
 typedef struct Tensor {
+  char name[128]; /* dtensor.name, or arg<i> / result<i> */
   int rank;
   int64_t shape[DTENSOR_MAX_TENSOR_RANK]; /* global */
   Elem elem;
@@ -50,6 +52,8 @@ typedef struct Run {
   Tensor results[MAX_RESULTS];
   void *globals[MAX_ARGS];
   const void *reference[MAX_RESULTS];
+  const char *loadDir, *saveDir; /* checkpoints, or NULL */
+  char meshText[256];
 } Run;
 
 static size_t elemSize(Elem e) {
@@ -270,6 +274,7 @@ static void fillElement(void *user, int64_t e, int64_t g) {
 typedef struct Compare {
   const void *got, *want;
   Elem elem;
+  double scale; /* the reference's largest magnitude */
   double maxErr;
   int64_t bad, compared;
 } Compare;
@@ -284,8 +289,83 @@ static void compareElement(void *user, int64_t e, int64_t g) {
     err = INFINITY;
   if (err > c->maxErr)
     c->maxErr = err;
-  c->bad += elemIsFloat(c->elem) ? err > 1e-4 * fabs(want) + 1e-5 : err != 0;
+  /* Floats: within 1e-4 relative, or 1e-5 of the result's scale (sums of
+   * many terms near zero keep the rounding of the large ones). */
+  c->bad += elemIsFloat(c->elem)
+                ? err > 1e-4 * fabs(want) + 1e-5 * (c->scale > 1 ? c->scale : 1)
+                : err != 0;
   ++c->compared;
+}
+
+static DtrtDtype dtypeOf(Elem e) {
+  switch (e) {
+  case ELEM_F64: return DTRT_F64;
+  case ELEM_I32: return DTRT_I32;
+  case ELEM_I64: return DTRT_I64;
+  default: return DTRT_F32;
+  }
+}
+
+/* Reads an argument whole from the checkpoint (the reference's input),
+ * after checking its element type and shape. */
+static bool readArgument(const char *dir, const Tensor *t, void *out) {
+  DtrtCheckpoint *c;
+  char err[512];
+  if (dtrtCheckpointOpen(dir, &c, err, sizeof(err)) != DTRT_OK) {
+    fprintf(stderr, "dtensor-run: %s\n", err);
+    return false;
+  }
+  bool found = false, same = false;
+  for (int i = 0; i < dtrtCheckpointNumTensors(c) && !found; ++i) {
+    DtrtTensor saved;
+    dtrtCheckpointGetTensor(c, i, &saved, NULL, NULL);
+    found = !strcmp(saved.name, t->name);
+    same = found && saved.dtype == dtypeOf(t->elem) && saved.rank == t->rank;
+    for (int d = 0; same && d < t->rank; ++d)
+      same = saved.shape[d] == t->shape[d];
+  }
+  dtrtCheckpointClose(c);
+  if (!found || !same) {
+    fprintf(stderr, "dtensor-run: %s/%s: %s '%s' of the entry's type and "
+            "shape (name an argument with {dtensor.name = \"...\"})\n", dir,
+            DTRT_CHECKPOINT_METADATA, found ? "the tensor is not" : "no tensor",
+            t->name);
+    return false;
+  }
+  size_t bytes = elemSize(t->elem) * (size_t)product(t->rank, t->shape);
+  if (dtrtCheckpointReadTensor(dir, t->name, out, bytes, err, sizeof(err)) !=
+      DTRT_OK) {
+    fprintf(stderr, "dtensor-run: %s\n", err);
+    return false;
+  }
+  return true;
+}
+
+/* Loads (or saves) the blocks of `tensors` — each an argument descriptor
+ * or a result's first element — collectively under their layouts. */
+static bool checkpointIo(const Run *r, const Tensor *tensors, int n,
+                         void **data, bool save) {
+  DtrtTensor ts[MAX_ARGS];
+  char specs[MAX_ARGS][256];
+  for (int i = 0; i < n; ++i) {
+    const Tensor *t = &tensors[i];
+    DtensorShardingSpec spec = t->spec;
+    if (!t->sharded)
+      dtensorShardingSpecInitReplicated(t->rank, &spec);
+    dtensorShardingSpecPrint(&spec, specs[i], sizeof(specs[i]));
+    void *block = save ? data[i] : (void *)(intptr_t)((int64_t *)data[i])[1];
+    ts[i] = (DtrtTensor){t->name, dtypeOf(t->elem), t->rank, t->shape,
+                         r->meshText, specs[i], block};
+  }
+  DtrtContext *c = dtrtProcessContext();
+  DtrtStatus s = save ? dtrtCheckpointSave(c, r->saveDir, n, ts)
+                      : dtrtCheckpointLoad(c, r->loadDir, n, ts);
+  if (s != DTRT_OK) {
+    fprintf(stderr, "dtensor-run: rank %d: %s: %s\n", dtrtRank(c),
+            save ? "save" : "load", dtrtLastError(c));
+    return false;
+  }
+  return true;
 }
 
 static int runRank(int rank, void *arg) {
@@ -302,13 +382,27 @@ static int runRank(int rank, void *arg) {
     forBlock(r, t, rank, fillElement, &f);
     descs[a] = descriptor(f.block, l.rank, padded);
   }
+  /* From a checkpoint: each rank reads its blocks (the padding stays as
+   * filled above). */
+  if (r->loadDir &&
+      !checkpointIo(r, r->args, r->numArgs, (void **)descs, false))
+    exit(1);
   const void *out[MAX_RESULTS];
   if (!invoke(r->spmd, r->ciface, descs, r->numArgs, r->results,
               r->numResults, out))
     exit(1);
-  Compare all = {NULL, NULL, ELEM_F32, 0, 0, 0};
+  if (r->saveDir &&
+      !checkpointIo(r, r->results, r->numResults, (void **)out, true))
+    exit(1);
+  Compare all = {NULL, NULL, ELEM_F32, 0, 0, 0, 0};
   for (int k = 0; k < r->numResults; ++k) {
-    Compare c = {out[k], r->reference[k], r->results[k].elem, 0, 0, 0};
+    const Tensor *t = &r->results[k];
+    double scale = 0;
+    for (int64_t e = 0; e < product(t->rank, t->shape); ++e) {
+      double v = fabs(load(r->reference[k], t->elem, e));
+      scale = v > scale ? v : scale;
+    }
+    Compare c = {out[k], r->reference[k], t->elem, scale, 0, 0, 0};
     forBlock(r, &r->results[k], rank, compareElement, &c);
     all.maxErr = c.maxErr > all.maxErr ? c.maxErr : all.maxErr;
     all.bad += c.bad;
@@ -377,6 +471,18 @@ static bool readSignature(Run *r, MlirOperation func) {
                                : mlirDictionaryAttrGetElementByName(
                                      dict, mlirStringRefCreateFromCString(
                                                "dtensor.layout"));
+    MlirAttribute nameAttr = mlirAttributeIsNull(dict)
+                                 ? dict
+                                 : mlirDictionaryAttrGetElementByName(
+                                       dict, mlirStringRefCreateFromCString(
+                                                 "dtensor.name"));
+    if (!mlirAttributeIsNull(nameAttr) && mlirAttributeIsAString(nameAttr)) {
+      MlirStringRef v = mlirStringAttrGetValue(nameAttr);
+      snprintf(t->name, sizeof(t->name), "%.*s", (int)v.length, v.data);
+    } else {
+      snprintf(t->name, sizeof(t->name), "%s%d", isResult ? "result" : "arg",
+               pos);
+    }
     t->rank = (int)mlirShapedTypeGetRank(type);
     for (int d = 0; d < t->rank; ++d)
       t->shape[d] = mlirAttributeIsNull(global)
@@ -432,9 +538,10 @@ static void registerRuntime(MlirExecutionEngine jit) {
 
 /* Compiles PROG.mlir, computes the reference; then `mpiRank` < 0: launches
  * N ranks (shm); else runs that rank in this process (under mpirun). */
-static int compileAndRun(const char *path, const char *entry, int n,
-                         const char *backend, const char *timeout,
+static int compileAndRun(const char *path, const DtRunOptions *o,
                          int mpiRank) {
+  const char *entry = o->entry;
+  int n = o->n;
   MlirContext ctx = dtensorContextCreate();
   dtensorRegisterUpstreamPasses();
   mlirContextAttachDiagnosticHandler(ctx, report, NULL, NULL);
@@ -447,6 +554,8 @@ static int compileAndRun(const char *path, const char *entry, int n,
   }
   static Run r;
   r.entry = entry;
+  r.loadDir = o->loadDir;
+  r.saveDir = o->saveDir;
   MlirOperation func = findEntry(spmd, entry);
   MlirOperation meshOp = findMesh(spmd);
   if (mlirOperationIsNull(func) || mlirOperationIsNull(meshOp)) {
@@ -505,6 +614,7 @@ static int compileAndRun(const char *path, const char *entry, int n,
     return 1;
   }
   registerRuntime(r.spmd);
+  dtensorMeshPrint(r.mesh, r.meshText, sizeof(r.meshText));
 
   /* Inputs and the reference results. */
   int64_t *descs[MAX_ARGS];
@@ -515,9 +625,15 @@ static int compileAndRun(const char *path, const char *entry, int n,
     /* The reference gets its own copy: bufferized code may write its
      * arguments in place. */
     void *copy = malloc(elemSize(t->elem) * (size_t)(count + 1));
-    for (int64_t e = 0; e < count; ++e) {
-      store(r.globals[a], t->elem, e, inputValue(a, e, t->elem));
-      store(copy, t->elem, e, inputValue(a, e, t->elem));
+    if (r.loadDir) {
+      if (!readArgument(r.loadDir, t, r.globals[a]))
+        return 1;
+      memcpy(copy, r.globals[a], elemSize(t->elem) * (size_t)count);
+    } else {
+      for (int64_t e = 0; e < count; ++e) {
+        store(r.globals[a], t->elem, e, inputValue(a, e, t->elem));
+        store(copy, t->elem, e, inputValue(a, e, t->elem));
+      }
     }
     descs[a] = descriptor(copy, t->rank, t->shape);
   }
@@ -530,23 +646,22 @@ static int compileAndRun(const char *path, const char *entry, int n,
   fflush(stdout);
   if (mpiRank >= 0)
     return runRank(mpiRank, &r);
-  int status = dtRunLaunch(n, backend, timeout, runRank, &r);
+  int status = dtRunLaunch(n, o->backend, o->timeout, runRank, &r);
   if (!status)
     printf("dtensor-run: every rank's result equals the single-device run\n");
   return status;
 }
 
-int dtRunMlir(const char *path, const char *entry, int n, const char *backend,
-              const char *timeout) {
-  if (strcmp(backend, "shm")) {
+int dtRunMlir(const char *path, const DtRunOptions *o) {
+  if (strcmp(o->backend, "shm")) {
     fprintf(stderr, "dtensor-run: MLIR programs run on host memory: the shm "
-            "or mpi backend, not '%s'\n", backend);
+            "or mpi backend, not '%s'\n", o->backend);
     return 2;
   }
-  return compileAndRun(path, entry, n, backend, timeout, -1);
+  return compileAndRun(path, o, -1);
 }
 
-int dtRunMlirMpiRank(const char *path, const char *entry, int n) {
+int dtRunMlirMpiRank(const char *path, const DtRunOptions *o) {
   const char *rank = getenv("OMPI_COMM_WORLD_RANK");
   if (!rank)
     rank = getenv("PMI_RANK");
@@ -556,5 +671,5 @@ int dtRunMlirMpiRank(const char *path, const char *entry, int n) {
     return 2;
   }
   setenv("DTENSOR_BACKEND", "mpi", 1);
-  return compileAndRun(path, entry, n, "mpi", NULL, atoi(rank));
+  return compileAndRun(path, o, atoi(rank));
 }

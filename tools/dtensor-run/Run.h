@@ -6,12 +6,23 @@
 int dtRunLaunch(int n, const char *backend, const char *timeout,
                 int (*child)(int rank, void *arg), void *childArg);
 
-int dtRunMlir(const char *path, const char *entry, int n, const char *backend,
-              const char *timeout);
+/// How to run PROG.mlir (dtensor-run's options).
+typedef struct DtRunOptions {
+  int n;                /* ranks */
+  const char *entry;    /* NULL: the first function with a body */
+  const char *backend;  /* shm or mpi */
+  const char *timeout;  /* DTENSOR_TIMEOUT_S, or NULL */
+  const char *loadDir;  /* arguments from this checkpoint, or NULL */
+  const char *saveDir;  /* results into this checkpoint, or NULL */
+} DtRunOptions;
+
+/// Compiles PROG.mlir, runs it on N ranks (shm) and checks every rank
+/// against the single-device run.
+int dtRunMlir(const char *path, const DtRunOptions *options);
 
 /// One rank of an MPI run of PROG.mlir (started by mpirun): compiles the
 /// program, computes the reference and runs this rank (OMPI_COMM_WORLD_RANK
-/// or PMI_RANK) of `n`.
-int dtRunMlirMpiRank(const char *path, const char *entry, int n);
+/// or PMI_RANK).
+int dtRunMlirMpiRank(const char *path, const DtRunOptions *options);
 
 #endif

@@ -26,7 +26,7 @@ static int usage(void) {
           "usage: dtensor-run -n N [--backend shm|mpi|nccl] [--timeout SECONDS] "
           "[--] PROGRAM [ARGS...]\n"
           "       dtensor-run -n N [--backend shm|mpi] [--entry FUNC] "
-          "PROG.mlir\n"
+          "[--load DIR] [--save DIR] PROG.mlir\n"
           "  PROG.mlir: compiles the annotated program with dtensor-spmd, "
           "runs it on N ranks\n  (shm or mpi) and checks every rank's result "
           "against the single-device run\n"
@@ -192,6 +192,7 @@ static int execChild(int rank, void *arg) {
 int main(int argc, char **argv) {
   int n = 0, i = 1;
   const char *backend = "shm", *timeout = NULL, *entry = NULL;
+  const char *loadDir = NULL, *saveDir = NULL;
   bool mpiRank = false; /* started by mpirun as one rank of a .mlir run */
   for (; i < argc; ++i) {
     if (!strcmp(argv[i], "-n") && i + 1 < argc)
@@ -204,6 +205,10 @@ int main(int argc, char **argv) {
       timeout = argv[++i];
     else if (!strcmp(argv[i], "--entry") && i + 1 < argc)
       entry = argv[++i];
+    else if (!strcmp(argv[i], "--load") && i + 1 < argc)
+      loadDir = argv[++i];
+    else if (!strcmp(argv[i], "--save") && i + 1 < argc)
+      saveDir = argv[++i];
     else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       usage();
       return 0;
@@ -229,13 +234,18 @@ int main(int argc, char **argv) {
   }
   size_t len = strlen(argv[i]);
   bool isMlir = len > 5 && !strcmp(argv[i] + len - 5, ".mlir");
+  DtRunOptions opts = {n, entry, backend, timeout, loadDir, saveDir};
+  if ((loadDir || saveDir) && !isMlir) {
+    fprintf(stderr, "dtensor-run: --load and --save apply to PROG.mlir\n");
+    return 2;
+  }
   if (mpiRank)
-    return isMlir ? dtRunMlirMpiRank(argv[i], entry, n) : usage();
+    return isMlir ? dtRunMlirMpiRank(argv[i], &opts) : usage();
   if (!strcmp(backend, "mpi")) {
     /* MPI has its own launcher: hand the job to mpirun. */
     char count[16];
     snprintf(count, sizeof(count), "%d", n);
-    char **args = calloc((size_t)(argc - i + 16), sizeof(char *));
+    char **args = calloc((size_t)(argc - i + 32), sizeof(char *));
     if (!args)
       return 1;
     int k = 0;
@@ -278,6 +288,14 @@ int main(int argc, char **argv) {
       args[k++] = "--entry";
       args[k++] = (char *)entry;
     }
+    if (loadDir) {
+      args[k++] = "--load";
+      args[k++] = (char *)loadDir;
+    }
+    if (saveDir) {
+      args[k++] = "--save";
+      args[k++] = (char *)saveDir;
+    }
     args[k++] = argv[i];
     pid_t pid = fork();
     if (pid == 0) {
@@ -296,7 +314,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (isMlir)
-    return dtRunMlir(argv[i], entry, n, backend, timeout);
+    return dtRunMlir(argv[i], &opts);
   Exec exec = {argv + i};
   return dtRunLaunch(n, backend, timeout, execChild, &exec);
 }
