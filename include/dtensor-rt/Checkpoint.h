@@ -52,9 +52,11 @@ DTRT_EXPORT DtrtStatus dtrtCheckpointSave(DtrtContext *context,
 /// specs are refused: a loaded value is whole). Each rank reads only the
 /// parts of the saved shards its block needs. A name that is missing, or an
 /// element type or global shape that differs from the saved one, is an
-/// error naming the file; so are truncated and (where a shard is read
-/// whole) corrupted data files. On failure no block is changed. Returns the
-/// same status on every rank.
+/// error naming the file; so are truncated and (where a shard is needed
+/// whole) corrupted data files. These are all found before any block is
+/// written, on every rank, so a bad checkpoint changes no block; only an
+/// I/O error in the reads after the checks can leave blocks partly loaded.
+/// Returns the same status on every rank.
 DTRT_EXPORT DtrtStatus dtrtCheckpointLoad(DtrtContext *context,
                                           const char *dir, int numTensors,
                                           const DtrtTensor *tensors);

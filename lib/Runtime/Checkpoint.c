@@ -3,8 +3,9 @@
  * rank's message is gathered, so all report the first one), Partial values
  * are reduced over their axes before saving, each distinct block is
  * written once into a directory beside the target that rank 0 swaps into
- * place at the end; a load reads into scratch blocks and copies them out
- * only when every rank succeeded. */
+ * place at the end; a load first checks everything it will read (sizes,
+ * checksums of the shards it needs whole) on every rank, and reads into
+ * the blocks only when every rank's checks passed. */
 #include "CkptInternal.h"
 #include "RuntimeInternal.h"
 
@@ -298,7 +299,8 @@ DtrtStatus dtrtCheckpointLoad(DtrtContext *c, const char *dir, int n,
   char err[CKPT_ERROR_SIZE] = "";
   DtrtStatus mine = DTRT_OK;
   Item *items = calloc((size_t)(n > 0 ? n : 1), sizeof(Item));
-  void **scratch = calloc((size_t)(n > 0 ? n : 1), sizeof(void *));
+  const CkptTensor **saved = calloc((size_t)(n > 0 ? n : 1),
+                                    sizeof(CkptTensor *));
   CkptMeta meta = {0, 0, NULL};
   if (!checkTensors(c, dir, n, t, items, true, err, sizeof(err)) ||
       !dtCkptMetaRead(dir, &meta, err, sizeof(err)))
@@ -306,47 +308,49 @@ DtrtStatus dtrtCheckpointLoad(DtrtContext *c, const char *dir, int n,
   char metaPath[4096];
   snprintf(metaPath, sizeof(metaPath), "%s/%s", dir ? dir : "",
            DTRT_CHECKPOINT_METADATA);
+  /* First every check, touching no block: names, types, shapes, then the
+   * size of every shard file this rank needs and the checksum of those it
+   * needs whole. */
   for (int i = 0; i < n && mine == DTRT_OK; ++i) {
-    const CkptTensor *saved = dtCkptMetaFind(&meta, t[i].name);
-    bool sameShape = saved && saved->rank == t[i].rank;
+    const CkptTensor *st = saved[i] = dtCkptMetaFind(&meta, t[i].name);
+    bool sameShape = st && st->rank == t[i].rank;
     for (int d = 0; sameShape && d < t[i].rank; ++d)
-      sameShape = saved->shape[d] == t[i].shape[d];
-    if (!saved) {
+      sameShape = st->shape[d] == t[i].shape[d];
+    if (!st) {
       snprintf(err, sizeof(err), "%s: no tensor '%s'", metaPath, t[i].name);
       mine = DTRT_ERR_INVALID;
-    } else if (saved->dtype != t[i].dtype) {
+    } else if (st->dtype != t[i].dtype) {
       snprintf(err, sizeof(err), "%s: '%s' was saved as %s, not %s", metaPath,
-               t[i].name, dtCkptDtypeName(saved->dtype),
+               t[i].name, dtCkptDtypeName(st->dtype),
                dtCkptDtypeName(t[i].dtype));
       mine = DTRT_ERR_INVALID;
     } else if (!sameShape) {
       char have[160] = "", want[160] = "";
-      for (int d = 0, k = 0; d < saved->rank; ++d)
+      for (int d = 0, k = 0; d < st->rank; ++d)
         k += snprintf(have + k, sizeof(have) - (size_t)k, "%s%lld",
-                      d ? "x" : "", (long long)saved->shape[d]);
+                      d ? "x" : "", (long long)st->shape[d]);
       for (int d = 0, k = 0; d < t[i].rank; ++d)
         k += snprintf(want + k, sizeof(want) - (size_t)k, "%s%lld",
                       d ? "x" : "", (long long)t[i].shape[d]);
       snprintf(err, sizeof(err), "%s: '%s' was saved with shape %s, not %s",
                metaPath, t[i].name, have, want);
       mine = DTRT_ERR_INVALID;
-    } else if (!(scratch[i] = malloc(items[i].paddedBytes + 1))) {
-      snprintf(err, sizeof(err), "out of memory");
-      mine = DTRT_ERR_NOMEM;
-    } else {
-      memcpy(scratch[i], t[i].block, items[i].paddedBytes);
-      if (!dtCkptReadBlock(dir, saved, &items[i].layout, c->rank, scratch[i],
-                           NULL, err, sizeof(err)))
-        mine = DTRT_ERR_INVALID;
+    } else if (!dtCkptReadBlock(dir, st, &items[i].layout, c->rank, NULL,
+                                CKPT_VERIFY, NULL, err, sizeof(err))) {
+      mine = DTRT_ERR_INVALID;
     }
   }
   DtrtStatus s = agree(c, mine, err);
-  for (int i = 0; i < n; ++i) {
-    if (s == DTRT_OK)
-      memcpy(t[i].block, scratch[i], items[i].paddedBytes);
-    free(scratch[i]);
-  }
-  free(scratch);
+  /* Then the reads, straight into the blocks (from the page cache when the
+   * checks just read the files). */
+  mine = DTRT_OK;
+  for (int i = 0; i < n && s == DTRT_OK && mine == DTRT_OK; ++i)
+    if (!dtCkptReadBlock(dir, saved[i], &items[i].layout, c->rank, t[i].block,
+                         CKPT_READ, NULL, err, sizeof(err)))
+      mine = DTRT_ERR_SYSTEM;
+  if (s == DTRT_OK)
+    s = agree(c, mine, err);
+  free(saved);
   dtCkptMetaFree(&meta);
   freeItems(items, n);
   return s;

@@ -84,15 +84,24 @@ bool dtCkptWriteShard(const char *dir, const DtensorLayout *layout,
                       const void *paddedBlock, CkptShard *shard, char *err,
                       size_t errSize);
 
+/// How dtCkptReadBlock treats the data.
+typedef enum CkptReadMode {
+  CKPT_READ_CHECKED, /* read; shards read whole are checked as they come */
+  CKPT_VERIFY,       /* read nothing into the block: check the size of
+                        every shard it needs and the checksum of those it
+                        needs whole (a load's first phase) */
+  CKPT_READ,         /* read, no checksums (after CKPT_VERIFY) */
+} CkptReadMode;
+
 /// Reads the block of `device` under `layout` (padded; padding untouched)
 /// from the shards of `saved` in `dir`, each shard only where it overlaps
-/// the block. A shard file of the wrong size is an error; a shard read
-/// whole is checked against its checksum. `outBytesRead` (may be NULL) gets
-/// the bytes read. False with a message naming the file.
+/// the block. A shard file of the wrong size is an error; a shard needed
+/// whole is checked against its checksum (per `mode`). `outBytesRead` (may
+/// be NULL) gets the bytes read. False with a message naming the file.
 bool dtCkptReadBlock(const char *dir, const CkptTensor *saved,
                      const DtensorLayout *layout, int64_t device,
-                     void *paddedBlock, int64_t *outBytesRead, char *err,
-                     size_t errSize);
+                     void *paddedBlock, CkptReadMode mode,
+                     int64_t *outBytesRead, char *err, size_t errSize);
 
 /// Copies the block of `device` under `layout` (padded) out of the whole
 /// tensor `global` (row-major) of `t`'s shape and type.
@@ -103,7 +112,8 @@ void dtCkptBlockFromGlobal(const CkptTensor *t, const DtensorLayout *layout,
 bool dtCkptVerifyTensor(const char *dir, const CkptTensor *t, char *err,
                         size_t errSize);
 
-/// CRC-32 (zlib's) of `n` bytes, continuing `crc` (start with 0).
+/// CRC-32 (gzip's, as zlib computes it) of `n` bytes, continuing `crc`
+/// (start with 0).
 uint32_t dtCkptCrc(uint32_t crc, const void *data, size_t n);
 
 /// Replaces `dir` by `staged` atomically (renameat2 RENAME_EXCHANGE when

@@ -117,7 +117,8 @@ DtrtStatus dtrtCheckpointReadTensor(const char *dir, const char *name,
              name, (long long)elems * (long long)dtrtDtypeSize(t->dtype),
              outBytes);
   else if (!wholeLayout(t, &mesh, &l, why, sizeof(why)) ||
-           !dtCkptReadBlock(dir, t, &l, 0, out, NULL, why, sizeof(why)))
+           !dtCkptReadBlock(dir, t, &l, 0, out, CKPT_READ_CHECKED, NULL, why,
+                            sizeof(why)))
     s = fail(DTRT_ERR_INVALID, err, errSize, "%s", why);
   dtensorMeshDestroy(mesh);
   dtrtCheckpointClose(c);
@@ -289,8 +290,8 @@ typedef struct FromSaved {
 static bool fillFromSaved(void *user, int64_t device, void *block, char *why,
                           size_t size) {
   FromSaved *f = user;
-  return dtCkptReadBlock(f->dir, f->saved, f->l, device, block, NULL, why,
-                         size);
+  return dtCkptReadBlock(f->dir, f->saved, f->l, device, block,
+                         CKPT_READ_CHECKED, NULL, why, size);
 }
 
 DtrtStatus dtrtCheckpointConvert(const char *dir, const char *outDir,
