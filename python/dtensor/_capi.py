@@ -1,0 +1,214 @@
+"""ctypes declarations of the C APIs the package uses: libdtensor (layout
+algebra, planner, compiler) and libdtensor_rt (checkpoints). Every foreign
+function gets its argtypes and restype here, and nowhere else."""
+
+import ctypes
+import os
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_bool, c_char, c_char_p,
+                    c_double, c_int, c_int8, c_int64, c_size_t, c_void_p)
+
+MAX_MESH_RANK = 8
+MAX_TENSOR_RANK = 16
+DIAG_MESSAGE_SIZE = 512
+MAX_PLAN_STEPS = 64
+
+
+def _build_dir(env, sub):
+    """$env, else build/<sub> of the tree this package sits in."""
+    if os.environ.get(env):
+        return os.environ[env]
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.normpath(os.path.join(here, "..", "..", "build", sub))
+
+
+def _lib_dir():
+    return _build_dir("DTENSOR_LIB_DIR", "lib")
+
+
+def bin_dir():
+    """Where the tools are (DTENSOR_BIN_DIR, else the build tree's bin)."""
+    return _build_dir("DTENSOR_BIN_DIR", "bin")
+
+
+def _load(name):
+    path = os.path.join(_lib_dir(), name)
+    try:
+        return ctypes.CDLL(path)
+    except OSError as e:
+        raise ImportError(
+            f"dtensor: cannot load {path} ({e}); build the project "
+            "(bash scripts/setup.sh) or set DTENSOR_LIB_DIR") from e
+
+
+lib = _load("libdtensor.so")
+rt = _load("libdtensor_rt.so")
+
+
+# ---- structures (mirrors of include/dtensor-c/*.h) --------------------------
+
+class Diag(Structure):
+    _fields_ = [("column", c_int), ("message", c_char * DIAG_MESSAGE_SIZE)]
+
+
+class ShardingSpec(Structure):
+    _fields_ = [("rank", c_int),
+                ("numAxes", c_int * MAX_TENSOR_RANK),
+                ("axes", (c_int * MAX_MESH_RANK) * MAX_TENSOR_RANK),
+                ("interleave", c_int64 * MAX_TENSOR_RANK),
+                ("partial", c_int * MAX_MESH_RANK)]
+
+
+class Layout(Structure):
+    _fields_ = [("mesh", c_void_p),
+                ("spec", ShardingSpec),
+                ("rank", c_int),
+                ("shape", c_int64 * MAX_TENSOR_RANK),
+                ("elementType", c_int)]
+
+
+class Range(Structure):
+    _fields_ = [("begin", c_int64), ("end", c_int64)]
+
+
+class CommSpec(Structure):
+    _fields_ = [("pattern", c_int), ("numAxes", c_int),
+                ("axes", c_int * MAX_MESH_RANK), ("gatherDim", c_int),
+                ("shardDim", c_int), ("reduce", c_int)]
+
+
+class CommCost(Structure):
+    _fields_ = [("forwardUs", c_double), ("backwardUs", c_double),
+                ("bytesPerDevice", c_int64)]
+
+
+class PlanStep(Structure):
+    _fields_ = [("comm", CommSpec), ("after", ShardingSpec), ("cost", CommCost)]
+
+
+class Plan(Structure):
+    _fields_ = [("source", ShardingSpec), ("numSteps", c_int),
+                ("forwardUs", c_double), ("backwardUs", c_double),
+                ("statesVisited", c_int64),
+                ("steps", PlanStep * MAX_PLAN_STEPS)]
+
+
+class PlanOptions(Structure):
+    _fields_ = [("strategy", c_int), ("objective", c_int),
+                ("copyBandwidthGBps", c_double)]
+
+
+class StringRef(Structure):
+    _fields_ = [("data", c_char_p), ("length", c_size_t)]
+
+
+class Handle(Structure):
+    """An MLIR C API handle (MlirContext, MlirOperation, ...): one pointer."""
+    _fields_ = [("ptr", c_void_p)]
+
+
+class RtTensor(Structure):
+    _fields_ = [("name", c_char_p), ("dtype", c_int), ("rank", c_int),
+                ("shape", POINTER(c_int64)), ("mesh", c_char_p),
+                ("spec", c_char_p), ("block", c_void_p)]
+
+
+# Callbacks get the C API's small structs split as the x86-64 and AArch64
+# ABIs pass them: MlirDiagnostic {void *} as one pointer, MlirStringRef
+# {data, length} as two words; MlirLogicalResult {int8} is returned as an
+# int8 (ctypes callbacks cannot return structs).
+DiagnosticHandler = CFUNCTYPE(c_int8, c_void_p, c_void_p)
+StringCallback = CFUNCTYPE(None, c_void_p, c_size_t, c_void_p)
+
+
+def _declare(library, name, restype, *argtypes):
+    fn = getattr(library, name)
+    fn.restype = restype
+    fn.argtypes = list(argtypes)
+    return fn
+
+
+# ---- the layout algebra -------------------------------------------------------
+meshParse = _declare(lib, "dtensorMeshParse", c_void_p, c_char_p, POINTER(Diag))
+meshDestroy = _declare(lib, "dtensorMeshDestroy", None, c_void_p)
+meshGetRank = _declare(lib, "dtensorMeshGetRank", c_int, c_void_p)
+meshGetAxisSize = _declare(lib, "dtensorMeshGetAxisSize", c_int64, c_void_p,
+                           c_int)
+meshGetAxisName = _declare(lib, "dtensorMeshGetAxisName", c_char_p, c_void_p,
+                           c_int)
+meshGetNumDevices = _declare(lib, "dtensorMeshGetNumDevices", c_int64,
+                             c_void_p)
+meshPrint = _declare(lib, "dtensorMeshPrint", c_size_t, c_void_p, c_char_p,
+                     c_size_t)
+specParse = _declare(lib, "dtensorShardingSpecParse", c_bool, c_char_p,
+                     c_void_p, POINTER(ShardingSpec), POINTER(Diag))
+specPrint = _declare(lib, "dtensorShardingSpecPrint", c_size_t,
+                     POINTER(ShardingSpec), c_char_p, c_size_t)
+elementTypeParse = _declare(lib, "dtensorElementTypeParse", c_bool, c_char_p,
+                            POINTER(c_int))
+layoutInit = _declare(lib, "dtensorLayoutInit", c_bool, c_void_p,
+                      POINTER(ShardingSpec), c_int, POINTER(c_int64), c_int,
+                      POINTER(Layout), POINTER(Diag))
+layoutGetLocalShape = _declare(lib, "dtensorLayoutGetLocalShape", None,
+                               POINTER(Layout), c_int64, POINTER(c_int64))
+layoutGetMaxLocalShape = _declare(lib, "dtensorLayoutGetMaxLocalShape", None,
+                                  POINTER(Layout), POINTER(c_int64))
+layoutIsEven = _declare(lib, "dtensorLayoutIsEven", c_bool, POINTER(Layout))
+layoutGetLocalRanges = _declare(lib, "dtensorLayoutGetLocalRanges", c_int,
+                                POINTER(Layout), c_int64, c_int,
+                                POINTER(Range))
+layoutGetOwners = _declare(lib, "dtensorLayoutGetOwners", c_int64,
+                           POINTER(Layout), POINTER(c_int64),
+                           POINTER(c_int64), c_int64)
+layoutDescribe = _declare(lib, "dtensorLayoutDescribe", c_size_t,
+                          POINTER(Layout), c_char_p, c_size_t)
+
+# ---- the planner ----------------------------------------------------------------
+planOptionsInit = _declare(lib, "dtensorPlanOptionsInit", None,
+                           POINTER(PlanOptions))
+planCompute = _declare(lib, "dtensorPlanCompute", c_bool, POINTER(Layout),
+                       POINTER(ShardingSpec), POINTER(PlanOptions),
+                       POINTER(Plan), POINTER(Diag))
+planPrint = _declare(lib, "dtensorPlanPrint", c_size_t, POINTER(Plan),
+                     c_void_p, c_char_p, c_size_t)
+commSpecPrint = _declare(lib, "dtensorCommSpecPrint", c_size_t,
+                         POINTER(CommSpec), c_char_p, c_size_t)
+
+# ---- the compiler (MLIR handles by value) ----------------------------------------
+contextCreate = _declare(lib, "dtensorContextCreate", Handle)
+contextDestroy = _declare(lib, "mlirContextDestroy", None, Handle)
+registerUpstreamPasses = _declare(lib, "dtensorRegisterUpstreamPasses", None)
+attachDiagnosticHandler = _declare(lib, "mlirContextAttachDiagnosticHandler",
+                                   c_int64, Handle, DiagnosticHandler,
+                                   c_void_p, c_void_p)
+diagnosticFormat = _declare(lib, "dtensorDiagnosticFormat", c_size_t, Handle,
+                            c_char_p, c_size_t)
+sourceParse = _declare(lib, "dtensorSourceParse", Handle, Handle, StringRef,
+                       StringRef)
+operationDestroy = _declare(lib, "mlirOperationDestroy", None, Handle)
+operationPrint = _declare(lib, "mlirOperationPrint", None, Handle,
+                          StringCallback, c_void_p)
+passManagerCreate = _declare(lib, "mlirPassManagerCreate", Handle, Handle)
+passManagerDestroy = _declare(lib, "mlirPassManagerDestroy", None, Handle)
+passManagerGetAsOpPassManager = _declare(
+    lib, "mlirPassManagerGetAsOpPassManager", Handle, Handle)
+passManagerAddPipeline = _declare(lib, "dtensorPassManagerAddPipeline",
+                                  c_int8, Handle, StringRef, POINTER(Diag))
+passManagerRunOnOp = _declare(lib, "mlirPassManagerRunOnOp", c_int8, Handle,
+                              Handle)
+
+# ---- checkpoints (libdtensor_rt, offline) ------------------------------------------
+ckptOpen = _declare(rt, "dtrtCheckpointOpen", c_int, c_char_p,
+                    POINTER(c_void_p), c_char_p, c_size_t)
+ckptClose = _declare(rt, "dtrtCheckpointClose", None, c_void_p)
+ckptNumTensors = _declare(rt, "dtrtCheckpointNumTensors", c_int, c_void_p)
+ckptGetTensor = _declare(rt, "dtrtCheckpointGetTensor", None, c_void_p, c_int,
+                         POINTER(RtTensor), POINTER(c_int), POINTER(c_int64))
+ckptVerify = _declare(rt, "dtrtCheckpointVerify", c_int, c_char_p, c_char_p,
+                      c_size_t)
+ckptReadTensor = _declare(rt, "dtrtCheckpointReadTensor", c_int, c_char_p,
+                          c_char_p, c_void_p, c_size_t, c_char_p, c_size_t)
+ckptWriteTensor = _declare(rt, "dtrtCheckpointWriteTensor", c_int, c_char_p,
+                           POINTER(RtTensor), c_char_p, c_size_t)
+ckptConvert = _declare(rt, "dtrtCheckpointConvert", c_int, c_char_p, c_char_p,
+                       c_char_p, c_int, POINTER(c_char_p), POINTER(c_char_p),
+                       c_char_p, c_char_p, c_size_t)

@@ -1,0 +1,453 @@
+"""The package's classes and functions over the C APIs (see _capi)."""
+
+import ctypes
+import os
+import subprocess
+import tempfile
+from ctypes import byref, c_char_p, c_int, c_int64, c_void_p, create_string_buffer
+
+import numpy as np
+
+from . import _capi as C
+
+
+class DtensorError(Exception):
+    """A failure reported by the library, with its message."""
+
+
+class CompileError(DtensorError):
+    """A program that does not compile: the diagnostics, each with its
+    location (`file:line:col: error: ...`), in `diagnostics`."""
+
+    def __init__(self, message, diagnostics=()):
+        super().__init__(message)
+        self.diagnostics = list(diagnostics)
+
+
+def _bytes(s):
+    return s.encode() if isinstance(s, str) else s
+
+
+def _diag_text(diag):
+    return diag.message.decode(errors="replace")
+
+
+# ---- meshes and layouts ------------------------------------------------------
+
+
+class Mesh:
+    """A device mesh, written as dtensor-plan takes it: "4", "2x4",
+    "dp=2,tp=4". Owns its C object: close() (or a with block) frees it now,
+    else it is freed with the Python object."""
+
+    def __init__(self, text):
+        diag = C.Diag()
+        self._ptr = C.meshParse(_bytes(text), byref(diag))
+        if not self._ptr:
+            raise DtensorError(f"mesh '{text}': {_diag_text(diag)}")
+
+    @property
+    def ptr(self):
+        if not self._ptr:
+            raise DtensorError("the mesh is closed")
+        return self._ptr
+
+    def close(self):
+        if self._ptr:
+            C.meshDestroy(self._ptr)
+            self._ptr = None
+
+    def __del__(self):
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def shape(self):
+        return tuple(C.meshGetAxisSize(self.ptr, a)
+                     for a in range(C.meshGetRank(self.ptr)))
+
+    @property
+    def axis_names(self):
+        return tuple(C.meshGetAxisName(self.ptr, a).decode()
+                     for a in range(C.meshGetRank(self.ptr)))
+
+    @property
+    def num_devices(self):
+        return C.meshGetNumDevices(self.ptr)
+
+    def __str__(self):
+        buf = create_string_buffer(512)
+        C.meshPrint(self.ptr, buf, len(buf))
+        return buf.value.decode()
+
+    def __repr__(self):
+        return f"Mesh('{self}')"
+
+
+def _parse_spec(text, mesh):
+    spec = C.ShardingSpec()
+    diag = C.Diag()
+    if not C.specParse(_bytes(text), mesh.ptr, byref(spec), byref(diag)):
+        raise DtensorError(f"spec '{text}', column {diag.column + 1}: "
+                           f"{_diag_text(diag)}")
+    return spec
+
+
+def _spec_text(spec):
+    buf = create_string_buffer(512)
+    C.specPrint(byref(spec), buf, len(buf))
+    return buf.value.decode()
+
+
+class Layout:
+    """A tensor of global `shape` and `dtype` laid out on `mesh` by `spec`
+    ("[S0, R]", "[S(dp), S(tp)] Psum(1)"): local shapes, index ranges,
+    owners and a picture of the device grid, under the ceil-div convention
+    of uneven shards. Keeps its mesh alive."""
+
+    def __init__(self, mesh, spec, shape, dtype="f32"):
+        self.mesh = mesh if isinstance(mesh, Mesh) else Mesh(mesh)
+        self._spec = _parse_spec(spec, self.mesh)
+        et = c_int()
+        if not C.elementTypeParse(_bytes(dtype), byref(et)):
+            raise DtensorError(f"element type '{dtype}' is not one of f32, "
+                               "f64, f16, bf16, i1, i8, i16, i32, i64")
+        shape = tuple(int(d) for d in shape)
+        if len(shape) > C.MAX_TENSOR_RANK:
+            raise DtensorError(f"a tensor of {len(shape)} dims (at most "
+                               f"{C.MAX_TENSOR_RANK})")
+        dims = (c_int64 * max(1, len(shape)))(*shape)
+        self._layout = C.Layout()
+        diag = C.Diag()
+        if not C.layoutInit(self.mesh.ptr, byref(self._spec), len(shape),
+                            dims, et.value, byref(self._layout),
+                            byref(diag)):
+            raise DtensorError(f"layout {spec} of {shape} on mesh "
+                               f"{self.mesh}: {_diag_text(diag)}")
+        self.shape = shape
+        self.dtype = dtype
+
+    @property
+    def spec(self):
+        return _spec_text(self._spec)
+
+    def _ref(self):
+        """The C layout, after checking that its mesh is still open."""
+        self.mesh.ptr  # raises if the mesh was closed
+        return byref(self._layout)
+
+    def _device(self, device):
+        if not 0 <= device < self.mesh.num_devices:
+            raise DtensorError(f"device {device} is not in the mesh of "
+                               f"{self.mesh.num_devices} devices")
+        return device
+
+    def local_shape(self, device):
+        out = (c_int64 * C.MAX_TENSOR_RANK)()
+        C.layoutGetLocalShape(self._ref(), self._device(device), out)
+        return tuple(out[:len(self.shape)])
+
+    @property
+    def padded_shape(self):
+        out = (c_int64 * C.MAX_TENSOR_RANK)()
+        C.layoutGetMaxLocalShape(self._ref(), out)
+        return tuple(out[:len(self.shape)])
+
+    @property
+    def is_even(self):
+        return bool(C.layoutIsEven(self._ref()))
+
+    def index_ranges(self, device):
+        """Per dim, the list of global [begin, end) ranges `device` holds."""
+        self._device(device)
+        result = []
+        for d, size in enumerate(self.shape):
+            rs = (C.Range * max(1, self._spec.interleave[d]))()
+            n = C.layoutGetLocalRanges(self._ref(), device, d, rs)
+            result.append([(rs[i].begin, rs[i].end) for i in range(n)])
+        return result
+
+    def owners(self, index):
+        """The devices holding the element at global `index`."""
+        if len(index) != len(self.shape) or any(
+                not 0 <= i < s for i, s in zip(index, self.shape)):
+            raise DtensorError(f"index {tuple(index)} is outside the shape "
+                               f"{self.shape}")
+        idx = (c_int64 * C.MAX_TENSOR_RANK)(*index)
+        cap = self.mesh.num_devices
+        out = (c_int64 * cap)()
+        n = C.layoutGetOwners(self._ref(), idx, out, cap)
+        return tuple(out[:n])
+
+    def picture(self):
+        """The device grid and every device's block, as text."""
+        n = C.layoutDescribe(self._ref(), None, 0)
+        buf = create_string_buffer(n + 1)
+        C.layoutDescribe(self._ref(), buf, n + 1)
+        return buf.value.decode()
+
+    def __repr__(self):
+        return (f"Layout(Mesh('{self.mesh}'), '{self.spec}', {self.shape}, "
+                f"'{self.dtype}')")
+
+
+# ---- the LayoutConverter -------------------------------------------------------
+
+
+class Plan:
+    """A redistribution plan: `steps` (each the CommSpec text, the spec it
+    produces, its modelled forward time in µs and bytes per device), the
+    totals, and `text`, as dtensor-plan prints it."""
+
+    def __init__(self, steps, forward_us, backward_us, text):
+        self.steps = steps
+        self.forward_us = forward_us
+        self.backward_us = backward_us
+        self.text = text
+
+    def __repr__(self):
+        return f"Plan({[s['comm'] for s in self.steps]}, {self.forward_us:.2f} us)"
+
+
+def plan(layout, target, strategy="optimal"):
+    """The cheapest sequence of collectives from `layout` to spec `target`
+    on the same mesh (the LayoutConverter); `strategy` "greedy" is the
+    seed's walk, for comparison."""
+    if strategy not in ("optimal", "greedy"):
+        raise DtensorError(f"strategy '{strategy}' (valid: optimal, greedy)")
+    spec = _parse_spec(target, layout.mesh)
+    opts = C.PlanOptions()
+    C.planOptionsInit(byref(opts))
+    opts.strategy = 0 if strategy == "optimal" else 1
+    out = C.Plan()
+    diag = C.Diag()
+    if not C.planCompute(layout._ref(), byref(spec), byref(opts),
+                         byref(out), byref(diag)):
+        raise DtensorError(f"{layout.spec} -> {target}: {_diag_text(diag)}")
+    steps = []
+    for i in range(out.numSteps):
+        st = out.steps[i]
+        buf = create_string_buffer(256)
+        C.commSpecPrint(byref(st.comm), buf, len(buf))
+        steps.append({"comm": buf.value.decode(), "after": _spec_text(st.after),
+                      "forward_us": st.cost.forwardUs,
+                      "bytes_per_device": st.cost.bytesPerDevice})
+    n = C.planPrint(byref(out), layout.mesh.ptr, None, 0)
+    buf = create_string_buffer(n + 1)
+    C.planPrint(byref(out), layout.mesh.ptr, buf, n + 1)
+    return Plan(steps, out.forwardUs, out.backwardUs, buf.value.decode())
+
+
+# ---- the compiler ----------------------------------------------------------------
+
+_upstream_registered = False
+
+
+def compile(text, pipeline="dtensor-spmd", name="<string>"):
+    """Runs `pipeline` (dtensor and upstream passes, as dtensor-opt
+    --pass-pipeline takes them without the anchor, e.g. "dtensor-propagate,
+    dtensor-partition" or "dtensor-spmd, dtensor-to-llvm") on the program
+    `text` and returns the resulting IR. Raises CompileError with the located
+    diagnostics if the program does not parse, verify or compile."""
+    global _upstream_registered
+    if not _upstream_registered:
+        C.registerUpstreamPasses()
+        _upstream_registered = True
+    ctx = C.contextCreate()
+    if not ctx.ptr:
+        raise DtensorError("the dtensor dialect did not load")
+    diagnostics = []
+
+    def on_diagnostic(diag_ptr, _user):
+        buf = create_string_buffer(4096)
+        C.diagnosticFormat(C.Handle(diag_ptr), buf, len(buf))
+        diagnostics.append(buf.value.decode(errors="replace"))
+        return 1  # handled
+
+    handler = C.DiagnosticHandler(on_diagnostic)
+    C.attachDiagnosticHandler(ctx, handler, None, None)
+    src = _bytes(text)
+    nm = _bytes(name)
+    module = C.Handle()
+    pm = C.Handle()
+    try:
+        module = C.sourceParse(ctx, C.StringRef(src, len(src)),
+                               C.StringRef(nm, len(nm)))
+        if not module.ptr:
+            raise CompileError("\n".join(diagnostics) or "parse failed",
+                               diagnostics)
+        pm = C.passManagerCreate(ctx)
+        diag = C.Diag()
+        pipe = _bytes(pipeline)
+        if not C.passManagerAddPipeline(C.passManagerGetAsOpPassManager(pm),
+                                        C.StringRef(pipe, len(pipe)),
+                                        byref(diag)):
+            raise CompileError(f"pipeline '{pipeline}', column "
+                               f"{diag.column + 1}: {_diag_text(diag)}")
+        if not C.passManagerRunOnOp(pm, module):
+            raise CompileError("\n".join(diagnostics) or "a pass failed",
+                               diagnostics)
+        chunks = []
+
+        def on_text(data, length, _user):
+            chunks.append(ctypes.string_at(data, length))
+
+        printer = C.StringCallback(on_text)
+        C.operationPrint(module, printer, None)
+        return b"".join(chunks).decode()
+    finally:
+        if pm.ptr:
+            C.passManagerDestroy(pm)
+        if module.ptr:
+            C.operationDestroy(module)
+        C.contextDestroy(ctx)
+
+
+# ---- checkpoints -------------------------------------------------------------------
+
+_DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1,
+           np.dtype(np.float16): 2, np.dtype(np.int32): 4,
+           np.dtype(np.int64): 5}
+_NAMES = {0: "f32", 1: "f64", 2: "f16", 3: "bf16", 4: "i32", 5: "i64"}
+_BY_NAME = {_NAMES[code]: dt for dt, code in _DTYPES.items()}
+
+
+def _err():
+    return create_string_buffer(1024)
+
+
+def _check(status, err):
+    if status != 0:
+        raise DtensorError(err.value.decode(errors="replace"))
+
+
+def checkpoint_info(path):
+    """The tensors of the checkpoint at `path`: a list of dicts with name,
+    dtype, shape, mesh, spec, shards and bytes."""
+    handle = c_void_p()
+    err = _err()
+    _check(C.ckptOpen(_bytes(path), byref(handle), err, len(err)), err)
+    try:
+        out = []
+        for i in range(C.ckptNumTensors(handle)):
+            t = C.RtTensor()
+            shards = c_int()
+            nbytes = c_int64()
+            C.ckptGetTensor(handle, i, byref(t), byref(shards), byref(nbytes))
+            out.append({"name": t.name.decode(), "dtype": _NAMES[t.dtype],
+                        "shape": tuple(t.shape[d] for d in range(t.rank)),
+                        "mesh": t.mesh.decode(), "spec": t.spec.decode(),
+                        "shards": shards.value, "bytes": nbytes.value})
+        return out
+    finally:
+        C.ckptClose(handle)
+
+
+def verify_checkpoint(path):
+    """Checks every data file's size and CRC-32; raises DtensorError naming
+    the first bad file."""
+    err = _err()
+    _check(C.ckptVerify(_bytes(path), err, len(err)), err)
+
+
+def load_checkpoint(path, names=None):
+    """Reads tensors whole: {name: numpy array} for `names` (default all).
+    bf16 tensors come back as float32 (exactly)."""
+    info = {t["name"]: t for t in checkpoint_info(path)}
+    wanted = list(info) if names is None else list(names)
+    out = {}
+    for name in wanted:
+        if name not in info:
+            raise DtensorError(f"{path}: no tensor '{name}' (it has "
+                               f"{', '.join(info) or 'none'})")
+        t = info[name]
+        bf16 = t["dtype"] == "bf16"
+        dtype = np.uint16 if bf16 else _BY_NAME[t["dtype"]]
+        array = np.empty(t["shape"], dtype=dtype)
+        err = _err()
+        _check(C.ckptReadTensor(_bytes(path), _bytes(name),
+                                array.ctypes.data_as(c_void_p), array.nbytes,
+                                err, len(err)), err)
+        if bf16:
+            array = (array.astype(np.uint32) << 16).view(np.float32)
+        out[name] = array
+    return out
+
+
+def save_checkpoint(path, tensors):
+    """Writes tensors into the checkpoint at `path` (created if needed,
+    others kept): {name: array} (replicated on one device) or {name: (array,
+    mesh, spec)} to store each under a layout. Arrays of float32, float64,
+    float16, int32 or int64."""
+    for name, value in tensors.items():
+        array, mesh, spec = (value if isinstance(value, tuple)
+                             else (value, None, None))
+        array = np.ascontiguousarray(array)
+        if array.dtype not in _DTYPES:
+            raise DtensorError(f"'{name}': element type {array.dtype} (valid: "
+                               "float32, float64, float16, int32, int64)")
+        if mesh is None:
+            mesh = "1"
+            spec = "[" + ", ".join("R" for _ in array.shape) + "]"
+        shape = (c_int64 * max(1, array.ndim))(*array.shape)
+        t = C.RtTensor(_bytes(name), _DTYPES[array.dtype], array.ndim, shape,
+                       _bytes(mesh), _bytes(spec),
+                       array.ctypes.data_as(c_void_p))
+        err = _err()
+        _check(C.ckptWriteTensor(_bytes(path), byref(t), err, len(err)), err)
+
+
+def convert_checkpoint(path, out, mesh, specs=None, default=None):
+    """Rewrites the checkpoint for `mesh`, each tensor under specs[name] or
+    `default` (None: replicated); block by block."""
+    specs = specs or {}
+    names = (c_char_p * max(1, len(specs)))(*[_bytes(k) for k in specs])
+    values = (c_char_p * max(1, len(specs)))(*[_bytes(v) for v in specs.values()])
+    err = _err()
+    _check(C.ckptConvert(_bytes(path), _bytes(out), _bytes(mesh), len(specs),
+                         names, values, _bytes(default) if default else None,
+                         err, len(err)), err)
+
+
+# ---- running --------------------------------------------------------------------
+
+
+def run(program, n, inputs, backend="shm", entry=None, timeout=None):
+    """Compiles the annotated `program` (a path, or IR text) with
+    dtensor-spmd, runs it on `n` ranks (dtensor-run) on `inputs` (a list of
+    numpy arrays for the entry's arguments in order, or {name: array} by
+    their dtensor.name) and returns the results as numpy arrays, in order.
+    dtensor-run also checks every rank against the single-device run;
+    a difference or any failure raises DtensorError with its output."""
+    tool = os.path.join(C.bin_dir(), "dtensor-run")
+    with tempfile.TemporaryDirectory(prefix="dtensor-run-") as tmp:
+        if "\n" not in program and os.path.exists(program):
+            path = program
+        else:
+            path = os.path.join(tmp, "program.mlir")
+            with open(path, "w") as f:
+                f.write(program)
+        named = inputs if isinstance(inputs, dict) else {
+            f"arg{i}": a for i, a in enumerate(inputs)}
+        ck_in, ck_out = os.path.join(tmp, "in"), os.path.join(tmp, "out")
+        if named:
+            save_checkpoint(ck_in, named)
+        cmd = [tool, "-n", str(n), "--backend", backend]
+        if entry:
+            cmd += ["--entry", entry]
+        if timeout:
+            cmd += ["--timeout", str(timeout)]
+        if named:
+            cmd += ["--load", ck_in]
+        cmd += ["--save", ck_out, path]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise DtensorError(f"dtensor-run failed ({done.returncode}):\n"
+                               f"{done.stdout}{done.stderr}")
+        results = load_checkpoint(ck_out)
+        return [results[t["name"]] for t in checkpoint_info(ck_out)]

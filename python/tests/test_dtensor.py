@@ -1,0 +1,255 @@
+"""Tests of the dtensor Python package (pytest, Debian's numpy), run by the
+README's test command through ctest (python-tests)."""
+
+import ctypes
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import dtensor
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+MEGATRON = os.path.join(ROOT, "examples", "megatron.mlir")
+
+
+# ---- meshes and layouts -------------------------------------------------------
+
+def test_mesh_properties():
+    m = dtensor.Mesh("dp=2,tp=4")
+    assert m.shape == (2, 4)
+    assert m.axis_names == ("dp", "tp")
+    assert m.num_devices == 8
+    assert str(m) == "dp=2,tp=4"
+    assert dtensor.Mesh("2x3").axis_names == ("a0", "a1")
+
+
+def test_bad_mesh_raises_with_the_message():
+    with pytest.raises(dtensor.DtensorError, match="mesh '2xx'"):
+        dtensor.Mesh("2xx")
+
+
+def test_closed_mesh_is_refused():
+    with dtensor.Mesh("4") as m:
+        assert m.num_devices == 4
+    with pytest.raises(dtensor.DtensorError, match="closed"):
+        m.num_devices
+
+
+def test_layout_of_a_closed_mesh_is_refused():
+    m = dtensor.Mesh("4")
+    layout = dtensor.Layout(m, "[S0]", (8,))
+    m.close()
+    with pytest.raises(dtensor.DtensorError, match="closed"):
+        layout.local_shape(0)
+
+
+def test_uneven_layout():
+    # 10 rows over 4 devices: ceil-div chunks 3, 3, 3, 1.
+    layout = dtensor.Layout("4", "[S0, R]", (10, 8))
+    assert [layout.local_shape(d) for d in range(4)] == [
+        (3, 8), (3, 8), (3, 8), (1, 8)]
+    assert layout.padded_shape == (3, 8)
+    assert not layout.is_even
+    assert layout.index_ranges(3) == [[(9, 10)], [(0, 8)]]
+    assert layout.owners((9, 0)) == (3,)
+
+
+def test_layout_on_a_2d_mesh_with_names():
+    layout = dtensor.Layout(dtensor.Mesh("dp=2,tp=4"), "[S(tp), S(dp)]",
+                            (10, 8))
+    assert layout.spec == "[S1, S0]"
+    assert layout.local_shape(7) == (1, 4)
+    assert layout.owners((9, 7)) == (7,)
+    # Replicated along tp: every device of a dp row holds it.
+    rep = dtensor.Layout("dp=2,tp=4", "[S(dp), R]", (4, 4))
+    assert rep.owners((0, 0)) == (0, 1, 2, 3)
+
+
+def test_picture_draws_the_grid():
+    picture = dtensor.Layout("2x2", "[S0, S1]", (4, 6)).picture()
+    assert "spec [S0, S1]" in picture
+    assert "+--------------+--------------+" in picture
+    assert "device  coords" in picture
+
+
+def test_bad_spec_and_device_raise():
+    with pytest.raises(dtensor.DtensorError, match="column"):
+        dtensor.Layout("4", "[S0, X]", (8, 8))
+    with pytest.raises(dtensor.DtensorError, match="out of range|axis"):
+        dtensor.Layout("4", "[S3]", (8,))
+    layout = dtensor.Layout("4", "[S0]", (8,))
+    with pytest.raises(dtensor.DtensorError, match="device 4"):
+        layout.local_shape(4)
+    with pytest.raises(dtensor.DtensorError, match="element type"):
+        dtensor.Layout("4", "[S0]", (8,), dtype="f128")
+
+
+# ---- the LayoutConverter ---------------------------------------------------------
+
+def test_plan_transpose_on_2x4():
+    layout = dtensor.Layout("2x4", "[S0, S1]", (64, 32))
+    p = dtensor.plan(layout, "[S1, S0]")
+    assert [s["after"] for s in p.steps][-1] == "[S1, S0]"
+    assert any("all_to_all" in s["comm"] for s in p.steps)
+    assert p.forward_us > 0
+    assert "total:" in p.text
+    greedy = dtensor.plan(layout, "[S1, S0]", strategy="greedy")
+    assert greedy.forward_us >= p.forward_us
+
+
+def test_plan_of_a_partial_is_an_all_reduce():
+    p = dtensor.plan(dtensor.Layout("4", "[R] Psum(0)", (16,)), "[R]")
+    assert len(p.steps) == 1 and p.steps[0]["comm"].startswith("all_reduce")
+
+
+def test_impossible_plan_raises():
+    with pytest.raises(dtensor.DtensorError, match="Partial"):
+        dtensor.plan(dtensor.Layout("4", "[S0]", (16,)), "[R] Psum(0)")
+
+
+# ---- the compiler ---------------------------------------------------------------
+
+def test_compile_megatron_has_one_all_reduce():
+    with open(MEGATRON) as f:
+        ir = dtensor.compile(f.read())
+    assert ir.count('"dtensor.all_reduce"') == 1
+    assert '"dtensor.all_gather"' not in ir
+    assert "tensor<64x64xf32>" in ir  # w1's local block
+
+
+def test_compile_with_a_pipeline():
+    with open(MEGATRON) as f:
+        ir = dtensor.compile(f.read(), "dtensor-spmd, dtensor-to-llvm")
+    assert "llvm.call @dtrt_mlir_collective_f32" in ir
+
+
+def test_compile_error_has_the_location():
+    bad = ("func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\n"
+           "  return %b : tensor<4xf32>\n}\n")
+    with pytest.raises(dtensor.CompileError) as e:
+        dtensor.compile(bad, name="bad.mlir")
+    assert "bad.mlir:2:" in str(e.value)
+    assert e.value.diagnostics and "error:" in e.value.diagnostics[0]
+
+
+def test_compile_error_of_a_layout():
+    bad = ('"dtensor.mesh"() {sym_name = "m", shape = array<i64: 4>, '
+           'axis_names = ["x"]} : () -> ()\n'
+           'func.func @f(%a: tensor<8xf32> {dtensor.layout = '
+           '#dtensor.layout<@m, "[S3]">}) -> tensor<8xf32> {\n'
+           '  return %a : tensor<8xf32>\n}\n')
+    with pytest.raises(dtensor.CompileError, match="prog.mlir:2:1: error:.*"
+                       "mesh axis 3"):
+        dtensor.compile(bad, name="prog.mlir")
+
+
+def test_bad_pipeline_raises():
+    with pytest.raises(dtensor.CompileError, match="pipeline"):
+        dtensor.compile("module {}", "no-such-pass")
+
+
+# ---- running ----------------------------------------------------------------------
+
+def test_run_megatron_on_four_ranks():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((16, 64)).astype(np.float32)
+    w1 = rng.standard_normal((64, 256)).astype(np.float32)
+    w2 = rng.standard_normal((256, 64)).astype(np.float32)
+    y, = dtensor.run(MEGATRON, 4, [x, w1, w2])
+    ref = x.astype(np.float64) @ w1 @ w2
+    assert y.shape == (16, 64)
+    assert np.abs(y - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
+def test_run_program_text_on_mpi():
+    with open(MEGATRON) as f:
+        text = f.read()
+    x = np.ones((16, 64), np.float32)
+    w1 = np.full((64, 256), 0.5, np.float32)
+    w2 = np.full((256, 64), 0.25, np.float32)
+    y, = dtensor.run(text, 4, [x, w1, w2], backend="mpi")
+    assert np.allclose(y, 64 * 0.5 * 256 * 0.25)
+
+
+def test_run_failure_raises_with_the_output():
+    x = np.ones((8, 8), np.float32)  # the wrong shape for x
+    with pytest.raises(dtensor.DtensorError, match="dtensor-run failed"):
+        dtensor.run(MEGATRON, 4, [x, x, x])
+
+
+# ---- checkpoints ----------------------------------------------------------------
+
+def test_checkpoint_round_trip(tmp_path):
+    ck = str(tmp_path / "ck")
+    a = np.arange(10 * 6, dtype=np.float32).reshape(10, 6)
+    b = np.arange(7, dtype=np.int64) - 3
+    c = np.linspace(-1, 1, 12).reshape(3, 4)
+    dtensor.save_checkpoint(ck, {"a": (a, "4", "[S0, R]"), "b": b,
+                                 "c": (c, "2x2", "[S1, S0]")})
+    info = {t["name"]: t for t in dtensor.checkpoint_info(ck)}
+    assert info["a"]["shards"] == 4 and info["a"]["spec"] == "[S0, R]"
+    assert info["b"]["dtype"] == "i64" and info["b"]["shards"] == 1
+    dtensor.verify_checkpoint(ck)
+    got = dtensor.load_checkpoint(ck)
+    assert np.array_equal(got["a"], a) and got["a"].dtype == np.float32
+    assert np.array_equal(got["b"], b)
+    assert np.array_equal(got["c"], c)
+
+
+def test_checkpoint_convert_and_corruption(tmp_path):
+    ck, out = str(tmp_path / "ck"), str(tmp_path / "out")
+    a = np.arange(9 * 5, dtype=np.float64).reshape(9, 5)
+    dtensor.save_checkpoint(ck, {"a": (a, "2", "[S0, R]")})
+    dtensor.convert_checkpoint(ck, out, "2x2", {"a": "[S1, S0]"})
+    assert dtensor.checkpoint_info(out)[0]["spec"] == "[S1, S0]"
+    assert np.array_equal(dtensor.load_checkpoint(out)["a"], a)
+    shard = sorted(f for f in os.listdir(out) if f.endswith(".bin"))[0]
+    with open(os.path.join(out, shard), "r+b") as f:
+        f.seek(2)
+        f.write(b"\xff")
+    with pytest.raises(dtensor.DtensorError, match=f"{shard}: corrupted"):
+        dtensor.verify_checkpoint(out)
+    with pytest.raises(dtensor.DtensorError, match="no tensor 'z'"):
+        dtensor.load_checkpoint(ck, ["z"])
+
+
+def test_checkpoint_errors(tmp_path):
+    with pytest.raises(dtensor.DtensorError, match="a checkpoint"):
+        dtensor.checkpoint_info(str(tmp_path / "none"))
+    with pytest.raises(dtensor.DtensorError, match="element type"):
+        dtensor.save_checkpoint(str(tmp_path / "ck"),
+                                {"u": np.zeros(3, np.uint8)})
+    with pytest.raises(dtensor.DtensorError, match="spec"):
+        dtensor.save_checkpoint(str(tmp_path / "ck"),
+                                {"a": (np.zeros(4, np.float32), "4", "[S7]")})
+
+
+# ---- no C objects left behind --------------------------------------------------
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+        "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def _heap_in_use():
+    libc = ctypes.CDLL(None)
+    libc.mallinfo2.restype = _MallInfo2
+    libc.mallinfo2.argtypes = []
+    return libc.mallinfo2().uordblks
+
+
+def test_no_leaks_of_c_objects():
+    def churn():
+        for _ in range(2000):
+            with dtensor.Mesh("dp=2,tp=4") as m:
+                dtensor.Layout(m, "[S(tp), S(dp)]", (10, 8)).local_shape(1)
+        for _ in range(20):
+            dtensor.compile("module {}", "canonicalize")
+    churn()  # warm-up: caches, registrations
+    before = _heap_in_use()
+    churn()
+    grown = _heap_in_use() - before
+    assert grown < 256 * 1024, f"the C heap grew by {grown} bytes"
