@@ -62,5 +62,6 @@ extern const DtPassDef dtPartitionPass;
 extern const DtPassDef dtReportPass;
 extern const DtPassDef dtSpmdPass;
 extern const DtPassDef dtLowerToRuntimePass;
+extern const DtPassDef dtApplyPlanPass;
 
 #endif

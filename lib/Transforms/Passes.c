@@ -19,6 +19,7 @@ static const DtPassDef *const kPasses[] = {
     &dtLowerRedistributePass,
     &dtReportPass,
     &dtLowerToRuntimePass,
+    &dtApplyPlanPass,
 };
 
 enum { kNumPasses = sizeof(kPasses) / sizeof(kPasses[0]) };
