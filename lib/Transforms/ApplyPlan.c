@@ -5,6 +5,7 @@
  * data_parallel. An argument's name is its `dtensor.name` attribute, else
  * its name location (`loc("w1")`). Every rule must match an argument, and
  * rules that give one argument different layouts are an error. */
+#include "Dialect/DialectInternal.h"
 #include "PassDef.h"
 #include "Util.h"
 
@@ -42,18 +43,8 @@ typedef struct Plan {
   bool failed;
 } Plan;
 
-static void fail(Plan *p, MlirLocation loc, const char *format, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void fail(Plan *p, MlirLocation loc, const char *format, ...) {
-  char message[1024];
-  va_list args;
-  va_start(args, format);
-  vsnprintf(message, sizeof(message), format, args);
-  va_end(args);
-  mlirEmitError(loc, message);
-  p->failed = true;
-}
+/* Reports an error at `loc` and fails the pass. */
+#define fail(p, loc, ...) (dtEmitError((loc), __VA_ARGS__), (p)->failed = true)
 
 /* Where errors about the plan as a whole are reported: the module's first
  * operation with a known location (the implicit module has none). */
