@@ -374,3 +374,37 @@ bool dtensorLayoutFromAttr(MlirOperation from, MlirAttribute attr,
   *outMesh = mesh;
   return true;
 }
+
+MlirOperation dtMeshOpCreate(MlirOperation module, MlirLocation loc,
+                             const char *name, const DtensorMesh *mesh) {
+  MlirContext ctx = mlirOperationGetContext(module);
+  int rank = dtensorMeshGetRank(mesh);
+  int64_t shape[DTENSOR_MAX_MESH_RANK];
+  MlirAttribute names[DTENSOR_MAX_MESH_RANK];
+  for (int a = 0; a < rank; ++a) {
+    shape[a] = dtensorMeshGetAxisSize(mesh, a);
+    names[a] = mlirStringAttrGet(
+        ctx, mlirStringRefCreateFromCString(dtensorMeshGetAxisName(mesh, a)));
+  }
+#define NAMED(key, value)                                                      \
+  mlirNamedAttributeGet(                                                       \
+      mlirIdentifierGet(ctx, mlirStringRefCreateFromCString(key)), value)
+  MlirNamedAttribute attrs[3] = {
+      NAMED("sym_name",
+            mlirStringAttrGet(ctx, mlirStringRefCreateFromCString(name))),
+      NAMED("shape", mlirDenseI64ArrayGet(ctx, rank, shape)),
+      NAMED("axis_names", mlirArrayAttrGet(ctx, rank, names)),
+  };
+#undef NAMED
+  MlirOperationState st = mlirOperationStateGet(
+      mlirStringRefCreateFromCString("dtensor.mesh"), loc);
+  mlirOperationStateAddAttributes(&st, 3, attrs);
+  MlirOperation op = mlirOperationCreate(&st);
+  MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(module, 0));
+  MlirOperation first = mlirBlockGetFirstOperation(top);
+  if (mlirOperationIsNull(first))
+    mlirBlockAppendOwnedOperation(top, op);
+  else
+    mlirBlockInsertOwnedOperationBefore(top, first, op);
+  return op;
+}

@@ -23,4 +23,9 @@ bool dtOpIsA(MlirOperation op, const char *name);
 /// Returns the nearest builtin.module enclosing or being `op` (null if none).
 MlirOperation dtEnclosingModule(MlirOperation op);
 
+/// Declares `mesh` as `dtensor.mesh` @`name` at the top of `module`, at
+/// `loc`; returns the op.
+MlirOperation dtMeshOpCreate(MlirOperation module, MlirLocation loc,
+                             const char *name, const DtensorMesh *mesh);
+
 #endif

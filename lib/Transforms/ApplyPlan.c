@@ -90,7 +90,6 @@ static int axisOf(Plan *p, json_t *axis, int rule, int dflt) {
  * (created when the module has none of that name). */
 static bool readMesh(Plan *p, json_t *mesh) {
   MlirLocation loc = moduleLoc(p);
-  MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(p->module, 0));
   const char *name = json_is_string(mesh) ? json_string_value(mesh)
                      : json_is_object(mesh)
                          ? json_string_value(json_object_get(mesh, "name"))
@@ -139,29 +138,7 @@ static bool readMesh(Plan *p, json_t *mesh) {
     return false;
   }
   /* Declare it at the top of the module. */
-  MlirContext ctx = mlirOperationGetContext(p->module);
-  MlirAttribute nameAttrs[DTENSOR_MAX_MESH_RANK];
-  for (size_t a = 0; a < rank; ++a)
-    nameAttrs[a] = mlirStringAttrGet(
-        ctx, mlirStringRefCreateFromCString(
-                 dtensorMeshGetAxisName(p->mesh, (int)a)));
-  MlirNamedAttribute attrs[3] = {
-      mlirNamedAttributeGet(mlirIdentifierGet(ctx, mlirStringRefCreateFromCString("sym_name")),
-                            mlirStringAttrGet(ctx, mlirStringRefCreateFromCString(name))),
-      mlirNamedAttributeGet(mlirIdentifierGet(ctx, mlirStringRefCreateFromCString("shape")),
-                            mlirDenseI64ArrayGet(ctx, (intptr_t)rank, dims)),
-      mlirNamedAttributeGet(mlirIdentifierGet(ctx, mlirStringRefCreateFromCString("axis_names")),
-                            mlirArrayAttrGet(ctx, (intptr_t)rank, nameAttrs)),
-  };
-  MlirOperationState st = mlirOperationStateGet(
-      mlirStringRefCreateFromCString("dtensor.mesh"), loc);
-  mlirOperationStateAddAttributes(&st, 3, attrs);
-  MlirOperation op = mlirOperationCreate(&st);
-  MlirOperation first = mlirBlockGetFirstOperation(top);
-  if (mlirOperationIsNull(first))
-    mlirBlockAppendOwnedOperation(top, op);
-  else
-    mlirBlockInsertOwnedOperationBefore(top, first, op);
+  dtMeshOpCreate(p->module, loc, name, p->mesh);
   return true;
 }
 

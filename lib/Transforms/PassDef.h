@@ -63,5 +63,6 @@ extern const DtPassDef dtReportPass;
 extern const DtPassDef dtSpmdPass;
 extern const DtPassDef dtLowerToRuntimePass;
 extern const DtPassDef dtApplyPlanPass;
+extern const DtPassDef dtImportGspmdPass;
 
 #endif

@@ -20,6 +20,7 @@ static const DtPassDef *const kPasses[] = {
     &dtReportPass,
     &dtLowerToRuntimePass,
     &dtApplyPlanPass,
+    &dtImportGspmdPass,
 };
 
 enum { kNumPasses = sizeof(kPasses) / sizeof(kPasses[0]) };

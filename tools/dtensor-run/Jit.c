@@ -558,6 +558,21 @@ static int compileAndRun(const char *path, const DtRunOptions *o,
   r.saveDir = o->saveDir;
   MlirOperation func = findEntry(spmd, entry);
   MlirOperation meshOp = findMesh(spmd);
+  if (mlirOperationIsNull(meshOp)) {
+    /* A program exported for GSPMD: its mhlo.sharding strings give the
+     * mesh and layouts. */
+    MlirPassManager pm = mlirPassManagerCreate(ctx);
+    DtensorDiag diag;
+    bool ok = mlirLogicalResultIsSuccess(dtensorPassManagerAddPipeline(
+                  mlirPassManagerGetAsOpPassManager(pm),
+                  mlirStringRefCreateFromCString("dtensor-import-gspmd"),
+                  &diag)) &&
+              mlirLogicalResultIsSuccess(mlirPassManagerRunOnOp(pm, spmd));
+    mlirPassManagerDestroy(pm);
+    if (!ok)
+      return 1;
+    meshOp = findMesh(spmd);
+  }
   if (mlirOperationIsNull(func) || mlirOperationIsNull(meshOp)) {
     fprintf(stderr, "dtensor-run: '%s' has no %s\n", path,
             mlirOperationIsNull(func) ? "entry function" : "dtensor.mesh");
