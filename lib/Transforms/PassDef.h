@@ -64,5 +64,6 @@ extern const DtPassDef dtSpmdPass;
 extern const DtPassDef dtLowerToRuntimePass;
 extern const DtPassDef dtApplyPlanPass;
 extern const DtPassDef dtImportGspmdPass;
+extern const DtPassDef dtImportShardPass;
 
 #endif

@@ -21,6 +21,7 @@ static const DtPassDef *const kPasses[] = {
     &dtLowerToRuntimePass,
     &dtApplyPlanPass,
     &dtImportGspmdPass,
+    &dtImportShardPass,
 };
 
 enum { kNumPasses = sizeof(kPasses) / sizeof(kPasses[0]) };

@@ -559,13 +559,15 @@ static int compileAndRun(const char *path, const DtRunOptions *o,
   MlirOperation func = findEntry(spmd, entry);
   MlirOperation meshOp = findMesh(spmd);
   if (mlirOperationIsNull(meshOp)) {
-    /* A program exported for GSPMD: its mhlo.sharding strings give the
-     * mesh and layouts. */
+    /* A program written for the shard dialect, or exported for GSPMD:
+     * its grids and shardings, or mhlo.sharding strings, give the mesh
+     * and layouts. */
     MlirPassManager pm = mlirPassManagerCreate(ctx);
     DtensorDiag diag;
     bool ok = mlirLogicalResultIsSuccess(dtensorPassManagerAddPipeline(
                   mlirPassManagerGetAsOpPassManager(pm),
-                  mlirStringRefCreateFromCString("dtensor-import-gspmd"),
+                  mlirStringRefCreateFromCString(
+                      "dtensor-import-shard, dtensor-import-gspmd"),
                   &diag)) &&
               mlirLogicalResultIsSuccess(mlirPassManagerRunOnOp(pm, spmd));
     mlirPassManagerDestroy(pm);

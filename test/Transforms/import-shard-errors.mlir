@@ -1,0 +1,27 @@
+// RUN: dtensor-opt %s --dtensor-import-shard --split-input-file --verify-diagnostics
+
+shard.grid @grid(shape = 4)
+func.func @halo(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{shard.sharding with halo sizes, explicit shard offsets or dynamic sizes has no dtensor layout; only split_axes are imported}}
+  %s = shard.sharding @grid split_axes = [[0]] halo_sizes = [1, 1] : !shard.sharding
+  %x1 = shard.shard %x to %s : tensor<8xf32>
+  return %x1 : tensor<8xf32>
+}
+
+// -----
+
+shard.grid @grid(shape = 4)
+func.func @offsets(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{shard.sharding with halo sizes, explicit shard offsets or dynamic sizes has no dtensor layout}}
+  %s = shard.sharding @grid split_axes = [[0]] sharded_dims_offsets = [0, 1, 3, 6, 8] : !shard.sharding
+  %x1 = shard.shard %x to %s : tensor<8xf32>
+  return %x1 : tensor<8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{shard.grid @dyn: a grid of dynamic or more than 8 axes has no dtensor mesh}}
+shard.grid @dyn(shape = 2x?)
+func.func @dynamic(%x: tensor<8xf32>) -> tensor<8xf32> {
+  return %x : tensor<8xf32>
+}
