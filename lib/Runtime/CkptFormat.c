@@ -403,33 +403,27 @@ bool dtCkptMetaRead(const char *dir, CkptMeta *out, char *err,
 
 /* ---- blocks and shard files ---------------------------------------------------- */
 
-static bool writeAll(int fd, const void *data, size_t n) {
-  const char *p = data;
+/* Writes (`writing`) or reads all `n` bytes at `off`, through short
+ * transfers and interruptions. */
+static bool ioAll(int fd, void *data, size_t n, int64_t off, bool writing) {
+  char *p = data;
   while (n) {
-    ssize_t k = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
-    if (k < 0 && errno == EINTR)
+    size_t k = n > (1u << 30) ? (1u << 30) : n;
+    ssize_t done = writing ? pwrite(fd, p, k, (off_t)off)
+                           : pread(fd, p, k, (off_t)off);
+    if (done < 0 && errno == EINTR)
       continue;
-    if (k <= 0)
+    if (done <= 0)
       return false;
-    p += k;
-    n -= (size_t)k;
+    p += done;
+    n -= (size_t)done;
+    off += done;
   }
   return true;
 }
 
 static bool preadAll(int fd, void *data, size_t n, int64_t off) {
-  char *p = data;
-  while (n) {
-    ssize_t k = pread(fd, p, n > (1u << 30) ? (1u << 30) : n, (off_t)off);
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k <= 0)
-      return false;
-    p += k;
-    n -= (size_t)k;
-    off += k;
-  }
-  return true;
+  return ioAll(fd, data, n, off, false);
 }
 
 bool dtCkptWriteShard(const char *dir, const DtensorLayout *l,
@@ -474,7 +468,7 @@ bool dtCkptWriteShard(const char *dir, const DtensorLayout *l,
   for (size_t off = 0; ok && off < (size_t)shard->bytes; off += chunk) {
     size_t n = (size_t)shard->bytes - off < chunk ? (size_t)shard->bytes - off
                                                   : chunk;
-    ok = writeAll(fd, data + off, n);
+    ok = ioAll(fd, data + off, n, (int64_t)off, true);
     if (ok)
       sync_file_range(fd, (off_t)off, (off_t)n, SYNC_FILE_RANGE_WRITE);
     crc = dtCkptCrc(crc, data + off, n);

@@ -248,14 +248,25 @@ void dtrt_mlir_permute(int64_t inRank, void *inDesc, int64_t outRank,
     die("permute");
 }
 
+/* A mesh shape (1-D i64 memref): its axes and their sizes; returns the
+ * device count. */
+static int64_t meshShapeOf(void *meshDesc, int64_t *outRank,
+                           const int64_t **outShape) {
+  Descriptor *mesh = meshDesc;
+  *outRank = mesh->sizes[0];
+  *outShape = (const int64_t *)mesh->aligned + mesh->offset;
+  int64_t total = 1;
+  for (int64_t a = 0; a < *outRank; ++a)
+    total *= (*outShape)[a];
+  return total;
+}
+
 void dtrt_mlir_init(int64_t meshRank, void *meshDesc) {
   (void)meshRank;
   DtrtContext *c = dtrtProcessContext();
-  Descriptor *mesh = meshDesc;
-  const int64_t *shape = (const int64_t *)mesh->aligned + mesh->offset;
-  int64_t total = 1;
-  for (int64_t a = 0; a < mesh->sizes[0]; ++a)
-    total *= shape[a];
+  int64_t axes;
+  const int64_t *shape;
+  int64_t total = meshShapeOf(meshDesc, &axes, &shape);
   if (total != dtrtWorldSize(c)) {
     fprintf(stderr, "dtensor runtime: the program's mesh has %lld devices "
             "but the job has %d ranks (WORLD_SIZE); run it on %lld\n",
@@ -267,12 +278,9 @@ void dtrt_mlir_init(int64_t meshRank, void *meshDesc) {
 int64_t dtrt_mlir_mesh_coord(int64_t axis, int64_t meshRank, void *meshDesc) {
   (void)meshRank;
   DtrtContext *c = dtrtProcessContext();
-  Descriptor *mesh = meshDesc;
-  int64_t numMesh = mesh->sizes[0];
-  const int64_t *shape = (const int64_t *)mesh->aligned + mesh->offset;
-  int64_t total = 1;
-  for (int64_t a = 0; a < numMesh; ++a)
-    total *= shape[a];
+  int64_t numMesh;
+  const int64_t *shape;
+  int64_t total = meshShapeOf(meshDesc, &numMesh, &shape);
   if (axis < 0 || axis >= numMesh || total != c->worldSize) {
     fprintf(stderr, "dtensor runtime: mesh_index: axis %lld of a mesh of %lld "
             "devices on a world of %d ranks\n", (long long)axis,

@@ -333,16 +333,12 @@ static DtrtStatus enqueue(DtrtComm *comm, const DtrtCollective *op) {
   return DTRT_OK;
 }
 
-static const char *kNames[] = {"all_gather", "all_reduce", "reduce_scatter",
-                               "all_to_all", "broadcast",  "permute",
-                               "barrier"};
-
 static DtrtStatus ncclRun(DtrtComm *comm, const DtrtCollective *op) {
   DtrtStatus s = enqueue(comm, op);
   if (s != DTRT_OK)
     return s;
   return syncStream(comm, ((Nccl *)comm->backend)->stream, NULL,
-                    kNames[op->kind]);
+                    dtrtCollectiveName(op->kind));
 }
 
 static DtrtStatus ncclStart(DtrtComm *comm, DtrtRequest *r) {
@@ -372,7 +368,7 @@ static DtrtStatus ncclTest(DtrtRequest *r, bool *outDone) {
 
 static DtrtStatus ncclWait(DtrtRequest *r) {
   cudaEvent_t event = r->backend;
-  DtrtStatus s = syncStream(r->comm, NULL, event, kNames[r->op.kind]);
+  DtrtStatus s = syncStream(r->comm, NULL, event, dtrtCollectiveName(r->op.kind));
   cudaEventDestroy(event);
   r->backend = NULL;
   return s;

@@ -131,11 +131,17 @@ static DtrtStatus newContext(DtrtContext **outContext) {
   return DTRT_OK;
 }
 
-/* Makes the world communicator once rank, world size and backend are set. */
-static DtrtStatus openWorld(DtrtContext *c) {
+static DtrtStatus checkRank(DtrtContext *c) {
   if (c->worldSize < 1 || c->rank >= c->worldSize)
     return dtrtFail(c, DTRT_ERR_ENV, "RANK %d is not below WORLD_SIZE %d",
                     c->rank, c->worldSize);
+  return DTRT_OK;
+}
+
+/* Makes the world communicator once rank, world size and backend are set. */
+static DtrtStatus openWorld(DtrtContext *c) {
+  if (checkRank(c) != DTRT_OK)
+    return DTRT_ERR_ENV;
   c->usable = true;
   int *all = malloc(sizeof(int) * (size_t)c->worldSize);
   if (!all)
@@ -184,9 +190,9 @@ DtrtStatus dtrtInit(DtrtContext **outContext) {
        !envInt("WORLD_SIZE", &c->worldSize, true, c, &s) ||
        !envInt("LOCAL_RANK", &c->localRank, false, c, &s)))
     return s;
-  if (!c->backend->ownRanks && c->rank >= c->worldSize)
-    return dtrtFail(c, DTRT_ERR_ENV, "RANK %d is not below WORLD_SIZE %d",
-                    c->rank, c->worldSize);
+  /* Before the backend starts anything with them. */
+  if (!c->backend->ownRanks && checkRank(c) != DTRT_OK)
+    return DTRT_ERR_ENV;
   if (c->backend->init && (s = c->backend->init(c)) != DTRT_OK)
     return s;
   return openWorld(c);
@@ -516,7 +522,7 @@ void dtrtScale(void *buf, size_t n, DtrtDtype dtype, int divisor) {
 
 /* ---- the public collectives: checks, then the backend ---------------------- */
 
-static const char *kindName(DtrtCollectiveKind k) {
+const char *dtrtCollectiveName(DtrtCollectiveKind k) {
   static const char *names[] = {"all_gather", "all_reduce", "reduce_scatter",
                                 "all_to_all", "broadcast",  "permute",
                                 "barrier"};
@@ -532,7 +538,7 @@ static DtrtStatus checkCollective(DtrtComm *comm, const DtrtCollective *op) {
                     (int)op->kind);
   if (op->kind == DTRT_COLL_BARRIER)
     return DTRT_OK;
-  const char *what = kindName(op->kind);
+  const char *what = dtrtCollectiveName(op->kind);
   if (!dtrtDtypeSize(op->dtype))
     return dtrtFail(c, DTRT_ERR_INVALID, "%s: invalid element type %d", what,
                     (int)op->dtype);
@@ -797,7 +803,7 @@ DtrtStatus dtrtWait(DtrtRequest *r) {
       /* The request stays queued (the thread still owns it): leaked on
        * purpose rather than freed under the thread. */
       return dtrtFail(c, DTRT_ERR_TIMEOUT, "rank %d: timed out waiting for "
-                      "a started %s", c->rank, kindName(r->op.kind));
+                      "a started %s", c->rank, dtrtCollectiveName(r->op.kind));
     s = r->status;
     if (s != DTRT_OK)
       dtrtFail(c, s, "%s", r->error);

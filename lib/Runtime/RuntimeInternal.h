@@ -75,6 +75,9 @@ struct DtrtContext {
 DtrtStatus dtrtFail(DtrtContext *c, DtrtStatus status, const char *format,
                     ...) __attribute__((format(printf, 3, 4)));
 
+/// The name of a collective kind ("all_gather", ...), for messages.
+const char *dtrtCollectiveName(DtrtCollectiveKind kind);
+
 /// Seconds on a monotonic clock.
 double dtrtNow(void);
 

@@ -288,31 +288,15 @@ static void packBlocks(DtrtComm *comm, const void *send, size_t bytes,
            n);
 }
 
-static DtrtStatus slotReduceScatter(DtrtComm *comm, const void *send, void *recv,
-                             size_t count, DtrtDtype dtype, DtrtReduce op) {
+/* reduce_scatter (`reduce`) and all_to_all: member j's block of every
+ * input goes to member j. A round carries the same part of every block;
+ * reduce_scatter combines the parts, all_to_all places them. */
+static DtrtStatus slotBlockwise(DtrtComm *comm, const void *send, void *recv,
+                                size_t count, DtrtDtype dtype, bool reduce,
+                                DtrtReduce op) {
   DtrtStatus s = DTRT_OK;
-  size_t es = dtrtDtypeSize(dtype), bytes = count * es;
-  /* A round carries the same part of every member's block. */
-  size_t step = slotBytes(comm) / (size_t)comm->size / es * es;
-  if (step == 0)
-    return dtrtFail(comm->context, DTRT_ERR_INVALID, "the exchange slot is "
-                    "too small for %d members", comm->size);
-  for (size_t off = 0; off < bytes; off += step) {
-    size_t n = bytes - off < step ? bytes - off : step;
-    packBlocks(comm, send, bytes, off, n);
-    if ((s = shmBarrier(comm, "reduce_scatter")))
-      return s;
-    reduceSlots(comm, (char *)recv + off, n, dtype, op,
-                (size_t)comm->rank * n);
-    if ((s = shmBarrier(comm, "reduce_scatter")))
-      return s;
-  }
-  return DTRT_OK;
-}
-
-static DtrtStatus slotAllToAll(DtrtComm *comm, const void *send, void *recv,
-                        size_t count, DtrtDtype dtype) {
-  DtrtStatus s = DTRT_OK;
+  const char *what = dtrtCollectiveName(reduce ? DTRT_COLL_REDUCE_SCATTER
+                                               : DTRT_COLL_ALL_TO_ALL);
   size_t es = dtrtDtypeSize(dtype), bytes = count * es;
   size_t step = slotBytes(comm) / (size_t)comm->size / es * es;
   if (step == 0)
@@ -321,12 +305,16 @@ static DtrtStatus slotAllToAll(DtrtComm *comm, const void *send, void *recv,
   for (size_t off = 0; off < bytes; off += step) {
     size_t n = bytes - off < step ? bytes - off : step;
     packBlocks(comm, send, bytes, off, n);
-    if ((s = shmBarrier(comm, "all_to_all")))
+    if ((s = shmBarrier(comm, what)))
       return s;
-    for (int j = 0; j < comm->size; ++j)
-      memcpy((char *)recv + (size_t)j * bytes + off,
-             (char *)slot(comm, j) + (size_t)comm->rank * n, n);
-    if ((s = shmBarrier(comm, "all_to_all")))
+    if (reduce)
+      reduceSlots(comm, (char *)recv + off, n, dtype, op,
+                  (size_t)comm->rank * n);
+    else
+      for (int j = 0; j < comm->size; ++j)
+        memcpy((char *)recv + (size_t)j * bytes + off,
+               (char *)slot(comm, j) + (size_t)comm->rank * n, n);
+    if ((s = shmBarrier(comm, what)))
       return s;
   }
   return DTRT_OK;
@@ -430,9 +418,7 @@ static DtrtStatus smallCollective(DtrtComm *comm, const DtrtCollective *op) {
     memcpy(mine, op->recv, bytes);
   ++sh->smallCount;
   sh->lastSmall = true;
-  static const char *kNames[] = {"all_gather", "all_reduce", "reduce_scatter",
-                                 "all_to_all", "broadcast"};
-  DtrtStatus s = shmBarrier(comm, kNames[op->kind]);
+  DtrtStatus s = shmBarrier(comm, dtrtCollectiveName(op->kind));
   if (s != DTRT_OK)
     return s;
   switch (op->kind) {
@@ -702,10 +688,11 @@ static DtrtStatus shmRun(DtrtComm *comm, const DtrtCollective *op) {
     return slotAllReduce(comm, op->send, op->recv, op->count, op->dtype,
                          op->reduce);
   case DTRT_COLL_REDUCE_SCATTER:
-    return slotReduceScatter(comm, op->send, op->recv, op->count, op->dtype,
-                             op->reduce);
+    return slotBlockwise(comm, op->send, op->recv, op->count, op->dtype, true,
+                         op->reduce);
   case DTRT_COLL_ALL_TO_ALL:
-    return slotAllToAll(comm, op->send, op->recv, op->count, op->dtype);
+    return slotBlockwise(comm, op->send, op->recv, op->count, op->dtype, false,
+                         DTRT_SUM);
   case DTRT_COLL_BROADCAST:
     return slotBroadcast(comm, op->recv, op->count, op->dtype, op->root);
   case DTRT_COLL_PERMUTE:

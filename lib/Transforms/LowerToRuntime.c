@@ -376,7 +376,7 @@ static void lowerCollective(Lower *l, MlirOperation op, int64_t kind) {
 /* Functions that already start with dtrt_mlir_init of a mesh. */
 typedef struct Inited {
   MlirOperation func;
-  char mesh[300];
+  MlirAttribute mesh; /* the op's mesh symbol reference (uniqued) */
 } Inited;
 
 /* The first use of a mesh in a function makes the function start with
@@ -389,17 +389,18 @@ static void ensureInit(Lower *l, MlirOperation op, Inited *done, int *numDone,
     func = mlirOperationGetParentOperation(func);
   if (mlirOperationIsNull(func))
     return;
-  char meshSym[300];
-  int meshRank = meshGlobal(l, op, meshSym, sizeof(meshSym));
+  MlirAttribute meshRef = dtGetAttr(op, "mesh");
   for (int i = 0; i < *numDone; ++i)
     if (mlirOperationEqual(done[i].func, func) &&
-        !strcmp(done[i].mesh, meshSym))
+        mlirAttributeEqual(done[i].mesh, meshRef))
       return;
   if (*numDone == cap)
     return; /* the calls at the collectives still set up the runtime */
   done[*numDone].func = func;
-  snprintf(done[*numDone].mesh, sizeof(done[*numDone].mesh), "%s", meshSym);
+  done[*numDone].mesh = meshRef;
   ++*numDone;
+  char meshSym[300];
+  int meshRank = meshGlobal(l, op, meshSym, sizeof(meshSym));
   MlirLocation loc = mlirOperationGetLocation(func);
   MlirType ints = mlirUnrankedMemRefTypeGet(mlirIntegerTypeGet(l->ctx, 64),
                                             mlirAttributeGetNull());

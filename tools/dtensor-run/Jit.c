@@ -30,14 +30,11 @@
 #define MAX_ARGS 16
 #define MAX_RESULTS 8
 
-/* The element types dtensor-run builds inputs for and compares. */
-typedef enum Elem { ELEM_F32, ELEM_F64, ELEM_I32, ELEM_I64 } Elem;
-
 typedef struct Tensor {
   char name[128]; /* dtensor.name, or arg<i> / result<i> */
   int rank;
   int64_t shape[DTENSOR_MAX_TENSOR_RANK]; /* global */
-  Elem elem;
+  DtrtDtype elem;
   DtensorShardingSpec spec;
   bool sharded; /* has a layout in the partitioned signature */
 } Tensor;
@@ -56,29 +53,19 @@ typedef struct Run {
   char meshText[256];
 } Run;
 
-static size_t elemSize(Elem e) {
-  return e == ELEM_F32 || e == ELEM_I32 ? 4 : 8;
+/* Elements as doubles, through the runtime's conversions (the entry's
+ * types are f32, f64, i32 and i64, all exact in a double here). */
+static bool elemIsFloat(DtrtDtype t) { return t == DTRT_F32 || t == DTRT_F64; }
+
+static double load(const void *p, DtrtDtype t, int64_t i) {
+  double v;
+  dtrtConvert((const char *)p + (size_t)i * dtrtDtypeSize(t), t, &v, DTRT_F64,
+              1);
+  return v;
 }
 
-static bool elemIsFloat(Elem e) { return e == ELEM_F32 || e == ELEM_F64; }
-
-static double load(const void *p, Elem e, int64_t i) {
-  switch (e) {
-  case ELEM_F32: return ((const float *)p)[i];
-  case ELEM_F64: return ((const double *)p)[i];
-  case ELEM_I32: return ((const int32_t *)p)[i];
-  case ELEM_I64: return (double)((const int64_t *)p)[i];
-  }
-  return NAN;
-}
-
-static void store(void *p, Elem e, int64_t i, double v) {
-  switch (e) {
-  case ELEM_F32: ((float *)p)[i] = (float)v; break;
-  case ELEM_F64: ((double *)p)[i] = v; break;
-  case ELEM_I32: ((int32_t *)p)[i] = (int32_t)v; break;
-  case ELEM_I64: ((int64_t *)p)[i] = (int64_t)v; break;
-  }
+static void store(void *p, DtrtDtype t, int64_t i, double v) {
+  dtrtConvert(&v, DTRT_F64, (char *)p + (size_t)i * dtrtDtypeSize(t), t, 1);
 }
 
 static MlirLogicalResult report(MlirDiagnostic d, void *user) {
@@ -147,14 +134,14 @@ static bool runPipeline(MlirContext ctx, MlirOperation module, bool spmd,
 
 /* The deterministic global input: small values, integers for integer
  * types (so sums and products stay exact). */
-static double inputValue(int arg, int64_t linear, Elem e) {
+static double inputValue(int arg, int64_t linear, DtrtDtype e) {
   int64_t v = (linear * 37 + arg * 11) % 101;
   return elemIsFloat(e) ? (double)v / 101.0 - 0.5 : (double)(v - 50);
 }
 
 /* What padding holds: NaN for floats, a huge value for integers, so a
  * program that let padding into a result differs from the reference. */
-static double paddingValue(Elem e) {
+static double paddingValue(DtrtDtype e) {
   return elemIsFloat(e) ? NAN : 1e9;
 }
 
@@ -220,7 +207,7 @@ static bool invoke(MlirExecutionEngine jit, const char *fn, int64_t **argDescs,
   const int64_t *d = packed;
   for (int k = 0; k < numResults; ++k) {
     outData[k] = (const char *)(intptr_t)d[1] +
-                 d[2] * (int64_t)elemSize(results[k].elem);
+                 d[2] * (int64_t)dtrtDtypeSize(results[k].elem);
     d += 3 + 2 * results[k].rank;
   }
   return true;
@@ -262,7 +249,7 @@ static int64_t forBlock(const Run *r, const Tensor *t, int rank, VisitFn visit,
 typedef struct Fill {
   void *block;
   const void *global;
-  Elem elem;
+  DtrtDtype elem;
 } Fill;
 
 static void fillElement(void *user, int64_t e, int64_t g) {
@@ -273,7 +260,7 @@ static void fillElement(void *user, int64_t e, int64_t g) {
 
 typedef struct Compare {
   const void *got, *want;
-  Elem elem;
+  DtrtDtype elem;
   double scale; /* the reference's largest magnitude */
   double maxErr;
   int64_t bad, compared;
@@ -297,34 +284,21 @@ static void compareElement(void *user, int64_t e, int64_t g) {
   ++c->compared;
 }
 
-static DtrtDtype dtypeOf(Elem e) {
-  switch (e) {
-  case ELEM_F64: return DTRT_F64;
-  case ELEM_I32: return DTRT_I32;
-  case ELEM_I64: return DTRT_I64;
-  default: return DTRT_F32;
-  }
-}
 
 /* Reads an argument whole from the checkpoint (the reference's input),
  * after checking its element type and shape. */
-static bool readArgument(const char *dir, const Tensor *t, void *out) {
-  DtrtCheckpoint *c;
+static bool readArgument(const char *dir, const DtrtCheckpoint *c,
+                         const Tensor *t, void *out) {
   char err[512];
-  if (dtrtCheckpointOpen(dir, &c, err, sizeof(err)) != DTRT_OK) {
-    fprintf(stderr, "dtensor-run: %s\n", err);
-    return false;
-  }
   bool found = false, same = false;
   for (int i = 0; i < dtrtCheckpointNumTensors(c) && !found; ++i) {
     DtrtTensor saved;
     dtrtCheckpointGetTensor(c, i, &saved, NULL, NULL);
     found = !strcmp(saved.name, t->name);
-    same = found && saved.dtype == dtypeOf(t->elem) && saved.rank == t->rank;
+    same = found && saved.dtype == t->elem && saved.rank == t->rank;
     for (int d = 0; same && d < t->rank; ++d)
       same = saved.shape[d] == t->shape[d];
   }
-  dtrtCheckpointClose(c);
   if (!found || !same) {
     fprintf(stderr, "dtensor-run: %s/%s: %s '%s' of the entry's type and "
             "shape (name an argument with {dtensor.name = \"...\"})\n", dir,
@@ -332,7 +306,7 @@ static bool readArgument(const char *dir, const Tensor *t, void *out) {
             t->name);
     return false;
   }
-  size_t bytes = elemSize(t->elem) * (size_t)product(t->rank, t->shape);
+  size_t bytes = dtrtDtypeSize(t->elem) * (size_t)product(t->rank, t->shape);
   if (dtrtCheckpointReadTensor(dir, t->name, out, bytes, err, sizeof(err)) !=
       DTRT_OK) {
     fprintf(stderr, "dtensor-run: %s\n", err);
@@ -354,7 +328,7 @@ static bool checkpointIo(const Run *r, const Tensor *tensors, int n,
       dtensorShardingSpecInitReplicated(t->rank, &spec);
     dtensorShardingSpecPrint(&spec, specs[i], sizeof(specs[i]));
     void *block = save ? data[i] : (void *)(intptr_t)((int64_t *)data[i])[1];
-    ts[i] = (DtrtTensor){t->name, dtypeOf(t->elem), t->rank, t->shape,
+    ts[i] = (DtrtTensor){t->name, t->elem, t->rank, t->shape,
                          r->meshText, specs[i], block};
   }
   DtrtContext *c = dtrtProcessContext();
@@ -377,7 +351,7 @@ static int runRank(int rank, void *arg) {
     layoutOf(r, t, &l);
     int64_t padded[DTENSOR_MAX_TENSOR_RANK];
     dtensorLayoutGetMaxLocalShape(&l, padded);
-    Fill f = {calloc((size_t)product(l.rank, padded) + 1, elemSize(t->elem)),
+    Fill f = {calloc((size_t)product(l.rank, padded) + 1, dtrtDtypeSize(t->elem)),
               r->globals[a], t->elem};
     forBlock(r, t, rank, fillElement, &f);
     descs[a] = descriptor(f.block, l.rank, padded);
@@ -394,7 +368,7 @@ static int runRank(int rank, void *arg) {
   if (r->saveDir &&
       !checkpointIo(r, r->results, r->numResults, (void **)out, true))
     exit(1);
-  Compare all = {NULL, NULL, ELEM_F32, 0, 0, 0, 0};
+  Compare all = {NULL, NULL, DTRT_F32, 0, 0, 0, 0};
   for (int k = 0; k < r->numResults; ++k) {
     const Tensor *t = &r->results[k];
     double scale = 0;
@@ -441,13 +415,13 @@ static bool readSignature(Run *r, MlirOperation func) {
                       ? mlirShapedTypeGetElementType(type)
                       : type;
     if (mlirTypeIsAF32(et))
-      t->elem = ELEM_F32;
+      t->elem = DTRT_F32;
     else if (mlirTypeIsAF64(et))
-      t->elem = ELEM_F64;
+      t->elem = DTRT_F64;
     else if (mlirTypeIsAInteger(et) && mlirIntegerTypeGetWidth(et) == 32)
-      t->elem = ELEM_I32;
+      t->elem = DTRT_I32;
     else if (mlirTypeIsAInteger(et) && mlirIntegerTypeGetWidth(et) == 64)
-      t->elem = ELEM_I64;
+      t->elem = DTRT_I64;
     if (!mlirTypeIsARankedTensor(type) || et.ptr == type.ptr ||
         !(mlirTypeIsAF32(et) || mlirTypeIsAF64(et) ||
           (mlirTypeIsAInteger(et) && (mlirIntegerTypeGetWidth(et) == 32 ||
@@ -635,17 +609,26 @@ static int compileAndRun(const char *path, const DtRunOptions *o,
 
   /* Inputs and the reference results. */
   int64_t *descs[MAX_ARGS];
+  DtrtCheckpoint *loaded = NULL;
+  char ckErr[512];
+  if (r.loadDir &&
+      dtrtCheckpointOpen(r.loadDir, &loaded, ckErr, sizeof(ckErr)) != DTRT_OK) {
+    fprintf(stderr, "dtensor-run: %s\n", ckErr);
+    return 1;
+  }
   for (int a = 0; a < r.numArgs; ++a) {
     const Tensor *t = &r.args[a];
     int64_t count = product(t->rank, t->shape);
-    r.globals[a] = malloc(elemSize(t->elem) * (size_t)(count + 1));
+    r.globals[a] = malloc(dtrtDtypeSize(t->elem) * (size_t)(count + 1));
     /* The reference gets its own copy: bufferized code may write its
      * arguments in place. */
-    void *copy = malloc(elemSize(t->elem) * (size_t)(count + 1));
+    void *copy = malloc(dtrtDtypeSize(t->elem) * (size_t)(count + 1));
     if (r.loadDir) {
-      if (!readArgument(r.loadDir, t, r.globals[a]))
+      if (!readArgument(r.loadDir, loaded, t, r.globals[a])) {
+        dtrtCheckpointClose(loaded);
         return 1;
-      memcpy(copy, r.globals[a], elemSize(t->elem) * (size_t)count);
+      }
+      memcpy(copy, r.globals[a], dtrtDtypeSize(t->elem) * (size_t)count);
     } else {
       for (int64_t e = 0; e < count; ++e) {
         store(r.globals[a], t->elem, e, inputValue(a, e, t->elem));
@@ -654,6 +637,7 @@ static int compileAndRun(const char *path, const DtRunOptions *o,
     }
     descs[a] = descriptor(copy, t->rank, t->shape);
   }
+  dtrtCheckpointClose(loaded);
   if (!invoke(refJit, r.ciface, descs, r.numArgs, r.results, r.numResults,
               r.reference))
     return 1;
