@@ -44,6 +44,7 @@ typedef struct Value {
   DtensorShardingSpec spec;
   int rank;
   int64_t shape[DTENSOR_MAX_TENSOR_RANK]; /* global */
+  MlirType global, local; /* the global type and its padded local block */
 } Value;
 
 /* A value's entry in Part.values. */
@@ -90,6 +91,8 @@ typedef struct Part {
   MlirOperation entryFirst; /* where per-function index values go */
   int numExtents;
   Extent extents[MAX_EXTENTS];
+  MlirIdentifier idSrc, idDst, idGlobalShape; /* redistribute attributes */
+  const DtDecisions *decisions; /* NULL: propagation's in attributes */
   bool failed;
 } Part;
 
@@ -164,6 +167,12 @@ static MlirType localType(const Part *p, MlirType type,
                                  mlirAttributeGetNull());
 }
 
+/* The local type of a value of global `type` that has info `v`. */
+static MlirType localOf(const Part *p, const Value *v, MlirType type) {
+  return mlirTypeEqual(type, v->global) ? v->local
+                                        : localType(p, type, &v->spec);
+}
+
 static bool samePtr(const void *entry, const void *key) {
   return *(const void *const *)entry == key;
 }
@@ -183,32 +192,35 @@ static bool sameMesh(Part *p, MlirAttribute attr) {
   return true;
 }
 
-/* Records the layout of `v` (of global type), checking it. */
-static void recordAs(Part *p, MlirOperation at, MlirValue v,
-                     MlirAttribute attr, MlirType type);
+/* Records the layout of `v` (of global type), checking it; returns the
+ * shared info (NULL after an error or for a non-tensor). A null `v` only
+ * looks the info up. */
+static const Value *recordAs(Part *p, MlirOperation at, MlirValue v,
+                             MlirAttribute attr, MlirType type);
 
 static void record(Part *p, MlirOperation at, MlirValue v, MlirAttribute attr) {
-  recordAs(p, at, v, attr, mlirValueGetType(v));
+  (void)recordAs(p, at, v, attr, mlirValueGetType(v));
 }
 
 /* Records `v` as a value of global `type` with layout `attr`. */
-static void recordAs(Part *p, MlirOperation at, MlirValue v,
-                     MlirAttribute attr, MlirType type) {
+static const Value *recordAs(Part *p, MlirOperation at, MlirValue v,
+                             MlirAttribute attr, MlirType type) {
   if (mlirAttributeIsNull(attr) || mlirAttributeIsAUnit(attr) ||
       !isTensor(type))
-    return;
+    return NULL;
   Interned key = {attr.ptr, type.ptr, NULL};
   uint64_t hash = dtHashMix(ptrHash(attr.ptr), ptrHash(type.ptr));
   const Interned *known = dtTableFind(&p->interned, hash, sameInterned, &key);
   if (known) {
-    setValue(p, at, v.ptr, known->info);
-    return;
+    if (!mlirValueIsNull(v))
+      setValue(p, at, v.ptr, known->info);
+    return known->info;
   }
   DtensorDiag diag;
   DtensorShardingSpec spec;
   if (!dtLayoutCacheRead(&p->layouts, at, attr, type, &spec, &diag)) {
     opError(p, at, "%s", diag.message);
-    return;
+    return NULL;
   }
   if (!p->mesh) {
     DtensorLayoutAttrParts parts;
@@ -217,7 +229,7 @@ static void recordAs(Part *p, MlirOperation at, MlirValue v,
     DtensorMesh *mesh = NULL;
     if (!dtensorLayoutFromAttr(at, attr, type, &mesh, &first, &diag)) {
       opError(p, at, "%s", diag.message);
-      return;
+      return NULL;
     }
     p->mesh = mesh;
     snprintf(p->meshName, sizeof(p->meshName), "%s", parts.mesh);
@@ -226,7 +238,7 @@ static void recordAs(Part *p, MlirOperation at, MlirValue v,
     dtensorLayoutAttrGetParts(attr, &parts);
     opError(p, at, "uses mesh '@%s' and '@%s'; a function is partitioned "
                    "on one mesh", p->meshName, parts.mesh);
-    return;
+    return NULL;
   }
   DtensorLayout layout;
   int rank = (int)mlirShapedTypeGetRank(type);
@@ -237,22 +249,30 @@ static void recordAs(Part *p, MlirOperation at, MlirValue v,
   dtensorElementTypeFromMlir(mlirShapedTypeGetElementType(type), &et);
   if (!dtensorLayoutInit(p->mesh, &spec, rank, shape, et, &layout, &diag)) {
     opError(p, at, "%s", diag.message);
-    return;
+    return NULL;
   }
   Value *info = malloc(sizeof(Value));
   Interned *slot = info ? dtTableInsert(&p->interned, hash) : NULL;
   if (!slot) {
     free(info);
     opError(p, at, "out of memory");
-    return;
+    return NULL;
   }
   info->layout = attr;
   info->spec = layout.spec;
   info->rank = layout.rank;
   memcpy(info->shape, layout.shape, sizeof(int64_t) * (size_t)layout.rank);
+  info->global = type;
+  int64_t local[DTENSOR_MAX_TENSOR_RANK];
+  dtensorLayoutGetMaxLocalShape(&layout, local);
+  info->local = mlirRankedTensorTypeGet(rank, local,
+                                        mlirShapedTypeGetElementType(type),
+                                        mlirAttributeGetNull());
   *slot = key;
   slot->info = info;
-  setValue(p, at, v.ptr, info);
+  if (!mlirValueIsNull(v))
+    setValue(p, at, v.ptr, info);
+  return info;
 }
 
 static MlirAttribute listElement(MlirAttribute list, intptr_t i) {
@@ -290,8 +310,7 @@ static MlirWalkResult collect(MlirOperation op, void *userData) {
     p->capOps = cap;
   }
   p->ops[p->numOps++] = op;
-  MlirAttribute layouts = mlirOperationGetDiscardableAttributeByName(
-      op, mlirStringRefCreateFromCString("dtensor.layout"));
+  MlirAttribute layouts = dtDecisionGet(p->decisions, op, DT_DECIDED_LAYOUT);
   for (intptr_t j = 0; j < mlirOperationGetNumResults(op); ++j)
     record(p, op, mlirOperationGetResult(op, j), listElement(layouts, j));
   /* A loop's iteration arguments have its result layouts. */
@@ -396,29 +415,11 @@ static void insertRedistribute(Part *p, MlirOperation op, intptr_t i,
                                const DtensorShardingSpec *need,
                                MlirAttribute wantAttr) {
   MlirValue v = mlirOperationGetOperand(op, i);
-  MlirType global = mlirRankedTensorTypeGet(
-      have->rank, have->shape, mlirShapedTypeGetElementType(mlirValueGetType(v)),
-      mlirAttributeGetNull());
-  MlirLocation loc = mlirOperationGetLocation(op);
-  MlirOperationState state = mlirOperationStateGet(
-      mlirStringRefCreateFromCString("dtensor.redistribute"), loc);
-  MlirType outType = localType(p, global, need);
   MlirAttribute dst =
       mlirAttributeIsNull(wantAttr)
           ? dtensorLayoutAttrGet(
                 p->ctx, mlirStringRefCreateFromCString(p->meshName), need)
           : wantAttr;
-  MlirNamedAttribute attrs[3] = {
-      mlirNamedAttributeGet(
-          mlirIdentifierGet(p->ctx, mlirStringRefCreateFromCString("src")),
-          have->layout),
-      mlirNamedAttributeGet(
-          mlirIdentifierGet(p->ctx, mlirStringRefCreateFromCString("dst")), dst),
-      mlirNamedAttributeGet(
-          mlirIdentifierGet(p->ctx,
-                            mlirStringRefCreateFromCString("global_shape")),
-          i64Array(p, have->rank, have->shape)),
-  };
   /* The same value converted to the same layout by an op that dominates
    * this one is reused (CSE does not merge dtensor ops). */
   Converted key = {v.ptr, dst.ptr, {NULL}, {NULL}};
@@ -428,20 +429,33 @@ static void insertRedistribute(Part *p, MlirOperation op, intptr_t i,
     mlirOperationSetOperand(op, i, done->result);
     return;
   }
+  /* The target's info: the result's local type, and the layout what
+   * follows (slicing reductions, offsetting indices) reads. */
+  const Value *target = recordAs(p, op, (MlirValue){NULL}, dst, have->global);
+  if (!target)
+    return;
+  MlirNamedAttribute attrs[3] = {
+      mlirNamedAttributeGet(p->idSrc, have->layout),
+      mlirNamedAttributeGet(p->idDst, dst),
+      mlirNamedAttributeGet(p->idGlobalShape,
+                            i64Array(p, have->rank, have->shape)),
+  };
+  MlirOperationState state = mlirOperationStateGet(
+      mlirStringRefCreateFromCString("dtensor.redistribute"),
+      mlirOperationGetLocation(op));
   mlirOperationStateAddOperands(&state, 1, &v);
-  mlirOperationStateAddResults(&state, 1, &outType);
+  mlirOperationStateAddResults(&state, 1, &target->local);
   mlirOperationStateAddAttributes(&state, 3, attrs);
   MlirOperation r = mlirOperationCreate(&state);
   mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(op), op, r);
-  mlirOperationSetOperand(op, i, mlirOperationGetResult(r, 0));
-  /* What follows (slicing reductions, offsetting indices) reads the
-   * operand's layout. */
-  recordAs(p, op, mlirOperationGetResult(r, 0), dst, global);
+  MlirValue result = mlirOperationGetResult(r, 0);
+  mlirOperationSetOperand(op, i, result);
+  setValue(p, op, result.ptr, target);
   if (!done)
     done = dtTableInsert(&p->converted, hash);
   if (done) {
     *done = key;
-    done->result = mlirOperationGetResult(r, 0);
+    done->result = result;
     done->block = mlirOperationGetBlock(op);
   }
 }
@@ -508,12 +522,10 @@ static void convertOperand(Part *p, MlirOperation op, intptr_t i,
                    "dtensor-partition", (long)i);
     return;
   }
-  MlirType global = mlirRankedTensorTypeGet(
-      have->rank, have->shape, mlirShapedTypeGetElementType(mlirValueGetType(v)),
-      mlirAttributeGetNull());
   DtensorDiag diag;
   DtensorShardingSpec need;
-  if (!dtLayoutCacheRead(&p->layouts, op, wantAttr, global, &need, &diag)) {
+  if (!dtLayoutCacheRead(&p->layouts, op, wantAttr, have->global, &need,
+                         &diag)) {
     opError(p, op, "operand %ld: %s", (long)i, diag.message);
     return;
   }
@@ -794,9 +806,19 @@ static int64_t numShards(const Part *p, const DtensorShardingSpec *s, int d) {
 /* Slices the inputs of an op along its sharded reduction loops where their
  * dims are uneven. */
 static void sliceReductions(Part *p, MlirOperation op) {
-  MlirAttribute loops = mlirOperationGetDiscardableAttributeByName(
-      op, mlirStringRefCreateFromCString("dtensor.loop_axes"));
+  MlirAttribute loops = dtDecisionGet(p->decisions, op, DT_DECIDED_LOOPS);
   if (mlirAttributeIsNull(loops) || !mlirAttributeIsAArray(loops))
+    return;
+  /* Deriving the rule costs more than the rest of the op's rewrite: only
+   * an operand with an uneven sharded dim needs it. */
+  bool uneven = false;
+  for (intptr_t i = 0; i < mlirOperationGetNumOperands(op) && !uneven; ++i) {
+    const Value *v = valueOf(p, mlirOperationGetOperand(op, i));
+    for (int d = 0; v && d < v->rank && !uneven; ++d)
+      uneven = v->spec.numAxes[d] > 0 &&
+               v->shape[d] % numShards(p, &v->spec, d) != 0;
+  }
+  if (!uneven)
     return;
   DtRule r;
   dtRuleGet(op, NULL, &r);
@@ -837,8 +859,7 @@ static void sliceReductions(Part *p, MlirOperation op) {
  * being the loop's padded local size), so a program that computes values
  * from indices computes the same ones on every layout. */
 static void offsetIndices(Part *p, MlirOperation op) {
-  MlirAttribute loops = mlirOperationGetDiscardableAttributeByName(
-      op, mlirStringRefCreateFromCString("dtensor.loop_axes"));
+  MlirAttribute loops = dtDecisionGet(p->decisions, op, DT_DECIDED_LOOPS);
   if (mlirAttributeIsNull(loops) || !mlirAttributeIsAArray(loops))
     return;
   bool sharded = false;
@@ -911,8 +932,7 @@ static const char *const kPropagationAttrs[] = {
 static void rewriteOp(Part *p, MlirOperation op) {
   if (dtIsOp(op, "linalg.generic") || dtIsOp(op, "linalg.map"))
     offsetIndices(p, op);
-  MlirAttribute uses = mlirOperationGetDiscardableAttributeByName(
-      op, mlirStringRefCreateFromCString("dtensor.operand_layouts"));
+  MlirAttribute uses = dtDecisionGet(p->decisions, op, DT_DECIDED_OPERANDS);
   for (intptr_t i = 0; !mlirAttributeIsNull(uses) &&
                        i < mlirOperationGetNumOperands(op) && !p->failed;
        ++i) {
@@ -926,7 +946,7 @@ static void rewriteOp(Part *p, MlirOperation op) {
     MlirValue r = mlirOperationGetResult(op, j);
     const Value *v = valueOf(p, r);
     if (v)
-      mlirValueSetType(r, localType(p, mlirValueGetType(r), &v->spec));
+      mlirValueSetType(r, localOf(p, v, mlirValueGetType(r)));
   }
   if (dtIsOp(op, "scf.for")) {
     MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0));
@@ -934,8 +954,7 @@ static void rewriteOp(Part *p, MlirOperation op) {
       MlirValue arg = mlirBlockGetArgument(body, k);
       const Value *v = valueOf(p, arg);
       if (v)
-        mlirBlockArgumentSetType(arg,
-                                 localType(p, mlirValueGetType(arg), &v->spec));
+        mlirBlockArgumentSetType(arg, localOf(p, v, mlirValueGetType(arg)));
     }
   }
   fixSizes(p, op);
@@ -1006,8 +1025,7 @@ static void partitionFunction(Part *p, MlirOperation func) {
     MlirValue arg = mlirBlockGetArgument(entry, i);
     const Value *v = valueOf(p, arg);
     if (v)
-      mlirBlockArgumentSetType(arg,
-                               localType(p, mlirValueGetType(arg), &v->spec));
+      mlirBlockArgumentSetType(arg, localOf(p, v, mlirValueGetType(arg)));
   }
   MlirOperation ret = mlirBlockGetTerminator(entry);
   for (size_t k = 0; k < p->numOps && !p->failed; ++k)
@@ -1029,7 +1047,6 @@ static void partitionFunction(Part *p, MlirOperation func) {
 }
 
 static bool runPartition(MlirOperation root, const DtPassOptions *options) {
-  (void)options;
   MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0));
   bool ok = true;
   for (MlirOperation op = mlirBlockIsNull(top) ? (MlirOperation){NULL}
@@ -1041,6 +1058,11 @@ static bool runPartition(MlirOperation root, const DtPassOptions *options) {
     memset(&p, 0, sizeof(p));
     p.ctx = mlirOperationGetContext(root);
     p.func = op;
+    p.decisions = options->decisions;
+    p.idSrc = mlirIdentifierGet(p.ctx, mlirStringRefCreateFromCString("src"));
+    p.idDst = mlirIdentifierGet(p.ctx, mlirStringRefCreateFromCString("dst"));
+    p.idGlobalShape = mlirIdentifierGet(
+        p.ctx, mlirStringRefCreateFromCString("global_shape"));
     p.values = dtTableInit(sizeof(ValueEntry));
     p.interned = dtTableInit(sizeof(Interned));
     p.converted = dtTableInit(sizeof(Converted));

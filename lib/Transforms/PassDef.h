@@ -19,6 +19,9 @@ typedef struct DtPassOptions {
   /* What a pass's own constructor hands it (borrowed), e.g. the rule
    * registry of dtensor-propagate; NULL when created by name. */
   const void *context;
+  /* dtensor-spmd: where dtensor-propagate leaves its decisions and
+   * dtensor-partition finds them (Table.h); NULL: in attributes. */
+  struct DtDecisions *decisions;
 } DtPassOptions;
 
 typedef struct DtPassDef {

@@ -229,6 +229,7 @@ MlirPass dtensorPassCreate(MlirStringRef argument, MlirStringRef options,
 bool dtPassOptionsParse(const DtensorPassInfo *info, MlirStringRef text,
                         DtPassOptions *out, DtensorDiag *outDiag) {
   out->context = NULL;
+  out->decisions = NULL;
   return parseOptions(info, text, out, outDiag);
 }
 
@@ -256,6 +257,7 @@ MlirPass dtPassCreateFromDef(const DtPassDef *def, MlirStringRef options,
     return (MlirPass){NULL};
   }
   state->options.context = context;
+  state->options.decisions = NULL;
   MlirExternalPassCallbacks callbacks = {passConstruct, passDestruct,
                                          passInitialize, passClone, passRun};
   /* The pass's TypeID is the address of its (static, pointer-aligned)

@@ -159,6 +159,7 @@ typedef struct Prop {
    * into it. */
   bool frozen;
   const DtensorRuleRegistry *registry;
+  DtDecisions *decisions; /* NULL: decisions become attributes */
   /* Strings that outlive a decision (origins). */
   char **arena;
   int numArena, capArena;
@@ -235,6 +236,13 @@ static void opError(Prop *p, MlirOperation op, const char *format, ...) {
            message);
   mlirEmitError(mlirOperationGetLocation(op), full);
   p->failed = true;
+}
+
+/* Records a decision of `op` (an attribute, or in dtensor-spmd's table). */
+static void decided(Prop *p, MlirOperation op, DtDecided kind,
+                    MlirAttribute value) {
+  if (!dtDecisionSet(p->decisions, op, kind, value))
+    opError(p, op, "out of memory");
 }
 
 static void specText(const DtensorShardingSpec *s, char *out, size_t n) {
@@ -854,8 +862,7 @@ static void record(Prop *p, MlirOperation op, const DtRule *r,
                              explain ? &why : NULL);
   }
   if (anyTensorOperand)
-    setAttr(op, "dtensor.operand_layouts",
-            arrayOf(p, r->numOperands, opAttrs));
+    decided(p, op, DT_DECIDED_OPERANDS, arrayOf(p, r->numOperands, opAttrs));
   MlirAttribute resAttrs[DT_MAX_RULE_VALUES];
   int numTensorResults = 0;
   for (int j = 0; j < r->numResults; ++j) {
@@ -874,10 +881,9 @@ static void record(Prop *p, MlirOperation op, const DtRule *r,
     resAttrs[j] = layoutAttr(p, &cur);
   }
   if (numTensorResults == 1 && r->numResults == 1)
-    setAttr(op, "dtensor.layout", resAttrs[0]);
+    decided(p, op, DT_DECIDED_LAYOUT, resAttrs[0]);
   else if (numTensorResults > 0)
-    setAttr(op, "dtensor.layout",
-            arrayOf(p, r->numResults, resAttrs));
+    decided(p, op, DT_DECIDED_LAYOUT, arrayOf(p, r->numResults, resAttrs));
   if (r->kind == DT_RULE_FACTORS && !strcmp(r->family, "linalg")) {
     MlirAttribute loops[DT_MAX_FACTORS];
     for (int f = 0; f < r->numFactors; ++f) {
@@ -886,8 +892,7 @@ static void record(Prop *p, MlirOperation op, const DtRule *r,
         axes[i] = c->strategy.axes[f][i];
       loops[f] = mlirDenseI64ArrayGet(p->ctx, c->strategy.numAxes[f], axes);
     }
-    setAttr(op, "dtensor.loop_axes",
-            arrayOf(p, r->numFactors, loops));
+    decided(p, op, DT_DECIDED_LOOPS, arrayOf(p, r->numFactors, loops));
   }
   /* An op without a rule always says so: it is replicated, which may cost
    * communication the user did not expect. */
@@ -1252,8 +1257,7 @@ static void decideYield(Prop *p, MlirOperation yield,
       describeRedistribution(p, yield, k, in, &want[k], NULL);
   }
   if (any)
-    setAttr(yield, "dtensor.operand_layouts",
-            arrayOf(p, count, attrs));
+    decided(p, yield, DT_DECIDED_OPERANDS, arrayOf(p, count, attrs));
 }
 
 /* scf.for: the iteration arguments start with the layouts of the inits
@@ -1615,8 +1619,7 @@ static void decideReturn(Prop *p, MlirOperation func, MlirOperation ret) {
       describeRedistribution(p, ret, (int)i, in, &want, NULL);
   }
   if (any)
-    setAttr(ret, "dtensor.operand_layouts",
-            arrayOf(p, (int)n, opAttrs));
+    decided(p, ret, DT_DECIDED_OPERANDS, arrayOf(p, (int)n, opAttrs));
 }
 
 /* ---- the function walk ---------------------------------------------------------- */
@@ -1785,6 +1788,7 @@ static bool propagateOne(const Prop *base, MlirOperation func) {
   p.strict = base->strict;
   p.why = base->why;
   p.registry = base->registry;
+  p.decisions = base->decisions;
   p.planner = base->planner;
   p.attrs = dtTableInit(sizeof(AttrCache));
   p.arrays = dtTableInit(sizeof(ArrayEntry));
@@ -1859,6 +1863,7 @@ static bool runPropagate(MlirOperation root, const DtPassOptions *options) {
   p.strict = dtPassOptionsGetBool(options, "strict");
   p.why = dtPassOptionsGetBool(options, "why");
   p.registry = options->context;
+  p.decisions = options->decisions;
   p.planner = dtensorPlannerCreate(NULL);
   p.funcs = &funcs;
   funcs.symbols = mlirSymbolTableCreate(root);

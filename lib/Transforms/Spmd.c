@@ -1,9 +1,11 @@
 /* The dtensor-spmd pipeline as one pass: propagate, partition,
  * lower-redistribute, canonicalize and cse in a row, so that the input is
  * verified once and MLIR verifies the result once, instead of after every
- * step (on large programs the verifier costs as much as a step). Its
- * options go to the steps that take them. */
+ * step (on large programs the verifier costs as much as a step), and
+ * propagation's decisions reach partition in a table instead of as
+ * attributes. Its options go to the steps that take them. */
 #include "PassDef.h"
+#include "Table.h"
 
 #include "mlir-c/Pass.h"
 
@@ -43,9 +45,13 @@ static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
   ok = ok && dtPassOptionsParse(&dtLowerRedistributePass.info,
                                 mlirStringRefCreateFromCString(text), &lower,
                                 NULL);
-  return ok && dtPropagatePass.run(root, &propagate) &&
-         dtPartitionPass.run(root, &partition) &&
-         dtLowerRedistributePass.run(root, &lower) && cleanUp(root);
+  /* Propagation's decisions go to partition in memory. */
+  DtDecisions decisions = dtDecisionsInit();
+  propagate.decisions = partition.decisions = &decisions;
+  ok = ok && dtPropagatePass.run(root, &propagate) &&
+       dtPartitionPass.run(root, &partition);
+  dtDecisionsFree(&decisions);
+  return ok && dtLowerRedistributePass.run(root, &lower) && cleanUp(root);
 }
 
 static const DtensorPassOptionInfo kOptions[] = {

@@ -5,6 +5,7 @@
 #include "mlir-c/IR.h"
 
 #include <stdbool.h>
+#include <string.h>
 
 /// The attribute `name` of `op` (inherent or discardable), or null.
 static inline MlirAttribute dtGetAttr(MlirOperation op, const char *name) {
@@ -12,10 +13,12 @@ static inline MlirAttribute dtGetAttr(MlirOperation op, const char *name) {
                                          mlirStringRefCreateFromCString(name));
 }
 
-/// Whether `op` is named `name`.
+/// Whether `op` is named `name`. Inline, so the length of a literal name is
+/// known when compiling (passes ask this of every op, several times).
 static inline bool dtIsOp(MlirOperation op, const char *name) {
-  return mlirStringRefEqual(mlirIdentifierStr(mlirOperationGetName(op)),
-                            mlirStringRefCreateFromCString(name));
+  MlirStringRef s = mlirIdentifierStr(mlirOperationGetName(op));
+  size_t n = strlen(name);
+  return s.length == n && !memcmp(s.data, name, n);
 }
 
 #endif
