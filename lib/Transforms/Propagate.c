@@ -51,6 +51,20 @@ typedef struct CSpec {
   uint32_t partial;
 } CSpec;
 
+/* Where a layout came from, for explanations and messages: `text`, then
+ * " at <location>" when `at` is set (formatted only when shown: every
+ * annotation has one, few are shown). `text` is in the arena or a string
+ * constant. */
+typedef struct Origin {
+  const char *text;
+  MlirLocation at;
+} Origin;
+
+static Origin originOf(const char *text) {
+  Origin o = {text, {NULL}};
+  return o;
+}
+
 typedef struct Info {
   MlirValue value;
   bool isTensor;
@@ -62,7 +76,7 @@ typedef struct Info {
   CSpec demand;
   int64_t demandPriority;
   MlirLocation demandLoc;
-  const char *origin; /* in the arena, or a string constant */
+  Origin origin;
 } Info;
 
 /* dtensorShardingSpecInitReplicated for the hot paths: only what a spec of
@@ -137,8 +151,35 @@ typedef struct Funcs {
   int numActive;
 } Funcs;
 
+/* What propagation needs of a value's type, looked up once per type (types
+ * are uniqued and a program has few). */
+typedef struct TypeFacts {
+  const void *type;
+  bool isTensor;
+  int rank;
+  DtensorElementType elementType;
+} TypeFacts;
+
+#define TYPE_FACTS 64
+
+/* A modelled conversion cost: from one packed spec to another, for values
+ * of one type. */
+typedef struct CostEntry {
+  const void *type;
+  CSpec from, to;
+  double cost;
+} CostEntry;
+
+/* Whether a packed spec fits values of a type. */
+typedef struct FitEntry {
+  const void *type;
+  CSpec spec;
+  bool fits;
+} FitEntry;
+
 typedef struct Prop {
   MlirContext ctx;
+  TypeFacts typeFacts[TYPE_FACTS]; /* direct-mapped by type pointer */
   Funcs *funcs;
   MlirOperation func;
   MlirOperation meshOp;
@@ -168,6 +209,8 @@ typedef struct Prop {
   DtTable attrs;  /* AttrCache */
   DtTable arrays; /* ArrayEntry */
   DtTable rules;  /* RuleEntry */
+  DtTable costs;  /* CostEntry */
+  DtTable fits;   /* FitEntry */
 } Prop;
 
 /* Rules of named linalg ops without a body of their own, which depend only
@@ -219,6 +262,14 @@ static void locText(MlirLocation loc, char *out, size_t capacity) {
     return;
   }
   mlirLocationPrint(loc, appendPiece, &b);
+}
+
+static void originText(Origin o, char *out, size_t capacity) {
+  char where[160] = "";
+  if (!mlirLocationIsNull(o.at))
+    locText(o.at, where, sizeof(where));
+  snprintf(out, capacity, "%s%s%s", o.text ? o.text : "",
+           where[0] ? " at " : "", where);
 }
 
 static void opError(Prop *p, MlirOperation op, const char *format, ...)
@@ -303,6 +354,22 @@ static bool rehash(Prop *p) {
   return true;
 }
 
+/* Whether values of type `t` get layouts: static ranked tensors of a known
+ * element type. */
+static const TypeFacts *factsOf(Prop *p, MlirType t) {
+  TypeFacts *f = &p->typeFacts[hashPtr(t.ptr) & (TYPE_FACTS - 1)];
+  if (f->type == t.ptr)
+    return f;
+  f->type = t.ptr;
+  f->elementType = DTENSOR_F32;
+  f->isTensor = mlirTypeIsARankedTensor(t) && mlirShapedTypeHasStaticShape(t) &&
+                mlirShapedTypeGetRank(t) <= DTENSOR_MAX_TENSOR_RANK &&
+                dtensorElementTypeFromMlir(mlirShapedTypeGetElementType(t),
+                                           &f->elementType);
+  f->rank = f->isTensor ? (int)mlirShapedTypeGetRank(t) : 0;
+  return f;
+}
+
 /* The info of `v`, created on first use; NULL when out of memory. */
 static Info *infoOf(Prop *p, MlirValue v) {
   unsigned h = hashPtr(v.ptr) & p->mask;
@@ -325,15 +392,12 @@ static Info *infoOf(Prop *p, MlirValue v) {
   Info *in = &p->infos[p->numInfos];
   memset(in, 0, sizeof(*in));
   in->value = v;
-  MlirType t = mlirValueGetType(v);
-  in->isTensor = mlirTypeIsARankedTensor(t) &&
-                 mlirShapedTypeHasStaticShape(t) &&
-                 mlirShapedTypeGetRank(t) <= DTENSOR_MAX_TENSOR_RANK &&
-                 dtensorElementTypeFromMlir(mlirShapedTypeGetElementType(t),
-                                            &in->elementType);
+  const TypeFacts *f = factsOf(p, mlirValueGetType(v));
+  in->isTensor = f->isTensor;
+  in->elementType = f->elementType;
   if (in->isTensor) {
-    in->rank = (int)mlirShapedTypeGetRank(t);
-    in->origin = "";
+    in->rank = f->rank;
+    in->origin = originOf("");
   }
   p->table[h] = ++p->numInfos;
   if ((unsigned)p->numInfos * 2 > p->mask && !rehash(p))
@@ -533,24 +597,49 @@ static void dropCreatedPartial(const DtensorShardingSpec *base,
 
 /* The modelled cost of converting a tensor of `in` from `from` to `to`;
  * INFINITY if impossible. */
+static bool sameCost(const void *entry, const void *key) {
+  const CostEntry *a = entry, *b = key;
+  return a->type == b->type && a->from.code == b->from.code &&
+         a->from.partial == b->from.partial && a->to.code == b->to.code &&
+         a->to.partial == b->to.partial;
+}
+
 static double convertCost(Prop *p, const Info *in,
                           const DtensorShardingSpec *from,
                           const DtensorShardingSpec *to) {
-  if (dtensorShardingSpecEqual(from, to))
+  CostEntry key;
+  pack(from, &key.from);
+  pack(to, &key.to);
+  if (key.from.code == key.to.code && key.from.partial == key.to.partial)
     return 0.0;
+  /* The same conversions recur on every block of a model: each is costed
+   * once per type (the cost depends on the shape and element type). */
+  key.type = mlirValueGetType(in->value).ptr;
+  uint64_t hash = dtHashMix(dtHashMix(dtHashMix(dtHashMix(
+      (uint64_t)(uintptr_t)key.type, key.from.code), key.from.partial),
+      key.to.code), key.to.partial);
+  const CostEntry *hit = dtTableFind(&p->costs, hash, sameCost, &key);
+  if (hit)
+    return hit->cost;
   DtensorShardingSpec target = *to;
   dropCreatedPartial(from, &target);
-  if (dtensorShardingSpecEqual(from, &target))
-    return 0.0;
+  key.cost = INFINITY;
   DtensorLayout layout;
   int64_t shape[DTENSOR_MAX_TENSOR_RANK];
   shapeOf(in, shape);
-  if (!dtensorLayoutInit(p->mesh, from, in->rank, shape, in->elementType,
-                         &layout, NULL))
-    return INFINITY;
-  const DtensorPlan *plan = dtensorPlannerPlan(p->planner, &layout, &target,
-                                               NULL);
-  return plan ? plan->forwardUs : INFINITY;
+  if (dtensorShardingSpecEqual(from, &target))
+    key.cost = 0.0;
+  else if (dtensorLayoutInit(p->mesh, from, in->rank, shape, in->elementType,
+                             &layout, NULL)) {
+    const DtensorPlan *plan =
+        dtensorPlannerPlan(p->planner, &layout, &target, NULL);
+    if (plan)
+      key.cost = plan->forwardUs;
+  }
+  CostEntry *slot = dtTableInsert(&p->costs, hash);
+  if (slot)
+    *slot = key;
+  return key.cost;
 }
 
 /* ---- strategies --------------------------------------------------------------- */
@@ -649,7 +738,7 @@ typedef struct Known {
   int index;
   DtensorShardingSpec spec;
   const Info *info;
-  const char *origin; /* NULL for a demand: formatted if it wins */
+  Origin origin; /* text NULL for a demand: formatted if it wins */
 } Known;
 
 typedef struct Choice {
@@ -658,6 +747,32 @@ typedef struct Choice {
   DtensorShardingSpec results[DT_MAX_RULE_VALUES];
   double cost;
 } Choice;
+
+static bool sameFit(const void *entry, const void *key) {
+  const FitEntry *a = entry, *b = key;
+  return a->type == b->type && a->spec.code == b->spec.code &&
+         a->spec.partial == b->spec.partial;
+}
+
+/* Whether `s` is a valid layout of the value of `in` on the mesh (asked
+ * for every candidate strategy of every op: cached per type). */
+static bool fits(Prop *p, const Info *in, const DtensorShardingSpec *s) {
+  FitEntry key;
+  key.type = mlirValueGetType(in->value).ptr;
+  pack(s, &key.spec);
+  uint64_t hash = dtHashMix(dtHashMix((uint64_t)(uintptr_t)key.type,
+                                      key.spec.code), key.spec.partial);
+  const FitEntry *hit = dtTableFind(&p->fits, hash, sameFit, &key);
+  if (hit)
+    return hit->fits;
+  int64_t shape[DTENSOR_MAX_TENSOR_RANK];
+  shapeOf(in, shape);
+  key.fits = dtensorShardingSpecCheck(s, p->mesh, in->rank, shape, NULL);
+  FitEntry *slot = dtTableInsert(&p->fits, hash);
+  if (slot)
+    *slot = key;
+  return key.fits;
+}
 
 /* The operand and result specs of `st` on the op; false if the strategy
  * does not give valid layouts. */
@@ -723,9 +838,7 @@ static bool specsOf(Prop *p, const DtRule *r, Info **operands, Info **results,
       if (r->isInit[i])
         s->partial[a] = partial[a];
     }
-    int64_t shape[DTENSOR_MAX_TENSOR_RANK];
-    shapeOf(operands[i], shape);
-    if (!dtensorShardingSpecCheck(s, p->mesh, operands[i]->rank, shape, NULL))
+    if (!fits(p, operands[i], s))
       return false;
   }
   for (int j = 0; j < r->numResults; ++j) {
@@ -738,9 +851,7 @@ static bool specsOf(Prop *p, const DtRule *r, Info **operands, Info **results,
         return false;
     for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
       s->partial[a] = partial[a];
-    int64_t shape[DTENSOR_MAX_TENSOR_RANK];
-    shapeOf(results[j], shape);
-    if (!dtensorShardingSpecCheck(s, p->mesh, results[j]->rank, shape, NULL))
+    if (!fits(p, results[j], s))
       return false;
   }
   c->strategy = *st;
@@ -799,10 +910,10 @@ static void adopt(Prop *p, Info *in, const DtensorShardingSpec *want,
   MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(user));
   char where[160];
   locText(mlirOperationGetLocation(user), where, sizeof(where));
-  in->origin = p->why || p->strict
-                   ? keep(p, "what '%.*s' at %s needs", (int)name.length,
-                          name.data, where)
-                   : "what its user needs";
+  in->origin = originOf(p->why || p->strict
+                            ? keep(p, "what '%.*s' at %s needs",
+                                   (int)name.length, name.data, where)
+                            : "what its user needs");
 }
 
 static void describeRedistribution(Prop *p, MlirOperation op, int i,
@@ -823,11 +934,14 @@ static void describeRedistribution(Prop *p, MlirOperation op, int i,
   mlirValuePrintAsOperand(in->value, state, appendPiece, &vb);
   mlirAsmStateDestroy(state);
   mlirOpPrintingFlagsDestroy(flags);
-  if (p->strict)
+  if (p->strict) {
+    char origin[ORIGIN_SIZE];
+    originText(in->origin, origin, sizeof(origin));
     opError(p, op,
             "operand %d (%s) has layout %s (from %s) but this op needs %s: an "
             "implicit redistribution, which strict mode forbids; annotate the "
-            "value or change the layouts", i, value, from, in->origin, to);
+            "value or change the layouts", i, value, from, origin, to);
+  }
   if (why)
     dtBufPrintf(why, "; operand %d (%s): redistribute %s -> %s", i, value,
                 from, to);
@@ -836,12 +950,15 @@ static void describeRedistribution(Prop *p, MlirOperation op, int i,
 /* Writes the decision of an op and sets its results. */
 static void record(Prop *p, MlirOperation op, const DtRule *r,
                    Info **operands, Info **results, const Choice *c,
-                   const char *origin) {
+                   Origin origin) {
   char whyText[2048];
   DtBuf why = dtBufInit(whyText, sizeof(whyText));
   bool explain = p->why || r->kind == DT_RULE_REPLICATE;
-  if (explain)
-    dtBufPrintf(&why, "%s: from %s", r->family, origin);
+  if (explain) {
+    char text[ORIGIN_SIZE];
+    originText(origin, text, sizeof(text));
+    dtBufPrintf(&why, "%s: from %s", r->family, text);
+  }
   MlirAttribute unit = mlirUnitAttrGet(p->ctx);
   MlirAttribute opAttrs[DT_MAX_RULE_VALUES];
   bool anyTensorOperand = false;
@@ -926,7 +1043,7 @@ static void decideFactors(Prop *p, MlirOperation op, const DtRule *r,
         k->index = j;
         k->spec = demandOf(results[j]);
         k->info = results[j];
-        k->origin = NULL;
+        k->origin = originOf(NULL);
       }
   for (int pass = 0; pass < 2; ++pass)
     for (int i = 0; i < r->numOperands; ++i)
@@ -940,7 +1057,7 @@ static void decideFactors(Prop *p, MlirOperation op, const DtRule *r,
         k->origin = operands[i]->origin;
       }
   bool have = false;
-  const char *bestOrigin = "no layout (replicated)";
+  Origin bestOrigin = originOf("no layout (replicated)");
   int bestSeed = -1;
   /* Every seed, then no seed at all (all replicated): the first of equally
    * cheap candidates wins. */
@@ -982,14 +1099,14 @@ static void decideFactors(Prop *p, MlirOperation op, const DtRule *r,
       return;
     }
   }
-  if (bestSeed >= 0 && known[bestSeed].origin)
+  if (bestSeed >= 0 && known[bestSeed].origin.text)
     bestOrigin = known[bestSeed].origin;
   else if (bestSeed >= 0 && (p->why || p->strict)) {
     char where[160];
     locText(known[bestSeed].info->demandLoc, where, sizeof(where));
-    bestOrigin = keep(p, "the layout wanted at %s", where);
+    bestOrigin = originOf(keep(p, "the layout wanted at %s", where));
   } else if (bestSeed >= 0)
-    bestOrigin = "the layout its users want";
+    bestOrigin = originOf("the layout its users want");
   record(p, op, r, operands, results, &best, bestOrigin);
 #undef best
 #undef trial
@@ -1016,7 +1133,7 @@ static void decideReplicated(Prop *p, MlirOperation op, const DtRule *r,
     if (results[j])
       initSpec(results[j]->rank, &c->results[j]);
   record(p, op, r, operands, results, c,
-         keep(p, "%s, so replicated", r->family));
+         originOf(keep(p, "%s, so replicated", r->family)));
   free(c);
 }
 
@@ -1026,7 +1143,7 @@ static void decideFree(Prop *p, MlirOperation op, const DtRule *r,
   Choice *c = newChoice(p, op);
   if (!c)
     return;
-  const char *origin = "no user with a layout (replicated)";
+  Origin origin = originOf("no user with a layout (replicated)");
   for (int j = 0; j < r->numResults; ++j) {
     if (!results[j])
       continue;
@@ -1036,7 +1153,7 @@ static void decideFree(Prop *p, MlirOperation op, const DtRule *r,
       /* A fresh value holds no pending reduction. */
       for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
         c->results[j].partial[a] = DTENSOR_REDUCE_NONE;
-      origin = "what its user needs";
+      origin = originOf("what its user needs");
     }
   }
   record(p, op, r, operands, results, c, origin);
@@ -1062,13 +1179,14 @@ static void decideExplicit(Prop *p, MlirOperation op, const DtRule *r,
     if (!annotate) {
       results[0]->fixed = results[0]->known = true;
       setSpec(results[0], &c->results[0]);
-      results[0]->origin = "an explicit redistribute";
+      results[0]->origin = originOf("an explicit redistribute");
     }
     DtRule explicitRule = *r;
     explicitRule.kind = DT_RULE_FACTORS;
     explicitRule.family = annotate ? "annotation" : "redistribute";
     record(p, op, &explicitRule, operands, results, c,
-           annotate ? results[0]->origin : "an explicit redistribute");
+           annotate ? results[0]->origin
+                    : originOf("an explicit redistribute"));
   }
   free(c);
 }
@@ -1146,7 +1264,8 @@ static void decideCall(Prop *p, MlirOperation op, const DtRule *r,
     callRule.family = "call";
     MlirStringRef name = mlirFlatSymbolRefAttrGetValue(ref);
     record(p, op, &callRule, operands, results, c,
-           keep(p, "the signature of @%.*s", (int)name.length, name.data));
+           originOf(keep(p, "the signature of @%.*s", (int)name.length,
+                         name.data)));
   }
   free(c);
 }
@@ -1303,7 +1422,7 @@ static void decideFor(Prop *p, MlirOperation op, const DtRule *r,
         continue;
       arg->known = true;
       setSpec(arg, &c->results[k]);
-      arg->origin = "an iteration argument";
+      arg->origin = originOf("an iteration argument");
     }
     propagateBlock(p, body);
     bool stable = true;
@@ -1331,7 +1450,7 @@ static void decideFor(Prop *p, MlirOperation op, const DtRule *r,
   loopRule.family = "scf.for";
   if (!p->failed)
     record(p, op, &loopRule, operands, results, c,
-           "the loop's iteration arguments");
+           originOf("the loop's iteration arguments"));
   free(c);
 }
 
@@ -1381,7 +1500,8 @@ static void decideIf(Prop *p, MlirOperation op, const DtRule *r,
   ifRule.kind = DT_RULE_FACTORS;
   ifRule.family = "scf.if";
   if (!p->failed)
-    record(p, op, &ifRule, operands, results, c, "the branches' results");
+    record(p, op, &ifRule, operands, results, c,
+           originOf("the branches' results"));
   free(c);
 }
 
@@ -1508,9 +1628,8 @@ static MlirWalkResult seedAnnotation(MlirOperation op, void *userData) {
     return MlirWalkResultAdvance;
   setSpec(out, &s);
   out->known = out->fixed = true;
-  char where[160];
-  locText(mlirOperationGetLocation(op), where, sizeof(where));
-  out->origin = keep(p, "the annotation at %s", where);
+  out->origin.text = "the annotation";
+  out->origin.at = mlirOperationGetLocation(op);
   MlirAttribute pr = dtGetAttr(op, "priority");
   int64_t priority =
       mlirAttributeIsNull(pr) ? 0 : mlirIntegerAttrGetValueInt(pr);
@@ -1529,8 +1648,8 @@ static void seed(Prop *p, MlirOperation func) {
     Info *in = infoOf(p, mlirBlockGetArgument(entry, i));
     if (!in || !in->isTensor)
       continue;
-    in->origin = keep(p, "argument %ld of @%.*s", (long)i, (int)fname.length,
-                      fname.data);
+    in->origin = originOf(keep(p, "argument %ld of @%.*s", (long)i,
+                               (int)fname.length, fname.data));
     if (mlirAttributeIsNull(argAttrs) ||
         i >= mlirArrayAttrGetNumElements(argAttrs))
       continue;
@@ -1669,11 +1788,7 @@ static bool findMesh(Prop *p, MlirOperation func) {
 
 /* Only values propagation gives a layout get an info. */
 static void registerValue(Prop *p, MlirValue v) {
-  MlirType t = mlirValueGetType(v);
-  DtensorElementType et;
-  if (mlirTypeIsARankedTensor(t) && mlirShapedTypeHasStaticShape(t) &&
-      mlirShapedTypeGetRank(t) <= DTENSOR_MAX_TENSOR_RANK &&
-      dtensorElementTypeFromMlir(mlirShapedTypeGetElementType(t), &et))
+  if (factsOf(p, mlirValueGetType(v))->isTensor)
     infoOf(p, v);
 }
 
@@ -1793,6 +1908,8 @@ static bool propagateOne(const Prop *base, MlirOperation func) {
   p.attrs = dtTableInit(sizeof(AttrCache));
   p.arrays = dtTableInit(sizeof(ArrayEntry));
   p.rules = dtTableInit(sizeof(RuleEntry));
+  p.costs = dtTableInit(sizeof(CostEntry));
+  p.fits = dtTableInit(sizeof(FitEntry));
   p.mask = 255;
   p.table = calloc(p.mask + 1, sizeof(int));
   p.decidedMask = 255;
@@ -1811,6 +1928,8 @@ static bool propagateOne(const Prop *base, MlirOperation func) {
   dtTableFree(&p.attrs);
   dtTableFree(&p.arrays);
   dtTableFree(&p.rules);
+  dtTableFree(&p.costs);
+  dtTableFree(&p.fits);
   for (int i = 0; i < p.numArena; ++i)
     free(p.arena[i]);
   free(p.arena);
