@@ -636,8 +636,29 @@ static bool readInput(const char *path, Text *out) {
   return ok;
 }
 
-static void fileSink(MlirStringRef s, void *userData) {
-  fwrite(s.data, 1, s.length, userData);
+/* The C API's printer hands over every token on its own: they are
+ * gathered here and written in large pieces. */
+typedef struct Sink {
+  FILE *file;
+  size_t used;
+  char buffer[1 << 16];
+} Sink;
+
+static void sinkFlush(Sink *k) {
+  fwrite(k->buffer, 1, k->used, k->file);
+  k->used = 0;
+}
+
+static void bufferedSink(MlirStringRef s, void *userData) {
+  Sink *k = userData;
+  if (k->used + s.length > sizeof(k->buffer))
+    sinkFlush(k);
+  if (s.length > sizeof(k->buffer)) {
+    fwrite(s.data, 1, s.length, k->file);
+    return;
+  }
+  memcpy(k->buffer + k->used, s.data, s.length);
+  k->used += s.length;
 }
 
 /* Builds the pass manager; returns false (after a message) for a bad
@@ -749,9 +770,18 @@ static bool runChunk(MlirContext ctx, const Options *o, const Source *src,
   if (o->verifyDiagnostics)
     expectationsOk = parseExpectations(src, text, length, &expected);
   clearDiagnostics(diags);
-  MlirOperation module = dtensorSourceParse(
-      ctx, (MlirStringRef){text, length},
-      mlirStringRefCreateFromCString(src->name));
+  /* A whole file is parsed from its path (the parser then names locations
+   * after it); a chunk or stdin from the text. */
+  MlirOperation module;
+  if (!o->splitInputFile && strcmp(o->input, "-")) {
+    DtensorDiag readDiag;
+    module = dtensorSourceParseFile(ctx, o->input, &readDiag);
+    if (mlirOperationIsNull(module) && readDiag.message[0])
+      mlirEmitError(mlirLocationUnknownGet(ctx), readDiag.message);
+  } else {
+    module = dtensorSourceParse(ctx, (MlirStringRef){text, length},
+                                mlirStringRefCreateFromCString(src->name));
+  }
   bool ok = !mlirOperationIsNull(module);
   if (ok) {
     MlirPassManager pm;
@@ -775,7 +805,11 @@ static bool runChunk(MlirContext ctx, const Options *o, const Source *src,
      * programs that is a tenth of the run). */
     MlirOpPrintingFlags final = printingFlags(o);
     mlirOpPrintingFlagsAssumeVerified(final);
-    mlirOperationPrintWithFlags(module, final, fileSink, out);
+    static Sink sink;
+    sink.file = out;
+    sink.used = 0;
+    mlirOperationPrintWithFlags(module, final, bufferedSink, &sink);
+    sinkFlush(&sink);
     mlirOpPrintingFlagsDestroy(final);
     fprintf(out, "\n");
     *printed = true;
