@@ -17,11 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static MlirNamedAttribute named(MlirContext ctx, const char *name,
-                                MlirAttribute value) {
-  return mlirNamedAttributeGet(
-      mlirIdentifierGet(ctx, mlirStringRefCreateFromCString(name)), value);
-}
+/* The attribute names of a collective, in the order MLIR keeps them
+ * (sorted: attributes given in that order need no sorting). */
+enum { NAME_GATHER_DIM, NAME_MESH, NAME_MESH_AXES, NAME_REDUCE,
+       NAME_SHARD_DIM, NUM_NAMES };
+static const char *const kNames[NUM_NAMES] = {"gather_dim", "mesh", "mesh_axes",
+                                              "reduce", "shard_dim"};
 
 static void emitAt(MlirOperation op, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
@@ -37,8 +38,10 @@ static void emitAt(MlirOperation op, const char *format, ...) {
   mlirEmitError(mlirOperationGetLocation(op), full);
 }
 
-/* Builds the collective of one plan step on `input`, before `before`. */
-static MlirValue buildStep(MlirOperation before, MlirAttribute meshRef,
+/* Builds the collective of one plan step on `input`, before `before`;
+ * `names` are the identifiers of kNames. */
+static MlirValue buildStep(const MlirIdentifier *names, MlirOperation before,
+                           MlirAttribute meshRef,
                            const DtensorPlanStep *step, MlirValue input,
                            const DtensorLayout *after) {
   MlirContext ctx = mlirOperationGetContext(before);
@@ -58,22 +61,22 @@ static MlirValue buildStep(MlirOperation before, MlirAttribute meshRef,
   for (int i = 0; i < c->numAxes; ++i)
     axes[i] = c->axes[i];
   MlirType i64 = mlirIntegerTypeGet(ctx, 64);
-  MlirNamedAttribute attrs[5];
+  MlirNamedAttribute attrs[NUM_NAMES];
   int n = 0;
-  attrs[n++] = named(ctx, "mesh", meshRef);
-  attrs[n++] =
-      named(ctx, "mesh_axes", mlirDenseI64ArrayGet(ctx, c->numAxes, axes));
   if (c->gatherDim >= 0)
-    attrs[n++] = named(ctx, "gather_dim",
-                       mlirIntegerAttrGet(i64, (int64_t)c->gatherDim));
-  if (c->shardDim >= 0)
-    attrs[n++] = named(ctx, "shard_dim",
-                       mlirIntegerAttrGet(i64, (int64_t)c->shardDim));
+    attrs[n++] = mlirNamedAttributeGet(
+        names[NAME_GATHER_DIM], mlirIntegerAttrGet(i64, (int64_t)c->gatherDim));
+  attrs[n++] = mlirNamedAttributeGet(names[NAME_MESH], meshRef);
+  attrs[n++] = mlirNamedAttributeGet(
+      names[NAME_MESH_AXES], mlirDenseI64ArrayGet(ctx, c->numAxes, axes));
   if (c->reduce != DTENSOR_REDUCE_NONE)
-    attrs[n++] = named(ctx, "reduce",
-                       mlirStringAttrGet(ctx, mlirStringRefCreateFromCString(
-                                                  dtensorReduceKindGetName(
-                                                      c->reduce))));
+    attrs[n++] = mlirNamedAttributeGet(
+        names[NAME_REDUCE],
+        mlirStringAttrGet(ctx, mlirStringRefCreateFromCString(
+                                   dtensorReduceKindGetName(c->reduce))));
+  if (c->shardDim >= 0)
+    attrs[n++] = mlirNamedAttributeGet(
+        names[NAME_SHARD_DIM], mlirIntegerAttrGet(i64, (int64_t)c->shardDim));
   mlirOperationStateAddOperands(&state, 1, &input);
   mlirOperationStateAddResults(&state, 1, &outType);
   mlirOperationStateAddAttributes(&state, n, attrs);
@@ -96,6 +99,7 @@ typedef struct Lower {
   DtensorPlanner *planner;
   bool report;
   DtTable pairs; /* Pair */
+  MlirIdentifier names[NUM_NAMES];
 } Lower;
 
 static bool samePair(const void *entry, const void *key) {
@@ -187,7 +191,8 @@ static bool lowerOne(Lower *l, MlirOperation op) {
   MlirOperation last = {NULL};
   for (int i = 0; i < plan->numSteps; ++i) {
     after.spec = plan->steps[i].after;
-    value = buildStep(op, pair->meshRef, &plan->steps[i], value, &after);
+    value = buildStep(l->names, op, pair->meshRef, &plan->steps[i], value,
+                      &after);
     last = mlirOpResultGetOwner(value);
   }
   if (l->report && !mlirOperationIsNull(last)) {
@@ -241,7 +246,10 @@ static bool runLowerRedistribute(MlirOperation root,
   Collected found = {NULL, 0, 0, false};
   mlirOperationWalk(root, collect, &found, MlirWalkPostOrder);
   Lower l = {dtensorPlannerCreate(&planOptions), report,
-             dtTableInit(sizeof(Pair))};
+             dtTableInit(sizeof(Pair)), {{NULL}}};
+  for (int k = 0; k < NUM_NAMES; ++k)
+    l.names[k] = mlirIdentifierGet(mlirOperationGetContext(root),
+                                   mlirStringRefCreateFromCString(kNames[k]));
   bool ok = !found.failed && l.planner;
   if (!ok)
     mlirEmitError(mlirOperationGetLocation(root),

@@ -434,11 +434,12 @@ static void insertRedistribute(Part *p, MlirOperation op, intptr_t i,
   const Value *target = recordAs(p, op, (MlirValue){NULL}, dst, have->global);
   if (!target)
     return;
+  /* In MLIR's (sorted) order, which spares sorting them. */
   MlirNamedAttribute attrs[3] = {
-      mlirNamedAttributeGet(p->idSrc, have->layout),
       mlirNamedAttributeGet(p->idDst, dst),
       mlirNamedAttributeGet(p->idGlobalShape,
                             i64Array(p, have->rank, have->shape)),
+      mlirNamedAttributeGet(p->idSrc, have->layout),
   };
   MlirOperationState state = mlirOperationStateGet(
       mlirStringRefCreateFromCString("dtensor.redistribute"),
@@ -958,7 +959,9 @@ static void rewriteOp(Part *p, MlirOperation op) {
     }
   }
   fixSizes(p, op);
-  for (size_t k = 0; k < sizeof(kPropagationAttrs) / sizeof(*kPropagationAttrs);
+  bool anyDiscardable = mlirOperationGetNumDiscardableAttributes(op) > 0;
+  for (size_t k = 0; anyDiscardable &&
+                     k < sizeof(kPropagationAttrs) / sizeof(*kPropagationAttrs);
        ++k) {
     /* Looking up is cheaper than removing (which builds the name). */
     MlirStringRef key = mlirStringRefCreateFromCString(kPropagationAttrs[k]);
