@@ -12,7 +12,8 @@ independence).
 
 Then the whole flow (issue 5): `dtensor-opt --dtensor-spmd` against
 `mlir-opt-22 --sharding-propagation --shard-partition`: whole process, the
-sum of the pass times, parse+print, and peak memory (max RSS).
+sum of the pass times, parse+print, and peak memory (max RSS); and the time
+of each step of dtensor-spmd run as a separate pass.
 
 usage: bench/compile/run.py [--quick] [--reps R]
 """
@@ -126,3 +127,18 @@ for n in sizes:
             best[i] = min(best[i], v)
     print("%-7d %9.3fs %9.3fs %9.3fs %9.3fs %9.3fs %9.3fs %9.1f %9.1f" % (n, *best))
     sys.stdout.flush()
+
+# Where the time of dtensor-spmd goes at 10^4 blocks: its timing option
+# prints each step (minimum of the repetitions; MLIR's verifier of the
+# result is in the pass time above, not in a step).
+n = sizes[-1]
+a = generate(n, "dtensor")
+best = {}
+for _ in range(reps):
+    p = subprocess.run([ours, a, "--dtensor-spmd=timing=true", "-o", "/dev/null"],
+                       capture_output=True, text=True, check=True)
+    for m in re.finditer(r"^dtensor-spmd: (\S+) ([0-9.]+) s$", p.stderr, re.M):
+        best[m.group(1)] = min(best.get(m.group(1), 1e9), float(m.group(2)))
+print()
+print("dtensor-spmd steps at %d blocks: " % n +
+      ", ".join("%s %.3fs" % kv for kv in best.items()))

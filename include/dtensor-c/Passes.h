@@ -92,7 +92,8 @@ DTENSOR_EXPORT MlirPass dtensorCreatePropagatePass(
 /// dtensor-propagate, dtensor-partition, dtensor-lower-redistribute,
 /// canonicalize, cse. `options` ("strict=true strategy=greedy ...") go to
 /// the passes that take them (strict, why: propagate; strategy, objective,
-/// report: lower-redistribute). Needs dtensorRegisterUpstreamPasses. On
+/// report: lower-redistribute; timing: print each step's time to stderr).
+/// Needs dtensorRegisterUpstreamPasses. On
 /// failure returns failure and fills `outDiag`.
 DTENSOR_EXPORT MlirLogicalResult dtensorAddSpmdPipeline(MlirOpPassManager pm,
                                                         MlirStringRef options,

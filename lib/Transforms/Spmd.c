@@ -10,6 +10,7 @@
 #include "mlir-c/Pass.h"
 
 #include <stdio.h>
+#include <time.h>
 
 /* canonicalize and cse on the result, by a pass manager of their own that
  * does not verify in between (the outer one verifies this pass's result). */
@@ -24,6 +25,19 @@ static bool cleanUp(MlirOperation root) {
   ok = ok && mlirLogicalResultIsSuccess(mlirPassManagerRunOnOp(pm, root));
   mlirPassManagerDestroy(pm);
   return ok;
+}
+
+/* With the timing option: the time since `*last`, printed for `step`
+ * (--mlir-timing sees one pass). */
+static void stepDone(bool timing, const char *step, struct timespec *last) {
+  if (!timing)
+    return;
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  fprintf(stderr, "dtensor-spmd: %s %.3f s\n", step,
+          (double)(now.tv_sec - last->tv_sec) +
+              1e-9 * (double)(now.tv_nsec - last->tv_nsec));
+  *last = now;
 }
 
 static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
@@ -45,13 +59,22 @@ static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
   ok = ok && dtPassOptionsParse(&dtLowerRedistributePass.info,
                                 mlirStringRefCreateFromCString(text), &lower,
                                 NULL);
+  bool timing = dtPassOptionsGetBool(options, "timing");
+  struct timespec last;
+  clock_gettime(CLOCK_MONOTONIC, &last);
   /* Propagation's decisions go to partition in memory. */
   DtDecisions decisions = dtDecisionsInit();
   propagate.decisions = partition.decisions = &decisions;
-  ok = ok && dtPropagatePass.run(root, &propagate) &&
-       dtPartitionPass.run(root, &partition);
+  ok = ok && dtPropagatePass.run(root, &propagate);
+  stepDone(ok && timing, "propagate", &last);
+  ok = ok && dtPartitionPass.run(root, &partition);
+  stepDone(ok && timing, "partition", &last);
   dtDecisionsFree(&decisions);
-  return ok && dtLowerRedistributePass.run(root, &lower) && cleanUp(root);
+  ok = ok && dtLowerRedistributePass.run(root, &lower);
+  stepDone(ok && timing, "lower-redistribute", &last);
+  ok = ok && cleanUp(root);
+  stepDone(ok && timing, "canonicalize+cse", &last);
+  return ok;
 }
 
 static const DtensorPassOptionInfo kOptions[] = {
@@ -65,6 +88,8 @@ static const DtensorPassOptionInfo kOptions[] = {
      "dtensor-lower-redistribute: what the search minimizes"},
     {"report", DTENSOR_OPTION_BOOL, "false", NULL,
      "dtensor-lower-redistribute: attach each plan's cost"},
+    {"timing", DTENSOR_OPTION_BOOL, "false", NULL,
+     "print the time of each step to stderr (--mlir-timing sees one pass)"},
 };
 
 const DtPassDef dtSpmdPass = {
