@@ -72,7 +72,9 @@ int main(int argc, char **argv) {
   }
   size_t maxBytes = quick ? (1u << 20) : (64u << 20);
   for (int k = AR; k <= A2A; ++k)
-    for (size_t bytes = 8; bytes <= maxBytes; bytes *= (quick ? 16 : 8)) {
+    for (size_t bytes = 8, step = quick ? 16 : 8; bytes <= maxBytes;
+         bytes = bytes < maxBytes && bytes * step > maxBytes ? maxBytes
+                                                             : bytes * step) {
       size_t count = bytes / 4; /* f32 elements of the whole buffer */
       if (count < (size_t)n)
         count = (size_t)n;
