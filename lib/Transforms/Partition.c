@@ -1,8 +1,9 @@
 /* dtensor-partition: from the propagated global program to the program each
  * device runs (docs/partition.md).
  *
- * It reads what dtensor-propagate wrote (`dtensor.layout` on values,
- * `dtensor.operand_layouts` on uses), then
+ * It reads what dtensor-propagate decided (`dtensor.layout` on values,
+ * `dtensor.operand_layouts` on uses: attributes, or inside dtensor-spmd the
+ * same in a DtDecisions table), then
  *  - gives every tensor value the padded local type of its layout
  *    (function arguments and results too: the calling convention);
  *  - inserts a per-device `dtensor.redistribute` wherever an operand's
