@@ -1012,10 +1012,54 @@ static void rewriteSignature(Part *p, MlirOperation func, MlirBlock entry,
   free(types);
 }
 
+/* A declaration (a function defined elsewhere) follows the same calling
+ * convention: its signature becomes the local types of its layouts (and
+ * gets their global shapes), so that calls, whose operands and results are
+ * now local blocks, match it. */
+static void partitionDeclaration(Part *p, MlirOperation func) {
+  MlirType fnType = mlirTypeAttrGetValue(dtGetAttr(func, "function_type"));
+  intptr_t numInputs = mlirFunctionTypeGetNumInputs(fnType);
+  intptr_t numResults = mlirFunctionTypeGetNumResults(fnType);
+  MlirType *types =
+      malloc(sizeof(MlirType) * (size_t)(numInputs + numResults + 1));
+  if (!types) {
+    opError(p, func, "out of memory");
+    return;
+  }
+  MlirStringRef shapeKey = mlirStringRefCreateFromCString("dtensor.global_shape");
+  bool changed = false;
+  for (intptr_t k = 0; k < numInputs + numResults && !p->failed; ++k) {
+    bool input = k < numInputs;
+    intptr_t i = input ? k : k - numInputs;
+    MlirType global = input ? mlirFunctionTypeGetInput(fnType, i)
+                            : mlirFunctionTypeGetResult(fnType, i);
+    const Value *v =
+        recordAs(p, func, (MlirValue){NULL},
+                 argLayout(func, input ? "arg_attrs" : "res_attrs", i), global);
+    types[k] = v ? v->local : global;
+    if (!v)
+      continue;
+    changed = true;
+    MlirAttribute shape = i64Array(p, v->rank, v->shape);
+    if (input)
+      mlirFuncSetArgAttr(func, i, shapeKey, shape);
+    else
+      mlirFuncSetResultAttr(func, i, shapeKey, shape);
+  }
+  if (changed && !p->failed)
+    mlirOperationSetInherentAttributeByName(
+        func, mlirStringRefCreateFromCString("function_type"),
+        mlirTypeAttrGet(mlirFunctionTypeGet(p->ctx, numInputs, types,
+                                            numResults, types + numInputs)));
+  free(types);
+}
+
 static void partitionFunction(Part *p, MlirOperation func) {
   MlirBlock entry = mlirRegionGetFirstBlock(mlirOperationGetRegion(func, 0));
-  if (mlirBlockIsNull(entry))
+  if (mlirBlockIsNull(entry)) {
+    partitionDeclaration(p, func);
     return;
+  }
   for (intptr_t i = 0; i < mlirBlockGetNumArguments(entry); ++i)
     record(p, func, mlirBlockGetArgument(entry, i),
            argLayout(func, "arg_attrs", i));

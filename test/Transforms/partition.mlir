@@ -201,3 +201,19 @@ func.func @indexed(%a: tensor<16x8xf32> {dtensor.layout = #dtensor.layout<@m, "[
   %u = tensor.insert_slice %t into %b[2, 0] [4, 8] [1, 1] : tensor<4x8xf32> into tensor<16x8xf32>
   return %u : tensor<16x8xf32>
 }
+
+// -----
+
+// A declaration follows the calling convention too: its signature becomes
+// the local types of its layouts, which the call's local operands match.
+"dtensor.mesh"() {sym_name = "tp", shape = array<i64: 4>, axis_names = ["tp"]} : () -> ()
+// CHECK: func.func private @kernel(tensor<2x8xf32> {dtensor.global_shape = array<i64: 8, 8>, dtensor.layout = #dtensor.layout<@tp, "[S0, R]">}) -> (tensor<8x2xf32> {dtensor.global_shape = array<i64: 8, 8>, dtensor.layout = #dtensor.layout<@tp, "[R, S0]">})
+func.func private @kernel(%x: tensor<8x8xf32> {dtensor.layout = #dtensor.layout<@tp, "[S0, R]">}) -> (tensor<8x8xf32> {dtensor.layout = #dtensor.layout<@tp, "[R, S0]">})
+// CHECK-LABEL: func.func @caller(
+// CHECK-SAME: tensor<2x8xf32>
+func.func @caller(%x: tensor<8x8xf32> {dtensor.layout = #dtensor.layout<@tp, "[S0, R]">}) -> tensor<8x8xf32> {
+  // CHECK-NEXT: %[[R:.*]] = call @kernel(%arg0) : (tensor<2x8xf32>) -> tensor<8x2xf32>
+  %y = func.call @kernel(%x) : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  // CHECK-NEXT: return %[[R]] : tensor<8x2xf32>
+  return %y : tensor<8x8xf32>
+}
