@@ -12,8 +12,9 @@ independence).
 
 Then the whole flow (issue 5): `dtensor-opt --dtensor-spmd` against
 `mlir-opt-22 --sharding-propagation --shard-partition`: whole process, the
-sum of the pass times, parse+print, and peak memory (max RSS); and the time
-of each step of dtensor-spmd run as a separate pass.
+sum of the pass times, parse+print, and peak memory (max RSS); the same
+from 10^4 to 10^5 blocks (linear scaling); and the time of each step
+inside dtensor-spmd.
 
 usage: bench/compile/run.py [--quick] [--reps R]
 """
@@ -134,6 +135,19 @@ for n in sizes:
     print("%-7d %9.3fs %9.3fs %9.3fs %9.3fs %9.3fs %9.3fs %9.1f %9.1f %7.2f" % (
         n, *best, ratios[len(ratios) // 2]))
     sys.stdout.flush()
+
+# The whole flow from 10^4 to 10^5 blocks (10^3 to 10^4 with --quick):
+# pass time and whole process per block, and peak memory.
+flow = {}
+for n in (base, big):
+    a = generate(n, "dtensor")
+    flow[n] = min((run_total([ours, a, "--dtensor-spmd"])
+                   for _ in range(max(1, reps // 2))), key=lambda r: r[1])
+print("whole-flow scaling: %d blocks pass %.3fs proc %.3fs %.0f MiB, "
+      "%d blocks pass %.3fs proc %.3fs %.0f MiB: per block pass x%.2f, proc x%.2f" % (
+          base, *flow[base], big, *flow[big],
+          (flow[big][0] / big) / (flow[base][0] / base),
+          (flow[big][1] / big) / (flow[base][1] / base)))
 
 # Where the time of dtensor-spmd goes at 10^4 blocks: its timing option
 # prints each step (minimum of the repetitions; MLIR's verifier of the
