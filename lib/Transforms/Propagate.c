@@ -177,13 +177,6 @@ typedef struct FitEntry {
   bool fits;
 } FitEntry;
 
-/* A slot of the value table: the key is kept beside the index, so a probe
- * does not read the info (a large program's infos do not fit in cache). */
-typedef struct Slot {
-  const void *value;
-  int index; /* 0: empty */
-} Slot;
-
 typedef struct Prop {
   MlirContext ctx;
   TypeFacts typeFacts[TYPE_FACTS]; /* direct-mapped by type pointer */
@@ -195,7 +188,7 @@ typedef struct Prop {
   DtensorPlanner *planner;
   Info *infos;
   int numInfos, capInfos;
-  Slot *table; /* by value pointer: the value and its index + 1 in infos */
+  int *table;
   unsigned mask;
   /* Ops decided so far (pointer set). */
   void **decided;
@@ -346,16 +339,14 @@ static unsigned hashPtr(const void *ptr) {
 
 static bool rehash(Prop *p) {
   unsigned size = (p->mask + 1) * 2;
-  Slot *table = calloc(size, sizeof(Slot));
+  int *table = calloc(size, sizeof(int));
   if (!table)
     return false;
-  for (unsigned i = 0; i <= p->mask; ++i) {
-    if (!p->table[i].index)
-      continue;
-    unsigned h = hashPtr(p->table[i].value) & (size - 1);
-    while (table[h].index)
+  for (int i = 0; i < p->numInfos; ++i) {
+    unsigned h = hashPtr(p->infos[i].value.ptr) & (size - 1);
+    while (table[h])
       h = (h + 1) & (size - 1);
-    table[h] = p->table[i];
+    table[h] = i + 1;
   }
   free(p->table);
   p->table = table;
@@ -382,9 +373,10 @@ static const TypeFacts *factsOf(Prop *p, MlirType t) {
 /* The info of `v`, created on first use; NULL when out of memory. */
 static Info *infoOf(Prop *p, MlirValue v) {
   unsigned h = hashPtr(v.ptr) & p->mask;
-  while (p->table[h].index) {
-    if (p->table[h].value == v.ptr)
-      return &p->infos[p->table[h].index - 1];
+  while (p->table[h]) {
+    Info *in = &p->infos[p->table[h] - 1];
+    if (in->value.ptr == v.ptr)
+      return in;
     h = (h + 1) & p->mask;
   }
   if (p->frozen)
@@ -407,8 +399,7 @@ static Info *infoOf(Prop *p, MlirValue v) {
     in->rank = f->rank;
     in->origin = originOf("");
   }
-  p->table[h].value = v.ptr;
-  p->table[h].index = ++p->numInfos;
+  p->table[h] = ++p->numInfos;
   if ((unsigned)p->numInfos * 2 > p->mask && !rehash(p))
     return NULL;
   return &p->infos[p->numInfos - 1];
@@ -1920,7 +1911,7 @@ static bool propagateOne(const Prop *base, MlirOperation func) {
   p.costs = dtTableInit(sizeof(CostEntry));
   p.fits = dtTableInit(sizeof(FitEntry));
   p.mask = 255;
-  p.table = calloc(p.mask + 1, sizeof(Slot));
+  p.table = calloc(p.mask + 1, sizeof(int));
   p.decidedMask = 255;
   p.decided = calloc(p.decidedMask + 1, sizeof(void *));
   bool ok = p.table && p.decided;
