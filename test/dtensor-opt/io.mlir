@@ -6,6 +6,8 @@
 // RUN: not dtensor-opt %s.missing 2>&1 | FileCheck %s --check-prefix=MISSING
 // RUN: not dtensor-opt %s %s 2>&1 | FileCheck %s --check-prefix=TWO
 // RUN: not dtensor-opt %s -o 2>&1 | FileCheck %s --check-prefix=NOOUT
+// A write that fails is an error, not a truncated result with status 0.
+// RUN: not dtensor-opt %s -o /dev/full 2>&1 | FileCheck %s --check-prefix=FULL
 
 // CHECK: module {
 // CHECK-NEXT: func.func @f(%arg0: i32) -> i32 {
@@ -13,6 +15,7 @@
 // MISSING: dtensor-opt: cannot open '{{.*}}io.mlir.missing'
 // TWO: more than one input file
 // NOOUT: -o needs a file name
+// FULL: dtensor-opt: cannot write '/dev/full': No space left on device
 func.func @f(%a: i32) -> i32 {
   return %a : i32
 }

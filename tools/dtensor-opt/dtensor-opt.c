@@ -905,10 +905,15 @@ int main(int argc, char **argv) {
     }
     free(chunk.data);
   }
-  if (out != stdout)
-    fclose(out);
-  else
-    fflush(out);
+  /* A write that failed (a full disk, a closed pipe) is an error, not a
+   * truncated result with status 0. */
+  bool written = !ferror(out);
+  written = (out != stdout ? fclose(out) : fflush(out)) == 0 && written;
+  if (!written) {
+    fprintf(stderr, "dtensor-opt: cannot write '%s': %s\n",
+            strcmp(o.output, "-") ? o.output : "<stdout>", strerror(errno));
+    ok = false;
+  }
   mlirOpPrintingFlagsDestroy(flags);
   clearDiagnostics(&diags);
   free(diags.items);
