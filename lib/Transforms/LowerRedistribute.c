@@ -216,9 +216,7 @@ typedef struct Collected {
 
 static MlirWalkResult collect(MlirOperation op, void *userData) {
   Collected *c = userData;
-  MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
-  if (!mlirStringRefEqual(name, mlirStringRefCreateFromCString(
-                                    "dtensor.redistribute")))
+  if (!dtIsOp(op, "dtensor.redistribute"))
     return MlirWalkResultAdvance;
   if (c->count == c->capacity) {
     size_t cap = c->capacity ? 2 * c->capacity : 16;

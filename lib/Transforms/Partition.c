@@ -150,22 +150,28 @@ static bool isTensor(MlirType t) {
          mlirShapedTypeGetRank(t) <= DTENSOR_MAX_TENSOR_RANK;
 }
 
+/* The padded local type of layout `l` for elements of `global`'s type. */
+static MlirType blockType(const DtensorLayout *l, MlirType global) {
+  int64_t local[DTENSOR_MAX_TENSOR_RANK];
+  dtensorLayoutGetMaxLocalShape(l, local);
+  return mlirRankedTensorTypeGet(l->rank, local,
+                                 mlirShapedTypeGetElementType(global),
+                                 mlirAttributeGetNull());
+}
+
 /* The padded local type of a tensor of `type` (global) under `spec`. */
 static MlirType localType(const Part *p, MlirType type,
                           const DtensorShardingSpec *spec) {
   DtensorLayout l;
   int rank = (int)mlirShapedTypeGetRank(type);
-  int64_t shape[DTENSOR_MAX_TENSOR_RANK], local[DTENSOR_MAX_TENSOR_RANK];
+  int64_t shape[DTENSOR_MAX_TENSOR_RANK];
   for (int d = 0; d < rank; ++d)
     shape[d] = mlirShapedTypeGetDimSize(type, d);
   DtensorElementType et = DTENSOR_F32;
   dtensorElementTypeFromMlir(mlirShapedTypeGetElementType(type), &et);
   if (!dtensorLayoutInit(p->mesh, spec, rank, shape, et, &l, NULL))
     return type;
-  dtensorLayoutGetMaxLocalShape(&l, local);
-  return mlirRankedTensorTypeGet(rank, local,
-                                 mlirShapedTypeGetElementType(type),
-                                 mlirAttributeGetNull());
+  return blockType(&l, type);
 }
 
 /* The local type of a value of global `type` that has info `v`. */
@@ -264,11 +270,7 @@ static const Value *recordAs(Part *p, MlirOperation at, MlirValue v,
   info->rank = layout.rank;
   memcpy(info->shape, layout.shape, sizeof(int64_t) * (size_t)layout.rank);
   info->global = type;
-  int64_t local[DTENSOR_MAX_TENSOR_RANK];
-  dtensorLayoutGetMaxLocalShape(&layout, local);
-  info->local = mlirRankedTensorTypeGet(rank, local,
-                                        mlirShapedTypeGetElementType(type),
-                                        mlirAttributeGetNull());
+  info->local = blockType(&layout, type);
   *slot = key;
   slot->info = info;
   if (!mlirValueIsNull(v))
@@ -927,9 +929,13 @@ static void offsetIndices(Part *p, MlirOperation op) {
   }
 }
 
-static const char *const kPropagationAttrs[] = {
-    "dtensor.layout", "dtensor.operand_layouts", "dtensor.loop_axes",
-    "dtensor.why"};
+/* What propagation leaves on ops: its decisions (Table.h) and, with
+ * `why`, its explanations. */
+#define NUM_PROPAGATION_ATTRS (DT_NUM_DECIDED + 1)
+
+static const char *propagationAttr(int k) {
+  return k < DT_NUM_DECIDED ? dtDecidedName((DtDecided)k) : "dtensor.why";
+}
 
 static void rewriteOp(Part *p, MlirOperation op) {
   if (dtIsOp(op, "linalg.generic") || dtIsOp(op, "linalg.map"))
@@ -961,11 +967,9 @@ static void rewriteOp(Part *p, MlirOperation op) {
   }
   fixSizes(p, op);
   bool anyDiscardable = mlirOperationGetNumDiscardableAttributes(op) > 0;
-  for (size_t k = 0; anyDiscardable &&
-                     k < sizeof(kPropagationAttrs) / sizeof(*kPropagationAttrs);
-       ++k) {
+  for (int k = 0; anyDiscardable && k < NUM_PROPAGATION_ATTRS; ++k) {
     /* Looking up is cheaper than removing (which builds the name). */
-    MlirStringRef key = mlirStringRefCreateFromCString(kPropagationAttrs[k]);
+    MlirStringRef key = mlirStringRefCreateFromCString(propagationAttr(k));
     if (!mlirAttributeIsNull(mlirOperationGetDiscardableAttributeByName(op, key)))
       mlirOperationRemoveDiscardableAttributeByName(op, key);
   }
