@@ -13,8 +13,9 @@ independence).
 Then the whole flow (issue 5): `dtensor-opt --dtensor-spmd` against
 `mlir-opt-22 --sharding-propagation --shard-partition`: whole process, the
 sum of the pass times, parse+print, and peak memory (max RSS); the same
-from 10^4 to 10^5 blocks (linear scaling); and the time of each step
-inside dtensor-spmd.
+from 10^4 to 10^5 blocks (linear scaling); the time of each step inside
+dtensor-spmd; and the upstream canonicalize + cse alone on dtensor-spmd's
+result against parse+print (the floor under the pass-time ratio).
 
 usage: bench/compile/run.py [--quick] [--reps R]
 """
@@ -163,3 +164,19 @@ for _ in range(reps):
 print()
 print("dtensor-spmd steps at %d blocks: " % n +
       ", ".join("%s %.3fs" % kv for kv in best.items()))
+
+# The floor the pass-time target meets: the upstream canonicalize and cse
+# that the pipeline must end with, run alone on dtensor-spmd's result, take
+# this long by themselves (their own pass times from --mlir-timing, MLIR's
+# verifier not counted), measured against the parse+print of the input.
+out = os.path.join(tmp, "spmd-%d.mlir" % n)
+subprocess.run([ours, a, "--dtensor-spmd", "-o", out], check=True)
+clean, pp = 1e9, 1e9
+for _ in range(reps):
+    p = subprocess.run([ours, out, "--canonicalize", "--cse", "--mlir-timing", "-o", "/dev/null"],
+                       capture_output=True, text=True, check=True)
+    t = sum(float(m.group(1)) for m in re.finditer(
+        r"^\s*([0-9.]+) \([ 0-9.]+%\)\s+(?:Canonicalizer|CSE)\s*$", p.stderr, re.M))
+    clean, pp = min(clean, t), min(pp, bare([ours, a]))
+print("upstream canonicalize+cse alone on the result at %d blocks: %.3fs = %.2f x "
+      "parse+print (%.3fs)" % (n, clean, clean / pp, pp))
