@@ -298,6 +298,28 @@ static MlirAttribute argLayout(MlirOperation func, const char *key,
       mlirStringRefCreateFromCString("dtensor.layout"));
 }
 
+/* Whether propagation decided for `op` (given its result layouts): an op
+ * with a tensor result needs its layouts, an op that reads a value with a
+ * layout needs its operand layouts. Without them partition would keep the
+ * op's global types beside local operands, or return a block in a layout
+ * the signature does not declare; it says so instead. */
+static bool notPropagated(Part *p, MlirOperation op, MlirAttribute layouts) {
+  const char *what = NULL;
+  if (mlirAttributeIsNull(layouts))
+    for (intptr_t j = 0; !what && j < mlirOperationGetNumResults(op); ++j)
+      if (isTensor(mlirValueGetType(mlirOperationGetResult(op, j))))
+        what = "result";
+  if (!what &&
+      mlirAttributeIsNull(dtDecisionGet(p->decisions, op, DT_DECIDED_OPERANDS)))
+    for (intptr_t i = 0; !what && i < mlirOperationGetNumOperands(op); ++i)
+      if (valueOf(p, mlirOperationGetOperand(op, i)))
+        what = "operand";
+  if (what)
+    opError(p, op, "has no %s layout: it was not propagated; run "
+                   "dtensor-propagate before dtensor-partition", what);
+  return !what;
+}
+
 static MlirWalkResult collect(MlirOperation op, void *userData) {
   Part *p = userData;
   if (mlirOperationEqual(op, p->func))
@@ -314,6 +336,8 @@ static MlirWalkResult collect(MlirOperation op, void *userData) {
   }
   p->ops[p->numOps++] = op;
   MlirAttribute layouts = dtDecisionGet(p->decisions, op, DT_DECIDED_LAYOUT);
+  if (!notPropagated(p, op, layouts))
+    return MlirWalkResultInterrupt;
   for (intptr_t j = 0; j < mlirOperationGetNumResults(op); ++j)
     record(p, op, mlirOperationGetResult(op, j), listElement(layouts, j));
   /* A loop's iteration arguments have its result layouts. */
