@@ -214,7 +214,9 @@ static bool runImportShard(MlirOperation module, const DtPassOptions *options) {
   free(f.grids.ops);
   free(f.shardings.ops);
   free(f.shards.ops);
-  return ok;
+  /* Not checked before (the input is the shard dialect's), so the result
+   * is: the meshes and layouts made, and any dtensor IR already there. */
+  return ok && mlirLogicalResultIsSuccess(dtensorVerify(module));
 }
 
 const DtPassDef dtImportShardPass = {

@@ -25,3 +25,16 @@ shard.grid @dyn(shape = 2x?)
 func.func @dynamic(%x: tensor<8xf32>) -> tensor<8xf32> {
   return %x : tensor<8xf32>
 }
+
+// -----
+
+// The result is checked like every dtensor pass's input: dtensor IR that
+// was already there and is wrong is reported, not passed on.
+// expected-error @+1 {{'dtensor.mesh' op a mesh has 1 to 8 axes, not 0}}
+"dtensor.mesh"() {sym_name = "bad", shape = array<i64>, axis_names = []} : () -> ()
+shard.grid @grid(shape = 4)
+func.func @imported(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %s = shard.sharding @grid split_axes = [[0]] : !shard.sharding
+  %x1 = shard.shard %x to %s : tensor<8xf32>
+  return %x1 : tensor<8xf32>
+}

@@ -8,6 +8,10 @@
 // RUN: not dtensor-opt %s -o 2>&1 | FileCheck %s --check-prefix=NOOUT
 // A write that fails is an error, not a truncated result with status 0.
 // RUN: not dtensor-opt %s -o /dev/full 2>&1 | FileCheck %s --check-prefix=FULL
+// A run that fails leaves no output file (as mlir-opt), not an empty one.
+// RUN: rm -f %t.bad && not dtensor-opt %s --dtensor-no-such-pass -o %t.bad
+// RUN: echo 'func.func @f( {' > %t.in && not dtensor-opt %t.in -o %t.bad 2>/dev/null
+// RUN: not test -e %t.bad
 
 // CHECK: module {
 // CHECK-NEXT: func.func @f(%arg0: i32) -> i32 {

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #ifndef DTENSOR_VERSION
 #define DTENSOR_VERSION "unknown"
@@ -871,6 +873,9 @@ int main(int argc, char **argv) {
             strerror(errno));
     return EXIT_ERROR;
   }
+  struct stat outStat;
+  bool outIsFile = out != stdout && fstat(fileno(out), &outStat) == 0 &&
+                   S_ISREG(outStat.st_mode);
 
   bool ok = true, printed = false;
   if (!o.splitInputFile) {
@@ -914,6 +919,10 @@ int main(int argc, char **argv) {
             strcmp(o.output, "-") ? o.output : "<stdout>", strerror(errno));
     ok = false;
   }
+  /* As mlir-opt: a failed run leaves no output file (an empty or partial
+   * one would look up to date to a build system); devices and pipes stay. */
+  if (!ok && outIsFile)
+    unlink(o.output);
   mlirOpPrintingFlagsDestroy(flags);
   clearDiagnostics(&diags);
   free(diags.items);
