@@ -11,15 +11,20 @@
  * its place with its notes (and, having parsed it all, then says there are
  * several top-level ops, which is swallowed). A file is first parsed by
  * mlirModuleCreateParseFromFile, which names locations after it. */
+#define _GNU_SOURCE /* memmem */
 #include "DialectInternal.h"
 
 #include "mlir-c/Diagnostics.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char kManyOps[] =
     "source must contain a single top-level operation";
@@ -187,6 +192,51 @@ static void reportSilentFailure(MlirContext ctx, MlirStringRef source,
                 "the source does not parse (the parser gave no reason)");
 }
 
+/* MLIR 22's parser crashes (a segmentation fault, no diagnostic) on a dense
+ * array of `index`, `array<index: ...>` (llvm/llvm-project#179045, fixed
+ * after 22.1 by rejecting it). The text is checked before it is parsed: the
+ * first such array outside comments and strings is reported at its place.
+ * Returns whether the text is free of them. */
+static bool noIndexArray(MlirContext ctx, const char *t, size_t n,
+                         MlirStringRef sourceName) {
+  for (const char *hit = t; (hit = memmem(hit, (size_t)(t + n - hit),
+                                          "array<", 6)) != NULL;
+       hit += 6) {
+    const char *q = hit + 6, *end = t + n;
+    while (q < end && (*q == ' ' || *q == '\t'))
+      ++q;
+    if (end - q < 5 || memcmp(q, "index", 5) ||
+        (q + 5 < end && (isalnum((unsigned char)q[5]) || q[5] == '_')))
+      continue;
+    /* Inside a comment or a string? Both end at the line's end. */
+    const char *line = hit;
+    while (line > t && line[-1] != '\n')
+      --line;
+    bool inString = false, quoted = false;
+    for (const char *c = line; c < hit && !quoted; ++c) {
+      if (inString && *c == '\\')
+        ++c;
+      else if (*c == '"')
+        inString = !inString;
+      else if (!inString && c[0] == '/' && c + 1 < hit && c[1] == '/')
+        quoted = true;
+    }
+    if (quoted || inString)
+      continue;
+    unsigned lineNo = 1;
+    for (const char *c = t; c < line; ++c)
+      lineNo += *c == '\n';
+    mlirEmitError(
+        mlirLocationFileLineColGet(ctx, sourceName, lineNo,
+                                   (unsigned)(hit - line) + 1),
+        "a dense array of index (array<index: ...>) is not accepted: MLIR "
+        "22's parser crashes on it (llvm/llvm-project#179045); write "
+        "array<i64: ...>");
+    return false;
+  }
+  return true;
+}
+
 /* An implicit module has no place in the text (line 0): its location
  * becomes unknown; an explicit one keeps its own. */
 static void unplaceImplicitModule(MlirOperation module) {
@@ -200,6 +250,8 @@ static void unplaceImplicitModule(MlirOperation module) {
 MlirOperation dtensorSourceParse(MlirContext ctx, MlirStringRef source,
                                  MlirStringRef sourceName) {
   Parse parse = {ctx, sourceName, false, false};
+  if (!noIndexArray(ctx, source.data, source.length, sourceName))
+    return (MlirOperation){NULL};
   if (!startsWithModule(source)) {
     MlirDiagnosticHandlerID handler =
         mlirContextAttachDiagnosticHandler(ctx, swallowAll, &parse, NULL);
@@ -296,15 +348,37 @@ MlirOperation dtensorSourceParseFile(MlirContext ctx, const char *path,
    * saves renaming every one (a tenth of a large parse). Only if that
    * fails is the text parsed as above, to report why. */
   Parse parse = {ctx, mlirStringRefCreateFromCString(path), false, false};
-  MlirDiagnosticHandlerID handler =
-      mlirContextAttachDiagnosticHandler(ctx, swallowAll, &parse, NULL);
-  MlirModule parsed = mlirModuleCreateParseFromFile(
-      ctx, mlirStringRefCreateFromCString(path));
-  mlirContextDetachDiagnosticHandler(ctx, handler);
-  if (!mlirModuleIsNull(parsed)) {
-    MlirOperation result = mlirModuleGetOperation(parsed);
-    unplaceImplicitModule(result);
-    return result;
+  /* The text is checked first (noIndexArray) through a mapping of the
+   * file; a file that cannot be mapped (a pipe, say) is read and parsed
+   * as text below, which checks it too. */
+  int fd = open(path, O_RDONLY);
+  struct stat st;
+  bool mapped = false;
+  if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    void *text = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (text != MAP_FAILED) {
+      mapped = true;
+      bool clean = noIndexArray(ctx, text, (size_t)st.st_size, parse.sourceName);
+      munmap(text, (size_t)st.st_size);
+      if (!clean) {
+        close(fd);
+        return (MlirOperation){NULL};
+      }
+    }
+  }
+  if (fd >= 0)
+    close(fd);
+  if (mapped) {
+    MlirDiagnosticHandlerID handler =
+        mlirContextAttachDiagnosticHandler(ctx, swallowAll, &parse, NULL);
+    MlirModule parsed = mlirModuleCreateParseFromFile(
+        ctx, mlirStringRefCreateFromCString(path));
+    mlirContextDetachDiagnosticHandler(ctx, handler);
+    if (!mlirModuleIsNull(parsed)) {
+      MlirOperation result = mlirModuleGetOperation(parsed);
+      unplaceImplicitModule(result);
+      return result;
+    }
   }
   FILE *f = fopen(path, "rb");
   if (!f) {
