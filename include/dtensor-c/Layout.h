@@ -402,9 +402,11 @@ DTENSOR_EXPORT int64_t dtensorLayoutGetNumReplicaGroups(
 
 /// Describes `layout` as text: mesh, shape, spec and placements, a grid of
 /// the first two dims with the devices holding each block and its size,
-/// then each device's coordinates, local shape and index ranges. Writes at
-/// most `capacity` bytes with a NUL and returns the length it needs
-/// (snprintf semantics).
+/// then each device's coordinates, local shape and index ranges. The grid
+/// shows at most 32 x 16 blocks (and says when there are more); a mesh of
+/// more than 65536 devices gets neither grid nor table (a line says so).
+/// Writes at most `capacity` bytes with a NUL and returns the length it
+/// needs (snprintf semantics).
 DTENSOR_EXPORT size_t dtensorLayoutDescribe(const DtensorLayout *layout,
                                             char *buffer, size_t capacity);
 

@@ -5,6 +5,7 @@
 #include "dtensor-c/Layout.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +29,10 @@ static void put(Out *o, const char *format, ...) {
     o->used += (size_t)n;
 }
 
-/* Distinct block boundaries along one dim, over all devices. */
-static int boundaries(const DtensorLayout *l, int dim, int64_t *out) {
+/* Distinct block boundaries along one dim, over all devices (at most 4096:
+ * `*cut` says whether some were left out). */
+static int boundaries(const DtensorLayout *l, int dim, int64_t *out,
+                      bool *cut) {
   int n = 0;
   int64_t devs = dtensorMeshGetNumDevices(l->mesh);
   out[n++] = 0;
@@ -37,7 +40,11 @@ static int boundaries(const DtensorLayout *l, int dim, int64_t *out) {
   for (int64_t d = 0; d < devs; ++d) {
     DtensorRange r[64];
     int k = dtensorLayoutGetLocalRanges(l, d, dim, r);
-    for (int i = 0; i < k && n < 4094; ++i) {
+    for (int i = 0; i < k; ++i) {
+      if (n >= 4094) {
+        *cut = true;
+        break;
+      }
       out[n++] = r[i].begin;
       out[n++] = r[i].end;
     }
@@ -56,6 +63,13 @@ static int boundaries(const DtensorLayout *l, int dim, int64_t *out) {
   return m;
 }
 
+/* Larger meshes get no grid and no device table (both cost time in the
+ * number of devices, the grid in cells times devices); larger grids are
+ * drawn in part. */
+#define MAX_DESCRIBED_DEVICES 65536
+#define MAX_GRID_ROWS 32
+#define MAX_GRID_COLUMNS 16
+
 static void drawGrid(Out *o, const DtensorLayout *l) {
   int64_t *rb = malloc(sizeof(int64_t) * 4096);
   int64_t *cb = malloc(sizeof(int64_t) * 4096);
@@ -64,12 +78,15 @@ static void drawGrid(Out *o, const DtensorLayout *l) {
     free(cb);
     return;
   }
-  int nr = boundaries(l, 0, rb) - 1;
-  int nc = l->rank > 1 ? boundaries(l, 1, cb) - 1 : 1;
+  bool cut = false;
+  int allRows = boundaries(l, 0, rb, &cut) - 1;
+  int allColumns = l->rank > 1 ? boundaries(l, 1, cb, &cut) - 1 : 1;
   if (l->rank < 2) {
     cb[0] = 0;
     cb[1] = 1;
   }
+  int nr = allRows < MAX_GRID_ROWS ? allRows : MAX_GRID_ROWS;
+  int nc = allColumns < MAX_GRID_COLUMNS ? allColumns : MAX_GRID_COLUMNS;
   const int width = 14;
   char sep[4096];
   int pos = 0;
@@ -111,6 +128,11 @@ static void drawGrid(Out *o, const DtensorLayout *l) {
     }
     put(o, "%s\n", sep);
   }
+  if (cut)
+    put(o, "(more than %d x %d blocks: the first ones are drawn)\n", nr, nc);
+  else if (nr < allRows || nc < allColumns)
+    put(o, "(%d x %d blocks; the first %d x %d are drawn)\n", allRows,
+        allColumns, nr, nc);
   free(rb);
   free(cb);
 }
@@ -136,6 +158,12 @@ size_t dtensorLayoutDescribe(const DtensorLayout *layout, char *buffer,
   dtensorShardingSpecToPlacements(&layout->spec, dtensorMeshGetRank(mesh), &pl);
   dtensorPlacementsPrint(&pl, buf, sizeof(buf));
   put(o, "placements %s\n", buf);
+  if (dtensorMeshGetNumDevices(mesh) > MAX_DESCRIBED_DEVICES) {
+    put(o, "(%lld devices: the grid and the device table are drawn for "
+           "meshes of at most %d)\n",
+        (long long)dtensorMeshGetNumDevices(mesh), MAX_DESCRIBED_DEVICES);
+    return out.used;
+  }
   drawGrid(o, layout);
   put(o, "device  coords    local shape   index ranges\n");
   for (int64_t d = 0; d < dtensorMeshGetNumDevices(mesh); ++d) {
