@@ -25,7 +25,18 @@ class CompileError(DtensorError):
 
 
 def _bytes(s):
-    return s.encode() if isinstance(s, str) else s
+    """A text argument for C: str, bytes or a path. Anything else (None
+    would reach C as a null pointer) is a TypeError, and a NUL (where C
+    would stop reading) a ValueError."""
+    if isinstance(s, os.PathLike):
+        s = os.fspath(s)
+    if isinstance(s, str):
+        s = s.encode()
+    if not isinstance(s, bytes):
+        raise TypeError(f"expected a string, not {type(s).__name__}")
+    if b"\0" in s:
+        raise ValueError(f"{s!r} contains a NUL character")
+    return s
 
 
 def _diag_text(diag):
@@ -41,6 +52,7 @@ class Mesh:
     else it is freed with the Python object."""
 
     def __init__(self, text):
+        self._ptr = None  # for __del__ if the text is refused
         diag = C.Diag()
         self._ptr = C.meshParse(_bytes(text), byref(diag))
         if not self._ptr:

@@ -86,6 +86,19 @@ def test_bad_spec_and_device_raise():
         dtensor.Layout("4", "[S0]", (8,), dtype="f128")
 
 
+def test_text_arguments_are_checked_before_c_sees_them():
+    # None used to reach C as a null pointer (a segmentation fault), and a
+    # NUL cut the text short.
+    with pytest.raises(TypeError, match="expected a string, not NoneType"):
+        dtensor.Layout("4", None, (8,))
+    with pytest.raises(TypeError, match="expected a string"):
+        dtensor.Mesh(None)
+    with pytest.raises(TypeError, match="expected a string"):
+        dtensor.compile(None)
+    with pytest.raises(ValueError, match="NUL"):
+        dtensor.Layout("4", "[S0]\0, R", (8,))
+
+
 # ---- the LayoutConverter ---------------------------------------------------------
 
 def test_plan_transpose_on_2x4():
