@@ -142,9 +142,14 @@ bool dtCkptPlanShards(const DtensorLayout *l, CkptTensor *t, char *err,
     return failf(err, errSize, "'%s' is Partial: reduce it before planning "
                  "its shards", t->name);
   int64_t devices = dtensorMeshGetNumDevices(l->mesh);
-  t->shards = calloc((size_t)devices, sizeof(CkptShard));
   t->numShards = 0;
+  t->shards = calloc((size_t)devices, sizeof(CkptShard));
   int64_t *group = malloc(sizeof(int64_t) * (size_t)devices);
+  if (!t->shards || !group) {
+    free(group);
+    return failf(err, errSize, "'%s': out of memory planning the shards of "
+                 "%lld devices", t->name, (long long)devices);
+  }
   size_t es = dtensorElementTypeGetSize(l->elementType);
   for (int64_t dev = 0; dev < devices; ++dev) {
     dtensorLayoutGetReplicaGroup(l, dev, group, devices);
@@ -314,6 +319,52 @@ static bool readShard(json_t *js, CkptTensor *t, CkptShard *s,
   return true;
 }
 
+/* Whether the shards listed for `t` are exactly those its layout (mesh,
+ * spec, shape) gives, device by device: readers go by each shard's ranges,
+ * so damaged or edited metadata would otherwise load holes (zeros) or
+ * blocks in the wrong place without a word. */
+static bool shardsMatchLayout(const CkptTensor *t, const char *path, char *err,
+                              size_t errSize) {
+  DtensorMesh *mesh;
+  DtensorLayout layout;
+  char why[512];
+  if (!dtCkptLayout(t->mesh, t->spec, t->dtype, t->rank, t->shape, &mesh,
+                    &layout, why, sizeof(why)))
+    return failf(err, errSize, "%s: '%s': %s", path, t->name, why);
+  CkptTensor planned;
+  memset(&planned, 0, sizeof(planned));
+  snprintf(planned.name, sizeof(planned.name), "%s", t->name);
+  planned.rank = t->rank;
+  bool ok = dtensorShardingSpecIsPartial(&layout.spec)
+                ? failf(err, errSize, "%s: '%s' is saved as Partial (%s), "
+                        "which no writer does", path, t->name, t->spec)
+                : dtCkptPlanShards(&layout, &planned, why, sizeof(why)) ||
+                      failf(err, errSize, "%s: %s", path, why);
+  if (ok && planned.numShards != t->numShards)
+    ok = failf(err, errSize, "%s: '%s' lists %d shards where its layout "
+               "(%s on mesh %s) has %d: the metadata is damaged or was "
+               "edited", path, t->name, t->numShards, t->spec, t->mesh,
+               planned.numShards);
+  for (int i = 0; ok && i < t->numShards; ++i) {
+    const CkptShard *a = &t->shards[i], *b = &planned.shards[i];
+    bool same = a->device == b->device;
+    for (int d = 0; same && d < t->rank; ++d) {
+      same = a->numRanges[d] == b->numRanges[d];
+      for (int r = 0; same && r < a->numRanges[d]; ++r)
+        same = a->ranges[d][r].begin == b->ranges[d][r].begin &&
+               a->ranges[d][r].end == b->ranges[d][r].end;
+    }
+    if (!same)
+      ok = failf(err, errSize, "%s: shard '%s' of '%s' is not the block of "
+                 "device %lld under its layout (%s on mesh %s): the metadata "
+                 "is damaged or was edited", path, a->file, t->name,
+                 (long long)b->device, t->spec, t->mesh);
+  }
+  dtCkptTensorFree(&planned);
+  dtensorMeshDestroy(mesh);
+  return ok;
+}
+
 static bool readTensor(json_t *jt, CkptTensor *t, const char *path, char *err,
                        size_t errSize) {
   json_t *name = json_object_get(jt, "name"), *dtype = json_object_get(jt, "dtype");
@@ -346,7 +397,7 @@ static bool readTensor(json_t *jt, CkptTensor *t, const char *path, char *err,
                    errSize))
       return false;
   }
-  return true;
+  return shardsMatchLayout(t, path, err, errSize);
 }
 
 bool dtCkptMetaRead(const char *dir, CkptMeta *out, char *err,

@@ -90,6 +90,18 @@ grep -q "'bad': spec '\[S0\]' on mesh '4'" "$work/err.txt"
 if "$tool" export "$ck" nothere "$work/x.npy" 2>"$work/err.txt"; then exit 1; fi
 grep -q "no tensor 'nothere'" "$work/err.txt"
 
+# Metadata edited so that its shards are not its layout's (readers go by
+# the shards' ranges: holes would load as zeros): every reader refuses it.
+step "metadata that does not match the layout"
+rm -rf "$work/edit"; cp -r "$work/conv" "$work/edit"
+sed 's/"mesh": "a0=2"/"mesh": "a0=4"/' "$work/conv/dtensor-checkpoint.json" \
+  > "$work/edit/dtensor-checkpoint.json"
+for cmd in info verify; do
+  if "$tool" $cmd "$work/edit" 2>"$work/err.txt"; then exit 1; fi
+  grep -q "lists 2 shards where its layout (\[R, S0\] on mesh a0=4) has 3: the metadata is damaged or was edited" "$work/err.txt"
+done
+"$run" -n 1 "$prog" load-fails "$work/edit" 7 "the metadata is damaged or was edited"
+
 # Not a checkpoint, a bad metadata file, a directory that is not ours.
 step "errors"
 "$run" -n 1 "$prog" load-fails "$work/none" 7 "is '$work/none' a checkpoint?"
