@@ -3,8 +3,8 @@
 
 Takes the dtensor programs of the lit suite and the examples (each
 `// -----` chunk that mentions dtensor), mutates each copy a few times
-(numbers, layout specs, element types, tensor shapes, mesh arrays, op
-names, deleted and repeated lines), and runs `dtensor-opt` on it with a
+(numbers, layout specs, characters inside strings, element types,
+tensor shapes, mesh arrays, op names, deleted and repeated lines), and runs `dtensor-opt` on it with a
 random pass or pipeline of ours. Every run must end in one of two ways:
 
 - exit 1 with an error that carries a source location
@@ -67,9 +67,33 @@ def replace(text, match, new):
     return text[:match.start()] + new + text[match.end():]
 
 
+STRING_CHARS = "[](){},=<>:; 0123456789SRPdptmxsumaxvg-_.#@"
+
+
+def mutate_string(rng, text):
+    """A character deleted, inserted or replaced inside a string literal
+    (layout specs, mhlo.sharding strings, axis names)."""
+    found = list(re.finditer(r'"([^"\\\n]*)"', text))
+    if not found:
+        return text
+    m = rng.choice(found)
+    body = m.group(1)
+    i = rng.randrange(len(body) + 1)
+    op = rng.randrange(3)
+    if op == 0 and body:
+        i = min(i, len(body) - 1)
+        body = body[:i] + body[i + 1:]
+    elif op == 1:
+        body = body[:i] + rng.choice(STRING_CHARS) + body[i:]
+    elif body:
+        i = min(i, len(body) - 1)
+        body = body[:i] + rng.choice(STRING_CHARS) + body[i + 1:]
+    return text[:m.start()] + '"' + body + '"' + text[m.end():]
+
+
 def mutate(rng, text):
     for _ in range(rng.randint(1, 3)):
-        kind = rng.randrange(8)
+        kind = rng.randrange(10)
         if kind == 0:
             found = list(re.finditer(r"\b\d+\b", text))
             if found:
@@ -113,6 +137,8 @@ def mutate(rng, text):
                         for _ in range(rng.randint(0, 3))]
                 text = replace(text, rng.choice(found), "array<i64%s>" % (
                     ": " + ", ".join(vals) if vals else ""))
+        elif kind >= 8:
+            text = mutate_string(rng, text)
         else:
             found = list(re.finditer(
                 r"\b(linalg\.\w+|arith\.\w+|tensor\.\w+|dtensor\.\w+)", text))
