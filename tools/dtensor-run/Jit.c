@@ -549,9 +549,16 @@ static int compileAndRun(const char *path, const DtRunOptions *o,
       return 1;
     meshOp = findMesh(spmd);
   }
+  if (mlirOperationIsNull(func) && entry) {
+    fprintf(stderr, "dtensor-run: '%s' has no function '%s' (--entry)\n",
+            path, entry);
+    return 1;
+  }
   if (mlirOperationIsNull(func) || mlirOperationIsNull(meshOp)) {
     fprintf(stderr, "dtensor-run: '%s' has no %s\n", path,
-            mlirOperationIsNull(func) ? "entry function" : "dtensor.mesh");
+            mlirOperationIsNull(func) ? "entry function (a function with a "
+                                        "body)"
+                                      : "dtensor.mesh");
     return 1;
   }
   MlirStringRef fname = mlirStringAttrGetValue(mlirOperationGetAttributeByName(

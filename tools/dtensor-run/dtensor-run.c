@@ -195,8 +195,11 @@ int main(int argc, char **argv) {
   const char *loadDir = NULL, *saveDir = NULL;
   bool mpiRank = false; /* started by mpirun as one rank of a .mlir run */
   for (; i < argc; ++i) {
-    if (!strcmp(argv[i], "-n") && i + 1 < argc)
-      n = atoi(argv[++i]);
+    if (!strcmp(argv[i], "-n") && i + 1 < argc) {
+      char *end;
+      long v = strtol(argv[++i], &end, 10);
+      n = *argv[i] && !*end && v >= 1 && v <= 1024 ? (int)v : -1;
+    }
     else if (!strcmp(argv[i], "--mpi-rank"))
       mpiRank = true;
     else if (!strcmp(argv[i], "--backend") && i + 1 < argc)
@@ -225,6 +228,15 @@ int main(int argc, char **argv) {
     if (n < 1 || n > 1024)
       fprintf(stderr, "dtensor-run: -n needs a rank count from 1 to 1024\n");
     return usage();
+  }
+  if (timeout) {
+    char *end;
+    double t = strtod(timeout, &end);
+    if (!*timeout || *end || !(t > 0)) {
+      fprintf(stderr, "dtensor-run: --timeout needs a number of seconds > 0, "
+              "not '%s'\n", timeout);
+      return 2;
+    }
   }
   if (strcmp(backend, "shm") && strcmp(backend, "mpi") &&
       strcmp(backend, "nccl")) {
