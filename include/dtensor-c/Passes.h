@@ -119,6 +119,14 @@ DTENSOR_EXPORT void dtensorRegisterUpstreamPasses(void);
 DTENSOR_EXPORT MlirLogicalResult dtensorPassManagerAddPipeline(
     MlirOpPassManager pm, MlirStringRef pipeline, DtensorDiag *outDiag);
 
+/// Turns an annotated global program into the single-device program it
+/// stands for (the reference a partitioned run is compared with): every
+/// dtensor.annotate, and every dtensor.redistribute between values of the
+/// same type, is replaced by its operand, and function arguments and
+/// results lose their dtensor attributes. Meshes stay (nothing reads
+/// them; dtensor-lower-to-runtime removes them).
+DTENSOR_EXPORT void dtensorStripToSingleDevice(MlirOperation module);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,6 +8,7 @@
  * (nothing below needs them). Then the usual bufferization and LLVM
  * conversion apply (pipeline dtensor-to-llvm, docs/runtime.md). */
 #include "PassDef.h"
+#include "Table.h"
 #include "Util.h"
 
 #include "dtensor-c/Dialect.h"
@@ -416,54 +417,40 @@ static void ensureInit(Lower *l, MlirOperation op, Inited *done, int *numDone,
   build(l, "func.call", loc, 1, &shape, 0, NULL, 1, &callee, first);
 }
 
-typedef struct Found {
-  MlirOperation *ops;
-  size_t count, capacity;
-} Found;
-
 static MlirWalkResult collect(MlirOperation op, void *userData) {
-  Found *f = userData;
   MlirStringRef n = mlirIdentifierStr(mlirOperationGetName(op));
   if (n.length < 8 || memcmp(n.data, "dtensor.", 8))
     return MlirWalkResultAdvance;
-  if (f->count == f->capacity) {
-    size_t cap = f->capacity ? 2 * f->capacity : 64;
-    MlirOperation *ops = realloc(f->ops, sizeof(MlirOperation) * cap);
-    if (!ops)
-      return MlirWalkResultInterrupt;
-    f->ops = ops;
-    f->capacity = cap;
-  }
-  f->ops[f->count++] = op;
-  return MlirWalkResultAdvance;
+  return dtOpListPush(userData, op) ? MlirWalkResultAdvance
+                                    : MlirWalkResultInterrupt;
 }
 
-static void stripDtensorAttrs(MlirContext ctx, MlirOperation f,
-                              const char *key) {
-  MlirAttribute list = dtGetAttr(f, key);
-  if (mlirAttributeIsNull(list) || !mlirAttributeIsAArray(list))
-    return;
-  intptr_t n = mlirArrayAttrGetNumElements(list);
-  MlirAttribute *dicts = malloc(sizeof(MlirAttribute) * (size_t)(n + 1));
-  if (!dicts)
-    return;
-  for (intptr_t i = 0; i < n; ++i) {
-    MlirAttribute d = mlirArrayAttrGetElement(list, i);
-    intptr_t m = mlirDictionaryAttrGetNumElements(d), kept = 0;
-    MlirNamedAttribute *entries =
-        malloc(sizeof(MlirNamedAttribute) * (size_t)(m + 1));
-    for (intptr_t j = 0; entries && j < m; ++j) {
-      MlirNamedAttribute e = mlirDictionaryAttrGetElement(d, j);
-      MlirStringRef name = mlirIdentifierStr(e.name);
-      if (name.length < 8 || memcmp(name.data, "dtensor.", 8))
-        entries[kept++] = e;
+/* A global program's layouts on a signature without the global shapes
+ * partition adds (the calling convention): the function was never
+ * partitioned, and lowering it would run the whole program on every rank
+ * under a signature that claims blocks. Returns the position of the first
+ * such argument or result (results after the arguments), or -1. */
+static intptr_t unpartitionedAt(MlirOperation f, intptr_t *numArgs) {
+  *numArgs = 0;
+  intptr_t base = 0;
+  for (int k = 0; k < 2; ++k) {
+    MlirAttribute list = dtGetAttr(f, k ? "res_attrs" : "arg_attrs");
+    intptr_t n = !mlirAttributeIsNull(list) && mlirAttributeIsAArray(list)
+                     ? mlirArrayAttrGetNumElements(list)
+                     : 0;
+    if (!k)
+      *numArgs = n;
+    for (intptr_t i = 0; i < n; ++i) {
+      MlirAttribute d = mlirArrayAttrGetElement(list, i);
+      if (!mlirAttributeIsNull(mlirDictionaryAttrGetElementByName(
+              d, mlirStringRefCreateFromCString("dtensor.layout"))) &&
+          mlirAttributeIsNull(mlirDictionaryAttrGetElementByName(
+              d, mlirStringRefCreateFromCString("dtensor.global_shape"))))
+        return base + i;
     }
-    dicts[i] = mlirDictionaryAttrGet(ctx, kept, entries);
-    free(entries);
+    base = *numArgs;
   }
-  mlirOperationSetAttributeByName(f, mlirStringRefCreateFromCString(key),
-                                  mlirArrayAttrGet(ctx, n, dicts));
-  free(dicts);
+  return -1;
 }
 
 static bool runLowerToRuntime(MlirOperation root,
@@ -472,7 +459,7 @@ static bool runLowerToRuntime(MlirOperation root,
   Lower l = {mlirOperationGetContext(root), root,
              mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0)),
              mlirSymbolTableCreate(root), false};
-  Found found = {NULL, 0, 0};
+  DtOpList found = {NULL, 0, 0};
   mlirOperationWalk(root, collect, &found, MlirWalkPreOrder);
   static const struct {
     const char *name;
@@ -519,9 +506,15 @@ static bool runLowerToRuntime(MlirOperation root,
    * translation does not know them). */
   for (MlirOperation f = mlirBlockGetFirstOperation(l.top);
        !mlirOperationIsNull(f); f = mlirOperationGetNextInBlock(f))
-    if (dtIsOp(f, "func.func"))
-      for (int k = 0; k < 2; ++k)
-        stripDtensorAttrs(l.ctx, f, k ? "res_attrs" : "arg_attrs");
+    if (dtIsOp(f, "func.func")) {
+      intptr_t numArgs, at = unpartitionedAt(f, &numArgs);
+      if (at >= 0)
+        fail(&l, f, "was not partitioned: %s %ld has a dtensor.layout but no "
+             "dtensor.global_shape; run dtensor-spmd (or dtensor-partition) "
+             "first", at < numArgs ? "argument" : "result",
+             (long)(at < numArgs ? at : at - numArgs));
+      dtStripSignatureAttrs(f);
+    }
   /* The meshes have served; nothing below the runtime calls needs them. */
   for (int i = 0; i < numMeshes && !l.failed; ++i)
     mlirOperationDestroy(meshes[i]);

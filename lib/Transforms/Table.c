@@ -165,3 +165,16 @@ MlirAttribute dtDecisionGet(const DtDecisions *d, MlirOperation op,
 }
 
 void dtDecisionsFree(DtDecisions *d) { dtTableFree(&d->table); }
+
+bool dtOpListPush(DtOpList *list, MlirOperation op) {
+  if (list->count == list->capacity) {
+    size_t cap = list->capacity ? 2 * list->capacity : 64;
+    MlirOperation *ops = realloc(list->ops, sizeof(MlirOperation) * cap);
+    if (!ops)
+      return false;
+    list->ops = ops;
+    list->capacity = cap;
+  }
+  list->ops[list->count++] = op;
+  return true;
+}

@@ -96,4 +96,13 @@ const char *dtDecidedName(DtDecided kind);
 /// Frees the table.
 void dtDecisionsFree(DtDecisions *d);
 
+/// A growing list of operations (what a walk collects to change after it).
+typedef struct DtOpList {
+  MlirOperation *ops;
+  size_t count, capacity;
+} DtOpList;
+
+/// Appends `op`; false when out of memory. Free `ops` when done.
+bool dtOpListPush(DtOpList *list, MlirOperation op);
+
 #endif

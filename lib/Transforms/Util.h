@@ -21,4 +21,8 @@ static inline bool dtIsOp(MlirOperation op, const char *name) {
   return s.length == n && !memcmp(s.data, name, n);
 }
 
+/// Removes the dtensor.* attributes of a function's arguments and results
+/// (SingleDevice.c).
+void dtStripSignatureAttrs(MlirOperation func);
+
 #endif

@@ -96,24 +96,7 @@ static MlirOperation findEntry(MlirOperation module, const char *entry) {
   return (MlirOperation){NULL};
 }
 
-/* The reference: the program without its dtensor ops. */
-typedef struct Strip {
-  MlirOperation *ops;
-  int count, cap;
-} Strip;
-
-static MlirWalkResult collectDtensor(MlirOperation op, void *user) {
-  Strip *s = user;
-  if (nameIs(op, "dtensor.annotate") || nameIs(op, "dtensor.redistribute")) {
-    if (s->count == s->cap) {
-      s->cap = s->cap ? 2 * s->cap : 64;
-      s->ops = realloc(s->ops, sizeof(MlirOperation) * (size_t)s->cap);
-    }
-    s->ops[s->count++] = op;
-  }
-  return MlirWalkResultAdvance;
-}
-
+/* Runs dtensor-spmd and/or dtensor-to-llvm on `module`. */
 static bool runPipeline(MlirContext ctx, MlirOperation module, bool spmd,
                         bool toLLVM) {
   MlirPassManager pm = mlirPassManagerCreate(ctx);
@@ -576,14 +559,7 @@ static int compileAndRun(const char *path, const DtRunOptions *o,
   }
   /* The reference: a copy without annotations, to LLVM. */
   MlirOperation ref = mlirOperationClone(spmd);
-  Strip strip = {NULL, 0, 0};
-  mlirOperationWalk(ref, collectDtensor, &strip, MlirWalkPreOrder);
-  for (int k = 0; k < strip.count; ++k) {
-    mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(strip.ops[k], 0),
-                                  mlirOperationGetOperand(strip.ops[k], 0));
-    mlirOperationDestroy(strip.ops[k]);
-  }
-  free(strip.ops);
+  dtensorStripToSingleDevice(ref);
   MlirOperation refFunc = findEntry(ref, entry);
   mlirOperationSetDiscardableAttributeByName(
       refFunc, mlirStringRefCreateFromCString("llvm.emit_c_interface"),
