@@ -425,34 +425,6 @@ static MlirWalkResult collect(MlirOperation op, void *userData) {
                                     : MlirWalkResultInterrupt;
 }
 
-/* A global program's layouts on a signature without the global shapes
- * partition adds (the calling convention): the function was never
- * partitioned, and lowering it would run the whole program on every rank
- * under a signature that claims blocks. Returns the position of the first
- * such argument or result (results after the arguments), or -1. */
-static intptr_t unpartitionedAt(MlirOperation f, intptr_t *numArgs) {
-  *numArgs = 0;
-  intptr_t base = 0;
-  for (int k = 0; k < 2; ++k) {
-    MlirAttribute list = dtGetAttr(f, k ? "res_attrs" : "arg_attrs");
-    intptr_t n = !mlirAttributeIsNull(list) && mlirAttributeIsAArray(list)
-                     ? mlirArrayAttrGetNumElements(list)
-                     : 0;
-    if (!k)
-      *numArgs = n;
-    for (intptr_t i = 0; i < n; ++i) {
-      MlirAttribute d = mlirArrayAttrGetElement(list, i);
-      if (!mlirAttributeIsNull(mlirDictionaryAttrGetElementByName(
-              d, mlirStringRefCreateFromCString("dtensor.layout"))) &&
-          mlirAttributeIsNull(mlirDictionaryAttrGetElementByName(
-              d, mlirStringRefCreateFromCString("dtensor.global_shape"))))
-        return base + i;
-    }
-    base = *numArgs;
-  }
-  return -1;
-}
-
 static bool runLowerToRuntime(MlirOperation root,
                               const DtPassOptions *options) {
   (void)options;
@@ -507,12 +479,15 @@ static bool runLowerToRuntime(MlirOperation root,
   for (MlirOperation f = mlirBlockGetFirstOperation(l.top);
        !mlirOperationIsNull(f); f = mlirOperationGetNextInBlock(f))
     if (dtIsOp(f, "func.func")) {
-      intptr_t numArgs, at = unpartitionedAt(f, &numArgs);
-      if (at >= 0)
+      /* Layouts without the global shapes partition adds: a global
+       * program, which lowered as it is would run whole on every rank
+       * under a signature that claims blocks. */
+      bool isResult;
+      intptr_t at;
+      if (dtSignatureFind(f, false, &isResult, &at))
         fail(&l, f, "was not partitioned: %s %ld has a dtensor.layout but no "
              "dtensor.global_shape; run dtensor-spmd (or dtensor-partition) "
-             "first", at < numArgs ? "argument" : "result",
-             (long)(at < numArgs ? at : at - numArgs));
+             "first", isResult ? "result" : "argument", (long)at);
       dtStripSignatureAttrs(f);
     }
   /* The meshes have served; nothing below the runtime calls needs them. */

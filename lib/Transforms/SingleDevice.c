@@ -1,6 +1,7 @@
-/* From an annotated global program to the single-device program it stands
- * for, and the removal of dtensor attributes from signatures that both this
- * and dtensor-lower-to-runtime do. */
+/* Function signatures and what they say of a program: global (layouts) or
+ * partitioned (layouts and global shapes, the calling convention); the
+ * removal of their dtensor attributes; and from an annotated global program
+ * to the single-device program it stands for. */
 #include "Table.h"
 #include "Util.h"
 
@@ -41,6 +42,29 @@ static void stripList(MlirOperation f, const char *key) {
 void dtStripSignatureAttrs(MlirOperation func) {
   stripList(func, "arg_attrs");
   stripList(func, "res_attrs");
+}
+
+bool dtSignatureFind(MlirOperation func, bool partitioned, bool *isResult,
+                     intptr_t *index) {
+  for (int k = 0; k < 2; ++k) {
+    MlirAttribute list = dtGetAttr(func, k ? "res_attrs" : "arg_attrs");
+    intptr_t n = !mlirAttributeIsNull(list) && mlirAttributeIsAArray(list)
+                     ? mlirArrayAttrGetNumElements(list)
+                     : 0;
+    for (intptr_t i = 0; i < n; ++i) {
+      MlirAttribute d = mlirArrayAttrGetElement(list, i);
+      bool shape = !mlirAttributeIsNull(mlirDictionaryAttrGetElementByName(
+          d, mlirStringRefCreateFromCString("dtensor.global_shape")));
+      bool layout = !mlirAttributeIsNull(mlirDictionaryAttrGetElementByName(
+          d, mlirStringRefCreateFromCString("dtensor.layout")));
+      if (partitioned ? shape : layout && !shape) {
+        *isResult = k == 1;
+        *index = i;
+        return true;
+      }
+    }
+  }
+  return false;
 }
 
 static MlirWalkResult collect(MlirOperation op, void *userData) {

@@ -25,4 +25,11 @@ static inline bool dtIsOp(MlirOperation op, const char *name) {
 /// (SingleDevice.c).
 void dtStripSignatureAttrs(MlirOperation func);
 
+/// Whether a function's signature shows it partitioned (`partitioned`: an
+/// argument or result with dtensor.global_shape, which partition adds) or
+/// not (a dtensor.layout without it); the first such one in `*isResult`,
+/// `*index` (SingleDevice.c).
+bool dtSignatureFind(MlirOperation func, bool partitioned, bool *isResult,
+                     intptr_t *index);
+
 #endif

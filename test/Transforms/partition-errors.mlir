@@ -40,3 +40,13 @@ func.func @operand_without_layout(%x: tensor<16x16xf32> {dtensor.layout = #dtens
   %y = arith.addf %x, %w {dtensor.layout = #dtensor.layout<@tp, "[S0, R]">, dtensor.operand_layouts = [#dtensor.layout<@tp, "[S0, R]">, #dtensor.layout<@tp, "[S0, R]">]} : tensor<16x16xf32>
   return {dtensor.operand_layouts = [#dtensor.layout<@tp, "[S0, R]">]} %y : tensor<16x16xf32>
 }
+
+// -----
+
+// A program partitioned already (its signature has the global shapes of
+// the calling convention): partitioning it again would split its blocks.
+"dtensor.mesh"() {sym_name = "tp", shape = array<i64: 4>, axis_names = ["tp"]} : () -> ()
+// expected-error @+1 {{'func.func' op is already partitioned (argument 0 has a dtensor.global_shape: its type is a device's block)}}
+func.func @twice(%x: tensor<4x16xf32> {dtensor.global_shape = array<i64: 16, 16>, dtensor.layout = #dtensor.layout<@tp, "[S0, R]">}) -> tensor<4x16xf32> {
+  return %x : tensor<4x16xf32>
+}

@@ -41,3 +41,12 @@ func.func @two_meshes(%x: tensor<16x16xf32> {dtensor.layout = #dtensor.layout<@a
   %b = "dtensor.annotate"(%x) {layout = #dtensor.layout<@b, "[S0, R]">} : (tensor<16x16xf32>) -> tensor<16x16xf32>
   return %b : tensor<16x16xf32>
 }
+
+// -----
+
+// A partitioned program (dtensor-spmd's output) given to propagation again.
+"dtensor.mesh"() {sym_name = "tp", shape = array<i64: 4>, axis_names = ["tp"]} : () -> ()
+// expected-error @+1 {{'func.func' op is already partitioned (result 0 has a dtensor.global_shape: its type is a device's block); dtensor-propagate and dtensor-partition take the global program}}
+func.func @twice(%x: tensor<4x16xf32>) -> (tensor<4x16xf32> {dtensor.global_shape = array<i64: 16, 16>, dtensor.layout = #dtensor.layout<@tp, "[S0, R]">}) {
+  return %x : tensor<4x16xf32>
+}
