@@ -980,6 +980,16 @@ static void rewriteOp(Part *p, MlirOperation op) {
     if (v)
       mlirValueSetType(r, localOf(p, v, mlirValueGetType(r)));
   }
+  /* A redistribute the user wrote in the global program becomes a
+   * per-device one: local types (above) and the global shape. */
+  if (dtIsOp(op, "dtensor.redistribute") &&
+      mlirAttributeIsNull(dtGetAttr(op, "global_shape"))) {
+    const Value *v = valueOf(p, mlirOperationGetResult(op, 0));
+    if (v)
+      mlirOperationSetAttributeByName(
+          op, mlirStringRefCreateFromCString("global_shape"),
+          i64Array(p, v->rank, v->shape));
+  }
   if (dtIsOp(op, "scf.for")) {
     MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0));
     for (intptr_t k = 1; k < mlirBlockGetNumArguments(body); ++k) {
