@@ -3,7 +3,8 @@
 
 Generates random single-device programs (chains of matmuls, elementwise ops,
 reductions, transposes, reshapes and broadcasts on f32 tensors) with random
-layouts on their arguments, results and intermediate values, on meshes of 2,
+layouts on their arguments, results and intermediate values (annotations
+and explicit redistributes, Partial sources included), on meshes of 2,
 4 and 2x2 devices, and runs each with `dtensor-run -n N`: the program
 partitioned by dtensor-spmd on N ranks must equal the unpartitioned program
 on one (rtol 1e-4; dtensor-run compares every rank's result block).
@@ -190,12 +191,25 @@ class Program:
                   % (r, v, self.layout(spec), t, t))
         return r, shape
 
+    def redistribute(self, v, shape):
+        """An explicit redistribute, as written in a global program: the
+        operand is taken in `src` (Partial too), the result is in `dst`."""
+        src = random_spec(self.rng, 2, len(self.mesh), partial_ok=True)
+        dst = random_spec(self.rng, 2, len(self.mesh))
+        r = self.fresh("rd")
+        t = self.ty(shape)
+        self.emit('%s = "dtensor.redistribute"(%s) {src = %s, dst = %s} : '
+                  '(%s) -> %s' % (r, v, self.layout(src), self.layout(dst),
+                                  t, t))
+        return r, shape
+
     def build(self, steps):
         shape = [self.rng.choice(DIMS), self.rng.choice(DIMS)]
         v = self.arg(shape)
         kinds = [self.matmul, self.unary, self.binary, self.transpose,
-                 self.normalize, self.reshape, self.annotate]
-        weights = [3, 2, 2, 1, 2, 1, 2]
+                 self.normalize, self.reshape, self.annotate,
+                 self.redistribute]
+        weights = [3, 2, 2, 1, 2, 1, 2, 1]
         for _ in range(steps):
             step = self.rng.choices(kinds, weights)[0]
             v, shape = step(v, shape)
