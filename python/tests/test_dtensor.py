@@ -188,8 +188,20 @@ def test_run_program_text_on_mpi():
 
 def test_run_failure_raises_with_the_output():
     x = np.ones((8, 8), np.float32)  # the wrong shape for x
-    with pytest.raises(dtensor.DtensorError, match="dtensor-run failed"):
+    with pytest.raises(dtensor.DtensorError,
+                       match="'arg0' is f32 8x8, but argument 0 of the "
+                             "entry is f32 16x64"):
         dtensor.run(MEGATRON, 4, [x, x, x])
+
+
+def test_run_refuses_an_input_no_argument_takes():
+    x = np.ones((16, 64), np.float32)
+    w1 = np.ones((64, 256), np.float32)
+    w2 = np.ones((256, 64), np.float32)
+    with pytest.raises(dtensor.DtensorError,
+                       match="'arg3' is given, but the entry takes 3 "
+                             "arguments"):
+        dtensor.run(MEGATRON, 4, [x, w1, w2, x])
 
 
 # ---- checkpoints ----------------------------------------------------------------

@@ -21,7 +21,7 @@
 //
 // A checkpoint without an argument's name: a message naming it.
 // RUN: not dtensor-run -n 4 --load %t/out %s 2>&1 | FileCheck %s --check-prefix=MISSING
-// MISSING: dtensor-run: {{.*}}out/dtensor-checkpoint.json: no tensor 'x' of the entry's type and shape
+// MISSING: dtensor-run: {{.*}}out/dtensor-checkpoint.json: no tensor 'x' for argument 0 of the entry (f32 16x64; name an argument with {dtensor.name = "..."})
 "dtensor.mesh"() {sym_name = "tp", shape = array<i64: 4>, axis_names = ["tp"]} : () -> ()
 func.func @megatron(%x: tensor<16x64xf32> {dtensor.name = "x", dtensor.layout = #dtensor.layout<@tp, "[R, R]">},
                     %w1: tensor<64x256xf32> {dtensor.name = "w1", dtensor.layout = #dtensor.layout<@tp, "[R, S0]">},

@@ -268,11 +268,24 @@ static void compareElement(void *user, int64_t e, int64_t g) {
 }
 
 
-/* Reads an argument whole from the checkpoint (the reference's input),
- * after checking its element type and shape. */
-static bool readArgument(const char *dir, const DtrtCheckpoint *c,
+/* "f32 16x64" for messages. */
+static void typeText(DtrtDtype dtype, int rank, const int64_t *shape,
+                     char *out, size_t size) {
+  static const char *kNames[] = {"f32", "f64", "f16", "bf16", "i32", "i64"};
+  int n = snprintf(out, size, "%s ",
+                   (unsigned)dtype < 6 ? kNames[dtype] : "?");
+  for (int d = 0; d < rank && n > 0 && (size_t)n < size; ++d)
+    n += snprintf(out + n, size - (size_t)n, "%s%lld", d ? "x" : "",
+                  (long long)shape[d]);
+  if (rank == 0 && n > 0 && (size_t)n < size)
+    snprintf(out + n, size - (size_t)n, "scalar");
+}
+
+/* Reads argument `index` whole from the checkpoint (the reference's
+ * input), after checking its element type and shape. */
+static bool readArgument(const char *dir, const DtrtCheckpoint *c, int index,
                          const Tensor *t, void *out) {
-  char err[512];
+  char err[512], want[128], have[128] = "";
   bool found = false, same = false;
   for (int i = 0; i < dtrtCheckpointNumTensors(c) && !found; ++i) {
     DtrtTensor saved;
@@ -281,12 +294,20 @@ static bool readArgument(const char *dir, const DtrtCheckpoint *c,
     same = found && saved.dtype == t->elem && saved.rank == t->rank;
     for (int d = 0; same && d < t->rank; ++d)
       same = saved.shape[d] == t->shape[d];
+    if (found)
+      typeText(saved.dtype, saved.rank, saved.shape, have, sizeof(have));
   }
-  if (!found || !same) {
-    fprintf(stderr, "dtensor-run: %s/%s: %s '%s' of the entry's type and "
-            "shape (name an argument with {dtensor.name = \"...\"})\n", dir,
-            DTRT_CHECKPOINT_METADATA, found ? "the tensor is not" : "no tensor",
-            t->name);
+  typeText(t->elem, t->rank, t->shape, want, sizeof(want));
+  if (!found) {
+    fprintf(stderr, "dtensor-run: %s/%s: no tensor '%s' for argument %d of "
+            "the entry (%s; name an argument with {dtensor.name = \"...\"})\n",
+            dir, DTRT_CHECKPOINT_METADATA, t->name, index, want);
+    return false;
+  }
+  if (!same) {
+    fprintf(stderr, "dtensor-run: %s/%s: '%s' is %s, but argument %d of the "
+            "entry is %s\n", dir, DTRT_CHECKPOINT_METADATA, t->name, have,
+            index, want);
     return false;
   }
   size_t bytes = dtrtDtypeSize(t->elem) * (size_t)product(t->rank, t->shape);
@@ -599,6 +620,27 @@ static int compileAndRun(const char *path, const DtRunOptions *o,
     fprintf(stderr, "dtensor-run: %s\n", ckErr);
     return 1;
   }
+  /* A positional tensor (arg<i>, as the Python package writes a list of
+   * inputs) that no argument takes is a mistake, not something to skip. */
+  for (int i = 0; loaded && i < dtrtCheckpointNumTensors(loaded); ++i) {
+    DtrtTensor saved;
+    dtrtCheckpointGetTensor(loaded, i, &saved, NULL, NULL);
+    const char *digits = saved.name + 3;
+    if (strncmp(saved.name, "arg", 3) || !*digits ||
+        strspn(digits, "0123456789") != strlen(digits))
+      continue;
+    bool taken = false;
+    for (int a = 0; a < r.numArgs && !taken; ++a)
+      taken = !strcmp(r.args[a].name, saved.name);
+    if (!taken) {
+      fprintf(stderr, "dtensor-run: %s/%s: '%s' is given, but the entry "
+              "takes %d argument%s and none is '%s'\n", r.loadDir,
+              DTRT_CHECKPOINT_METADATA, saved.name, r.numArgs,
+              r.numArgs == 1 ? "" : "s", saved.name);
+      dtrtCheckpointClose(loaded);
+      return 1;
+    }
+  }
   for (int a = 0; a < r.numArgs; ++a) {
     const Tensor *t = &r.args[a];
     int64_t count = product(t->rank, t->shape);
@@ -607,7 +649,7 @@ static int compileAndRun(const char *path, const DtRunOptions *o,
      * arguments in place. */
     void *copy = malloc(dtrtDtypeSize(t->elem) * (size_t)(count + 1));
     if (r.loadDir) {
-      if (!readArgument(r.loadDir, loaded, t, r.globals[a])) {
+      if (!readArgument(r.loadDir, loaded, a, t, r.globals[a])) {
         dtrtCheckpointClose(loaded);
         return 1;
       }
