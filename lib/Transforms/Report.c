@@ -6,8 +6,8 @@
  * attributes: `dtensor.cost = {bytes, modelled_us}` on each collective and
  * `dtensor.report = {...}` on the function; `dtensor-opt --dtensor-report`
  * prints them (docs/partition.md). */
-#include "Util.h"
 #include "PassDef.h"
+#include "Util.h"
 
 #include "Planner/PlannerInternal.h"
 #include "dtensor-c/Dialect.h"
@@ -15,6 +15,7 @@
 #include "mlir-c/BuiltinTypes.h"
 #include "mlir-c/Diagnostics.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static int64_t tensorBytes(MlirType t) {
@@ -123,6 +124,13 @@ static MlirWalkResult visit(MlirOperation op, void *userData) {
     t->failed = true;
     return MlirWalkResultInterrupt;
   }
+  if (dtIsOp(op, "dtensor.annotate")) {
+    mlirEmitError(mlirOperationGetLocation(op),
+                  "'dtensor.annotate' op in a global program: dtensor-report "
+                  "estimates the per-device program (run dtensor-spmd first)");
+    t->failed = true;
+    return MlirWalkResultInterrupt;
+  }
   priceCollective(op, t);
   return MlirWalkResultAdvance;
 }
@@ -140,6 +148,21 @@ static bool runReport(MlirOperation root, const DtPassOptions *options) {
     MlirBlock entry = mlirRegionGetFirstBlock(mlirOperationGetRegion(f, 0));
     if (mlirBlockIsNull(entry))
       continue;
+    /* Global sizes reported as per-device ones would be wrong by the
+     * device count: a function not partitioned yet is refused. */
+    bool isResult;
+    intptr_t at;
+    if (dtSignatureFind(f, false, &isResult, &at)) {
+      char message[320];
+      snprintf(message, sizeof(message),
+               "'func.func' op was not partitioned: %s %ld has a "
+               "dtensor.layout but no dtensor.global_shape; dtensor-report "
+               "estimates the per-device program (run dtensor-spmd first)",
+               isResult ? "result" : "argument", (long)at);
+      mlirEmitError(mlirOperationGetLocation(f), message);
+      ok = false;
+      continue;
+    }
     Totals t = {0, 0, 0, 0.0, false};
     int64_t args = 0, results = 0;
     for (intptr_t i = 0; i < mlirBlockGetNumArguments(entry); ++i) {
