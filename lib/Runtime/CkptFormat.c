@@ -197,6 +197,42 @@ static json_t *int64Array(int n, const int64_t *v) {
   return a;
 }
 
+/* The checksum of a tensor's metadata (`meta_crc32`): its name, element
+ * type, shape, mesh, spec and every shard's file, device, ranges, size and
+ * checksum, each integer as 8 little-endian bytes, each string with its
+ * terminating NUL. */
+static uint32_t crcInt(uint32_t crc, int64_t v) {
+  unsigned char b[8];
+  for (int i = 0; i < 8; ++i)
+    b[i] = (unsigned char)((uint64_t)v >> (8 * i));
+  return dtCkptCrc(crc, b, sizeof(b));
+}
+
+static uint32_t crcText(uint32_t crc, const char *text) {
+  return dtCkptCrc(crc, text, strlen(text) + 1);
+}
+
+static uint32_t metaDigest(const CkptTensor *t) {
+  uint32_t crc = crcText(0, t->name);
+  crc = crcText(crc, dtCkptDtypeName(t->dtype));
+  crc = crcInt(crc, t->rank);
+  for (int d = 0; d < t->rank; ++d)
+    crc = crcInt(crc, t->shape[d]);
+  crc = crcText(crcText(crc, t->mesh), t->spec);
+  crc = crcInt(crc, t->numShards);
+  for (int s = 0; s < t->numShards; ++s) {
+    const CkptShard *sh = &t->shards[s];
+    crc = crcInt(crcText(crc, sh->file), sh->device);
+    for (int d = 0; d < t->rank; ++d) {
+      crc = crcInt(crc, sh->numRanges[d]);
+      for (int r = 0; r < sh->numRanges[d]; ++r)
+        crc = crcInt(crcInt(crc, sh->ranges[d][r].begin), sh->ranges[d][r].end);
+    }
+    crc = crcInt(crcInt(crc, sh->bytes), sh->crc);
+  }
+  return crc;
+}
+
 bool dtCkptMetaWrite(const char *path, const CkptMeta *m, char *err,
                      size_t errSize) {
   json_t *root = json_object();
@@ -232,6 +268,7 @@ bool dtCkptMetaWrite(const char *path, const CkptMeta *m, char *err,
       json_array_append_new(shards, js);
     }
     json_object_set_new(jt, "shards", shards);
+    json_object_set_new(jt, "meta_crc32", json_integer(metaDigest(t)));
     json_array_append_new(tensors, jt);
   }
   json_object_set_new(root, "tensors", tensors);
@@ -397,6 +434,13 @@ static bool readTensor(json_t *jt, CkptTensor *t, const char *path, char *err,
                    errSize))
       return false;
   }
+  /* Written since 2026-12; older checkpoints have none. */
+  json_t *digest = json_object_get(jt, "meta_crc32");
+  if (digest && (!json_is_integer(digest) ||
+                 (uint32_t)json_integer_value(digest) != metaDigest(t)))
+    return failf(err, errSize, "%s: the metadata of '%s' does not match its "
+                 "checksum (meta_crc32): it is damaged or was edited (remove "
+                 "meta_crc32 to accept an edit)", path, t->name);
   return shardsMatchLayout(t, path, err, errSize);
 }
 

@@ -90,12 +90,19 @@ grep -q "'bad': spec '\[S0\]' on mesh '4'" "$work/err.txt"
 if "$tool" export "$ck" nothere "$work/x.npy" 2>"$work/err.txt"; then exit 1; fi
 grep -q "no tensor 'nothere'" "$work/err.txt"
 
-# Metadata edited so that its shards are not its layout's (readers go by
-# the shards' ranges: holes would load as zeros): every reader refuses it.
-step "metadata that does not match the layout"
+# Edited metadata: its checksum (meta_crc32) catches any edit; without
+# one (older checkpoints), shards that are not its layout's (readers go by
+# the shards' ranges: holes would load as zeros) are refused too.
+step "edited metadata"
 rm -rf "$work/edit"; cp -r "$work/conv" "$work/edit"
-sed 's/"mesh": "a0=2"/"mesh": "a0=4"/' "$work/conv/dtensor-checkpoint.json" \
+sed 's/"dtype": "f32"/"dtype": "i32"/' "$work/conv/dtensor-checkpoint.json" \
   > "$work/edit/dtensor-checkpoint.json"
+if "$tool" verify "$work/edit" 2>"$work/err.txt"; then exit 1; fi
+grep -q "does not match its checksum (meta_crc32): it is damaged or was edited" "$work/err.txt"
+step "metadata that does not match the layout"
+sed -e 's/"mesh": "a0=2"/"mesh": "a0=4"/' -e '/"meta_crc32"/d' \
+  "$work/conv/dtensor-checkpoint.json" > "$work/edit/dtensor-checkpoint.json"
+sed -i -e ':a;N;$!ba;s/,\n *}/\n }/g' "$work/edit/dtensor-checkpoint.json"
 for cmd in info verify; do
   if "$tool" $cmd "$work/edit" 2>"$work/err.txt"; then exit 1; fi
   grep -q "lists 2 shards where its layout (\[R, S0\] on mesh a0=4) has 3: the metadata is damaged or was edited" "$work/err.txt"
