@@ -12,6 +12,7 @@
 
 #include "Diag.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const size_t kElementSizes[] = {4, 8, 2, 2, 1, 1, 2, 4, 8};
@@ -47,6 +48,19 @@ bool dtensorLayoutInit(const DtensorMesh *mesh,
     return dtDiag(outDiag, -1, "invalid element type %d", (int)elementType);
   if (!dtensorShardingSpecCheck(spec, mesh, rank, shape, outDiag))
     return false;
+  /* Byte counts (block sizes, costs, reports) are 64-bit: a tensor whose
+   * size does not fit would wrap around to nonsense. */
+  int64_t bytes = (int64_t)dtensorElementTypeGetSize(elementType);
+  for (int d = 0; d < rank; ++d)
+    if (shape[d] > 0 && __builtin_mul_overflow(bytes, shape[d], &bytes)) {
+      char text[DTENSOR_MAX_TENSOR_RANK * 21 + 1];
+      int n = 0;
+      for (int k = 0; k < rank; ++k)
+        n += snprintf(text + n, sizeof(text) - (size_t)n, "%s%lld",
+                      k ? "x" : "", (long long)shape[k]);
+      return dtDiag(outDiag, -1, "a tensor of shape %s is too large: its "
+                    "size in bytes does not fit in 64 bits", text);
+    }
   memset(outLayout, 0, sizeof(*outLayout));
   outLayout->mesh = mesh;
   outLayout->spec = *spec;

@@ -1,6 +1,7 @@
 /* Unit and property tests of the layout algebra. */
 #include "dtensor-c/Layout.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,6 +206,16 @@ int main(void) {
   CHECK(dtensorLayoutInit(mesh, &qkv, 1, s1, DTENSOR_F32, &layout, &diag));
   CHECK(dtensorLayoutGetLocalRanges(&layout, 1, 0, r) == 3);
   CHECK(r[0].begin == 1 && r[1].begin == 5 && r[2].begin == 9);
+
+  /* sizes whose byte count does not fit in 64 bits are refused; the
+   * largest that fits is accepted */
+  int64_t huge[2] = {3037000500, 3037000500}, edge[2] = {INT64_MAX / 8, 2};
+  CHECK(dtensorShardingSpecParse("[S1, R]", mesh, &qkv, &diag));
+  CHECK(!dtensorLayoutInit(mesh, &qkv, 2, huge, DTENSOR_F32, &layout, &diag));
+  CHECK(strstr(diag.message, "3037000500x3037000500 is too large") != NULL);
+  CHECK(dtensorLayoutInit(mesh, &qkv, 2, edge, DTENSOR_F32, &layout, &diag));
+  edge[1] = 3;
+  CHECK(!dtensorLayoutInit(mesh, &qkv, 2, edge, DTENSOR_F32, &layout, &diag));
 
   /* sub-mesh */
   int axes[1] = {1};
