@@ -101,7 +101,8 @@ DTENSOR_EXPORT MlirLogicalResult dtensorAddSpmdPipeline(MlirOpPassManager pm,
 
 /// Adds the `dtensor-to-llvm` pipeline to `pm`: dtensor-lower-to-runtime
 /// (collectives become calls of libdtensor_rt), one-shot-bufferize with
-/// function boundaries, convert-linalg-to-loops, convert-scf-to-cf,
+/// function boundaries of identity layout (arguments and results are
+/// contiguous row-major buffers), convert-linalg-to-loops, convert-scf-to-cf,
 /// expand-strided-metadata, finalize-memref-to-llvm, convert-to-llvm,
 /// reconcile-unrealized-casts. Needs dtensorRegisterUpstreamPasses.
 DTENSOR_EXPORT MlirLogicalResult dtensorAddToLLVMPipeline(MlirOpPassManager pm,

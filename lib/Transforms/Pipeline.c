@@ -251,6 +251,7 @@ MlirLogicalResult dtensorAddToLLVMPipeline(MlirOpPassManager pm,
       mlirStringRefCreateFromCString(
           "func.func(convert-elementwise-to-linalg), "
           "one-shot-bufferize{bufferize-function-boundaries "
+          "function-boundary-type-conversion=identity-layout-map "
           "allow-return-allocs-from-loops}, "
           "convert-linalg-to-loops, expand-strided-metadata, lower-affine, "
           "convert-scf-to-cf, "

@@ -191,6 +191,67 @@ class Program:
                   % (r, v, self.layout(spec), t, t))
         return r, shape
 
+    def slice(self, v, shape):
+        """A static sub-block (tensor.extract_slice), at least 1x1."""
+        sizes = [self.rng.randint(1, d) for d in shape]
+        offsets = [self.rng.randint(0, d - s) for d, s in zip(shape, sizes)]
+        r = self.fresh("sl")
+        self.emit("%s = tensor.extract_slice %s[%d, %d] [%d, %d] [1, 1] : "
+                  "%s to %s" % (r, v, offsets[0], offsets[1], sizes[0],
+                                sizes[1], self.ty(shape), self.ty(sizes)))
+        return r, sizes
+
+    def concat(self, v, shape):
+        """v and a new argument side by side along a random dim."""
+        d = self.rng.randrange(2)
+        other = list(shape)
+        other[d] = self.rng.choice(DIMS)
+        w = self.arg(other)
+        out = list(shape)
+        out[d] += other[d]
+        r = self.fresh("cc")
+        self.emit("%s = tensor.concat dim(%d) %s, %s : (%s, %s) -> %s"
+                  % (r, d, v, w, self.ty(shape), self.ty(other),
+                     self.ty(out)))
+        return r, out
+
+    def pad(self, v, shape):
+        """Zeros around v (tensor.pad with static amounts)."""
+        low = [self.rng.randint(0, 2) for _ in shape]
+        high = [self.rng.randint(0, 2) for _ in shape]
+        out = [d + lo + hi for d, lo, hi in zip(shape, low, high)]
+        r = self.fresh("pd")
+        self.emit("%s = tensor.pad %s low[%d, %d] high[%d, %d] {"
+                  % (r, v, low[0], low[1], high[0], high[1]))
+        self.emit("^bb0(%i: index, %j: index):")
+        self.emit("  %zero = arith.constant 0.0 : f32")
+        self.emit("  tensor.yield %zero : f32")
+        self.emit("} : %s to %s" % (self.ty(shape), self.ty(out)))
+        return r, out
+
+    def iota(self, v, shape):
+        """v + (i * cols + j) / 64: a body that reads its global indices."""
+        t = self.ty(shape)
+        r = self.fresh("io")
+        self.emit("%s = linalg.generic {indexing_maps = [affine_map<(i, j) -> "
+                  "(i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = "
+                  "[\"parallel\", \"parallel\"]} ins(%s : %s) outs(%s : %s) {"
+                  % (r, v, t, self.empty(shape), t))
+        self.emit("^bb0(%in: f32, %out: f32):")
+        self.emit("  %i = linalg.index 0 : index")
+        self.emit("  %j = linalg.index 1 : index")
+        self.emit("  %%cols = arith.constant %d : index" % shape[1])
+        self.emit("  %row = arith.muli %i, %cols : index")
+        self.emit("  %lin = arith.addi %row, %j : index")
+        self.emit("  %n = arith.index_cast %lin : index to i64")
+        self.emit("  %f = arith.sitofp %n : i64 to f32")
+        self.emit("  %s64 = arith.constant 0.015625 : f32")
+        self.emit("  %g = arith.mulf %f, %s64 : f32")
+        self.emit("  %y = arith.addf %in, %g : f32")
+        self.emit("  linalg.yield %y : f32")
+        self.emit("} -> %s" % t)
+        return r, shape
+
     def redistribute(self, v, shape):
         """An explicit redistribute, as written in a global program: the
         operand is taken in `src` (Partial too), the result is in `dst`."""
@@ -208,8 +269,9 @@ class Program:
         v = self.arg(shape)
         kinds = [self.matmul, self.unary, self.binary, self.transpose,
                  self.normalize, self.reshape, self.annotate,
-                 self.redistribute]
-        weights = [3, 2, 2, 1, 2, 1, 2, 1]
+                 self.redistribute, self.slice, self.concat, self.pad,
+                 self.iota]
+        weights = [3, 2, 2, 1, 2, 1, 2, 1, 1, 1, 1, 1]
         for _ in range(steps):
             step = self.rng.choices(kinds, weights)[0]
             v, shape = step(v, shape)
