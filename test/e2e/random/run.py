@@ -252,6 +252,61 @@ class Program:
         self.emit("} -> %s" % t)
         return r, shape
 
+    def weighted(self, v, shape):
+        """x + broadcast(sum_k x[.., k] * (k + 1) / 64) along a random dim:
+        a reduction whose body reads the global index it reduces over."""
+        d = self.rng.randrange(2)
+        keep = [shape[1 - d]]
+        init = self.filled(keep, "0.0")
+        red = self.fresh("w")
+        out_map = "(i, j) -> (j)" if d == 0 else "(i, j) -> (i)"
+        iters = '"reduction", "parallel"' if d == 0 else '"parallel", "reduction"'
+        self.emit("%s = linalg.generic {indexing_maps = [affine_map<(i, j) -> "
+                  "(i, j)>, affine_map<%s>], iterator_types = [%s]} ins(%s : "
+                  "%s) outs(%s : %s) {" % (red, out_map, iters, v,
+                                           self.ty(shape), init,
+                                           self.ty(keep)))
+        self.emit("^bb0(%in: f32, %acc: f32):")
+        self.emit("  %%k = linalg.index %d : index" % d)
+        self.emit("  %one = arith.constant 1 : index")
+        self.emit("  %k1 = arith.addi %k, %one : index")
+        self.emit("  %n = arith.index_cast %k1 : index to i64")
+        self.emit("  %f = arith.sitofp %n : i64 to f32")
+        self.emit("  %s64 = arith.constant 0.015625 : f32")
+        self.emit("  %g = arith.mulf %f, %s64 : f32")
+        self.emit("  %p = arith.mulf %in, %g : f32")
+        self.emit("  %y = arith.addf %p, %acc : f32")
+        self.emit("  linalg.yield %y : f32")
+        self.emit("} -> %s" % self.ty(keep))
+        bc = self.fresh("bc")
+        self.emit("%s = linalg.broadcast ins(%s : %s) outs(%s : %s) "
+                  "dimensions = [%d]" % (bc, red, self.ty(keep),
+                                         self.empty(shape), self.ty(shape), d))
+        r = self.fresh("wa")
+        t = self.ty(shape)
+        self.emit("%s = linalg.add ins(%s, %s : %s, %s) outs(%s : %s) -> %s"
+                  % (r, v, bc, t, t, self.empty(shape), t, t))
+        return r, shape
+
+    def loop(self, v, shape):
+        """scf.for of 2 or 3 steps carrying v: v = v * 0.5 + w."""
+        t = self.ty(shape)
+        w = self.arg(list(shape))
+        lo, hi, st = self.fresh("lo"), self.fresh("hi"), self.fresh("st")
+        self.emit("%s = arith.constant 0 : index" % lo)
+        self.emit("%s = arith.constant %d : index" % (hi, self.rng.randint(2, 3)))
+        self.emit("%s = arith.constant 1 : index" % st)
+        half = self.fresh("h")
+        self.emit("%s = arith.constant dense<0.5> : %s" % (half, t))
+        r = self.fresh("lp")
+        self.emit("%s = scf.for %%it = %s to %s step %s iter_args(%%acc = %s) "
+                  "-> (%s) {" % (r, lo, hi, st, v, t))
+        self.emit("  %%m = arith.mulf %%acc, %s : %s" % (half, t))
+        self.emit("  %%nx = arith.addf %%m, %s : %s" % (w, t))
+        self.emit("  scf.yield %%nx : %s" % t)
+        self.emit("}")
+        return r, shape
+
     def redistribute(self, v, shape):
         """An explicit redistribute, as written in a global program: the
         operand is taken in `src` (Partial too), the result is in `dst`."""
@@ -270,8 +325,8 @@ class Program:
         kinds = [self.matmul, self.unary, self.binary, self.transpose,
                  self.normalize, self.reshape, self.annotate,
                  self.redistribute, self.slice, self.concat, self.pad,
-                 self.iota]
-        weights = [3, 2, 2, 1, 2, 1, 2, 1, 1, 1, 1, 1]
+                 self.iota, self.weighted, self.loop]
+        weights = [3, 2, 2, 1, 2, 1, 2, 1, 1, 1, 1, 1, 1, 1]
         for _ in range(steps):
             step = self.rng.choices(kinds, weights)[0]
             v, shape = step(v, shape)
