@@ -11,6 +11,7 @@ on one (rtol 1e-4; dtensor-run compares every rank's result block).
 
 usage: run.py --dtensor-run PATH [--cases 200] [--seed 1] [--jobs 2]
               [--out DIR] [--show N]
+       run.py --census DTENSOR_OPT [--cases 200] [--seed 1]
 
 A failing case is kept in DIR (default: a temporary directory, printed) with
 dtensor-run's output; rerun it with `dtensor-run -n N DIR/case-K.mlir`.
@@ -53,6 +54,7 @@ class Program:
         self.names = names
         self.args = []  # (name, shape, spec)
         self.body = []
+        self.helpers = []  # private functions main calls
         self.count = 0
 
     def fresh(self, stem):
@@ -307,6 +309,45 @@ class Program:
         self.emit("}")
         return r, shape
 
+    def call(self, v, shape):
+        """A call of a private helper (x * x + x) defined beside main."""
+        t = self.ty(shape)
+        name = "@h%d" % len(self.helpers)
+        self.helpers.append(
+            "func.func private %s(%%x: %s) -> %s {\n"
+            "  %%sq = arith.mulf %%x, %%x : %s\n"
+            "  %%y = arith.addf %%sq, %%x : %s\n"
+            "  return %%y : %s\n}" % (name, t, t, t, t, t))
+        r = self.fresh("cl")
+        self.emit("%s = func.call %s(%s) : (%s) -> %s" % (r, name, v, t, t))
+        return r, shape
+
+    def batched(self, v, shape):
+        """[m, k] viewed as [b, m/b, k], a batch_matmul with a new [b, k, n]
+        argument, and back to [m/b*b, n]."""
+        m, k = shape
+        bs = [b for b in (2, 3, 4) if m % b == 0]
+        if not bs:
+            return self.matmul(v, shape)
+        b = self.rng.choice(bs)
+        n = self.rng.choice(DIMS)
+        x3 = [b, m // b, k]
+        w = self.arg([b, k, n])
+        e = self.fresh("x3")
+        self.emit("%s = tensor.expand_shape %s [[0, 1], [2]] output_shape "
+                  "[%d, %d, %d] : %s into %s" % (e, v, b, m // b, k,
+                                                 self.ty(shape), self.ty(x3)))
+        out3 = [b, m // b, n]
+        init = self.filled(out3, "0.0")
+        bm = self.fresh("bm")
+        self.emit("%s = linalg.batch_matmul ins(%s, %s : %s, %s) outs(%s : %s) "
+                  "-> %s" % (bm, e, w, self.ty(x3), self.ty([b, k, n]), init,
+                             self.ty(out3), self.ty(out3)))
+        r = self.fresh("bc2")
+        self.emit("%s = tensor.collapse_shape %s [[0, 1], [2]] : %s into %s"
+                  % (r, bm, self.ty(out3), self.ty([m, n])))
+        return r, [m, n]
+
     def redistribute(self, v, shape):
         """An explicit redistribute, as written in a global program: the
         operand is taken in `src` (Partial too), the result is in `dst`."""
@@ -325,8 +366,9 @@ class Program:
         kinds = [self.matmul, self.unary, self.binary, self.transpose,
                  self.normalize, self.reshape, self.annotate,
                  self.redistribute, self.slice, self.concat, self.pad,
-                 self.iota, self.weighted, self.loop]
-        weights = [3, 2, 2, 1, 2, 1, 2, 1, 1, 1, 1, 1, 1, 1]
+                 self.iota, self.weighted, self.loop, self.call,
+                 self.batched]
+        weights = [3, 2, 2, 1, 2, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1]
         for _ in range(steps):
             step = self.rng.choices(kinds, weights)[0]
             v, shape = step(v, shape)
@@ -343,6 +385,7 @@ class Program:
         lines += self.body
         lines.append("  return %s : %s" % (v, self.ty(shape)))
         lines.append("}")
+        lines += self.helpers
         return "\n".join(lines) + "\n"
 
 
@@ -375,9 +418,44 @@ def run_case(tool, out, seed):
     return seed, devices, ok, output, path
 
 
+SOURCE_CONSTRUCTS = [
+    ("redistributes", '"dtensor.redistribute"'), ("annotations", '"dtensor.annotate"'),
+    ("slices", "tensor.extract_slice"), ("concats", "tensor.concat"),
+    ("pads", "tensor.pad"), ("index reads", "linalg.index"),
+    ("loops", "scf.for"), ("calls", "func.call"),
+    ("batch matmuls", "linalg.batch_matmul")]
+OUTPUT_OPS = ["all_gather", "all_to_all", "all_reduce", "reduce_scatter",
+              "local_split", "mesh_index"]
+
+
+def census(tool, seeds):
+    """What the programs hold, and how many partitioned programs contain
+    each dtensor op (dtensor-opt --dtensor-spmd), without running them."""
+    held = {name: 0 for name, _ in SOURCE_CONSTRUCTS}
+    used = {op: 0 for op in OUTPUT_OPS}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "case.mlir")
+        for seed in seeds:
+            _, text = generate(seed)
+            for name, pattern in SOURCE_CONSTRUCTS:
+                held[name] += text.count(pattern)
+            with open(path, "w") as f:
+                f.write(text)
+            out = subprocess.run([tool, path, "--dtensor-spmd"],
+                                 capture_output=True, text=True, check=True)
+            for op in OUTPUT_OPS:
+                used[op] += '"dtensor.%s"' % op in out.stdout
+    print("programs hold: " + ", ".join("%s %d" % kv for kv in held.items()))
+    print("partitioned programs with: " +
+          ", ".join("%s %d" % kv for kv in used.items()))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dtensor-run", required=True)
+    ap.add_argument("--dtensor-run")
+    ap.add_argument("--census", metavar="DTENSOR_OPT",
+                    help="count what the programs hold and which collectives "
+                         "their partitioned forms use, instead of running")
     ap.add_argument("--cases", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--jobs", type=int, default=2)
@@ -385,6 +463,11 @@ def main():
     ap.add_argument("--show", type=int, default=5,
                     help="failures whose output is printed")
     args = ap.parse_args()
+    if args.census:
+        census(args.census, range(args.seed, args.seed + args.cases))
+        return 0
+    if not args.dtensor_run:
+        ap.error("--dtensor-run is required (or --census)")
     out = args.out or tempfile.mkdtemp(prefix="dtensor-random-")
     os.makedirs(out, exist_ok=True)
     seeds = range(args.seed, args.seed + args.cases)
