@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Differential end-to-end test on random programs.
 
-Generates random single-device programs (chains of matmuls, elementwise ops,
-reductions, transposes, reshapes and broadcasts on f32 tensors) with random
+Generates random single-device programs (chains of matmuls, batch matmuls,
+elementwise ops, reductions, transposes, reshapes, broadcasts, slices,
+concatenations, pads, index-reading generics, loops and calls, on f32
+tensors, every fourth seed on i32 tensors compared exactly) with random
 layouts on their arguments, results and intermediate values (annotations
 and explicit redistributes, Partial sources included), on meshes of 2,
 4 and 2x2 devices, and runs each with `dtensor-run -n N`: the program
@@ -48,8 +50,10 @@ def random_spec(rng, rank, mesh_rank, partial_ok=False):
 
 
 class Program:
-    def __init__(self, rng, mesh, names):
+    def __init__(self, rng, mesh, names, dtype="f32"):
         self.rng = rng
+        self.dt = dtype  # f32, or i32 (exact: wraparound is the same on every path)
+        self.int = dtype == "i32"
         self.mesh = mesh
         self.names = names
         self.args = []  # (name, shape, spec)
@@ -70,9 +74,24 @@ class Program:
         self.args.append((name, shape, spec))
         return name
 
-    @staticmethod
-    def ty(shape):
-        return "tensor<%sxf32>" % "x".join(str(d) for d in shape)
+    def ty(self, shape):
+        return "tensor<%sx%s>" % ("x".join(str(d) for d in shape), self.dt)
+
+    def op(self, name):
+        """The arith op `name` (add, sub, mul, max) for the element type."""
+        if self.int:
+            return {"add": "arith.addi", "sub": "arith.subi",
+                    "mul": "arith.muli", "max": "arith.maxsi"}[name]
+        return {"add": "arith.addf", "sub": "arith.subf", "mul": "arith.mulf",
+                "max": "arith.maximumf"}[name]
+
+    def scalar(self, value):
+        """A float literal as this type's literal (ints: truncated)."""
+        if not self.int:
+            return value
+        if value == "lowest":
+            return "-2147483648"
+        return str(int(float(value)))
 
     def emit(self, line):
         self.body.append("  " + line)
@@ -84,10 +103,12 @@ class Program:
 
     def filled(self, shape, value):
         c = self.fresh("c")
-        self.emit("%s = arith.constant %s : f32" % (c, value))
+        self.emit("%s = arith.constant %s : %s" % (c, self.scalar(value),
+                                                   self.dt))
         f = self.fresh("f")
-        self.emit("%s = linalg.fill ins(%s : f32) outs(%s : %s) -> %s"
-                  % (f, c, self.empty(shape), self.ty(shape), self.ty(shape)))
+        self.emit("%s = linalg.fill ins(%s : %s) outs(%s : %s) -> %s"
+                  % (f, c, self.dt, self.empty(shape), self.ty(shape),
+                     self.ty(shape)))
         return f
 
     # ---- the steps: each takes (value, shape), returns the new pair ----
@@ -110,7 +131,12 @@ class Program:
         t = self.ty(shape)
         r = self.fresh("u")
         kind = self.rng.choice(["neg", "relu", "exp", "scale"])
-        if kind == "neg":
+        if self.int and kind in ("neg", "exp", "scale"):
+            s = self.fresh("k")
+            self.emit("%s = arith.constant dense<%d> : %s"
+                      % (s, -1 if kind == "neg" else 3, t))
+            self.emit("%s = arith.muli %s, %s : %s" % (r, v, s, t))
+        elif kind == "neg":
             self.emit("%s = arith.negf %s : %s" % (r, v, t))
         elif kind == "exp":
             # exp of a scaled value, so chains stay in range.
@@ -121,8 +147,9 @@ class Program:
             self.emit("%s = math.exp %s : %s" % (r, x, t))
         elif kind == "relu":
             z = self.fresh("z")
-            self.emit("%s = arith.constant dense<0.0> : %s" % (z, t))
-            self.emit("%s = arith.maximumf %s, %s : %s" % (r, v, z, t))
+            self.emit("%s = arith.constant dense<%s> : %s"
+                      % (z, self.scalar("0.0"), t))
+            self.emit("%s = %s %s, %s : %s" % (r, self.op("max"), v, z, t))
         else:
             s = self.fresh("k")
             self.emit("%s = arith.constant dense<0.5> : %s" % (s, t))
@@ -151,15 +178,16 @@ class Program:
         d = self.rng.randrange(2)
         keep = [shape[1 - d]]
         kind = self.rng.choice(["sum", "max"])
-        init = self.filled(keep, "0.0" if kind == "sum" else "0xFF800000")
+        init = self.filled(keep, "0.0" if kind == "sum" else
+                           ("lowest" if self.int else "0xFF800000"))
         red = self.fresh("r")
-        comb = "arith.addf" if kind == "sum" else "arith.maximumf"
+        comb = self.op("add" if kind == "sum" else "max")
         self.emit("%s = linalg.reduce ins(%s : %s) outs(%s : %s) "
                   "dimensions = [%d]" % (red, v, self.ty(shape), init,
                                          self.ty(keep), d))
-        self.emit("  (%in: f32, %acc: f32) {")
-        self.emit("    %%y = %s %%in, %%acc : f32" % comb)
-        self.emit("    linalg.yield %y : f32")
+        self.emit("  (%%in: %s, %%acc: %s) {" % (self.dt, self.dt))
+        self.emit("    %%y = %s %%in, %%acc : %s" % (comb, self.dt))
+        self.emit("    linalg.yield %%y : %s" % self.dt)
         self.emit("  }")
         bc = self.fresh("bc")
         self.emit("%s = linalg.broadcast ins(%s : %s) outs(%s : %s) "
@@ -226,10 +254,22 @@ class Program:
         self.emit("%s = tensor.pad %s low[%d, %d] high[%d, %d] {"
                   % (r, v, low[0], low[1], high[0], high[1]))
         self.emit("^bb0(%i: index, %j: index):")
-        self.emit("  %zero = arith.constant 0.0 : f32")
-        self.emit("  tensor.yield %zero : f32")
+        self.emit("  %%zero = arith.constant %s : %s"
+                  % (self.scalar("0.0"), self.dt))
+        self.emit("  tensor.yield %%zero : %s" % self.dt)
         self.emit("} : %s to %s" % (self.ty(shape), self.ty(out)))
         return r, out
+
+    def from_index(self, value, out):
+        """Body ops that turn index `value` into `out` of this type: ints
+        directly, floats scaled by 1/64."""
+        if self.int:
+            self.emit("  %s = arith.index_cast %s : index to i32" % (out, value))
+            return
+        self.emit("  %%n = arith.index_cast %s : index to i64" % value)
+        self.emit("  %fv = arith.sitofp %n : i64 to f32")
+        self.emit("  %s64 = arith.constant 0.015625 : f32")
+        self.emit("  %s = arith.mulf %%fv, %%s64 : f32" % out)
 
     def iota(self, v, shape):
         """v + (i * cols + j) / 64: a body that reads its global indices."""
@@ -239,18 +279,15 @@ class Program:
                   "(i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = "
                   "[\"parallel\", \"parallel\"]} ins(%s : %s) outs(%s : %s) {"
                   % (r, v, t, self.empty(shape), t))
-        self.emit("^bb0(%in: f32, %out: f32):")
+        self.emit("^bb0(%%in: %s, %%out: %s):" % (self.dt, self.dt))
         self.emit("  %i = linalg.index 0 : index")
         self.emit("  %j = linalg.index 1 : index")
         self.emit("  %%cols = arith.constant %d : index" % shape[1])
         self.emit("  %row = arith.muli %i, %cols : index")
         self.emit("  %lin = arith.addi %row, %j : index")
-        self.emit("  %n = arith.index_cast %lin : index to i64")
-        self.emit("  %f = arith.sitofp %n : i64 to f32")
-        self.emit("  %s64 = arith.constant 0.015625 : f32")
-        self.emit("  %g = arith.mulf %f, %s64 : f32")
-        self.emit("  %y = arith.addf %in, %g : f32")
-        self.emit("  linalg.yield %y : f32")
+        self.from_index("%lin", "%g")
+        self.emit("  %%y = %s %%in, %%g : %s" % (self.op("add"), self.dt))
+        self.emit("  linalg.yield %%y : %s" % self.dt)
         self.emit("} -> %s" % t)
         return r, shape
 
@@ -268,17 +305,14 @@ class Program:
                   "%s) outs(%s : %s) {" % (red, out_map, iters, v,
                                            self.ty(shape), init,
                                            self.ty(keep)))
-        self.emit("^bb0(%in: f32, %acc: f32):")
+        self.emit("^bb0(%%in: %s, %%acc: %s):" % (self.dt, self.dt))
         self.emit("  %%k = linalg.index %d : index" % d)
         self.emit("  %one = arith.constant 1 : index")
         self.emit("  %k1 = arith.addi %k, %one : index")
-        self.emit("  %n = arith.index_cast %k1 : index to i64")
-        self.emit("  %f = arith.sitofp %n : i64 to f32")
-        self.emit("  %s64 = arith.constant 0.015625 : f32")
-        self.emit("  %g = arith.mulf %f, %s64 : f32")
-        self.emit("  %p = arith.mulf %in, %g : f32")
-        self.emit("  %y = arith.addf %p, %acc : f32")
-        self.emit("  linalg.yield %y : f32")
+        self.from_index("%k1", "%g")
+        self.emit("  %%p = %s %%in, %%g : %s" % (self.op("mul"), self.dt))
+        self.emit("  %%y = %s %%p, %%acc : %s" % (self.op("add"), self.dt))
+        self.emit("  linalg.yield %%y : %s" % self.dt)
         self.emit("} -> %s" % self.ty(keep))
         bc = self.fresh("bc")
         self.emit("%s = linalg.broadcast ins(%s : %s) outs(%s : %s) "
@@ -299,12 +333,13 @@ class Program:
         self.emit("%s = arith.constant %d : index" % (hi, self.rng.randint(2, 3)))
         self.emit("%s = arith.constant 1 : index" % st)
         half = self.fresh("h")
-        self.emit("%s = arith.constant dense<0.5> : %s" % (half, t))
+        self.emit("%s = arith.constant dense<%s> : %s"
+                  % (half, "2" if self.int else "0.5", t))
         r = self.fresh("lp")
         self.emit("%s = scf.for %%it = %s to %s step %s iter_args(%%acc = %s) "
                   "-> (%s) {" % (r, lo, hi, st, v, t))
-        self.emit("  %%m = arith.mulf %%acc, %s : %s" % (half, t))
-        self.emit("  %%nx = arith.addf %%m, %s : %s" % (w, t))
+        self.emit("  %%m = %s %%acc, %s : %s" % (self.op("mul"), half, t))
+        self.emit("  %%nx = %s %%m, %s : %s" % (self.op("add"), w, t))
         self.emit("  scf.yield %%nx : %s" % t)
         self.emit("}")
         return r, shape
@@ -315,9 +350,10 @@ class Program:
         name = "@h%d" % len(self.helpers)
         self.helpers.append(
             "func.func private %s(%%x: %s) -> %s {\n"
-            "  %%sq = arith.mulf %%x, %%x : %s\n"
-            "  %%y = arith.addf %%sq, %%x : %s\n"
-            "  return %%y : %s\n}" % (name, t, t, t, t, t))
+            "  %%sq = %s %%x, %%x : %s\n"
+            "  %%y = %s %%sq, %%x : %s\n"
+            "  return %%y : %s\n}" % (name, t, t, self.op("mul"), t,
+                                     self.op("add"), t, t))
         r = self.fresh("cl")
         self.emit("%s = func.call %s(%s) : (%s) -> %s" % (r, name, v, t, t))
         return r, shape
@@ -392,7 +428,7 @@ class Program:
 def generate(seed):
     rng = random.Random(seed)
     mesh, names = MESHES[seed % len(MESHES)]
-    p = Program(rng, mesh, names)
+    p = Program(rng, mesh, names, "i32" if seed % 4 == 3 else "f32")
     text = p.build(rng.randint(2, 7))
     devices = 1
     for d in mesh:
