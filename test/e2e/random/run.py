@@ -6,8 +6,8 @@ elementwise ops, reductions, transposes, reshapes, broadcasts, slices,
 concatenations, pads, index-reading generics, loops and calls, on f32
 tensors, every fourth seed on i32 tensors compared exactly) with random
 layouts on their arguments, results and intermediate values (annotations
-and explicit redistributes, Partial sources included), on meshes of 2,
-4 and 2x2 devices, and runs each with `dtensor-run -n N`: the program
+and explicit redistributes, Partial sources included), on meshes of 2, 3,
+4, 2x2 and 2x3 devices, and runs each with `dtensor-run -n N`: the program
 partitioned by dtensor-spmd on N ranks must equal the unpartitioned program
 on one (rtol 1e-4; dtensor-run compares every rank's result block).
 
@@ -27,7 +27,8 @@ import subprocess
 import sys
 import tempfile
 
-MESHES = [((2,), ["x"]), ((4,), ["x"]), ((2, 2), ["dp", "tp"])]
+MESHES = [((2,), ["x"]), ((4,), ["x"]), ((2, 2), ["dp", "tp"]), ((3,), ["x"]),
+          ((2, 3), ["dp", "tp"])]
 DIMS = [2, 3, 4, 5, 6, 8, 10, 12]
 
 
