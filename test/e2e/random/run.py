@@ -12,7 +12,7 @@ partitioned by dtensor-spmd on N ranks must equal the unpartitioned program
 on one (rtol 1e-4; dtensor-run compares every rank's result block).
 
 usage: run.py --dtensor-run PATH [--cases 200] [--seed 1] [--jobs 2]
-              [--out DIR] [--show N]
+              [--out DIR] [--show N] [--backend shm|mpi]
        run.py --census DTENSOR_OPT [--cases 200] [--seed 1]
 
 A failing case is kept in DIR (default: a temporary directory, printed) with
@@ -438,14 +438,14 @@ def generate(seed):
         seed, "x".join(map(str, mesh))) + text
 
 
-def run_case(tool, out, seed):
+def run_case(tool, out, seed, backend="shm"):
     devices, text = generate(seed)
     path = os.path.join(out, "case-%d.mlir" % seed)
     with open(path, "w") as f:
         f.write(text)
     try:
-        p = subprocess.run([tool, "-n", str(devices), path], capture_output=True,
-                           text=True, timeout=300)
+        p = subprocess.run([tool, "-n", str(devices), "--backend", backend,
+                            path], capture_output=True, text=True, timeout=300)
         output, ok = p.stdout + p.stderr, p.returncode == 0 and \
             "every rank's result equals the single-device run" in p.stdout
     except subprocess.TimeoutExpired:
@@ -497,6 +497,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out")
+    ap.add_argument("--backend", default="shm", choices=["shm", "mpi"])
     ap.add_argument("--show", type=int, default=5,
                     help="failures whose output is printed")
     args = ap.parse_args()
@@ -512,7 +513,8 @@ def main():
     per_mesh = {}
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         for seed, devices, ok, output, path in pool.map(
-                lambda s: run_case(args.dtensor_run, out, s), seeds):
+                lambda s: run_case(args.dtensor_run, out, s, args.backend),
+                seeds):
             mesh = "x".join(map(str, MESHES[seed % len(MESHES)][0]))
             per_mesh.setdefault(mesh, [0, 0])[0 if ok else 1] += 1
             if not ok:
