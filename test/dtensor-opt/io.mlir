@@ -3,6 +3,9 @@
 // RUN: cat %s | dtensor-opt - | FileCheck %s
 // RUN: cat %s | dtensor-opt | FileCheck %s
 // RUN: dtensor-opt %s -o %t && FileCheck %s < %t
+// A path that is a pipe is read once (it gave an empty module when read
+// again by the parser).
+// RUN: cat %s | dtensor-opt /dev/stdin | FileCheck %s
 // RUN: not dtensor-opt %s.missing 2>&1 | FileCheck %s --check-prefix=MISSING
 // RUN: not dtensor-opt %s %s 2>&1 | FileCheck %s --check-prefix=TWO
 // RUN: not dtensor-opt %s -o 2>&1 | FileCheck %s --check-prefix=NOOUT

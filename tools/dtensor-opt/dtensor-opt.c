@@ -772,10 +772,13 @@ static bool runChunk(MlirContext ctx, const Options *o, const Source *src,
   if (o->verifyDiagnostics)
     expectationsOk = parseExpectations(src, text, length, &expected);
   clearDiagnostics(diags);
-  /* A whole file is parsed from its path (the parser then names locations
-   * after it); a chunk or stdin from the text. */
+  /* A whole regular file is parsed from its path (the parser then names
+   * locations after it); a chunk, stdin, a pipe or a device from the text
+   * already read (reading those again would find nothing, or block). */
   MlirOperation module;
-  if (!o->splitInputFile && strcmp(o->input, "-")) {
+  struct stat inputStat;
+  if (!o->splitInputFile && strcmp(o->input, "-") &&
+      stat(o->input, &inputStat) == 0 && S_ISREG(inputStat.st_mode)) {
     DtensorDiag readDiag;
     module = dtensorSourceParseFile(ctx, o->input, &readDiag);
     if (mlirOperationIsNull(module) && readDiag.message[0])
