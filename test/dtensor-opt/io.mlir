@@ -11,10 +11,16 @@
 // RUN: not dtensor-opt %s -o 2>&1 | FileCheck %s --check-prefix=NOOUT
 // A write that fails is an error, not a truncated result with status 0.
 // RUN: not dtensor-opt %s -o /dev/full 2>&1 | FileCheck %s --check-prefix=FULL
-// A run that fails leaves no output file (as mlir-opt), not an empty one.
+// A run that fails leaves no output file, not an empty one, and leaves an
+// existing one as it was.
 // RUN: rm -f %t.bad && not dtensor-opt %s --dtensor-no-such-pass -o %t.bad
 // RUN: echo 'func.func @f( {' > %t.in && not dtensor-opt %t.in -o %t.bad 2>/dev/null
 // RUN: not test -e %t.bad
+// RUN: echo keep > %t.keep && not dtensor-opt %t.in -o %t.keep 2>/dev/null
+// RUN: grep -q '^keep$' %t.keep
+// The output may be the input file: it was read again by the parser after
+// -o had truncated it, which left an empty module in the user's file.
+// RUN: cp %s %t.same && dtensor-opt %t.same -o %t.same && FileCheck %s < %t.same
 
 // CHECK: module {
 // CHECK-NEXT: func.func @f(%arg0: i32) -> i32 {

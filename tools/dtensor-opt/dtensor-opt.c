@@ -840,6 +840,40 @@ static bool isSeparator(const char *p, const char *end) {
   return end - p >= 8 && !memcmp(p, "// -----", 8);
 }
 
+/* The stream `-o` writes to. A regular file (or a new one) is written
+ * through a temporary file beside it, named in `tmpPath`, which replaces it
+ * at the end: the input may be the same file (read again by the parser),
+ * and a failed run must not truncate it. Pipes and devices (/dev/null) are
+ * written directly (`tmpPath` stays empty). */
+static FILE *openOutput(const char *path, char *tmpPath, size_t size) {
+  if (!strcmp(path, "-"))
+    return stdout;
+  struct stat st;
+  bool exists = stat(path, &st) == 0;
+  if (exists && !S_ISREG(st.st_mode))
+    return fopen(path, "w");
+  if ((size_t)snprintf(tmpPath, size, "%s.dtensor-opt-XXXXXX", path) >= size) {
+    tmpPath[0] = 0;
+    errno = ENAMETOOLONG;
+    return NULL;
+  }
+  int fd = mkstemp(tmpPath);
+  if (fd < 0) {
+    tmpPath[0] = 0;
+    return NULL;
+  }
+  mode_t mask = umask(0);
+  umask(mask);
+  fchmod(fd, exists ? (st.st_mode & 07777) : (0666 & ~mask));
+  FILE *f = fdopen(fd, "w");
+  if (!f) {
+    close(fd);
+    unlink(tmpPath);
+    tmpPath[0] = 0;
+  }
+  return f;
+}
+
 int main(int argc, char **argv) {
   Options o = {0};
   int status = parseArgs(argc, argv, &o);
@@ -870,15 +904,13 @@ int main(int argc, char **argv) {
     return EXIT_ERROR;
   Source src = {strcmp(o.input, "-") ? o.input : "<stdin>", input.data,
                 input.length};
-  FILE *out = strcmp(o.output, "-") ? fopen(o.output, "w") : stdout;
+  char tmpPath[4096 + 32] = "";
+  FILE *out = openOutput(o.output, tmpPath, sizeof(tmpPath));
   if (!out) {
     fprintf(stderr, "dtensor-opt: cannot write '%s': %s\n", o.output,
             strerror(errno));
     return EXIT_ERROR;
   }
-  struct stat outStat;
-  bool outIsFile = out != stdout && fstat(fileno(out), &outStat) == 0 &&
-                   S_ISREG(outStat.st_mode);
 
   bool ok = true, printed = false;
   if (!o.splitInputFile) {
@@ -922,10 +954,16 @@ int main(int argc, char **argv) {
             strcmp(o.output, "-") ? o.output : "<stdout>", strerror(errno));
     ok = false;
   }
-  /* As mlir-opt: a failed run leaves no output file (an empty or partial
-   * one would look up to date to a build system); devices and pipes stay. */
-  if (!ok && outIsFile)
-    unlink(o.output);
+  /* The output file is replaced only by a complete result: a failed run
+   * leaves it as it was (never empty or partial, which a build system
+   * would take as up to date). */
+  if (tmpPath[0] && ok && rename(tmpPath, o.output) != 0) {
+    fprintf(stderr, "dtensor-opt: cannot write '%s': %s\n", o.output,
+            strerror(errno));
+    ok = false;
+  }
+  if (tmpPath[0] && !ok)
+    unlink(tmpPath);
   mlirOpPrintingFlagsDestroy(flags);
   clearDiagnostics(&diags);
   free(diags.items);
