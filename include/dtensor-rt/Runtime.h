@@ -57,6 +57,9 @@ typedef enum DtrtDtype {
 /// Returns the size in bytes of one element (0 for an invalid type).
 DTRT_EXPORT size_t dtrtDtypeSize(DtrtDtype dtype);
 
+/// Returns the name of an element type ("f32", "bf16", ...; "?" if invalid).
+DTRT_EXPORT const char *dtrtDtypeName(DtrtDtype dtype);
+
 /// Converts `count` elements of `in` (type `inType`) to `outType` into
 /// `out`, which may be `in` itself (not another overlap): floats round to
 /// nearest even, float to integer truncates.

@@ -321,8 +321,8 @@ DtrtStatus dtrtCheckpointLoad(DtrtContext *c, const char *dir, int n,
       mine = DTRT_ERR_INVALID;
     } else if (st->dtype != t[i].dtype) {
       snprintf(err, sizeof(err), "%s: '%s' was saved as %s, not %s", metaPath,
-               t[i].name, dtCkptDtypeName(st->dtype),
-               dtCkptDtypeName(t[i].dtype));
+               t[i].name, dtrtDtypeName(st->dtype),
+               dtrtDtypeName(t[i].dtype));
       mine = DTRT_ERR_INVALID;
     } else if (!sameShape) {
       char have[160] = "", want[160] = "";

@@ -48,7 +48,7 @@ DtensorElementType dtCkptElementType(DtrtDtype dtype) {
   return DTENSOR_F32;
 }
 
-const char *dtCkptDtypeName(DtrtDtype dtype) {
+const char *dtrtDtypeName(DtrtDtype dtype) {
   for (size_t k = 0; k < sizeof(kTypes) / sizeof(kTypes[0]); ++k)
     if (kTypes[k].dtype == dtype)
       return kTypes[k].name;
@@ -214,7 +214,7 @@ static uint32_t crcText(uint32_t crc, const char *text) {
 
 static uint32_t metaDigest(const CkptTensor *t) {
   uint32_t crc = crcText(0, t->name);
-  crc = crcText(crc, dtCkptDtypeName(t->dtype));
+  crc = crcText(crc, dtrtDtypeName(t->dtype));
   crc = crcInt(crc, t->rank);
   for (int d = 0; d < t->rank; ++d)
     crc = crcInt(crc, t->shape[d]);
@@ -243,7 +243,7 @@ bool dtCkptMetaWrite(const char *path, const CkptMeta *m, char *err,
     const CkptTensor *t = &m->tensors[i];
     json_t *jt = json_object();
     json_object_set_new(jt, "name", json_string(t->name));
-    json_object_set_new(jt, "dtype", json_string(dtCkptDtypeName(t->dtype)));
+    json_object_set_new(jt, "dtype", json_string(dtrtDtypeName(t->dtype)));
     json_object_set_new(jt, "shape", int64Array(t->rank, t->shape));
     json_object_set_new(jt, "mesh", json_string(t->mesh));
     json_object_set_new(jt, "spec", json_string(t->spec));
@@ -372,11 +372,8 @@ static bool shardsMatchLayout(const CkptTensor *t, const char *path, char *err,
   memset(&planned, 0, sizeof(planned));
   snprintf(planned.name, sizeof(planned.name), "%s", t->name);
   planned.rank = t->rank;
-  bool ok = dtensorShardingSpecIsPartial(&layout.spec)
-                ? failf(err, errSize, "%s: '%s' is saved as Partial (%s), "
-                        "which no writer does", path, t->name, t->spec)
-                : dtCkptPlanShards(&layout, &planned, why, sizeof(why)) ||
-                      failf(err, errSize, "%s: %s", path, why);
+  bool ok = dtCkptPlanShards(&layout, &planned, why, sizeof(why)) ||
+            failf(err, errSize, "%s: %s", path, why);
   if (ok && planned.numShards != t->numShards)
     ok = failf(err, errSize, "%s: '%s' lists %d shards where its layout "
                "(%s on mesh %s) has %d: the metadata is damaged or was "

@@ -44,8 +44,7 @@ typedef struct CkptMeta {
 /// The layout element type of a runtime type.
 DtensorElementType dtCkptElementType(DtrtDtype dtype);
 
-/// The name of a runtime type ("f32", ...), and back.
-const char *dtCkptDtypeName(DtrtDtype dtype);
+/// A runtime type from its name (dtrtDtypeName gives the name).
 bool dtCkptDtypeParse(const char *name, DtrtDtype *out);
 
 /// Whether `name` may name a tensor (it also names files).

@@ -482,12 +482,11 @@ static bool runLowerToRuntime(MlirOperation root,
       /* Layouts without the global shapes partition adds: a global
        * program, which lowered as it is would run whole on every rank
        * under a signature that claims blocks. */
-      bool isResult;
-      intptr_t at;
-      if (dtSignatureFind(f, false, &isResult, &at))
-        fail(&l, f, "was not partitioned: %s %ld has a dtensor.layout but no "
+      char where[32];
+      if (dtSignatureFind(f, false, where))
+        fail(&l, f, "was not partitioned: %s has a dtensor.layout but no "
              "dtensor.global_shape; run dtensor-spmd (or dtensor-partition) "
-             "first", isResult ? "result" : "argument", (long)at);
+             "first", where);
       dtStripSignatureAttrs(f);
     }
   /* The meshes have served; nothing below the runtime calls needs them. */

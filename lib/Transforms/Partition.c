@@ -1093,12 +1093,10 @@ static void partitionDeclaration(Part *p, MlirOperation func) {
 }
 
 static void partitionFunction(Part *p, MlirOperation func) {
-  bool isResult;
-  intptr_t at;
-  if (dtSignatureFind(func, true, &isResult, &at)) {
-    opError(p, func, "is already partitioned (%s %ld has a "
-                     "dtensor.global_shape: its type is a device's block)",
-            isResult ? "result" : "argument", (long)at);
+  char where[32];
+  if (dtSignatureFind(func, true, where)) {
+    opError(p, func, "is already partitioned (%s has a dtensor.global_shape: "
+                     "its type is a device's block)", where);
     return;
   }
   MlirBlock entry = mlirRegionGetFirstBlock(mlirOperationGetRegion(func, 0));

@@ -1834,13 +1834,11 @@ static void propagateFunction(Prop *p, MlirOperation func) {
                      "single-block functions");
     return;
   }
-  bool isResult;
-  intptr_t at;
-  if (dtSignatureFind(func, true, &isResult, &at)) {
-    opError(p, func, "is already partitioned (%s %ld has a "
-                     "dtensor.global_shape: its type is a device's block); "
-                     "dtensor-propagate and dtensor-partition take the global "
-                     "program", isResult ? "result" : "argument", (long)at);
+  char where[32];
+  if (dtSignatureFind(func, true, where)) {
+    opError(p, func, "is already partitioned (%s has a dtensor.global_shape: "
+                     "its type is a device's block); dtensor-propagate and "
+                     "dtensor-partition take the global program", where);
     return;
   }
   /* Every value gets its info now (nested regions too): the table must

@@ -150,15 +150,13 @@ static bool runReport(MlirOperation root, const DtPassOptions *options) {
       continue;
     /* Global sizes reported as per-device ones would be wrong by the
      * device count: a function not partitioned yet is refused. */
-    bool isResult;
-    intptr_t at;
-    if (dtSignatureFind(f, false, &isResult, &at)) {
+    char where[32];
+    if (dtSignatureFind(f, false, where)) {
       char message[320];
       snprintf(message, sizeof(message),
-               "'func.func' op was not partitioned: %s %ld has a "
-               "dtensor.layout but no dtensor.global_shape; dtensor-report "
-               "estimates the per-device program (run dtensor-spmd first)",
-               isResult ? "result" : "argument", (long)at);
+               "'func.func' op was not partitioned: %s has a dtensor.layout "
+               "but no dtensor.global_shape; dtensor-report estimates the "
+               "per-device program (run dtensor-spmd first)", where);
       mlirEmitError(mlirOperationGetLocation(f), message);
       ok = false;
       continue;

@@ -8,6 +8,7 @@
 #include "dtensor-c/Passes.h"
 #include "mlir-c/BuiltinAttributes.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 /* `key` (arg_attrs or res_attrs) of `f` without its dtensor.* entries. */
@@ -44,8 +45,7 @@ void dtStripSignatureAttrs(MlirOperation func) {
   stripList(func, "res_attrs");
 }
 
-bool dtSignatureFind(MlirOperation func, bool partitioned, bool *isResult,
-                     intptr_t *index) {
+bool dtSignatureFind(MlirOperation func, bool partitioned, char where[32]) {
   for (int k = 0; k < 2; ++k) {
     MlirAttribute list = dtGetAttr(func, k ? "res_attrs" : "arg_attrs");
     intptr_t n = !mlirAttributeIsNull(list) && mlirAttributeIsAArray(list)
@@ -58,8 +58,7 @@ bool dtSignatureFind(MlirOperation func, bool partitioned, bool *isResult,
       bool layout = !mlirAttributeIsNull(mlirDictionaryAttrGetElementByName(
           d, mlirStringRefCreateFromCString("dtensor.layout")));
       if (partitioned ? shape : layout && !shape) {
-        *isResult = k == 1;
-        *index = i;
+        snprintf(where, 32, "%s %ld", k ? "result" : "argument", (long)i);
         return true;
       }
     }

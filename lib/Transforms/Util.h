@@ -27,9 +27,8 @@ void dtStripSignatureAttrs(MlirOperation func);
 
 /// Whether a function's signature shows it partitioned (`partitioned`: an
 /// argument or result with dtensor.global_shape, which partition adds) or
-/// not (a dtensor.layout without it); the first such one in `*isResult`,
-/// `*index` (SingleDevice.c).
-bool dtSignatureFind(MlirOperation func, bool partitioned, bool *isResult,
-                     intptr_t *index);
+/// not (a dtensor.layout without it); the first such one is named in
+/// `where` ("argument 0", "result 1") (SingleDevice.c).
+bool dtSignatureFind(MlirOperation func, bool partitioned, char where[32]);
 
 #endif

@@ -271,9 +271,7 @@ static void compareElement(void *user, int64_t e, int64_t g) {
 /* "f32 16x64" for messages. */
 static void typeText(DtrtDtype dtype, int rank, const int64_t *shape,
                      char *out, size_t size) {
-  static const char *kNames[] = {"f32", "f64", "f16", "bf16", "i32", "i64"};
-  int n = snprintf(out, size, "%s ",
-                   (unsigned)dtype < 6 ? kNames[dtype] : "?");
+  int n = snprintf(out, size, "%s ", dtrtDtypeName(dtype));
   for (int d = 0; d < rank && n > 0 && (size_t)n < size; ++d)
     n += snprintf(out + n, size - (size_t)n, "%s%lld", d ? "x" : "",
                   (long long)shape[d]);
