@@ -117,17 +117,16 @@ static MlirWalkResult visit(MlirOperation op, void *userData) {
     if (b > t->largest)
       t->largest = b;
   }
-  if (dtIsOp(op, "dtensor.redistribute")) {
-    mlirEmitError(mlirOperationGetLocation(op),
-                  "'dtensor.redistribute' op is not lowered yet: run "
-                  "dtensor-lower-redistribute before dtensor-report");
-    t->failed = true;
-    return MlirWalkResultInterrupt;
-  }
-  if (dtIsOp(op, "dtensor.annotate")) {
-    mlirEmitError(mlirOperationGetLocation(op),
-                  "'dtensor.annotate' op in a global program: dtensor-report "
-                  "estimates the per-device program (run dtensor-spmd first)");
+  const char *early =
+      dtIsOp(op, "dtensor.redistribute")
+          ? "'dtensor.redistribute' op is not lowered yet: run "
+            "dtensor-lower-redistribute before dtensor-report"
+      : dtIsOp(op, "dtensor.annotate")
+          ? "'dtensor.annotate' op in a global program: dtensor-report "
+            "estimates the per-device program (run dtensor-spmd first)"
+          : NULL;
+  if (early) {
+    mlirEmitError(mlirOperationGetLocation(op), early);
     t->failed = true;
     return MlirWalkResultInterrupt;
   }

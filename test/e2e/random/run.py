@@ -174,6 +174,18 @@ class Program:
                   % (r, v, self.ty(shape), self.empty(out), self.ty(out)))
         return r, out
 
+    def with_broadcast(self, v, red, shape, keep, d, op, stem):
+        """linalg.<op>(v, broadcast of `red` (shape `keep`) along dim d)."""
+        bc = self.fresh("bc")
+        self.emit("%s = linalg.broadcast ins(%s : %s) outs(%s : %s) "
+                  "dimensions = [%d]" % (bc, red, self.ty(keep),
+                                         self.empty(shape), self.ty(shape), d))
+        r = self.fresh(stem)
+        t = self.ty(shape)
+        self.emit("%s = linalg.%s ins(%s, %s : %s, %s) outs(%s : %s) -> %s"
+                  % (r, op, v, bc, t, t, self.empty(shape), t, t))
+        return r, shape
+
     def normalize(self, v, shape):
         """x - broadcast(reduce(x, d)), with sum or max."""
         d = self.rng.randrange(2)
@@ -190,15 +202,7 @@ class Program:
         self.emit("    %%y = %s %%in, %%acc : %s" % (comb, self.dt))
         self.emit("    linalg.yield %%y : %s" % self.dt)
         self.emit("  }")
-        bc = self.fresh("bc")
-        self.emit("%s = linalg.broadcast ins(%s : %s) outs(%s : %s) "
-                  "dimensions = [%d]" % (bc, red, self.ty(keep),
-                                         self.empty(shape), self.ty(shape), d))
-        r = self.fresh("n")
-        t = self.ty(shape)
-        self.emit("%s = linalg.sub ins(%s, %s : %s, %s) outs(%s : %s) -> %s"
-                  % (r, v, bc, t, t, self.empty(shape), t, t))
-        return r, shape
+        return self.with_broadcast(v, red, shape, keep, d, "sub", "n")
 
     def reshape(self, v, shape):
         total = shape[0] * shape[1]
@@ -315,15 +319,7 @@ class Program:
         self.emit("  %%y = %s %%p, %%acc : %s" % (self.op("add"), self.dt))
         self.emit("  linalg.yield %%y : %s" % self.dt)
         self.emit("} -> %s" % self.ty(keep))
-        bc = self.fresh("bc")
-        self.emit("%s = linalg.broadcast ins(%s : %s) outs(%s : %s) "
-                  "dimensions = [%d]" % (bc, red, self.ty(keep),
-                                         self.empty(shape), self.ty(shape), d))
-        r = self.fresh("wa")
-        t = self.ty(shape)
-        self.emit("%s = linalg.add ins(%s, %s : %s, %s) outs(%s : %s) -> %s"
-                  % (r, v, bc, t, t, self.empty(shape), t, t))
-        return r, shape
+        return self.with_broadcast(v, red, shape, keep, d, "add", "wa")
 
     def loop(self, v, shape):
         """scf.for of 2 or 3 steps carrying v: v = v * 0.5 + w."""
