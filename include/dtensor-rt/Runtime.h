@@ -315,6 +315,40 @@ DTRT_EXPORT void dtrt_mlir_init(int64_t meshRank, void *meshDesc);
 DTRT_EXPORT int64_t dtrt_mlir_mesh_coord(int64_t axis, int64_t meshRank,
                                          void *meshDesc);
 
+/* ---- the local compute of compiled programs -------------------------------- */
+
+/// The element types of the contractions compiled programs run on BLAS, as
+/// (A, B, C) triples: f32 and f64 natively, bf16 and f16 in f32 (their
+/// products accumulated in f32, the result rounded once).
+#define DTRT_CONTRACT_TYPES(X)                                                 \
+  X(f32, f32, f32)                                                             \
+  X(f64, f64, f64)                                                             \
+  X(bf16, bf16, bf16)                                                          \
+  X(bf16, bf16, f32)                                                           \
+  X(f16, f16, f16)                                                             \
+  X(f16, f16, f32)
+
+/// What dtensor-lower-contractions calls for a contraction C += A·B whose
+/// indexing maps are projected permutations: `maps` (1-D i64) holds the
+/// number of loops, then for each dim of A, of B and of C the loop it
+/// reads. Loops in A and C are rows, in B and C columns, in A and B
+/// reduced; one of each goes to a BLAS call (gemm, gemv or dot) with
+/// leading dimensions from the memrefs' strides, the others are iterated
+/// around it, and operands BLAS cannot take as they are (no unit stride,
+/// bf16, f16) are packed first. Threads: DTENSOR_THREADS, else the cores
+/// shared among LOCAL_WORLD_SIZE ranks (OPENBLAS_NUM_THREADS, when set, is
+/// left to OpenBLAS). On a malformed call prints why and exits with status 1.
+#define DTRT_DECLARE_CONTRACT(a, b, c)                                         \
+  DTRT_EXPORT void dtrt_mlir_contract_##a##_##b##_##c(                         \
+      int64_t mapsRank, void *mapsDesc, int64_t aRank, void *aDesc,            \
+      int64_t bRank, void *bDesc, int64_t cRank, void *cDesc);
+DTRT_CONTRACT_TYPES(DTRT_DECLARE_CONTRACT)
+#undef DTRT_DECLARE_CONTRACT
+
+/// Sets the number of threads the local compute (BLAS) uses in this process
+/// (at least 1); what DTENSOR_THREADS sets at the first contraction.
+DTRT_EXPORT void dtrtSetComputeThreads(int threads);
+
 #ifdef __cplusplus
 }
 #endif

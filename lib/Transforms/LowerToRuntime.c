@@ -9,6 +9,7 @@
  * conversion apply (pipeline dtensor-to-llvm, docs/runtime.md). */
 #include "PassDef.h"
 #include "Table.h"
+#include "RuntimeCall.h"
 #include "Util.h"
 
 #include "dtensor-c/Dialect.h"
@@ -27,10 +28,7 @@
 #include <string.h>
 
 typedef struct Lower {
-  MlirContext ctx;
-  MlirOperation module;
-  MlirBlock top;
-  MlirSymbolTable symbols;
+  DtRtBuilder b;
   bool failed;
 } Lower;
 
@@ -48,145 +46,6 @@ static void fail(Lower *l, MlirOperation op, const char *format, ...) {
            message);
   mlirEmitError(mlirOperationGetLocation(op), full);
   l->failed = true;
-}
-
-static MlirNamedAttribute named(MlirContext ctx, const char *name,
-                                MlirAttribute value) {
-  return mlirNamedAttributeGet(
-      mlirIdentifierGet(ctx, mlirStringRefCreateFromCString(name)), value);
-}
-
-/* Creates `name` with the given parts before `before` (or at the end of the
- * module body when `before` is null) and returns it. */
-static MlirOperation build(Lower *l, const char *name, MlirLocation loc,
-                           int nOperands, const MlirValue *operands,
-                           int nResults, const MlirType *results, int nAttrs,
-                           const MlirNamedAttribute *attrs,
-                           MlirOperation before) {
-  MlirOperationState st =
-      mlirOperationStateGet(mlirStringRefCreateFromCString(name), loc);
-  if (nOperands)
-    mlirOperationStateAddOperands(&st, nOperands, operands);
-  if (nResults)
-    mlirOperationStateAddResults(&st, nResults, results);
-  if (nAttrs)
-    mlirOperationStateAddAttributes(&st, nAttrs, attrs);
-  MlirOperation op = mlirOperationCreate(&st);
-  if (mlirOperationIsNull(before))
-    mlirBlockInsertOwnedOperationBefore(l->top, mlirBlockGetTerminator(l->top),
-                                        op);
-  else
-    mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(before), before,
-                                        op);
-  return op;
-}
-
-/* A constant 1-D i64 global `sym` holding `values` (created once). */
-static void ensureGlobal(Lower *l, const char *sym, int n,
-                         const int64_t *values, MlirLocation loc) {
-  if (!mlirOperationIsNull(mlirSymbolTableLookup(
-          l->symbols, mlirStringRefCreateFromCString(sym))))
-    return;
-  int64_t shape[1] = {n};
-  MlirType i64 = mlirIntegerTypeGet(l->ctx, 64);
-  MlirType tensor = mlirRankedTensorTypeGet(1, shape, i64, mlirAttributeGetNull());
-  MlirType memref = mlirMemRefTypeContiguousGet(i64, 1, shape,
-                                                mlirAttributeGetNull());
-  MlirAttribute elems[16];
-  for (int i = 0; i < n; ++i)
-    elems[i] = mlirIntegerAttrGet(i64, values[i]);
-  MlirNamedAttribute attrs[5] = {
-      named(l->ctx, "sym_name",
-            mlirStringAttrGet(l->ctx, mlirStringRefCreateFromCString(sym))),
-      named(l->ctx, "sym_visibility",
-            mlirStringAttrGet(l->ctx,
-                              mlirStringRefCreateFromCString("private"))),
-      named(l->ctx, "type", mlirTypeAttrGet(memref)),
-      named(l->ctx, "initial_value",
-            mlirDenseElementsAttrGet(tensor, n, elems)),
-      named(l->ctx, "constant", mlirUnitAttrGet(l->ctx)),
-  };
-  MlirOperation g = build(l, "memref.global", loc, 0, NULL, 0, NULL, 5, attrs,
-                          mlirBlockGetFirstOperation(l->top));
-  mlirSymbolTableInsert(l->symbols, g);
-}
-
-static const char *typeSuffix(MlirType t, int64_t *code) {
-  static const struct {
-    const char *name;
-    DtrtDtype code;
-  } kTypes[] = {{"f32", DTRT_F32}, {"f64", DTRT_F64}, {"f16", DTRT_F16},
-                {"bf16", DTRT_BF16}, {"i32", DTRT_I32}, {"i64", DTRT_I64}};
-  DtensorElementType et;
-  if (!dtensorElementTypeFromMlir(t, &et))
-    return NULL;
-  const char *name = dtensorElementTypeGetName(et);
-  for (size_t k = 0; k < sizeof(kTypes) / sizeof(kTypes[0]); ++k)
-    if (!strcmp(name, kTypes[k].name)) {
-      *code = kTypes[k].code;
-      return kTypes[k].name;
-    }
-  return NULL;
-}
-
-/* The private declaration of runtime function `sym` (created once). */
-static void ensureCallee(Lower *l, const char *sym, MlirType fn,
-                         MlirLocation loc) {
-  if (!mlirOperationIsNull(mlirSymbolTableLookup(
-          l->symbols, mlirStringRefCreateFromCString(sym))))
-    return;
-  MlirNamedAttribute attrs[3] = {
-      named(l->ctx, "sym_name",
-            mlirStringAttrGet(l->ctx, mlirStringRefCreateFromCString(sym))),
-      named(l->ctx, "function_type", mlirTypeAttrGet(fn)),
-      named(l->ctx, "sym_visibility",
-            mlirStringAttrGet(l->ctx,
-                              mlirStringRefCreateFromCString("private"))),
-  };
-  MlirOperationState st = mlirOperationStateGet(
-      mlirStringRefCreateFromCString("func.func"), loc);
-  mlirOperationStateAddAttributes(&st, 3, attrs);
-  MlirRegion body = mlirRegionCreate();
-  mlirOperationStateAddOwnedRegions(&st, 1, &body);
-  MlirOperation f = mlirOperationCreate(&st);
-  mlirBlockInsertOwnedOperationBefore(l->top, mlirBlockGetTerminator(l->top),
-                                      f);
-  mlirSymbolTableInsert(l->symbols, f);
-}
-
-static MlirValue constI64(Lower *l, int64_t v, MlirOperation before) {
-  MlirType i64 = mlirIntegerTypeGet(l->ctx, 64);
-  MlirNamedAttribute a = named(l->ctx, "value", mlirIntegerAttrGet(i64, v));
-  return mlirOperationGetResult(
-      build(l, "arith.constant", mlirOperationGetLocation(before), 0, NULL, 1,
-            &i64, 1, &a, before),
-      0);
-}
-
-static MlirValue castUnranked(Lower *l, MlirValue memref, MlirOperation before) {
-  MlirType t = mlirValueGetType(memref);
-  MlirType u = mlirUnrankedMemRefTypeGet(mlirShapedTypeGetElementType(t),
-                                         mlirAttributeGetNull());
-  return mlirOperationGetResult(build(l, "memref.cast",
-                                      mlirOperationGetLocation(before), 1,
-                                      &memref, 1, &u, 0, NULL, before),
-                                0);
-}
-
-static MlirValue global(Lower *l, const char *sym, int n,
-                        MlirOperation before) {
-  int64_t shape[1] = {n};
-  MlirType i64 = mlirIntegerTypeGet(l->ctx, 64);
-  MlirType memref = mlirMemRefTypeContiguousGet(i64, 1, shape,
-                                                mlirAttributeGetNull());
-  MlirNamedAttribute a = named(
-      l->ctx, "name",
-      mlirFlatSymbolRefAttrGet(l->ctx, mlirStringRefCreateFromCString(sym)));
-  MlirValue g = mlirOperationGetResult(
-      build(l, "memref.get_global", mlirOperationGetLocation(before), 0, NULL,
-            1, &memref, 1, &a, before),
-      0);
-  return castUnranked(l, g, before);
 }
 
 static int64_t intAttr(MlirOperation op, const char *name, int64_t dflt) {
@@ -220,7 +79,7 @@ static int meshGlobal(Lower *l, MlirOperation op, char *sym, size_t size) {
     shape[i] = mlirDenseI64ArrayGetElement(shapeAttr, i);
   snprintf(sym, size, "__dtensor_mesh_%.*s", (int)meshName.length,
            meshName.data);
-  ensureGlobal(l, sym, meshRank, shape, mlirOperationGetLocation(op));
+  dtRtEnsureGlobal(&l->b, sym, meshRank, shape, mlirOperationGetLocation(op));
   return meshRank;
 }
 
@@ -230,26 +89,26 @@ static void lowerMeshIndex(Lower *l, MlirOperation op) {
   char meshSym[300];
   int meshRank = meshGlobal(l, op, meshSym, sizeof(meshSym));
   MlirAttribute axesAttr = dtGetAttr(op, "mesh_axes");
-  MlirType i64 = mlirIntegerTypeGet(l->ctx, 64);
-  MlirType index = mlirIndexTypeGet(l->ctx);
+  MlirType i64 = mlirIntegerTypeGet(l->b.ctx, 64);
+  MlirType index = mlirIndexTypeGet(l->b.ctx);
   MlirType inputs[2] = {
       i64, mlirUnrankedMemRefTypeGet(i64, mlirAttributeGetNull())};
-  ensureCallee(l, "dtrt_mlir_mesh_coord",
-               mlirFunctionTypeGet(l->ctx, 2, inputs, 1, &i64), loc);
-  MlirNamedAttribute callee = named(
-      l->ctx, "callee",
+  dtRtEnsureCallee(&l->b, "dtrt_mlir_mesh_coord",
+               mlirFunctionTypeGet(l->b.ctx, 2, inputs, 1, &i64), loc);
+  MlirNamedAttribute callee = dtNamedAttr(
+      l->b.ctx, "callee",
       mlirFlatSymbolRefAttrGet(
-          l->ctx, mlirStringRefCreateFromCString("dtrt_mlir_mesh_coord")));
+          l->b.ctx, mlirStringRefCreateFromCString("dtrt_mlir_mesh_coord")));
   for (intptr_t k = 0; k < mlirOperationGetNumResults(op); ++k) {
     int64_t axis = mlirAttributeIsNull(axesAttr)
                        ? k
                        : mlirDenseI64ArrayGetElement(axesAttr, k);
-    MlirValue args[2] = {constI64(l, axis, op),
-                         global(l, meshSym, meshRank, op)};
+    MlirValue args[2] = {dtRtConstI64(&l->b, axis, op),
+                         dtRtGlobal(&l->b, meshSym, meshRank, op)};
     MlirValue coord = mlirOperationGetResult(
-        build(l, "func.call", loc, 2, args, 1, &i64, 1, &callee, op), 0);
+        dtRtBuild(&l->b, "func.call", loc, 2, args, 1, &i64, 1, &callee, op), 0);
     MlirValue cast = mlirOperationGetResult(
-        build(l, "arith.index_cast", loc, 1, &coord, 1, &index, 0, NULL, op), 0);
+        dtRtBuild(&l->b, "arith.index_cast", loc, 1, &coord, 1, &index, 0, NULL, op), 0);
     mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(op, k), cast);
   }
   mlirOperationDestroy(op);
@@ -265,7 +124,7 @@ static void lowerCollective(Lower *l, MlirOperation op, int64_t kind) {
   MlirType inType = mlirValueGetType(in);
   MlirType outType = mlirValueGetType(mlirOperationGetResult(op, 0));
   int64_t code;
-  const char *suffix = typeSuffix(mlirShapedTypeGetElementType(inType), &code);
+  const char *suffix = dtRtTypeName(mlirShapedTypeGetElementType(inType), &code);
   if (!suffix) {
     fail(l, op, "has an element type the runtime does not carry (valid: "
                 "f32, f64, f16, bf16, i32, i64)");
@@ -283,7 +142,7 @@ static void lowerCollective(Lower *l, MlirOperation op, int64_t kind) {
     n += snprintf(axesSym + n, sizeof(axesSym) - (size_t)n, "_%lld",
                   (long long)axes[i]);
   }
-  ensureGlobal(l, axesSym, numAxes, axes, loc);
+  dtRtEnsureGlobal(&l->b, axesSym, numAxes, axes, loc);
   /* Permute's pairs: one global per distinct list. */
   char pairsSym[600] = "";
   int numPairs = 0;
@@ -304,19 +163,19 @@ static void lowerCollective(Lower *l, MlirOperation op, int64_t kind) {
     }
     snprintf(pairsSym + k, sizeof(pairsSym) - (size_t)k, "_%d_%016llx",
              numPairs, (unsigned long long)h);
-    ensureGlobal(l, pairsSym, numPairs, pairs, loc);
+    dtRtEnsureGlobal(&l->b, pairsSym, numPairs, pairs, loc);
   }
   snprintf(callee, sizeof(callee), "dtrt_mlir_%s_%s",
            permute ? "permute" : "collective", suffix);
-  MlirType i64 = mlirIntegerTypeGet(l->ctx, 64);
+  MlirType i64 = mlirIntegerTypeGet(l->b.ctx, 64);
   MlirType data = mlirUnrankedMemRefTypeGet(mlirShapedTypeGetElementType(inType),
                                             mlirAttributeGetNull());
   MlirType ints = mlirUnrankedMemRefTypeGet(i64, mlirAttributeGetNull());
   MlirType inputs[10] = {i64, i64, i64, i64, i64, i64, data, data, ints, ints};
   MlirType permuteInputs[5] = {data, data, ints, ints, ints};
-  ensureCallee(l, callee,
-               permute ? mlirFunctionTypeGet(l->ctx, 5, permuteInputs, 0, NULL)
-                       : mlirFunctionTypeGet(l->ctx, 10, inputs, 0, NULL),
+  dtRtEnsureCallee(&l->b, callee,
+               permute ? mlirFunctionTypeGet(l->b.ctx, 5, permuteInputs, 0, NULL)
+                       : mlirFunctionTypeGet(l->b.ctx, 10, inputs, 0, NULL),
                loc);
   /* The buffers. */
   int rank = (int)mlirShapedTypeGetRank(inType);
@@ -331,43 +190,40 @@ static void lowerCollective(Lower *l, MlirOperation op, int64_t kind) {
   MlirType outMem = mlirMemRefTypeContiguousGet(elt, rank, outShape,
                                                 mlirAttributeGetNull());
   MlirValue inBuf = mlirOperationGetResult(
-      build(l, "bufferization.to_buffer", loc, 1, &in, 1, &inMem, 0, NULL, op),
+      dtRtBuild(&l->b, "bufferization.to_buffer", loc, 1, &in, 1, &inMem, 0, NULL, op),
       0);
   int32_t segments[2] = {0, 0};
-  MlirNamedAttribute allocAttrs[1] = {named(
-      l->ctx, "operandSegmentSizes",
-      mlirDenseI32ArrayGet(l->ctx, 2, segments))};
+  MlirNamedAttribute allocAttrs[1] = {dtNamedAttr(
+      l->b.ctx, "operandSegmentSizes",
+      mlirDenseI32ArrayGet(l->b.ctx, 2, segments))};
   MlirValue outBuf = mlirOperationGetResult(
-      build(l, "memref.alloc", loc, 0, NULL, 1, &outMem, 1, allocAttrs, op), 0);
-  MlirNamedAttribute callAttrs[1] = {named(
-      l->ctx, "callee",
-      mlirFlatSymbolRefAttrGet(l->ctx, mlirStringRefCreateFromCString(callee)))};
+      dtRtBuild(&l->b, "memref.alloc", loc, 0, NULL, 1, &outMem, 1, allocAttrs, op), 0);
   if (permute) {
-    MlirValue args[5] = {castUnranked(l, inBuf, op), castUnranked(l, outBuf, op),
-                         global(l, meshSym, meshRank, op),
-                         global(l, axesSym, numAxes, op),
-                         global(l, pairsSym, numPairs, op)};
-    build(l, "func.call", loc, 5, args, 0, NULL, 1, callAttrs, op);
+    MlirValue args[5] = {dtRtCastUnranked(&l->b, inBuf, op), dtRtCastUnranked(&l->b, outBuf, op),
+                         dtRtGlobal(&l->b, meshSym, meshRank, op),
+                         dtRtGlobal(&l->b, axesSym, numAxes, op),
+                         dtRtGlobal(&l->b, pairsSym, numPairs, op)};
+    dtRtCall(&l->b, callee, loc, 5, args, op);
   } else {
     MlirValue args[10] = {
-        constI64(l, kind, op),
-        constI64(l, code, op),
-        constI64(l, reduceCode(op), op),
-        constI64(l, intAttr(op, "gather_dim", -1), op),
-        constI64(l, intAttr(op, "shard_dim", -1), op),
-        constI64(l, intAttr(op, "root", 0), op),
-        castUnranked(l, inBuf, op),
-        castUnranked(l, outBuf, op),
-        global(l, meshSym, meshRank, op),
-        global(l, axesSym, numAxes, op),
+        dtRtConstI64(&l->b, kind, op),
+        dtRtConstI64(&l->b, code, op),
+        dtRtConstI64(&l->b, reduceCode(op), op),
+        dtRtConstI64(&l->b, intAttr(op, "gather_dim", -1), op),
+        dtRtConstI64(&l->b, intAttr(op, "shard_dim", -1), op),
+        dtRtConstI64(&l->b, intAttr(op, "root", 0), op),
+        dtRtCastUnranked(&l->b, inBuf, op),
+        dtRtCastUnranked(&l->b, outBuf, op),
+        dtRtGlobal(&l->b, meshSym, meshRank, op),
+        dtRtGlobal(&l->b, axesSym, numAxes, op),
     };
-    build(l, "func.call", loc, 10, args, 0, NULL, 1, callAttrs, op);
+    dtRtCall(&l->b, callee, loc, 10, args, op);
   }
   MlirNamedAttribute tensorAttrs[2] = {
-      named(l->ctx, "restrict", mlirUnitAttrGet(l->ctx)),
-      named(l->ctx, "writable", mlirUnitAttrGet(l->ctx))};
+      dtNamedAttr(l->b.ctx, "restrict", mlirUnitAttrGet(l->b.ctx)),
+      dtNamedAttr(l->b.ctx, "writable", mlirUnitAttrGet(l->b.ctx))};
   MlirValue out = mlirOperationGetResult(
-      build(l, "bufferization.to_tensor", loc, 1, &outBuf, 1, &outType, 2,
+      dtRtBuild(&l->b, "bufferization.to_tensor", loc, 1, &outBuf, 1, &outType, 2,
             tensorAttrs, op),
       0);
   mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(op, 0), out);
@@ -403,18 +259,14 @@ static void ensureInit(Lower *l, MlirOperation op, Inited *done, int *numDone,
   char meshSym[300];
   int meshRank = meshGlobal(l, op, meshSym, sizeof(meshSym));
   MlirLocation loc = mlirOperationGetLocation(func);
-  MlirType ints = mlirUnrankedMemRefTypeGet(mlirIntegerTypeGet(l->ctx, 64),
+  MlirType ints = mlirUnrankedMemRefTypeGet(mlirIntegerTypeGet(l->b.ctx, 64),
                                             mlirAttributeGetNull());
-  ensureCallee(l, "dtrt_mlir_init",
-               mlirFunctionTypeGet(l->ctx, 1, &ints, 0, NULL), loc);
+  dtRtEnsureCallee(&l->b, "dtrt_mlir_init",
+               mlirFunctionTypeGet(l->b.ctx, 1, &ints, 0, NULL), loc);
   MlirBlock entry = mlirRegionGetFirstBlock(mlirOperationGetRegion(func, 0));
   MlirOperation first = mlirBlockGetFirstOperation(entry);
-  MlirValue shape = global(l, meshSym, meshRank, first);
-  MlirNamedAttribute callee = named(
-      l->ctx, "callee",
-      mlirFlatSymbolRefAttrGet(l->ctx,
-                               mlirStringRefCreateFromCString("dtrt_mlir_init")));
-  build(l, "func.call", loc, 1, &shape, 0, NULL, 1, &callee, first);
+  MlirValue shape = dtRtGlobal(&l->b, meshSym, meshRank, first);
+  dtRtCall(&l->b, "dtrt_mlir_init", loc, 1, &shape, first);
 }
 
 static MlirWalkResult collect(MlirOperation op, void *userData) {
@@ -428,9 +280,7 @@ static MlirWalkResult collect(MlirOperation op, void *userData) {
 static bool runLowerToRuntime(MlirOperation root,
                               const DtPassOptions *options) {
   (void)options;
-  Lower l = {mlirOperationGetContext(root), root,
-             mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0)),
-             mlirSymbolTableCreate(root), false};
+  Lower l = {dtRtBuilderBegin(root), false};
   DtOpList found = {NULL, 0, 0};
   mlirOperationWalk(root, collect, &found, MlirWalkPreOrder);
   static const struct {
@@ -476,7 +326,7 @@ static bool runLowerToRuntime(MlirOperation root,
   }
   /* Function arguments and results lose their dtensor attributes (the LLVM
    * translation does not know them). */
-  for (MlirOperation f = mlirBlockGetFirstOperation(l.top);
+  for (MlirOperation f = mlirBlockGetFirstOperation(l.b.top);
        !mlirOperationIsNull(f); f = mlirOperationGetNextInBlock(f))
     if (dtIsOp(f, "func.func")) {
       /* Layouts without the global shapes partition adds: a global
@@ -494,7 +344,7 @@ static bool runLowerToRuntime(MlirOperation root,
     mlirOperationDestroy(meshes[i]);
   free(found.ops);
   free(inited);
-  mlirSymbolTableDestroy(l.symbols);
+  dtRtBuilderEnd(&l.b);
   return !l.failed;
 }
 

@@ -65,6 +65,7 @@ extern const DtPassDef dtPartitionPass;
 extern const DtPassDef dtReportPass;
 extern const DtPassDef dtSpmdPass;
 extern const DtPassDef dtLowerToRuntimePass;
+extern const DtPassDef dtLowerContractionsPass;
 extern const DtPassDef dtApplyPlanPass;
 extern const DtPassDef dtImportGspmdPass;
 extern const DtPassDef dtImportShardPass;

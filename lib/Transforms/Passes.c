@@ -19,6 +19,7 @@ static const DtPassDef *const kPasses[] = {
     &dtLowerRedistributePass,
     &dtReportPass,
     &dtLowerToRuntimePass,
+    &dtLowerContractionsPass,
     &dtApplyPlanPass,
     &dtImportGspmdPass,
     &dtImportShardPass,

@@ -253,6 +253,7 @@ MlirLogicalResult dtensorAddToLLVMPipeline(MlirOpPassManager pm,
           "one-shot-bufferize{bufferize-function-boundaries "
           "function-boundary-type-conversion=identity-layout-map "
           "allow-return-allocs-from-loops}, "
+          "buffer-deallocation-pipeline, dtensor-lower-contractions, "
           "convert-linalg-to-loops, expand-strided-metadata, lower-affine, "
           "convert-scf-to-cf, "
           "finalize-memref-to-llvm, convert-to-llvm, reconcile-unrealized-casts"),

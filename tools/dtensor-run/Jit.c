@@ -26,9 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define MAX_ARGS 16
-#define MAX_RESULTS 8
+#include <time.h>
 
 typedef struct Tensor {
   char name[128]; /* dtensor.name, or arg<i> / result<i> */
@@ -45,10 +43,11 @@ typedef struct Run {
   MlirExecutionEngine spmd;
   DtensorMesh *mesh;
   int numArgs, numResults;
-  Tensor args[MAX_ARGS];
-  Tensor results[MAX_RESULTS];
-  void *globals[MAX_ARGS];
-  const void *reference[MAX_RESULTS];
+  /* numArgs and numResults of each (no fixed limit). */
+  Tensor *args, *results;
+  void **globals;
+  const void **reference;
+  int repeat; /* timed runs after the check */
   const char *loadDir, *saveDir; /* checkpoints, or NULL */
   char meshText[256];
 } Run;
@@ -165,7 +164,7 @@ static void unravel(int64_t l, int rank, const int64_t *shape, int64_t *idx) {
 /* Invokes `fn` (a c-interface function) on `args`. Its memref results come
  * back through the first argument, one descriptor after the other (a struct
  * of descriptors when there are several); `outData` gets each result's
- * first element. */
+ * first element, or, when NULL, the results are freed. */
 static bool invoke(MlirExecutionEngine jit, const char *fn, int64_t **argDescs,
                    int numArgs, const Tensor *results, int numResults,
                    const void **outData) {
@@ -173,8 +172,12 @@ static bool invoke(MlirExecutionEngine jit, const char *fn, int64_t **argDescs,
   for (int k = 0; k < numResults; ++k)
     words += 3 + 2 * (size_t)results[k].rank;
   int64_t *packed = calloc(words + 1, sizeof(int64_t));
-  void *slots[MAX_ARGS + 1];
-  void *ptrs[MAX_ARGS + 1];
+  void **slots = calloc((size_t)numArgs + 1, sizeof(void *));
+  void **ptrs = calloc((size_t)numArgs + 1, sizeof(void *));
+  if (!packed || !slots || !ptrs) {
+    fprintf(stderr, "dtensor-run: out of memory\n");
+    exit(1);
+  }
   ptrs[0] = packed;
   slots[0] = &ptrs[0];
   for (int i = 0; i < numArgs; ++i) {
@@ -185,14 +188,23 @@ static bool invoke(MlirExecutionEngine jit, const char *fn, int64_t **argDescs,
           jit, mlirStringRefCreateFromCString(fn), slots))) {
     fprintf(stderr, "dtensor-run: cannot call '%s'\n", fn);
     free(packed);
+    free(slots);
+    free(ptrs);
     return false;
   }
+  free(slots);
+  free(ptrs);
   const int64_t *d = packed;
   for (int k = 0; k < numResults; ++k) {
-    outData[k] = (const char *)(intptr_t)d[1] +
-                 d[2] * (int64_t)dtrtDtypeSize(results[k].elem);
+    if (outData)
+      outData[k] = (const char *)(intptr_t)d[1] +
+                   d[2] * (int64_t)dtrtDtypeSize(results[k].elem);
+    else /* the caller owns results (buffer-deallocation-pipeline) */
+      free((void *)(intptr_t)d[0]);
     d += 3 + 2 * results[k].rank;
   }
+  if (!outData)
+    free(packed);
   return true;
 }
 
@@ -321,8 +333,12 @@ static bool readArgument(const char *dir, const DtrtCheckpoint *c, int index,
  * or a result's first element — collectively under their layouts. */
 static bool checkpointIo(const Run *r, const Tensor *tensors, int n,
                          void **data, bool save) {
-  DtrtTensor ts[MAX_ARGS];
-  char specs[MAX_ARGS][256];
+  DtrtTensor *ts = calloc((size_t)n + 1, sizeof(DtrtTensor));
+  char (*specs)[256] = calloc((size_t)n + 1, sizeof(*specs));
+  if (!ts || !specs) {
+    fprintf(stderr, "dtensor-run: out of memory\n");
+    exit(1);
+  }
   for (int i = 0; i < n; ++i) {
     const Tensor *t = &tensors[i];
     DtensorShardingSpec spec = t->spec;
@@ -336,6 +352,8 @@ static bool checkpointIo(const Run *r, const Tensor *tensors, int n,
   DtrtContext *c = dtrtProcessContext();
   DtrtStatus s = save ? dtrtCheckpointSave(c, r->saveDir, n, ts)
                       : dtrtCheckpointLoad(c, r->loadDir, n, ts);
+  free(ts);
+  free(specs);
   if (s != DTRT_OK) {
     fprintf(stderr, "dtensor-run: rank %d: %s: %s\n", dtrtRank(c),
             save ? "save" : "load", dtrtLastError(c));
@@ -344,9 +362,61 @@ static bool checkpointIo(const Run *r, const Tensor *tensors, int n,
   return true;
 }
 
+static double monotonicSeconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int compareTimes(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return (a > b) - (a < b);
+}
+
+/* --repeat: runs the entry `r->repeat` more times on the arguments as they
+ * were before the checked run (restored before each step, untimed), every
+ * step starting after a barrier of all ranks, and prints this rank's
+ * fastest and median step. Results of the timed steps are freed, as a
+ * training loop would. */
+static void timeSteps(const Run *r, int rank, int64_t **descs,
+                      void *const *saved, const size_t *bytes) {
+  double *times = calloc((size_t)r->repeat, sizeof(double));
+  if (!times) {
+    fprintf(stderr, "dtensor-run: out of memory\n");
+    exit(1);
+  }
+  DtrtContext *c = dtrtProcessContext();
+  for (int s = 0; s < r->repeat; ++s) {
+    for (int a = 0; a < r->numArgs; ++a)
+      memcpy((void *)(intptr_t)descs[a][1], saved[a], bytes[a]);
+    if (dtrtBarrier(dtrtCommWorld(c)) != DTRT_OK) {
+      fprintf(stderr, "dtensor-run: rank %d: barrier: %s\n", rank,
+              dtrtLastError(c));
+      exit(1);
+    }
+    double t0 = monotonicSeconds();
+    if (!invoke(r->spmd, r->ciface, descs, r->numArgs, r->results,
+                r->numResults, NULL))
+      exit(1);
+    times[s] = monotonicSeconds() - t0;
+  }
+  qsort(times, (size_t)r->repeat, sizeof(double), compareTimes);
+  printf("rank %d: step time min %.3f ms, median %.3f ms over %d runs\n",
+         rank, 1e3 * times[0], 1e3 * times[r->repeat / 2], r->repeat);
+  fflush(stdout);
+  free(times);
+}
+
 static int runRank(int rank, void *arg) {
   Run *r = arg;
-  int64_t *descs[MAX_ARGS];
+  int64_t **descs = calloc((size_t)r->numArgs + 1, sizeof(int64_t *));
+  void **saved = calloc((size_t)r->numArgs + 1, sizeof(void *));
+  size_t *bytes = calloc((size_t)r->numArgs + 1, sizeof(size_t));
+  const void **out = calloc((size_t)r->numResults, sizeof(void *));
+  if (!descs || !saved || !bytes || !out) {
+    fprintf(stderr, "dtensor-run: out of memory\n");
+    exit(1);
+  }
   for (int a = 0; a < r->numArgs; ++a) {
     const Tensor *t = &r->args[a];
     DtensorLayout l;
@@ -363,7 +433,22 @@ static int runRank(int rank, void *arg) {
   if (r->loadDir &&
       !checkpointIo(r, r->args, r->numArgs, (void **)descs, false))
     exit(1);
-  const void *out[MAX_RESULTS];
+  /* The arguments as given, for the timed steps (the program may write
+   * its arguments in place). */
+  for (int a = 0; a < r->numArgs && r->repeat; ++a) {
+    const Tensor *t = &r->args[a];
+    DtensorLayout l;
+    layoutOf(r, t, &l);
+    int64_t padded[DTENSOR_MAX_TENSOR_RANK];
+    dtensorLayoutGetMaxLocalShape(&l, padded);
+    bytes[a] = (size_t)product(l.rank, padded) * dtrtDtypeSize(t->elem);
+    saved[a] = malloc(bytes[a] + 1);
+    if (!saved[a]) {
+      fprintf(stderr, "dtensor-run: out of memory\n");
+      exit(1);
+    }
+    memcpy(saved[a], (void *)(intptr_t)descs[a][1], bytes[a]);
+  }
   if (!invoke(r->spmd, r->ciface, descs, r->numArgs, r->results,
               r->numResults, out))
     exit(1);
@@ -389,6 +474,8 @@ static int runRank(int rank, void *arg) {
          r->numResults > 1 ? " (all results)" : "",
          all.bad ? "DIFFERENT from" : "equal to", all.maxErr);
   fflush(stdout);
+  if (!all.bad && r->repeat)
+    timeSteps(r, rank, descs, saved, bytes);
   exit(all.bad ? 1 : 0); /* runs the runtime's finalize */
 }
 
@@ -401,10 +488,17 @@ static bool readSignature(Run *r, MlirOperation func) {
       func, mlirStringRefCreateFromCString("function_type")));
   r->numArgs = (int)mlirFunctionTypeGetNumInputs(fnType);
   r->numResults = (int)mlirFunctionTypeGetNumResults(fnType);
-  if (r->numArgs > MAX_ARGS || r->numResults < 1 ||
-      r->numResults > MAX_RESULTS) {
-    fprintf(stderr, "dtensor-run: the entry must take at most %d tensors and "
-            "return 1 to %d\n", MAX_ARGS, MAX_RESULTS);
+  if (r->numResults < 1) {
+    fprintf(stderr, "dtensor-run: the entry returns nothing; it must return "
+            "at least one tensor to compare\n");
+    return false;
+  }
+  r->args = calloc((size_t)r->numArgs + 1, sizeof(Tensor));
+  r->results = calloc((size_t)r->numResults, sizeof(Tensor));
+  r->globals = calloc((size_t)r->numArgs + 1, sizeof(void *));
+  r->reference = calloc((size_t)r->numResults, sizeof(void *));
+  if (!r->args || !r->results || !r->globals || !r->reference) {
+    fprintf(stderr, "dtensor-run: out of memory\n");
     return false;
   }
   for (int k = 0; k < r->numArgs + r->numResults; ++k) {
@@ -506,6 +600,11 @@ static void registerRuntime(MlirExecutionEngine jit) {
       {"dtrt_mlir_permute_i64", (void *)dtrt_mlir_permute_i64},
       {"dtrt_mlir_mesh_coord", (void *)dtrt_mlir_mesh_coord},
       {"dtrt_mlir_init", (void *)dtrt_mlir_init},
+#define DT_CONTRACT_SYMBOL(a, b, c)                                            \
+  {"dtrt_mlir_contract_" #a "_" #b "_" #c,                                     \
+   (void *)dtrt_mlir_contract_##a##_##b##_##c},
+      DTRT_CONTRACT_TYPES(DT_CONTRACT_SYMBOL)
+#undef DT_CONTRACT_SYMBOL
   };
   for (size_t k = 0; k < sizeof(kSymbols) / sizeof(kSymbols[0]); ++k)
     mlirExecutionEngineRegisterSymbol(
@@ -532,6 +631,7 @@ static int compileAndRun(const char *path, const DtRunOptions *o,
   r.entry = entry;
   r.loadDir = o->loadDir;
   r.saveDir = o->saveDir;
+  r.repeat = o->repeat;
   MlirOperation func = findEntry(spmd, entry);
   MlirOperation meshOp = findMesh(spmd);
   if (mlirOperationIsNull(meshOp)) {
@@ -606,11 +706,16 @@ static int compileAndRun(const char *path, const DtRunOptions *o,
             "program\n");
     return 1;
   }
+  registerRuntime(refJit);
   registerRuntime(r.spmd);
   dtensorMeshPrint(r.mesh, r.meshText, sizeof(r.meshText));
 
   /* Inputs and the reference results. */
-  int64_t *descs[MAX_ARGS];
+  int64_t **descs = calloc((size_t)r.numArgs + 1, sizeof(int64_t *));
+  if (!descs) {
+    fprintf(stderr, "dtensor-run: out of memory\n");
+    return 1;
+  }
   DtrtCheckpoint *loaded = NULL;
   char ckErr[512];
   if (r.loadDir &&

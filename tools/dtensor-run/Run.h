@@ -14,6 +14,7 @@ typedef struct DtRunOptions {
   const char *timeout;  /* DTENSOR_TIMEOUT_S, or NULL */
   const char *loadDir;  /* arguments from this checkpoint, or NULL */
   const char *saveDir;  /* results into this checkpoint, or NULL */
+  int repeat;           /* timed runs after the checked one (0: none) */
 } DtRunOptions;
 
 /// Compiles PROG.mlir, runs it on N ranks (shm) and checks every rank

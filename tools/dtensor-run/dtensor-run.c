@@ -24,14 +24,19 @@
 static int usage(void) {
   fprintf(stderr,
           "usage: dtensor-run -n N [--backend shm|mpi|nccl] [--timeout SECONDS] "
-          "[--] PROGRAM [ARGS...]\n"
+          "[--threads T]\n"
+          "                   [--] PROGRAM [ARGS...]\n"
           "       dtensor-run -n N [--backend shm|mpi] [--entry FUNC] "
-          "[--load DIR] [--save DIR] PROG.mlir\n"
+          "[--load DIR] [--save DIR]\n"
+          "                   [--repeat R] [--threads T] PROG.mlir\n"
           "  PROG.mlir: compiles the annotated program with dtensor-spmd, "
           "runs it on N ranks\n  (shm or mpi) and checks every rank's result "
-          "against the single-device run\n"
+          "against the single-device run;\n  --repeat R then runs it R more "
+          "times and prints each rank's step time\n"
           "  runs PROGRAM on N ranks with RANK, WORLD_SIZE, LOCAL_RANK, "
-          "MASTER_ADDR,\n  MASTER_PORT, DTENSOR_JOB and DTENSOR_BACKEND set\n");
+          "MASTER_ADDR,\n  MASTER_PORT, DTENSOR_JOB and DTENSOR_BACKEND set\n"
+          "  --threads T: compute (BLAS) threads per rank (default: the "
+          "cores / N)\n");
   return 2;
 }
 
@@ -192,7 +197,8 @@ static int execChild(int rank, void *arg) {
 int main(int argc, char **argv) {
   int n = 0, i = 1;
   const char *backend = "shm", *timeout = NULL, *entry = NULL;
-  const char *loadDir = NULL, *saveDir = NULL;
+  const char *loadDir = NULL, *saveDir = NULL, *threads = NULL;
+  int repeat = 0;
   bool mpiRank = false; /* started by mpirun as one rank of a .mlir run */
   for (; i < argc; ++i) {
     if (!strcmp(argv[i], "-n") && i + 1 < argc) {
@@ -212,6 +218,25 @@ int main(int argc, char **argv) {
       loadDir = argv[++i];
     else if (!strcmp(argv[i], "--save") && i + 1 < argc)
       saveDir = argv[++i];
+    else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) {
+      char *end;
+      long v = strtol(argv[++i], &end, 10);
+      if (!*argv[i] || *end || v < 1 || v > 1000000) {
+        fprintf(stderr, "dtensor-run: --repeat needs a number of runs from 1 "
+                "to 1000000, not '%s'\n", argv[i]);
+        return 2;
+      }
+      repeat = (int)v;
+    } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+      char *end;
+      threads = argv[++i];
+      long v = strtol(threads, &end, 10);
+      if (!*threads || *end || v < 1 || v > 4096) {
+        fprintf(stderr, "dtensor-run: --threads needs a thread count from 1 "
+                "to 4096, not '%s'\n", threads);
+        return 2;
+      }
+    }
     else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       usage();
       return 0;
@@ -246,11 +271,16 @@ int main(int argc, char **argv) {
   }
   size_t len = strlen(argv[i]);
   bool isMlir = len > 5 && !strcmp(argv[i] + len - 5, ".mlir");
-  DtRunOptions opts = {n, entry, backend, timeout, loadDir, saveDir};
-  if ((loadDir || saveDir) && !isMlir) {
-    fprintf(stderr, "dtensor-run: --load and --save apply to PROG.mlir\n");
+  DtRunOptions opts = {n, entry, backend, timeout, loadDir, saveDir, repeat};
+  if ((loadDir || saveDir || repeat) && !isMlir) {
+    fprintf(stderr, "dtensor-run: --load, --save and --repeat apply to "
+            "PROG.mlir\n");
     return 2;
   }
+  /* Each rank's compute threads (libdtensor_rt reads DTENSOR_THREADS;
+   * without it, the cores shared among the ranks). */
+  if (threads)
+    setenv("DTENSOR_THREADS", threads, 1);
   if (mpiRank)
     return isMlir ? dtRunMlirMpiRank(argv[i], &opts) : usage();
   if (!strcmp(backend, "mpi")) {
@@ -274,6 +304,10 @@ int main(int argc, char **argv) {
       setenv("DTENSOR_TIMEOUT_S", timeout, 1);
       args[k++] = "-x";
       args[k++] = "DTENSOR_TIMEOUT_S";
+    }
+    if (threads) {
+      args[k++] = "-x";
+      args[k++] = "DTENSOR_THREADS";
     }
     if (!isMlir) {
       for (int a = i; a < argc; ++a)
@@ -307,6 +341,12 @@ int main(int argc, char **argv) {
     if (saveDir) {
       args[k++] = "--save";
       args[k++] = (char *)saveDir;
+    }
+    char repeatText[16];
+    if (repeat) {
+      snprintf(repeatText, sizeof(repeatText), "%d", repeat);
+      args[k++] = "--repeat";
+      args[k++] = repeatText;
     }
     args[k++] = argv[i];
     pid_t pid = fork();

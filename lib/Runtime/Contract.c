@@ -1,0 +1,377 @@
+/* Contractions of compiled programs on BLAS (dtrt_mlir_contract_*).
+ * dtensor-lower-contractions hands over the three memrefs of C += A·B and
+ * the loop each of their dims reads. The loops are classified by the
+ * operands they appear in — A and C: rows (M), B and C: columns (N), A and
+ * B: reduced (K), all three: batch — and the largest M, N and K loop go to
+ * one BLAS call per point of the other loops, which are iterated around it
+ * (each call accumulates into C, so any loop nest stays exact). A matrix
+ * BLAS can read in place (a unit stride, a leading dimension from the other
+ * stride) is passed as it is, transposed when its unit stride is the row
+ * one; one it cannot (no unit stride, a broadcast, bf16, f16) is packed
+ * into a contiguous f32/f64 copy. Only this file includes cblas.h. */
+#define _GNU_SOURCE /* sched_getaffinity */
+#include "RuntimeInternal.h"
+
+#include <cblas.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_LOOPS 16
+
+/* A matrix view: element (r, c) at p + (r * rs + c * cs) elements. */
+typedef struct Mat {
+  char *p;
+  DtrtDtype type;
+  int64_t rows, cols, rs, cs;
+} Mat;
+
+static void fatal(const char *format, const char *detail) {
+  fprintf(stderr, "dtensor runtime: contraction: ");
+  fprintf(stderr, format, detail);
+  fputc('\n', stderr);
+  exit(1);
+}
+
+/* ---- threads --------------------------------------------------------------- */
+
+void dtrtSetComputeThreads(int threads) {
+  openblas_set_num_threads(threads > 0 ? threads : 1);
+}
+
+/* DTENSOR_THREADS, else this rank's share of the cores it may run on
+ * (LOCAL_WORLD_SIZE ranks on this host); OPENBLAS_NUM_THREADS set by the
+ * user is OpenBLAS's own. */
+static void initThreads(void) {
+  const char *t = getenv("DTENSOR_THREADS");
+  if (t && *t) {
+    char *end;
+    long n = strtol(t, &end, 10);
+    if (*end || n < 1 || n > 4096)
+      fatal("DTENSOR_THREADS='%s' is not a thread count (1 to 4096)", t);
+    dtrtSetComputeThreads((int)n);
+    return;
+  }
+  if (getenv("OPENBLAS_NUM_THREADS"))
+    return;
+  cpu_set_t set;
+  long cores = sched_getaffinity(0, sizeof(set), &set) == 0
+                   ? CPU_COUNT(&set)
+                   : sysconf(_SC_NPROCESSORS_ONLN);
+  const char *local = getenv("LOCAL_WORLD_SIZE");
+  long ranks = local ? strtol(local, NULL, 10) : 1;
+  if (ranks < 1)
+    ranks = 1;
+  long share = cores / ranks;
+  dtrtSetComputeThreads(share < 1 ? 1 : (int)share);
+}
+
+/* The process the thread count was set for: a rank forked from a process
+ * that already ran a contraction (dtensor-run's reference) sets its own. */
+static pid_t threadsSetFor;
+
+/* ---- BLAS in one compute type ---------------------------------------------- */
+
+static int blasInt(int64_t v) {
+  if (v > INT_MAX)
+    fatal("%s exceeds BLAS's 32-bit sizes", "a dimension or stride");
+  return (int)v;
+}
+
+/* Row-major C(m x n) += op(A) op(B): `ta`/`tb` say whether A/B are stored
+ * transposed (their unit stride is the row stride). */
+static void gemm(DtrtDtype t, bool ta, bool tb, int64_t m, int64_t n,
+                 int64_t k, const void *a, int64_t lda, const void *b,
+                 int64_t ldb, void *c, int64_t ldc) {
+  enum CBLAS_TRANSPOSE opA = ta ? CblasTrans : CblasNoTrans;
+  enum CBLAS_TRANSPOSE opB = tb ? CblasTrans : CblasNoTrans;
+  if (t == DTRT_F32)
+    cblas_sgemm(CblasRowMajor, opA, opB, blasInt(m), blasInt(n), blasInt(k),
+                1.0f, a, blasInt(lda), b, blasInt(ldb), 1.0f, c, blasInt(ldc));
+  else
+    cblas_dgemm(CblasRowMajor, opA, opB, blasInt(m), blasInt(n), blasInt(k),
+                1.0, a, blasInt(lda), b, blasInt(ldb), 1.0, c, blasInt(ldc));
+}
+
+/* y(m) += op(A) x(k), A stored m x k (or k x m when `ta`). */
+static void gemv(DtrtDtype t, bool ta, int64_t m, int64_t k, const void *a,
+                 int64_t lda, const void *x, int64_t incx, void *y,
+                 int64_t incy) {
+  int rows = blasInt(ta ? k : m), cols = blasInt(ta ? m : k);
+  if (t == DTRT_F32)
+    cblas_sgemv(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, rows, cols,
+                1.0f, a, blasInt(lda), x, blasInt(incx), 1.0f, y,
+                blasInt(incy));
+  else
+    cblas_dgemv(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, rows, cols,
+                1.0, a, blasInt(lda), x, blasInt(incx), 1.0, y, blasInt(incy));
+}
+
+static void dot(DtrtDtype t, int64_t k, const void *x, int64_t incx,
+                const void *y, int64_t incy, void *out) {
+  if (t == DTRT_F32)
+    *(float *)out +=
+        cblas_sdot(blasInt(k), x, blasInt(incx), y, blasInt(incy));
+  else
+    *(double *)out +=
+        cblas_ddot(blasInt(k), x, blasInt(incx), y, blasInt(incy));
+}
+
+/* ---- views BLAS can read --------------------------------------------------- */
+
+enum { PACK = 0, ROW = 1, COL = 2 };
+
+/* How BLAS reads `x` in place: ROW (unit column stride; leading dimension
+ * the row stride), COL (unit row stride, read transposed) or PACK. A dim
+ * of extent 1 takes any stride. */
+static int orientation(const Mat *x, int64_t *ld) {
+  int64_t rowLd = x->rows == 1 ? x->cols : x->rs;
+  if ((x->cols == 1 || x->cs == 1) && rowLd >= x->cols && rowLd >= 1) {
+    *ld = rowLd;
+    return ROW;
+  }
+  int64_t colLd = x->cols == 1 ? x->rows : x->cs;
+  if ((x->rows == 1 || x->rs == 1) && colLd >= x->rows && colLd >= 1) {
+    *ld = colLd;
+    return COL;
+  }
+  return PACK;
+}
+
+static Mat transposed(Mat x) {
+  return (Mat){x.p, x.type, x.cols, x.rows, x.cs, x.rs};
+}
+
+/* Copies `x` into a contiguous row-major matrix of `type` (converting),
+ * or back (`unpack`: from `dense` into `x`). */
+static void copyDense(Mat x, char *dense, DtrtDtype type, bool unpack) {
+  size_t es = dtrtDtypeSize(x.type), ds = dtrtDtypeSize(type);
+  for (int64_t r = 0; r < x.rows; ++r) {
+    char *row = dense + (size_t)(r * x.cols) * ds;
+    if (x.cs == 1 || x.cols == 1) {
+      char *src = x.p + (size_t)(r * x.rs) * es;
+      if (unpack)
+        dtrtConvert(row, type, src, x.type, (size_t)x.cols);
+      else
+        dtrtConvert(src, x.type, row, type, (size_t)x.cols);
+      continue;
+    }
+    for (int64_t c = 0; c < x.cols; ++c) {
+      char *e = x.p + (size_t)(r * x.rs + c * x.cs) * es;
+      if (unpack)
+        dtrtConvert(row + (size_t)c * ds, type, e, x.type, 1);
+      else
+        dtrtConvert(e, x.type, row + (size_t)c * ds, type, 1);
+    }
+  }
+}
+
+/* `x` as BLAS reads it in compute type `t`: in place, or a packed copy
+ * (kept in `*owned` for the caller to free). */
+static Mat readable(Mat x, DtrtDtype t, void **owned, int *outOrient,
+                    int64_t *outLd) {
+  *owned = NULL;
+  int o = x.type == t ? orientation(&x, outLd) : PACK;
+  if (o == PACK) {
+    size_t bytes = (size_t)(x.rows * x.cols) * dtrtDtypeSize(t);
+    char *dense = malloc(bytes ? bytes : 1);
+    if (!dense)
+      fatal("cannot allocate %s for a packed operand", "memory");
+    copyDense(x, dense, t, false);
+    *owned = dense;
+    x = (Mat){dense, t, x.rows, x.cols, x.cols, 1};
+    o = orientation(&x, outLd);
+  }
+  *outOrient = o;
+  return x;
+}
+
+/* C(m x n) += A(m x k) B(k x n) in compute type `t` (f32 or f64). */
+static void multiply(DtrtDtype t, Mat a, Mat b, Mat c) {
+  if (!a.rows || !b.cols || !a.cols)
+    return;
+  /* A one-row product is the transposed one-column product (gemv). */
+  if (c.rows == 1 && c.cols > 1) {
+    Mat at = transposed(b), bt = transposed(a);
+    a = at;
+    b = bt;
+    c = transposed(c);
+  }
+  int64_t ldc;
+  int oc = c.type == t ? orientation(&c, &ldc) : PACK;
+  if (oc == COL) {
+    /* C^T = B^T A^T, with C^T row-major. */
+    Mat at = transposed(b), bt = transposed(a);
+    a = at;
+    b = bt;
+    c = transposed(c);
+  }
+  void *ownA, *ownB, *ownC;
+  int oa, ob;
+  int64_t lda, ldb;
+  Mat ra = readable(a, t, &ownA, &oa, &lda);
+  Mat rb = readable(b, t, &ownB, &ob, &ldb);
+  Mat rc = readable(c, t, &ownC, &oc, &ldc);
+  int64_t m = c.rows, n = c.cols, k = a.cols;
+  /* In place or packed, a vector's stride is at least 1 here (a
+   * broadcast operand, stride 0, is packed). */
+  if (m == 1 && n == 1) {
+    dot(t, k, ra.p, k == 1 ? 1 : ra.cs, rb.p, k == 1 ? 1 : rb.rs, rc.p);
+  } else if (n == 1) {
+    gemv(t, oa == COL, m, k, ra.p, lda, rb.p, k == 1 ? 1 : rb.rs, rc.p,
+         rc.rs);
+  } else {
+    gemm(t, oa == COL, ob == COL, m, n, k, ra.p, lda, rb.p, ldb, rc.p, ldc);
+  }
+  if (ownC)
+    copyDense(c, ownC, t, true);
+  free(ownA);
+  free(ownB);
+  free(ownC);
+}
+
+/* ---- the loop nest around the BLAS call ------------------------------------ */
+
+/* A strided memref descriptor as MLIR lowers it. */
+typedef struct Descriptor {
+  char *allocated, *aligned;
+  int64_t offset;
+  int64_t sizesAndStrides[];
+} Descriptor;
+
+typedef struct Nest {
+  int numLoops;
+  int64_t extent[MAX_LOOPS];
+  int64_t stride[3][MAX_LOOPS]; /* per operand and loop; 0: not read */
+  bool in[3][MAX_LOOPS];
+  char *base[3];
+  DtrtDtype type[3];
+} Nest;
+
+/* Reads the maps and the operands' descriptors into `nest`. */
+static void readNest(const int64_t *maps, int64_t numMaps, const int64_t *ranks,
+                     void *const *descs, const DtrtDtype *types, Nest *nest) {
+  memset(nest, 0, sizeof(*nest));
+  if (numMaps < 1 || maps[0] < 0 || maps[0] > MAX_LOOPS)
+    fatal("%s", "more loops than the runtime takes (16) or none");
+  nest->numLoops = (int)maps[0];
+  for (int l = 0; l < nest->numLoops; ++l)
+    nest->extent[l] = -1;
+  int64_t at = 1;
+  for (int o = 0; o < 3; ++o) {
+    const Descriptor *d = descs[o];
+    int64_t rank = ranks[o];
+    if (rank < 0 || at + rank > numMaps)
+      fatal("%s", "the maps do not match the operands' ranks");
+    nest->type[o] = types[o];
+    nest->base[o] = d->aligned + d->offset * (int64_t)dtrtDtypeSize(types[o]);
+    for (int64_t dim = 0; dim < rank; ++dim) {
+      int64_t l = maps[at + dim], size = d->sizesAndStrides[dim];
+      if (l < 0 || l >= nest->numLoops || nest->in[o][l])
+        fatal("%s", "a map is not a projected permutation");
+      if (nest->extent[l] >= 0 && nest->extent[l] != size)
+        fatal("%s", "two dims of one loop have different sizes");
+      nest->extent[l] = size;
+      nest->in[o][l] = true;
+      nest->stride[o][l] = d->sizesAndStrides[rank + dim];
+    }
+    at += rank;
+  }
+  if (at != numMaps)
+    fatal("%s", "the maps do not match the operands' ranks");
+  for (int l = 0; l < nest->numLoops; ++l)
+    if (nest->extent[l] < 0)
+      fatal("%s", "a loop no operand reads");
+}
+
+/* The largest loop read by exactly operands `x` and `y` (-1: none). */
+static int pickLoop(const Nest *nest, int x, int y) {
+  int best = -1;
+  for (int l = 0; l < nest->numLoops; ++l) {
+    int count = nest->in[0][l] + nest->in[1][l] + nest->in[2][l];
+    if (count == 2 && nest->in[x][l] && nest->in[y][l] &&
+        (best < 0 || nest->extent[l] > nest->extent[best]))
+      best = l;
+  }
+  return best;
+}
+
+static int64_t extentOf(const Nest *nest, int l) {
+  return l < 0 ? 1 : nest->extent[l];
+}
+
+static int64_t strideOf(const Nest *nest, int o, int l) {
+  return l < 0 ? 0 : nest->stride[o][l];
+}
+
+static void contract(DtrtDtype ta, DtrtDtype tb, DtrtDtype tc, void *mapsDesc,
+                     int64_t aRank, void *aDesc, int64_t bRank, void *bDesc,
+                     int64_t cRank, void *cDesc) {
+  if (threadsSetFor != getpid()) {
+    threadsSetFor = getpid();
+    initThreads();
+  }
+  const Descriptor *md = mapsDesc;
+  const int64_t *maps = (const int64_t *)md->aligned + md->offset;
+  int64_t ranks[3] = {aRank, bRank, cRank};
+  void *descs[3] = {aDesc, bDesc, cDesc};
+  DtrtDtype types[3] = {ta, tb, tc};
+  Nest nest;
+  readNest(maps, md->sizesAndStrides[0], ranks, descs, types, &nest);
+  enum { A, B, C };
+  int m = pickLoop(&nest, A, C), n = pickLoop(&nest, B, C),
+      k = pickLoop(&nest, A, B);
+  DtrtDtype compute = tc == DTRT_F64 ? DTRT_F64 : DTRT_F32;
+  size_t es[3] = {dtrtDtypeSize(ta), dtrtDtypeSize(tb), dtrtDtypeSize(tc)};
+  /* The other loops, iterated around the call. */
+  int outer[MAX_LOOPS], numOuter = 0;
+  for (int l = 0; l < nest.numLoops; ++l) {
+    if (l == m || l == n || l == k)
+      continue;
+    if (!nest.extent[l])
+      return; /* nothing to add */
+    outer[numOuter++] = l;
+  }
+  int64_t idx[MAX_LOOPS] = {0};
+  for (;;) {
+    char *p[3];
+    for (int o = 0; o < 3; ++o) {
+      int64_t off = 0;
+      for (int i = 0; i < numOuter; ++i)
+        off += idx[i] * nest.stride[o][outer[i]];
+      p[o] = nest.base[o] + off * (int64_t)es[o];
+    }
+    Mat a = {p[A], ta, extentOf(&nest, m), extentOf(&nest, k),
+             strideOf(&nest, A, m), strideOf(&nest, A, k)};
+    Mat b = {p[B], tb, extentOf(&nest, k), extentOf(&nest, n),
+             strideOf(&nest, B, k), strideOf(&nest, B, n)};
+    Mat c = {p[C], tc, extentOf(&nest, m), extentOf(&nest, n),
+             strideOf(&nest, C, m), strideOf(&nest, C, n)};
+    multiply(compute, a, b, c);
+    int i = numOuter - 1;
+    for (; i >= 0; --i) {
+      if (++idx[i] < nest.extent[outer[i]])
+        break;
+      idx[i] = 0;
+    }
+    if (i < 0)
+      break;
+  }
+}
+
+#define DTRT_DTYPE_f32 DTRT_F32
+#define DTRT_DTYPE_f64 DTRT_F64
+#define DTRT_DTYPE_bf16 DTRT_BF16
+#define DTRT_DTYPE_f16 DTRT_F16
+#define DTRT_DEFINE_CONTRACT(a, b, c)                                          \
+  void dtrt_mlir_contract_##a##_##b##_##c(                                     \
+      int64_t mapsRank, void *mapsDesc, int64_t aRank, void *aDesc,            \
+      int64_t bRank, void *bDesc, int64_t cRank, void *cDesc) {                \
+    (void)mapsRank;                                                            \
+    contract(DTRT_DTYPE_##a, DTRT_DTYPE_##b, DTRT_DTYPE_##c, mapsDesc, aRank,  \
+             aDesc, bRank, bDesc, cRank, cDesc);                               \
+  }
+DTRT_CONTRACT_TYPES(DTRT_DEFINE_CONTRACT)
