@@ -328,7 +328,8 @@ DTRT_EXPORT int64_t dtrt_mlir_mesh_coord(int64_t axis, int64_t meshRank,
   X(f16, f16, f16)                                                             \
   X(f16, f16, f32)
 
-/// What dtensor-lower-contractions calls for a contraction C += A·B whose
+/// What dtensor-lower-contractions calls for a contraction C += A·B (C =
+/// A·B when `overwrite` is 1: the zero fill before it was dropped) whose
 /// indexing maps are projected permutations: `maps` (1-D i64) holds the
 /// number of loops, then for each dim of A, of B and of C the loop it
 /// reads. Loops in A and C are rows, in B and C columns, in A and B
@@ -340,8 +341,8 @@ DTRT_EXPORT int64_t dtrt_mlir_mesh_coord(int64_t axis, int64_t meshRank,
 /// left to OpenBLAS). On a malformed call prints why and exits with status 1.
 #define DTRT_DECLARE_CONTRACT(a, b, c)                                         \
   DTRT_EXPORT void dtrt_mlir_contract_##a##_##b##_##c(                         \
-      int64_t mapsRank, void *mapsDesc, int64_t aRank, void *aDesc,            \
-      int64_t bRank, void *bDesc, int64_t cRank, void *cDesc);
+      int64_t overwrite, int64_t mapsRank, void *mapsDesc, int64_t aRank,      \
+      void *aDesc, int64_t bRank, void *bDesc, int64_t cRank, void *cDesc);
 DTRT_CONTRACT_TYPES(DTRT_DECLARE_CONTRACT)
 #undef DTRT_DECLARE_CONTRACT
 

@@ -81,43 +81,48 @@ static int blasInt(int64_t v) {
   return (int)v;
 }
 
-/* Row-major C(m x n) += op(A) op(B): `ta`/`tb` say whether A/B are stored
- * transposed (their unit stride is the row stride). */
+/* Row-major C(m x n) = op(A) op(B) + beta C (beta 0 or 1): `ta`/`tb` say
+ * whether A/B are stored transposed (their unit stride is the row
+ * stride). */
 static void gemm(DtrtDtype t, bool ta, bool tb, int64_t m, int64_t n,
                  int64_t k, const void *a, int64_t lda, const void *b,
-                 int64_t ldb, void *c, int64_t ldc) {
+                 int64_t ldb, int beta, void *c, int64_t ldc) {
   enum CBLAS_TRANSPOSE opA = ta ? CblasTrans : CblasNoTrans;
   enum CBLAS_TRANSPOSE opB = tb ? CblasTrans : CblasNoTrans;
   if (t == DTRT_F32)
     cblas_sgemm(CblasRowMajor, opA, opB, blasInt(m), blasInt(n), blasInt(k),
-                1.0f, a, blasInt(lda), b, blasInt(ldb), 1.0f, c, blasInt(ldc));
+                1.0f, a, blasInt(lda), b, blasInt(ldb), (float)beta, c,
+                blasInt(ldc));
   else
     cblas_dgemm(CblasRowMajor, opA, opB, blasInt(m), blasInt(n), blasInt(k),
-                1.0, a, blasInt(lda), b, blasInt(ldb), 1.0, c, blasInt(ldc));
+                1.0, a, blasInt(lda), b, blasInt(ldb), (double)beta, c,
+                blasInt(ldc));
 }
 
-/* y(m) += op(A) x(k), A stored m x k (or k x m when `ta`). */
+/* y(m) = op(A) x(k) + beta y, A stored m x k (or k x m when `ta`). */
 static void gemv(DtrtDtype t, bool ta, int64_t m, int64_t k, const void *a,
-                 int64_t lda, const void *x, int64_t incx, void *y,
+                 int64_t lda, const void *x, int64_t incx, int beta, void *y,
                  int64_t incy) {
   int rows = blasInt(ta ? k : m), cols = blasInt(ta ? m : k);
   if (t == DTRT_F32)
     cblas_sgemv(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, rows, cols,
-                1.0f, a, blasInt(lda), x, blasInt(incx), 1.0f, y,
+                1.0f, a, blasInt(lda), x, blasInt(incx), (float)beta, y,
                 blasInt(incy));
   else
     cblas_dgemv(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, rows, cols,
-                1.0, a, blasInt(lda), x, blasInt(incx), 1.0, y, blasInt(incy));
+                1.0, a, blasInt(lda), x, blasInt(incx), (double)beta, y,
+                blasInt(incy));
 }
 
 static void dot(DtrtDtype t, int64_t k, const void *x, int64_t incx,
-                const void *y, int64_t incy, void *out) {
-  if (t == DTRT_F32)
-    *(float *)out +=
-        cblas_sdot(blasInt(k), x, blasInt(incx), y, blasInt(incy));
-  else
-    *(double *)out +=
-        cblas_ddot(blasInt(k), x, blasInt(incx), y, blasInt(incy));
+                const void *y, int64_t incy, int beta, void *out) {
+  if (t == DTRT_F32) {
+    float d = cblas_sdot(blasInt(k), x, blasInt(incx), y, blasInt(incy));
+    *(float *)out = beta ? *(float *)out + d : d;
+  } else {
+    double d = cblas_ddot(blasInt(k), x, blasInt(incx), y, blasInt(incy));
+    *(double *)out = beta ? *(double *)out + d : d;
+  }
 }
 
 /* ---- views BLAS can read --------------------------------------------------- */
@@ -189,9 +194,10 @@ static Mat readable(Mat x, DtrtDtype t, void **owned, int *outOrient,
   return x;
 }
 
-/* C(m x n) += A(m x k) B(k x n) in compute type `t` (f32 or f64). */
-static void multiply(DtrtDtype t, Mat a, Mat b, Mat c) {
-  if (!a.rows || !b.cols || !a.cols)
+/* C(m x n) = A(m x k) B(k x n) + beta C in compute type `t` (f32 or f64);
+ * k > 0 (an empty product is the caller's). */
+static void multiply(DtrtDtype t, Mat a, Mat b, int beta, Mat c) {
+  if (!c.rows || !c.cols)
     return;
   /* A one-row product is the transposed one-column product (gemv). */
   if (c.rows == 1 && c.cols > 1) {
@@ -219,12 +225,14 @@ static void multiply(DtrtDtype t, Mat a, Mat b, Mat c) {
   /* In place or packed, a vector's stride is at least 1 here (a
    * broadcast operand, stride 0, is packed). */
   if (m == 1 && n == 1) {
-    dot(t, k, ra.p, k == 1 ? 1 : ra.cs, rb.p, k == 1 ? 1 : rb.rs, rc.p);
+    dot(t, k, ra.p, k == 1 ? 1 : ra.cs, rb.p, k == 1 ? 1 : rb.rs, beta,
+        rc.p);
   } else if (n == 1) {
-    gemv(t, oa == COL, m, k, ra.p, lda, rb.p, k == 1 ? 1 : rb.rs, rc.p,
+    gemv(t, oa == COL, m, k, ra.p, lda, rb.p, k == 1 ? 1 : rb.rs, beta, rc.p,
          rc.rs);
   } else {
-    gemm(t, oa == COL, ob == COL, m, n, k, ra.p, lda, rb.p, ldb, rc.p, ldc);
+    gemm(t, oa == COL, ob == COL, m, n, k, ra.p, lda, rb.p, ldb, beta, rc.p,
+         ldc);
   }
   if (ownC)
     copyDense(c, ownC, t, true);
@@ -307,9 +315,38 @@ static int64_t strideOf(const Nest *nest, int o, int l) {
   return l < 0 ? 0 : nest->stride[o][l];
 }
 
-static void contract(DtrtDtype ta, DtrtDtype tb, DtrtDtype tc, void *mapsDesc,
-                     int64_t aRank, void *aDesc, int64_t bRank, void *bDesc,
-                     int64_t cRank, void *cDesc) {
+/* Steps `idx` over `loops` (odometer, last fastest); false after the
+ * last point. */
+static bool nextPoint(const Nest *nest, const int *loops, int count,
+                      int64_t *idx) {
+  for (int i = count - 1; i >= 0; --i) {
+    if (++idx[i] < nest->extent[loops[i]])
+      return true;
+    idx[i] = 0;
+  }
+  return false;
+}
+
+/* C = 0 (an overwritten C of an empty product): all-zero bits are zero in
+ * every element type. */
+static void zeroOutput(const Nest *nest, size_t es) {
+  int loops[MAX_LOOPS], count = 0;
+  for (int l = 0; l < nest->numLoops; ++l)
+    if (nest->in[2][l])
+      loops[count++] = l;
+  int64_t idx[MAX_LOOPS] = {0};
+  do {
+    int64_t off = 0;
+    for (int i = 0; i < count; ++i)
+      off += idx[i] * nest->stride[2][loops[i]];
+    memset(nest->base[2] + off * (int64_t)es, 0, es);
+  } while (nextPoint(nest, loops, count, idx));
+}
+
+static void contract(DtrtDtype ta, DtrtDtype tb, DtrtDtype tc,
+                     int64_t overwrite, void *mapsDesc, int64_t aRank,
+                     void *aDesc, int64_t bRank, void *bDesc, int64_t cRank,
+                     void *cDesc) {
   if (threadsSetFor != getpid()) {
     threadsSetFor = getpid();
     initThreads();
@@ -326,17 +363,30 @@ static void contract(DtrtDtype ta, DtrtDtype tb, DtrtDtype tc, void *mapsDesc,
       k = pickLoop(&nest, A, B);
   DtrtDtype compute = tc == DTRT_F64 ? DTRT_F64 : DTRT_F32;
   size_t es[3] = {dtrtDtypeSize(ta), dtrtDtypeSize(tb), dtrtDtypeSize(tc)};
-  /* The other loops, iterated around the call. */
+  /* The other loops, iterated around the call. An empty loop of C: no
+   * output; an empty reduction: nothing added (an overwritten C is 0). */
   int outer[MAX_LOOPS], numOuter = 0;
+  bool emptyProduct = false;
   for (int l = 0; l < nest.numLoops; ++l) {
-    if (l == m || l == n || l == k)
-      continue;
-    if (!nest.extent[l])
-      return; /* nothing to add */
-    outer[numOuter++] = l;
+    if (!nest.extent[l] && nest.in[C][l])
+      return;
+    emptyProduct |= !nest.extent[l];
+    if (l != m && l != n && l != k)
+      outer[numOuter++] = l;
+  }
+  if (emptyProduct) {
+    if (overwrite)
+      zeroOutput(&nest, es[C]);
+    return;
   }
   int64_t idx[MAX_LOOPS] = {0};
-  for (;;) {
+  do {
+    /* An overwritten C block is written (beta 0) at its first visit: the
+     * one where every loop C does not read is at 0 (visits are in
+     * lexicographic order). */
+    int beta = !overwrite;
+    for (int i = 0; i < numOuter && !beta; ++i)
+      beta = !nest.in[C][outer[i]] && idx[i];
     char *p[3];
     for (int o = 0; o < 3; ++o) {
       int64_t off = 0;
@@ -350,16 +400,8 @@ static void contract(DtrtDtype ta, DtrtDtype tb, DtrtDtype tc, void *mapsDesc,
              strideOf(&nest, B, k), strideOf(&nest, B, n)};
     Mat c = {p[C], tc, extentOf(&nest, m), extentOf(&nest, n),
              strideOf(&nest, C, m), strideOf(&nest, C, n)};
-    multiply(compute, a, b, c);
-    int i = numOuter - 1;
-    for (; i >= 0; --i) {
-      if (++idx[i] < nest.extent[outer[i]])
-        break;
-      idx[i] = 0;
-    }
-    if (i < 0)
-      break;
-  }
+    multiply(compute, a, b, beta, c);
+  } while (nextPoint(&nest, outer, numOuter, idx));
 }
 
 #define DTRT_DTYPE_f32 DTRT_F32
@@ -368,10 +410,10 @@ static void contract(DtrtDtype ta, DtrtDtype tb, DtrtDtype tc, void *mapsDesc,
 #define DTRT_DTYPE_f16 DTRT_F16
 #define DTRT_DEFINE_CONTRACT(a, b, c)                                          \
   void dtrt_mlir_contract_##a##_##b##_##c(                                     \
-      int64_t mapsRank, void *mapsDesc, int64_t aRank, void *aDesc,            \
-      int64_t bRank, void *bDesc, int64_t cRank, void *cDesc) {                \
+      int64_t overwrite, int64_t mapsRank, void *mapsDesc, int64_t aRank,      \
+      void *aDesc, int64_t bRank, void *bDesc, int64_t cRank, void *cDesc) {   \
     (void)mapsRank;                                                            \
-    contract(DTRT_DTYPE_##a, DTRT_DTYPE_##b, DTRT_DTYPE_##c, mapsDesc, aRank,  \
-             aDesc, bRank, bDesc, cRank, cDesc);                               \
+    contract(DTRT_DTYPE_##a, DTRT_DTYPE_##b, DTRT_DTYPE_##c, overwrite,        \
+             mapsDesc, aRank, aDesc, bRank, bDesc, cRank, cDesc);              \
   }
 DTRT_CONTRACT_TYPES(DTRT_DEFINE_CONTRACT)

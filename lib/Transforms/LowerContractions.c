@@ -1,15 +1,12 @@
-/* dtensor-lower-contractions: after bufferization, every floating-point
- * contraction C += A·B on memrefs — linalg.matmul, batch_matmul, matvec,
- * vecmat, dot, their transposed forms, linalg.contract, or a linalg.generic
- * whose indexing maps are projected permutations and whose body multiplies
- * its two inputs and adds the product to its output — becomes a call of
- * libdtensor_rt's dtrt_mlir_contract_<a>_<b>_<c> (runtime/Contract.c: a
- * BLAS call per point of the loops BLAS does not take) with the maps as a
- * constant global. The recognition reads only indexing maps and the body,
- * so any transposition, strided view or batch dims are taken. Integer
- * contractions, bodies that do anything else (a cast other than extf, an
- * activation folded in) and element types the runtime has no entry for
- * stay linalg ops, for convert-linalg-to-loops. */
+/* dtensor-lower-contractions: after bufferization, every contraction the
+ * runtime runs on BLAS (Contraction.h: read from indexing maps and the body
+ * alone, so named, transposed, batched and generic forms alike, on any
+ * strided view) becomes a call of libdtensor_rt's
+ * dtrt_mlir_contract_<a>_<b>_<c> (lib/Runtime/Contract.c) with the maps as
+ * a constant global; when a zero linalg.fill of the output comes right
+ * before it, the call overwrites the output and the fill goes. Everything
+ * else stays linalg, for convert-linalg-to-loops. */
+#include "Contraction.h"
 #include "PassDef.h"
 #include "RuntimeCall.h"
 #include "Table.h"
@@ -30,130 +27,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_LOOPS 16 /* the runtime's limit */
-
-/* The (A, B, C) element types the runtime has an entry for. */
-static bool runtimeTakes(const char *a, const char *b, const char *c) {
-  static const char *const kTypes[][3] = {
-#define DT_CONTRACT_ROW(x, y, z) {#x, #y, #z},
-      DTRT_CONTRACT_TYPES(DT_CONTRACT_ROW)
-#undef DT_CONTRACT_ROW
-  };
-  for (size_t i = 0; i < sizeof(kTypes) / sizeof(kTypes[0]); ++i)
-    if (!strcmp(kTypes[i][0], a) && !strcmp(kTypes[i][1], b) &&
-        !strcmp(kTypes[i][2], c))
-      return true;
-  return false;
-}
-
-static bool valueIs(MlirValue v, MlirValue w) { return mlirValueEqual(v, w); }
-
-/* `v` is block argument `arg`, or an arith.extf of it. */
-static bool readsArg(MlirValue v, MlirValue arg) {
-  if (valueIs(v, arg))
-    return true;
-  if (!mlirValueIsAOpResult(v))
-    return false;
-  MlirOperation def = mlirOpResultGetOwner(v);
-  return dtIsOp(def, "arith.extf") &&
-         valueIs(mlirOperationGetOperand(def, 0), arg);
-}
-
-/* The body is exactly yield(out + a * b), with extf on a and b allowed. */
-static bool isMulAddBody(MlirOperation op) {
-  if (mlirOperationGetNumRegions(op) != 1)
-    return false;
-  MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0));
-  if (mlirBlockIsNull(body) || mlirBlockGetNumArguments(body) != 3)
-    return false;
-  MlirValue a = mlirBlockGetArgument(body, 0), b = mlirBlockGetArgument(body, 1),
-            c = mlirBlockGetArgument(body, 2);
-  MlirValue product = {NULL}, sum = {NULL};
-  for (MlirOperation o = mlirBlockGetFirstOperation(body);
-       !mlirOperationIsNull(o); o = mlirOperationGetNextInBlock(o)) {
-    if (dtIsOp(o, "arith.extf")) {
-      MlirValue x = mlirOperationGetOperand(o, 0);
-      if (!valueIs(x, a) && !valueIs(x, b))
-        return false;
-    } else if (dtIsOp(o, "arith.mulf") && !product.ptr) {
-      MlirValue x = mlirOperationGetOperand(o, 0),
-                y = mlirOperationGetOperand(o, 1);
-      if (!((readsArg(x, a) && readsArg(y, b)) ||
-            (readsArg(x, b) && readsArg(y, a))))
-        return false;
-      product = mlirOperationGetResult(o, 0);
-    } else if (dtIsOp(o, "arith.addf") && product.ptr && !sum.ptr) {
-      MlirValue x = mlirOperationGetOperand(o, 0),
-                y = mlirOperationGetOperand(o, 1);
-      if (!((valueIs(x, c) && valueIs(y, product)) ||
-            (valueIs(x, product) && valueIs(y, c))))
-        return false;
-      sum = mlirOperationGetResult(o, 0);
-    } else if (dtIsOp(o, "linalg.yield")) {
-      return sum.ptr && mlirOperationGetNumOperands(o) == 1 &&
-             valueIs(mlirOperationGetOperand(o, 0), sum);
-    } else {
-      return false;
-    }
-  }
-  return false;
-}
-
-/* The loops each operand's dims read, flattened after the loop count into
- * `out` (1 + the ranks); false when a map is not a projected permutation
- * or there are more loops than the runtime takes. */
-static bool readMaps(MlirOperation op, int64_t *out, int *outCount) {
-  MlirAttribute maps = mlirLinalgGetIndexingMapsAttribute(op);
-  if (mlirAttributeIsNull(maps) || mlirArrayAttrGetNumElements(maps) != 3)
-    return false;
-  int n = 1;
-  for (intptr_t i = 0; i < 3; ++i) {
-    MlirAffineMap map =
-        mlirAffineMapAttrGetValue(mlirArrayAttrGetElement(maps, i));
-    intptr_t loops = mlirAffineMapGetNumDims(map);
-    if (loops > MAX_LOOPS || mlirAffineMapGetNumSymbols(map))
-      return false;
-    out[0] = loops;
-    for (intptr_t r = 0; r < mlirAffineMapGetNumResults(map); ++r) {
-      MlirAffineExpr e = mlirAffineMapGetResult(map, r);
-      if (!mlirAffineExprIsADim(e) || n >= 1 + 3 * MAX_LOOPS)
-        return false;
-      out[n++] = mlirAffineDimExprGetPosition(e);
-    }
-  }
-  *outCount = n;
-  return true;
-}
-
 typedef struct Lower {
   DtRtBuilder b;
   bool failed;
 } Lower;
 
-/* One contraction on memrefs to a runtime call; false when it stays a
- * linalg op. */
-static bool lowerOne(Lower *l, MlirOperation op) {
-  if (mlirOperationGetNumOperands(op) != 3 || !isMulAddBody(op))
-    return false;
+/* `prev` (the op before a contraction, or null) fills the contraction's
+ * output with zeros: then the call overwrites C and the fill can go. */
+static bool isZeroFillOf(MlirOperation prev, MlirValue out) {
+  return dtIsZeroFill(prev) && mlirValueEqual(mlirOperationGetOperand(prev, 1), out);
+}
+
+/* One contraction on memrefs to a runtime call (`prev`: the op before it
+ * in its block, or null); false when it stays a linalg op. */
+static bool lowerOne(Lower *l, MlirOperation op, MlirOperation prev) {
   const char *names[3];
-  MlirType types[3];
-  for (int i = 0; i < 3; ++i) {
-    types[i] = mlirValueGetType(mlirOperationGetOperand(op, i));
-    if (!mlirTypeIsAMemRef(types[i]))
-      return false;
-    int64_t code;
-    names[i] = dtRtTypeName(mlirShapedTypeGetElementType(types[i]), &code);
-    if (!names[i])
-      return false;
-  }
-  if (!runtimeTakes(names[0], names[1], names[2]))
-    return false;
-  int64_t maps[1 + 3 * MAX_LOOPS];
+  int64_t maps[DT_CONTRACTION_MAPS];
   int numMaps;
-  if (!readMaps(op, maps, &numMaps))
+  if (!dtContractionMatchBlas(op, names, maps, &numMaps))
     return false;
+  MlirType types[3];
+  for (int i = 0; i < 3; ++i)
+    types[i] = mlirValueGetType(mlirOperationGetOperand(op, i));
   /* One global per distinct set of maps: __dtensor_contract_<values>. */
-  char sym[8 + 20 + 4 * (1 + 3 * MAX_LOOPS)] = "__dtensor_contract";
+  char sym[32 + 21 * DT_CONTRACTION_MAPS] = "__dtensor_contract";
   size_t at = strlen(sym);
   for (int i = 0; i < numMaps; ++i)
     at += (size_t)snprintf(sym + at, sizeof(sym) - at, "_%lld",
@@ -163,27 +60,45 @@ static bool lowerOne(Lower *l, MlirOperation op) {
   char callee[64];
   snprintf(callee, sizeof(callee), "dtrt_mlir_contract_%s_%s_%s", names[0],
            names[1], names[2]);
-  MlirType inputs[4] = {
+  MlirType inputs[5] = {
+      mlirIntegerTypeGet(l->b.ctx, 64),
       mlirUnrankedMemRefTypeGet(mlirIntegerTypeGet(l->b.ctx, 64),
                                 mlirAttributeGetNull())};
   for (int i = 0; i < 3; ++i)
-    inputs[1 + i] = mlirUnrankedMemRefTypeGet(
+    inputs[2 + i] = mlirUnrankedMemRefTypeGet(
         mlirShapedTypeGetElementType(types[i]), mlirAttributeGetNull());
   dtRtEnsureCallee(&l->b, callee,
-                   mlirFunctionTypeGet(l->b.ctx, 4, inputs, 0, NULL), loc);
-  MlirValue args[4] = {dtRtGlobal(&l->b, sym, numMaps, op)};
+                   mlirFunctionTypeGet(l->b.ctx, 5, inputs, 0, NULL), loc);
+  bool overwrite = isZeroFillOf(prev, mlirOperationGetOperand(op, 2));
+  MlirValue args[5] = {dtRtConstI64(&l->b, overwrite, op),
+                       dtRtGlobal(&l->b, sym, numMaps, op)};
   for (int i = 0; i < 3; ++i)
-    args[1 + i] = dtRtCastUnranked(&l->b, mlirOperationGetOperand(op, i), op);
-  dtRtCall(&l->b, callee, loc, 4, args, op);
+    args[2 + i] = dtRtCastUnranked(&l->b, mlirOperationGetOperand(op, i), op);
+  dtRtCall(&l->b, callee, loc, 5, args, op);
   mlirOperationDestroy(op);
+  if (overwrite)
+    mlirOperationDestroy(prev);
   return true;
 }
 
-static MlirWalkResult collect(MlirOperation op, void *userData) {
-  if (mlirLinalgIsAContractionOp(op) &&
-      !dtOpListPush(userData, op))
-    return MlirWalkResultInterrupt;
-  return MlirWalkResultAdvance;
+/* Collects the contractions under `block` in pairs (op, the linalg.fill
+ * right before it in its block, or null: nothing else is kept, since
+ * lowering destroys ops). */
+static bool collect(MlirBlock block, DtOpList *found) {
+  MlirOperation prev = {NULL};
+  for (MlirOperation op = mlirBlockGetFirstOperation(block);
+       !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op)) {
+    if (mlirLinalgIsAContractionOp(op) &&
+        (!dtOpListPush(found, op) || !dtOpListPush(found, prev)))
+      return false;
+    for (intptr_t r = 0; r < mlirOperationGetNumRegions(op); ++r)
+      for (MlirBlock b = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, r));
+           !mlirBlockIsNull(b); b = mlirBlockGetNextInRegion(b))
+        if (!collect(b, found))
+          return false;
+    prev = dtIsOp(op, "linalg.fill") ? op : (MlirOperation){NULL};
+  }
+  return true;
 }
 
 static bool runLowerContractions(MlirOperation root,
@@ -191,9 +106,16 @@ static bool runLowerContractions(MlirOperation root,
   (void)options;
   Lower l = {dtRtBuilderBegin(root), false};
   DtOpList found = {NULL, 0, 0};
-  mlirOperationWalk(root, collect, &found, MlirWalkPreOrder);
-  for (size_t i = 0; i < found.count; ++i) {
-    MlirOperation op = found.ops[i];
+  for (intptr_t r = 0; r < mlirOperationGetNumRegions(root); ++r)
+    for (MlirBlock b = mlirRegionGetFirstBlock(mlirOperationGetRegion(root, r));
+         !mlirBlockIsNull(b); b = mlirBlockGetNextInRegion(b))
+      if (!collect(b, &found)) {
+        mlirEmitError(mlirOperationGetLocation(root),
+                      "dtensor-lower-contractions: out of memory");
+        l.failed = true;
+      }
+  for (size_t i = 0; i + 1 < found.count; i += 2) {
+    MlirOperation op = found.ops[i], prev = found.ops[i + 1];
     if (mlirOperationGetNumResults(op) > 0) {
       MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
       char message[256];
@@ -205,7 +127,7 @@ static bool runLowerContractions(MlirOperation root,
       l.failed = true;
       break;
     }
-    lowerOne(&l, op);
+    lowerOne(&l, op, prev);
   }
   free(found.ops);
   dtRtBuilderEnd(&l.b);

@@ -66,6 +66,7 @@ extern const DtPassDef dtReportPass;
 extern const DtPassDef dtSpmdPass;
 extern const DtPassDef dtLowerToRuntimePass;
 extern const DtPassDef dtLowerContractionsPass;
+extern const DtPassDef dtPrepareContractionsPass;
 extern const DtPassDef dtApplyPlanPass;
 extern const DtPassDef dtImportGspmdPass;
 extern const DtPassDef dtImportShardPass;

@@ -20,6 +20,7 @@ static const DtPassDef *const kPasses[] = {
     &dtReportPass,
     &dtLowerToRuntimePass,
     &dtLowerContractionsPass,
+    &dtPrepareContractionsPass,
     &dtApplyPlanPass,
     &dtImportGspmdPass,
     &dtImportShardPass,

@@ -249,11 +249,12 @@ MlirLogicalResult dtensorAddToLLVMPipeline(MlirOpPassManager pm,
   return dtensorPassManagerAddPipeline(
       pm,
       mlirStringRefCreateFromCString(
-          "func.func(convert-elementwise-to-linalg), "
+          "func.func(convert-elementwise-to-linalg), dtensor-prepare-contractions, "
           "one-shot-bufferize{bufferize-function-boundaries "
           "function-boundary-type-conversion=identity-layout-map "
           "allow-return-allocs-from-loops}, "
-          "buffer-deallocation-pipeline, dtensor-lower-contractions, "
+          "buffer-deallocation-pipeline, convert-bufferization-to-memref, "
+          "dtensor-lower-contractions, "
           "convert-linalg-to-loops, expand-strided-metadata, lower-affine, "
           "convert-scf-to-cf, "
           "finalize-memref-to-llvm, convert-to-llvm, reconcile-unrealized-casts"),

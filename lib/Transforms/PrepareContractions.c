@@ -1,0 +1,102 @@
+/* dtensor-prepare-contractions: on tensors, before bufferization, every
+ * contraction the runtime runs on BLAS whose output starts as a zero
+ * linalg.fill gets a zero fill of its own, right before it. A fill shared
+ * by several contractions (what cse makes of a program, and of every
+ * partitioned one) bufferizes into one buffer copied for each user, so
+ * dtensor-lower-contractions would not see the zeros; with its own fill
+ * the contraction's buffer is filled just before it, and the BLAS call
+ * overwrites it instead (beta = 0), the fill dropped. The program means
+ * the same before and after. */
+#include "Contraction.h"
+#include "PassDef.h"
+#include "RuntimeCall.h"
+#include "Table.h"
+#include "Util.h"
+
+#include "mlir-c/BuiltinAttributes.h"
+#include "mlir-c/BuiltinTypes.h"
+#include "mlir-c/Dialect/Linalg.h"
+#include "mlir-c/Dialect/Tensor.h"
+
+#include <stdlib.h>
+
+static MlirWalkResult collect(MlirOperation op, void *userData) {
+  if (mlirLinalgIsAContractionOp(op) && mlirOperationGetNumResults(op) == 1 &&
+      !dtOpListPush(userData, op))
+    return MlirWalkResultInterrupt;
+  return MlirWalkResultAdvance;
+}
+
+/* The result of a new `tensor.empty` + zero `linalg.fill` like `fill`,
+ * before `before`. */
+static MlirValue freshFill(DtRtBuilder *b, MlirOperation fill,
+                           MlirOperation before) {
+  MlirLocation loc = mlirOperationGetLocation(fill);
+  MlirType type = mlirValueGetType(mlirOperationGetResult(fill, 0));
+  MlirValue empty = mlirOperationGetResult(
+      dtRtBuild(b, "tensor.empty", loc, 0, NULL, 1, &type, 0, NULL, before),
+      0);
+  MlirValue operands[2] = {mlirOperationGetOperand(fill, 0), empty};
+  int32_t segments[2] = {1, 1};
+  MlirNamedAttribute attr = dtNamedAttr(
+      b->ctx, "operandSegmentSizes", mlirDenseI32ArrayGet(b->ctx, 2, segments));
+  MlirOperationState st = mlirOperationStateGet(
+      mlirStringRefCreateFromCString("linalg.fill"), loc);
+  mlirOperationStateAddOperands(&st, 2, operands);
+  mlirOperationStateAddResults(&st, 1, &type);
+  mlirOperationStateAddAttributes(&st, 1, &attr);
+  MlirRegion body = mlirRegionCreate();
+  mlirOperationStateAddOwnedRegions(&st, 1, &body);
+  MlirOperation fresh = mlirOperationCreate(&st);
+  mlirLinalgFillBuiltinNamedOpRegion(fresh);
+  mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(before), before,
+                                      fresh);
+  return mlirOperationGetResult(fresh, 0);
+}
+
+static bool runPrepareContractions(MlirOperation root,
+                                   const DtPassOptions *options) {
+  (void)options;
+  DtOpList found = {NULL, 0, 0};
+  mlirOperationWalk(root, collect, &found, MlirWalkPreOrder);
+  DtRtBuilder b = dtRtBuilderBegin(root);
+  for (size_t i = 0; i < found.count; ++i) {
+    MlirOperation op = found.ops[i];
+    const char *names[3];
+    int64_t maps[DT_CONTRACTION_MAPS];
+    int numMaps;
+    MlirValue init = mlirOperationGetOperand(op, 2);
+    if (!dtContractionMatchBlas(op, names, maps, &numMaps) ||
+        !mlirValueIsAOpResult(init) ||
+        !mlirShapedTypeHasStaticShape(mlirValueGetType(init)))
+      continue;
+    MlirOperation fill = mlirOpResultGetOwner(init);
+    if (!dtIsZeroFill(fill) ||
+        !mlirTypeIsARankedTensor(mlirValueGetType(init)))
+      continue;
+    /* Already its own: the fill's only use, right before it. */
+    MlirOpOperand use = mlirValueGetFirstUse(init);
+    if (mlirOpOperandIsNull(mlirOpOperandGetNextUse(use)) &&
+        mlirOperationEqual(mlirOperationGetNextInBlock(fill), op))
+      continue;
+    mlirOperationSetOperand(op, 2, freshFill(&b, fill, op));
+    if (mlirOpOperandIsNull(mlirValueGetFirstUse(init)))
+      mlirOperationDestroy(fill);
+  }
+  free(found.ops);
+  dtRtBuilderEnd(&b);
+  return true;
+}
+
+const DtPassDef dtPrepareContractionsPass = {
+    .info = {"dtensor-prepare-contractions",
+             "Give every BLAS contraction on tensors whose output starts as "
+             "a zero fill a fill of its own right before it (so that "
+             "dtensor-lower-contractions overwrites instead of adding)",
+             0, NULL},
+    .verifyFirst = false,
+    .run = runPrepareContractions,
+    .numDependentDialects = 2,
+    .dependentDialects = {mlirGetDialectHandle__tensor__,
+                          mlirGetDialectHandle__linalg__},
+};
