@@ -28,6 +28,8 @@ REPS = int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else 
 QUICK = "--quick" in sys.argv
 TMP = tempfile.mkdtemp(prefix="dtensor-exec-bench-")
 ONE_THREAD = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+# Debian's numpy (python3-numpy) is under the system interpreter.
+PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
 MESH = '"dtensor.mesh"() {{sym_name = "m", shape = array<i64: {n}>, axis_names = ["tp"]}} : () -> ()\n'
 
@@ -129,7 +131,7 @@ else:
 
 
 def numpy_ms(*args):
-    out = subprocess.run([sys.executable, "-c", NUMPY] + [str(a) for a in args],
+    out = subprocess.run([PYTHON, "-c", NUMPY] + [str(a) for a in args],
                          capture_output=True, text=True, env=ONE_THREAD,
                          check=True)
     return float(out.stdout)
