@@ -53,8 +53,11 @@ typedef struct Run {
 } Run;
 
 /* Elements as doubles, through the runtime's conversions (the entry's
- * types are f32, f64, i32 and i64, all exact in a double here). */
-static bool elemIsFloat(DtrtDtype t) { return t == DTRT_F32 || t == DTRT_F64; }
+ * types are f32, f64, f16, bf16, i32 and i64, all exact in a double here).
+ * Inputs of f16 and bf16 are made as for f32 and rounded to the type. */
+static bool elemIsFloat(DtrtDtype t) {
+  return t == DTRT_F32 || t == DTRT_F64 || t == DTRT_F16 || t == DTRT_BF16;
+}
 
 static double load(const void *p, DtrtDtype t, int64_t i) {
   double v;
@@ -272,9 +275,13 @@ static void compareElement(void *user, int64_t e, int64_t g) {
   if (err > c->maxErr)
     c->maxErr = err;
   /* Floats: within 1e-4 relative, or 1e-5 of the result's scale (sums of
-   * many terms near zero keep the rounding of the large ones). */
+   * many terms near zero keep the rounding of the large ones); f16 and
+   * bf16 (11 and 8 significant bits, partial sums rounded to them in
+   * collectives) within 2e-2 and 1e-2. */
+  bool half = c->elem == DTRT_F16 || c->elem == DTRT_BF16;
+  double rtol = half ? 2e-2 : 1e-4, stol = half ? 1e-2 : 1e-5;
   c->bad += elemIsFloat(c->elem)
-                ? err > 1e-4 * fabs(want) + 1e-5 * (c->scale > 1 ? c->scale : 1)
+                ? err > rtol * fabs(want) + stol * (c->scale > 1 ? c->scale : 1)
                 : err != 0;
   ++c->compared;
 }
@@ -514,17 +521,22 @@ static bool readSignature(Run *r, MlirOperation func) {
       t->elem = DTRT_F32;
     else if (mlirTypeIsAF64(et))
       t->elem = DTRT_F64;
+    else if (mlirTypeIsAF16(et))
+      t->elem = DTRT_F16;
+    else if (mlirTypeIsABF16(et))
+      t->elem = DTRT_BF16;
     else if (mlirTypeIsAInteger(et) && mlirIntegerTypeGetWidth(et) == 32)
       t->elem = DTRT_I32;
     else if (mlirTypeIsAInteger(et) && mlirIntegerTypeGetWidth(et) == 64)
       t->elem = DTRT_I64;
     if (!mlirTypeIsARankedTensor(type) || et.ptr == type.ptr ||
-        !(mlirTypeIsAF32(et) || mlirTypeIsAF64(et) ||
+        !(mlirTypeIsAF32(et) || mlirTypeIsAF64(et) || mlirTypeIsAF16(et) ||
+          mlirTypeIsABF16(et) ||
           (mlirTypeIsAInteger(et) && (mlirIntegerTypeGetWidth(et) == 32 ||
                                       mlirIntegerTypeGetWidth(et) == 64)))) {
       fprintf(stderr, "dtensor-run: the entry's %s %d is not a ranked tensor "
-              "of f32, f64, i32 or i64, the types dtensor-run builds inputs "
-              "for and compares\n", isResult ? "result" : "argument", pos);
+              "of f32, f64, f16, bf16, i32 or i64, the types dtensor-run "
+              "builds inputs for and compares\n", isResult ? "result" : "argument", pos);
       return false;
     }
     MlirAttribute list = isResult ? results : args;
