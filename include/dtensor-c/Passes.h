@@ -101,11 +101,13 @@ DTENSOR_EXPORT MlirLogicalResult dtensorAddSpmdPipeline(MlirOpPassManager pm,
 
 /// Adds the `dtensor-to-llvm` pipeline to `pm`: dtensor-lower-to-runtime
 /// (collectives become calls of libdtensor_rt), dtensor-prepare-contractions,
+/// linalg-fuse-elementwise-ops,
 /// one-shot-bufferize with function boundaries of identity layout
 /// (arguments and results are contiguous row-major buffers),
 /// buffer-deallocation-pipeline, convert-bufferization-to-memref,
 /// dtensor-lower-contractions (contractions
-/// become BLAS calls of libdtensor_rt), convert-linalg-to-loops,
+/// become BLAS calls of libdtensor_rt), dtensor-approximate-math,
+/// dtensor-reassociate-reductions, convert-linalg-to-loops,
 /// convert-scf-to-cf, expand-strided-metadata, finalize-memref-to-llvm,
 /// convert-to-llvm, reconcile-unrealized-casts. Needs
 /// dtensorRegisterUpstreamPasses.

@@ -67,6 +67,8 @@ extern const DtPassDef dtSpmdPass;
 extern const DtPassDef dtLowerToRuntimePass;
 extern const DtPassDef dtLowerContractionsPass;
 extern const DtPassDef dtPrepareContractionsPass;
+extern const DtPassDef dtApproximateMathPass;
+extern const DtPassDef dtReassociateReductionsPass;
 extern const DtPassDef dtApplyPlanPass;
 extern const DtPassDef dtImportGspmdPass;
 extern const DtPassDef dtImportShardPass;

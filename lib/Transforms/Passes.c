@@ -21,6 +21,8 @@ static const DtPassDef *const kPasses[] = {
     &dtLowerToRuntimePass,
     &dtLowerContractionsPass,
     &dtPrepareContractionsPass,
+    &dtApproximateMathPass,
+    &dtReassociateReductionsPass,
     &dtApplyPlanPass,
     &dtImportGspmdPass,
     &dtImportShardPass,

@@ -250,11 +250,13 @@ MlirLogicalResult dtensorAddToLLVMPipeline(MlirOpPassManager pm,
       pm,
       mlirStringRefCreateFromCString(
           "func.func(convert-elementwise-to-linalg), dtensor-prepare-contractions, "
+          "linalg-fuse-elementwise-ops, "
           "one-shot-bufferize{bufferize-function-boundaries "
           "function-boundary-type-conversion=identity-layout-map "
           "allow-return-allocs-from-loops}, "
           "buffer-deallocation-pipeline, convert-bufferization-to-memref, "
-          "dtensor-lower-contractions, "
+          "dtensor-lower-contractions, dtensor-approximate-math, "
+          "dtensor-reassociate-reductions, "
           "convert-linalg-to-loops, expand-strided-metadata, lower-affine, "
           "convert-scf-to-cf, "
           "finalize-memref-to-llvm, convert-to-llvm, reconcile-unrealized-casts"),

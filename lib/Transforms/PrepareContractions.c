@@ -1,12 +1,19 @@
-/* dtensor-prepare-contractions: on tensors, before bufferization, every
- * contraction the runtime runs on BLAS whose output starts as a zero
- * linalg.fill gets a zero fill of its own, right before it. A fill shared
- * by several contractions (what cse makes of a program, and of every
- * partitioned one) bufferizes into one buffer copied for each user, so
- * dtensor-lower-contractions would not see the zeros; with its own fill
- * the contraction's buffer is filled just before it, and the BLAS call
- * overwrites it instead (beta = 0), the fill dropped. The program means
- * the same before and after. */
+/* dtensor-prepare-contractions: on tensors, before elementwise fusion and
+ * bufferization, the contractions the runtime runs on BLAS are made ready
+ * for it; the program means the same before and after.
+ * - A linalg.generic contraction becomes a linalg.contract with the same
+ *   maps (when linalg.contract takes them: every loop either in the
+ *   output or in both inputs, one at least reduced): linalg's elementwise
+ *   fusion folds an elementwise producer into a generic consumer, which
+ *   would turn a GEMM into a loop nest BLAS cannot run, and leaves named
+ *   ops alone.
+ * - A contraction whose output starts as a zero linalg.fill gets a zero
+ *   fill of its own, right before it. A fill shared by several
+ *   contractions (what cse makes of a program, and of every partitioned
+ *   one) bufferizes into one buffer copied for each user, so
+ *   dtensor-lower-contractions would not see the zeros; with its own fill
+ *   the contraction's buffer is filled just before it, and the BLAS call
+ *   overwrites it instead (beta = 0), the fill dropped. */
 #include "Contraction.h"
 #include "PassDef.h"
 #include "RuntimeCall.h"
@@ -54,6 +61,57 @@ static MlirValue freshFill(DtRtBuilder *b, MlirOperation fill,
   return mlirOperationGetResult(fresh, 0);
 }
 
+/* linalg.contract takes these maps: every loop in the output or in both
+ * inputs, and one loop at least in both inputs and not the output. */
+static bool contractTakes(MlirOperation op, const int64_t *maps) {
+  bool in[3][DT_CONTRACTION_MAX_LOOPS] = {{false}};
+  int at = 1;
+  for (int o = 0; o < 3; ++o) {
+    intptr_t rank = mlirShapedTypeGetRank(
+        mlirValueGetType(mlirOperationGetOperand(op, o)));
+    for (intptr_t d = 0; d < rank; ++d)
+      in[o][maps[at++]] = true;
+  }
+  bool reduced = false;
+  for (int64_t l = 0; l < maps[0]; ++l) {
+    bool both = in[0][l] && in[1][l];
+    if (!in[2][l] && !both)
+      return false;
+    reduced |= both && !in[2][l];
+  }
+  return reduced;
+}
+
+/* `generic` as a linalg.contract with the same operands and maps. */
+static MlirOperation toContract(MlirOperation generic) {
+  MlirContext ctx = mlirOperationGetContext(generic);
+  MlirValue operands[3];
+  for (int i = 0; i < 3; ++i)
+    operands[i] = mlirOperationGetOperand(generic, i);
+  MlirType type = mlirValueGetType(mlirOperationGetResult(generic, 0));
+  int32_t segments[2] = {2, 1};
+  MlirNamedAttribute attrs[2] = {
+      dtNamedAttr(ctx, "indexing_maps", dtGetAttr(generic, "indexing_maps")),
+      dtNamedAttr(ctx, "operandSegmentSizes",
+                  mlirDenseI32ArrayGet(ctx, 2, segments))};
+  MlirOperationState st = mlirOperationStateGet(
+      mlirStringRefCreateFromCString("linalg.contract"),
+      mlirOperationGetLocation(generic));
+  mlirOperationStateAddOperands(&st, 3, operands);
+  mlirOperationStateAddResults(&st, 1, &type);
+  mlirOperationStateAddAttributes(&st, 2, attrs);
+  MlirRegion body = mlirRegionCreate();
+  mlirOperationStateAddOwnedRegions(&st, 1, &body);
+  MlirOperation contract = mlirOperationCreate(&st);
+  mlirLinalgFillBuiltinNamedOpRegion(contract);
+  mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(generic), generic,
+                                      contract);
+  mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(generic, 0),
+                                mlirOperationGetResult(contract, 0));
+  mlirOperationDestroy(generic);
+  return contract;
+}
+
 static bool runPrepareContractions(MlirOperation root,
                                    const DtPassOptions *options) {
   (void)options;
@@ -66,8 +124,11 @@ static bool runPrepareContractions(MlirOperation root,
     int64_t maps[DT_CONTRACTION_MAPS];
     int numMaps;
     MlirValue init = mlirOperationGetOperand(op, 2);
-    if (!dtContractionMatchBlas(op, names, maps, &numMaps) ||
-        !mlirValueIsAOpResult(init) ||
+    if (!dtContractionMatchBlas(op, names, maps, &numMaps))
+      continue;
+    if (dtIsOp(op, "linalg.generic") && contractTakes(op, maps))
+      op = toContract(op);
+    if (!mlirValueIsAOpResult(init) ||
         !mlirShapedTypeHasStaticShape(mlirValueGetType(init)))
       continue;
     MlirOperation fill = mlirOpResultGetOwner(init);

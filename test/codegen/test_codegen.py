@@ -222,6 +222,137 @@ def not_a_gemm_case():
                     [("%r", (6, 4), "f32")], body), [a, b], [want])
 
 
+def math_case(op):
+    """math.<op> on f32 (dtensor-approximate-math's polynomial code) over
+    the whole range of f32 results, the edges and specials included."""
+    x = np.concatenate([
+        np.linspace(-20, 20, 4001), np.linspace(-100, 100, 1001),
+        [0.0, -0.0, 1e-30, -1e-30, 0.625, -0.625, 88.0, 88.37, 88.38, 88.8,
+         -87.3, -87.4, -104.0, np.inf, -np.inf, np.nan]]).astype(np.float32)
+    n = x.size
+    body = [f"%e = tensor.empty() : tensor<{n}xf32>",
+            "%r = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, "
+            'affine_map<(i) -> (i)>], iterator_types = ["parallel"]} ins(%x : '
+            f"tensor<{n}xf32>) outs(%e : tensor<{n}xf32>) {{",
+            "^bb0(%v: f32, %o: f32):",
+            f"  %y = math.{op} %v : f32",
+            "  linalg.yield %y : f32",
+            f"}} -> tensor<{n}xf32>"]
+    with np.errstate(over="ignore"):  # exp(89) is inf in f32
+        want = getattr(np, op)(x.astype(np.float64)).astype(np.float32)
+    return (program([("x", (n,), "f32")], [("%r", (n,), "f32")], body), [x],
+            [want])
+
+
+ID2 = "affine_map<(i, j) -> (i, j)>"
+ROW = "affine_map<(i, j) -> (i)>"
+COL = "affine_map<(i, j) -> (j)>"
+PP = '"parallel", "parallel"'
+PR = '"parallel", "reduction"'
+
+
+def generic(result, ins, out, maps, iters, args, lines, yielded):
+    """A linalg.generic over `ins` [(ssa, type)] into `out` (ssa, type)."""
+    return ([f"%{result} = linalg.generic {{indexing_maps = [{', '.join(maps)}], "
+             f"iterator_types = [{iters}]}} ins("
+             + ", ".join(f"%{v}" for v, _ in ins) + " : "
+             + ", ".join(t for _, t in ins) + f") outs(%{out[0]} : {out[1]}) {{",
+             "^bb0(" + ", ".join(f"%{a}: f32" for a in args) + "):"]
+            + [f"  {line}" for line in lines]
+            + [f"  linalg.yield %{yielded} : f32", f"}} -> {out[1]}"])
+
+
+def layernorm_gelu_case(t=48, d=96):
+    """Layer norm then the tanh gelu, as a transformer block writes them:
+    row sums, the mean, the centered square sums, then one elementwise op
+    each for the normalization and the gelu (fused into one loop)."""
+    x, g, b = rand(t, d), rand(d), rand(d)
+    X, V, R = ttype((t, d), "f32"), ttype((d,), "f32"), ttype((t,), "f32")
+    body = zeros("s0", (t,)) + [f"%e2 = tensor.empty() : {X}",
+                                 f"%n = arith.constant {float(d)} : f32"]
+    body += generic("sum", [("x", X)], ("s0", R), [ID2, ROW], PR, ["v", "a"],
+                    ["%r = arith.addf %a, %v : f32"], "r")
+    body += generic("var", [("x", X), ("sum", R)], ("s0", R),
+                    [ID2, ROW, ROW], PR, ["v", "s", "a"],
+                    ["%m = arith.divf %s, %n : f32", "%c = arith.subf %v, %m : f32",
+                     "%q = arith.mulf %c, %c : f32", "%r = arith.addf %a, %q : f32"],
+                    "r")
+    body += generic("y", [("x", X), ("sum", R), ("var", R), ("g", V), ("b", V)],
+                    ("e2", X), [ID2, ROW, ROW, COL, COL, ID2], PP,
+                    ["v", "s", "q", "gg", "bb", "o"],
+                    ["%m = arith.divf %s, %n : f32", "%w = arith.divf %q, %n : f32",
+                     "%eps = arith.constant 1.0e-5 : f32",
+                     "%we = arith.addf %w, %eps : f32", "%rs = math.rsqrt %we : f32",
+                     "%c = arith.subf %v, %m : f32", "%t = arith.mulf %c, %rs : f32",
+                     "%t2 = arith.mulf %t, %gg : f32", "%t3 = arith.addf %t2, %bb : f32"],
+                    "t3")
+    body += generic("r", [("y", X)], ("e2", X), [ID2, ID2], PP, ["v", "o"],
+                    ["%h = arith.constant 0.5 : f32", "%one = arith.constant 1.0 : f32",
+                     "%k = arith.constant 0.7978845608 : f32",
+                     "%k3 = arith.constant 0.044715 : f32",
+                     "%v2 = arith.mulf %v, %v : f32", "%v3 = arith.mulf %v2, %v : f32",
+                     "%a = arith.mulf %v3, %k3 : f32", "%a1 = arith.addf %v, %a : f32",
+                     "%a2 = arith.mulf %a1, %k : f32", "%th = math.tanh %a2 : f32",
+                     "%p = arith.addf %th, %one : f32", "%hv = arith.mulf %v, %h : f32",
+                     "%o2 = arith.mulf %hv, %p : f32"], "o2")
+    x64 = x.astype(np.float64)
+    mean = x64.mean(-1, keepdims=True)
+    var = ((x64 - mean) ** 2).mean(-1, keepdims=True)
+    y = (x64 - mean) / np.sqrt(var + 1e-5) * g + b
+    want = 0.5 * y * (1 + np.tanh(0.7978845608 * (y + 0.044715 * y ** 3)))
+    return (program([("x", (t, d), "f32"), ("g", (d,), "f32"), ("b", (d,), "f32")],
+                    [("%r", (t, d), "f32")], body), [x, g, b], [want])
+
+
+def softmax_case(t=40, d=75):
+    """Softmax over rows as attention writes it: row max, exp(x - max),
+    row sums, a division."""
+    x = rand(t, d) * 4
+    X, R = ttype((t, d), "f32"), ttype((t,), "f32")
+    body = [f"%e1 = tensor.empty() : {R}", f"%e2 = tensor.empty() : {X}",
+            "%ninf = arith.constant 0xFF800000 : f32",
+            f"%m0 = linalg.fill ins(%ninf : f32) outs(%e1 : {R}) -> {R}"]
+    body += zeros("s0", (t,))
+    body += generic("mx", [("x", X)], ("m0", R), [ID2, ROW], PR, ["v", "a"],
+                    ["%r = arith.maximumf %a, %v : f32"], "r")
+    body += generic("ex", [("x", X), ("mx", R)], ("e2", X), [ID2, ROW, ID2], PP,
+                    ["v", "m", "o"], ["%c = arith.subf %v, %m : f32",
+                                      "%e = math.exp %c : f32"], "e")
+    body += generic("sm", [("ex", X)], ("s0", R), [ID2, ROW], PR, ["v", "a"],
+                    ["%r = arith.addf %a, %v : f32"], "r")
+    body += generic("r", [("ex", X), ("sm", R)], ("e2", X), [ID2, ROW, ID2], PP,
+                    ["v", "s", "o"], ["%q = arith.divf %v, %s : f32"], "q")
+    x64 = x.astype(np.float64)
+    e = np.exp(x64 - x64.max(-1, keepdims=True))
+    want = e / e.sum(-1, keepdims=True)
+    return (program([("x", (t, d), "f32")], [("%r", (t, d), "f32")], body), [x],
+            [want])
+
+
+def scaled_generic_matmul_case(m=30, n=20, k=50):
+    """A generic contraction whose input is an elementwise op used once
+    (q * scale before q k^T): elementwise fusion must leave the product
+    on BLAS, not fold the scale into its body."""
+    q, kt = rand(m, k), rand(n, k)
+    Q = ttype((m, k), "f32")
+    body = [f"%e = tensor.empty() : {Q}"]
+    body += generic("qs", [("q", Q)], ("e", Q), [ID2, ID2], PP, ["v", "o"],
+                    ["%c = arith.constant 0.125 : f32",
+                     "%s = arith.mulf %v, %c : f32"], "s")
+    body += zeros("c", (m, n))
+    body += generic("r", [("qs", Q), ("kt", ttype((n, k), "f32"))],
+                    ("c", ttype((m, n), "f32")),
+                    ["affine_map<(m, n, k) -> (m, k)>",
+                     "affine_map<(m, n, k) -> (n, k)>",
+                     "affine_map<(m, n, k) -> (m, n)>"], GEN3_ITERS,
+                    ["x", "y", "o"], ["%p = arith.mulf %x, %y : f32",
+                                      "%a = arith.addf %o, %p : f32"], "a")
+    want = (q.astype(np.float64) * 0.125) @ kt.T
+    return (program([("q", (m, k), "f32"), ("kt", (n, k), "f32")],
+                    [("%r", (m, n), "f32")], body), [q, kt], [want])
+
+
+GEN3_ITERS = '"parallel", "parallel", "reduction"'
 GEN3 = '"parallel", "parallel", "reduction"'
 CASES = {
     # name: (builder, the runtime call its contraction becomes, or None)
@@ -272,6 +403,11 @@ CASES = {
     "megatron-2-ranks": (megatron_case, "f32_f32_f32"),
     "integer-stays-loops": (integer_case, None),
     "not-a-gemm-stays-loops": (not_a_gemm_case, None),
+    "layernorm-gelu": (layernorm_gelu_case, None),
+    "softmax": (softmax_case, None),
+    "scaled-generic-matmul": (scaled_generic_matmul_case, "f32_f32_f32"),
+    "math-exp": (lambda: math_case("exp"), None),
+    "math-tanh": (lambda: math_case("tanh"), None),
 }
 
 
@@ -295,6 +431,19 @@ def test_against_numpy(name):
     for got, want in zip(gots, wants):
         want = np.asarray(want)
         assert got.shape == want.shape
+        if name.startswith("math-"):
+            # Within 4e-7 relative (a few f32 ulp), or 1.2e-38 absolute
+            # (exp flushes what would be subnormal to 0); infinities and
+            # NaN exactly.
+            assert (np.isnan(got) == np.isnan(want)).all()
+            fin = np.isfinite(want)
+            assert (got[~fin & ~np.isnan(want)] ==
+                    want[~fin & ~np.isnan(want)]).all()
+            err = np.abs(got[fin].astype(np.float64) - want[fin])
+            tol = 4e-7 * np.abs(want[fin]) + 1.2e-38
+            assert (err <= tol).all(), (err / np.maximum(np.abs(want[fin]),
+                                                         1e-30)).max()
+            continue
         if np.issubdtype(got.dtype, np.integer):
             assert np.array_equal(got, want)
             continue
