@@ -7,11 +7,18 @@ GEMM (f32): the compiled program (`dtensor-run -n 1 --threads 1 --repeat R`,
 its fastest step) against a direct cblas_sgemm call (bench/exec/sgemm-bench.c,
 fastest of R) and numpy's matmul, both on one OpenBLAS thread.
 
+Layer norm + gelu over 4096x1024 f32 (row sums, centered square sums, the
+normalization and the tanh gelu, as a transformer block writes them): the
+compiled program against numpy on one thread and against the memory
+bound -- the bytes it must read and write (x once, the result once) at the
+copy bandwidth numpy's copyto reaches in the same run.
+
 Megatron MLP (x 512x1024, W1 1024x4096, gelu, W2 4096x1024; W1 split by
 columns, W2 by rows, one all_reduce): step time of the compiled program on
-1 rank and on 2 ranks (shm, one thread each) against numpy on one thread
-running the same model (two sgemm calls and the gelu), and the strong
-scaling 1 -> 2 ranks.
+1 rank and on 2 ranks (shm, one thread each) against PyTorch (Debian's
+python3-torch, bench/exec/torch_mlp.py: the same model by hand, gloo
+all_reduce, one thread per process) on 1 and 2 processes and numpy on one
+thread, and the strong scaling 1 -> 2 ranks.
 
 usage: bench/exec/run.py [--reps R] [--quick]
 """
@@ -80,6 +87,64 @@ def mlp_program(ranks, t=512, d=1024, f=4096):
 """
 
 
+def layernorm_gelu_program(t=4096, d=1024):
+    ty, v, r = f"tensor<{t}x{d}xf32>", f"tensor<{d}xf32>", f"tensor<{t}xf32>"
+    idm, row, col = ("affine_map<(i, j) -> (i, j)>", "affine_map<(i, j) -> (i)>",
+                     "affine_map<(i, j) -> (j)>")
+    return MESH.format(n=1) + f"""func.func @ln_gelu(%x: {ty}, %g: {v}, %b: {v}) -> {ty} {{
+  %z = arith.constant 0.0 : f32
+  %n = arith.constant {float(d)} : f32
+  %e1 = tensor.empty() : {r}
+  %s0 = linalg.fill ins(%z : f32) outs(%e1 : {r}) -> {r}
+  %sum = linalg.generic {{indexing_maps = [{idm}, {row}], iterator_types = ["parallel", "reduction"]}} ins(%x : {ty}) outs(%s0 : {r}) {{
+  ^bb0(%v: f32, %a: f32):
+    %s = arith.addf %a, %v : f32
+    linalg.yield %s : f32
+  }} -> {r}
+  %var = linalg.generic {{indexing_maps = [{idm}, {row}, {row}], iterator_types = ["parallel", "reduction"]}} ins(%x, %sum : {ty}, {r}) outs(%s0 : {r}) {{
+  ^bb0(%v: f32, %s: f32, %a: f32):
+    %m = arith.divf %s, %n : f32
+    %c = arith.subf %v, %m : f32
+    %q = arith.mulf %c, %c : f32
+    %o = arith.addf %a, %q : f32
+    linalg.yield %o : f32
+  }} -> {r}
+  %e2 = tensor.empty() : {ty}
+  %y = linalg.generic {{indexing_maps = [{idm}, {row}, {row}, {col}, {col}, {idm}], iterator_types = ["parallel", "parallel"]}} ins(%x, %sum, %var, %g, %b : {ty}, {r}, {r}, {v}, {v}) outs(%e2 : {ty}) {{
+  ^bb0(%v: f32, %s: f32, %q: f32, %gg: f32, %bb: f32, %o: f32):
+    %eps = arith.constant 1.0e-5 : f32
+    %m = arith.divf %s, %n : f32
+    %w = arith.divf %q, %n : f32
+    %we = arith.addf %w, %eps : f32
+    %rs = math.rsqrt %we : f32
+    %c = arith.subf %v, %m : f32
+    %t1 = arith.mulf %c, %rs : f32
+    %t2 = arith.mulf %t1, %gg : f32
+    %t3 = arith.addf %t2, %bb : f32
+    linalg.yield %t3 : f32
+  }} -> {ty}
+  %out = linalg.generic {{indexing_maps = [{idm}, {idm}], iterator_types = ["parallel", "parallel"]}} ins(%y : {ty}) outs(%e2 : {ty}) {{
+  ^bb0(%v: f32, %o: f32):
+    %h = arith.constant 0.5 : f32
+    %one = arith.constant 1.0 : f32
+    %k = arith.constant 0.7978845608 : f32
+    %k3 = arith.constant 0.044715 : f32
+    %v2 = arith.mulf %v, %v : f32
+    %v3 = arith.mulf %v2, %v : f32
+    %a0 = arith.mulf %v3, %k3 : f32
+    %a1 = arith.addf %v, %a0 : f32
+    %a2 = arith.mulf %a1, %k : f32
+    %th = math.tanh %a2 : f32
+    %p = arith.addf %th, %one : f32
+    %hv = arith.mulf %v, %h : f32
+    %r2 = arith.mulf %hv, %p : f32
+    linalg.yield %r2 : f32
+  }} -> {ty}
+  return %out : {ty}
+}}
+"""
+
+
 def compiled_step(text, name, ranks, threads=1):
     """Fastest and median step over the ranks' --repeat runs (ms)."""
     path = os.path.join(TMP, name + ".mlir")
@@ -113,7 +178,22 @@ def best(fn):
     for _ in range(reps):
         t = time.perf_counter(); fn(); ts.append(time.perf_counter() - t)
     return 1e3 * min(ts)
-if kind == "gemm":
+if kind == "copy":
+    x = rng.standard_normal((4096, 1024), dtype=np.float32)
+    y = np.empty_like(x)
+    print(best(lambda: np.copyto(y, x)))
+elif kind == "layernorm":
+    x = rng.standard_normal((4096, 1024), dtype=np.float32)
+    g = rng.standard_normal(1024, dtype=np.float32)
+    b = rng.standard_normal(1024, dtype=np.float32)
+    def ln():
+        m = x.mean(-1, keepdims=True)
+        c = x - m
+        v = (c * c).mean(-1, keepdims=True)
+        y = c / np.sqrt(v + np.float32(1e-5)) * g + b
+        return np.float32(0.5) * y * (1 + np.tanh(np.float32(0.7978845608) * (y + np.float32(0.044715) * y ** 3)))
+    print(best(ln))
+elif kind == "gemm":
     m, n, k = map(int, sys.argv[3:6])
     a = rng.standard_normal((m, k), dtype=np.float32)
     b = rng.standard_normal((k, n), dtype=np.float32)
@@ -128,6 +208,16 @@ else:
         return g @ w2
     print(best(mlp))
 """
+
+
+def torch_ms(ranks):
+    out = subprocess.run([PYTHON, os.path.join(ROOT, "bench", "exec",
+                                               "torch_mlp.py"),
+                          str(ranks), str(REPS)], capture_output=True,
+                         text=True, env=ONE_THREAD)
+    if out.returncode:
+        return None  # python3-torch not installed
+    return float(out.stdout)
 
 
 def numpy_ms(*args):
@@ -153,17 +243,32 @@ def main():
         print(f"{f'{m} x {n} x {k}':>18} {ours:10.3f} {blas:10.3f} {npy:10.3f} "
               f"{2e-6 * m * n * k / ours:8.1f} {blas / ours:8.2f}x "
               f"{npy / ours:8.2f}x")
+    print("\nLayer norm + gelu f32 over 4096x1024, one thread")
+    ours, _ = compiled_step(layernorm_gelu_program(), "layernorm-gelu", 1)
+    npy = numpy_ms("layernorm", REPS)
+    copy = numpy_ms("copy", REPS)  # reads 16 MiB and writes 16 MiB
+    bound = copy  # the same traffic: x read once, the result written once
+    print(f"  compiled {ours:.3f} ms, numpy {npy:.3f} ms, memory bound "
+          f"{bound:.3f} ms (copy bandwidth {2 * 16 * 1.048576 / copy:.1f} GB/s)")
+    print(f"  bound/compiled = {bound / ours:.2f}x (target 0.5), "
+          f"numpy/compiled = {npy / ours:.2f}x (target 2)")
     print("\nMegatron MLP f32 (512x1024 @ 1024x4096, gelu, @ 4096x1024), one "
           "thread per rank")
     one, one_med = compiled_step(mlp_program(1), "mlp-1", 1)
     two, two_med = compiled_step(mlp_program(2), "mlp-2", 2)
     npy = numpy_ms("mlp", REPS)
-    print(f"  compiled, 1 rank : {one:9.2f} ms (median {one_med:.2f})  "
-          f"numpy/compiled = {npy / one:.2f}x")
-    print(f"  compiled, 2 ranks: {two:9.2f} ms (median {two_med:.2f})  "
-          f"numpy/compiled = {npy / two:.2f}x, strong scaling 1->2 = "
-          f"{one / (2 * two):.2f}")
-    print(f"  numpy, 1 thread  : {npy:9.2f} ms")
+    t1, t2 = torch_ms(1), torch_ms(2)
+    print(f"  compiled, 1 rank : {one:9.2f} ms (median {one_med:.2f})")
+    print(f"  compiled, 2 ranks: {two:9.2f} ms (median {two_med:.2f}), strong "
+          f"scaling 1->2 = {one / (2 * two):.2f} (target 0.8)")
+    print(f"  numpy, 1 thread  : {npy:9.2f} ms = {npy / one:.2f}x compiled 1 rank")
+    if t1 is None:
+        print("  PyTorch: not installed (apt-get install python3-torch)")
+    else:
+        print(f"  PyTorch, 1 proc  : {t1:9.2f} ms: compiled/PyTorch = "
+              f"{one / t1:.2f}x")
+        print(f"  PyTorch, 2 procs : {t2:9.2f} ms: compiled/PyTorch = "
+              f"{two / t2:.2f}x (target <= 1.0)")
 
 
 if __name__ == "__main__":
