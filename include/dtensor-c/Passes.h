@@ -100,7 +100,8 @@ DTENSOR_EXPORT MlirLogicalResult dtensorAddSpmdPipeline(MlirOpPassManager pm,
                                                         DtensorDiag *outDiag);
 
 /// Adds the `dtensor-to-llvm` pipeline to `pm`: dtensor-lower-to-runtime
-/// (collectives become calls of libdtensor_rt), dtensor-prepare-contractions,
+/// (collectives become calls of libdtensor_rt), dtensor-decompose-softmax,
+/// dtensor-prepare-contractions,
 /// linalg-fuse-elementwise-ops,
 /// one-shot-bufferize with function boundaries of identity layout
 /// (arguments and results are contiguous row-major buffers),

@@ -5,6 +5,7 @@
  * scalar calls LLVM cannot vectorize). Ops of other types (f64, vectors,
  * f16/bf16) stay as they are. Accuracy: docs/runtime.md. */
 #include "PassDef.h"
+#include "Template.h"
 #include "Table.h"
 #include "Util.h"
 
@@ -46,77 +47,6 @@ static MlirWalkResult collect(MlirOperation op, void *userData) {
   return MlirWalkResultAdvance;
 }
 
-/* The body of library function `name`. */
-static MlirBlock functionBody(MlirModule lib, const char *name) {
-  MlirBlock top = mlirModuleGetBody(lib);
-  for (MlirOperation f = mlirBlockGetFirstOperation(top);
-       !mlirOperationIsNull(f); f = mlirOperationGetNextInBlock(f)) {
-    MlirStringRef sym = mlirStringAttrGetValue(dtGetAttr(f, "sym_name"));
-    if (sym.length == strlen(name) && !memcmp(sym.data, name, sym.length))
-      return mlirRegionGetFirstBlock(mlirOperationGetRegion(f, 0));
-  }
-  return (MlirBlock){NULL};
-}
-
-/* Old -> new values while one body is copied. */
-typedef struct ValueMap {
-  MlirValue *from, *to;
-  size_t count, capacity;
-} ValueMap;
-
-static bool mapAdd(ValueMap *m, MlirValue from, MlirValue to) {
-  if (m->count == m->capacity) {
-    size_t cap = m->capacity ? 2 * m->capacity : 64;
-    MlirValue *f = realloc(m->from, cap * sizeof(MlirValue));
-    if (f)
-      m->from = f;
-    MlirValue *t = f ? realloc(m->to, cap * sizeof(MlirValue)) : NULL;
-    if (!t)
-      return false;
-    m->to = t;
-    m->capacity = cap;
-  }
-  m->from[m->count] = from;
-  m->to[m->count++] = to;
-  return true;
-}
-
-static MlirValue mapGet(const ValueMap *m, MlirValue v) {
-  for (size_t i = m->count; i-- > 0;)
-    if (mlirValueEqual(m->from[i], v))
-      return m->to[i];
-  return v;
-}
-
-/* Replaces `op` by a copy of `body` (its argument bound to op's operand). */
-static bool expand(MlirOperation op, MlirBlock body, ValueMap *map) {
-  map->count = 0;
-  if (!mapAdd(map, mlirBlockGetArgument(body, 0),
-              mlirOperationGetOperand(op, 0)))
-    return false;
-  MlirBlock block = mlirOperationGetBlock(op);
-  for (MlirOperation b = mlirBlockGetFirstOperation(body);
-       !mlirOperationIsNull(b); b = mlirOperationGetNextInBlock(b)) {
-    if (dtIsOp(b, "func.return")) {
-      mlirValueReplaceAllUsesOfWith(
-          mlirOperationGetResult(op, 0),
-          mapGet(map, mlirOperationGetOperand(b, 0)));
-      mlirOperationDestroy(op);
-      return true;
-    }
-    MlirOperation copy = mlirOperationClone(b);
-    for (intptr_t i = 0; i < mlirOperationGetNumOperands(copy); ++i)
-      mlirOperationSetOperand(copy, i,
-                              mapGet(map, mlirOperationGetOperand(copy, i)));
-    mlirBlockInsertOwnedOperationBefore(block, op, copy);
-    for (intptr_t i = 0; i < mlirOperationGetNumResults(b); ++i)
-      if (!mapAdd(map, mlirOperationGetResult(b, i),
-                  mlirOperationGetResult(copy, i)))
-        return false;
-  }
-  return false;
-}
-
 static bool runApproximateMath(MlirOperation root,
                                const DtPassOptions *options) {
   (void)options;
@@ -129,19 +59,18 @@ static bool runApproximateMath(MlirOperation root,
     return false;
   }
   bool ok = true;
-  ValueMap map = {NULL, NULL, 0, 0};
   size_t kinds = sizeof(kApproximated) / sizeof(kApproximated[0]);
   for (size_t k = 0; k < kinds && ok; ++k) {
-    MlirBlock body = functionBody(lib, kApproximated[k].function);
+    MlirBlock body = dtTemplateFunction(lib, kApproximated[k].function);
     Collect c = {kApproximated[k].op, {NULL, 0, 0}, false};
     mlirOperationWalk(root, collect, &c, MlirWalkPreOrder);
     ok = !c.failed && !mlirBlockIsNull(body);
-    for (size_t i = 0; i < c.ops.count && ok; ++i)
-      ok = expand(c.ops.ops[i], body, &map);
+    for (size_t i = 0; i < c.ops.count && ok; ++i) {
+      MlirValue x = mlirOperationGetOperand(c.ops.ops[i], 0);
+      ok = dtTemplateExpand(c.ops.ops[i], body, &x);
+    }
     free(c.ops.ops);
   }
-  free(map.from);
-  free(map.to);
   mlirModuleDestroy(lib);
   if (!ok)
     mlirEmitError(mlirOperationGetLocation(root),

@@ -69,6 +69,7 @@ extern const DtPassDef dtLowerContractionsPass;
 extern const DtPassDef dtPrepareContractionsPass;
 extern const DtPassDef dtApproximateMathPass;
 extern const DtPassDef dtReassociateReductionsPass;
+extern const DtPassDef dtDecomposeSoftmaxPass;
 extern const DtPassDef dtApplyPlanPass;
 extern const DtPassDef dtImportGspmdPass;
 extern const DtPassDef dtImportShardPass;

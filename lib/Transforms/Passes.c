@@ -23,6 +23,7 @@ static const DtPassDef *const kPasses[] = {
     &dtPrepareContractionsPass,
     &dtApproximateMathPass,
     &dtReassociateReductionsPass,
+    &dtDecomposeSoftmaxPass,
     &dtApplyPlanPass,
     &dtImportGspmdPass,
     &dtImportShardPass,

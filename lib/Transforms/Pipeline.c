@@ -249,7 +249,8 @@ MlirLogicalResult dtensorAddToLLVMPipeline(MlirOpPassManager pm,
   return dtensorPassManagerAddPipeline(
       pm,
       mlirStringRefCreateFromCString(
-          "func.func(convert-elementwise-to-linalg), dtensor-prepare-contractions, "
+          "func.func(convert-elementwise-to-linalg), dtensor-decompose-softmax, "
+          "dtensor-prepare-contractions, "
           "linalg-fuse-elementwise-ops, "
           "one-shot-bufferize{bufferize-function-boundaries "
           "function-boundary-type-conversion=identity-layout-map "

@@ -329,6 +329,20 @@ def softmax_case(t=40, d=75):
             [want])
 
 
+def linalg_softmax_case(shape, dim):
+    """linalg.softmax itself (dtensor-decompose-softmax)."""
+    x = rand(*shape) * 4
+    T = ttype(shape, "f32")
+    body = [f"%e = tensor.empty() : {T}",
+            f"%r = linalg.softmax dimension({dim}) ins(%x : {T}) outs(%e : {T})"
+            f" -> {T}"]
+    x64 = x.astype(np.float64)
+    e = np.exp(x64 - x64.max(dim, keepdims=True))
+    want = e / e.sum(dim, keepdims=True)
+    return (program([("x", shape, "f32")], [("%r", shape, "f32")], body), [x],
+            [want])
+
+
 def scaled_generic_matmul_case(m=30, n=20, k=50):
     """A generic contraction whose input is an elementwise op used once
     (q * scale before q k^T): elementwise fusion must leave the product
@@ -405,6 +419,9 @@ CASES = {
     "not-a-gemm-stays-loops": (not_a_gemm_case, None),
     "layernorm-gelu": (layernorm_gelu_case, None),
     "softmax": (softmax_case, None),
+    "linalg-softmax-rows": (lambda: linalg_softmax_case((33, 70), 1), None),
+    "linalg-softmax-3d-middle": (lambda: linalg_softmax_case((3, 41, 6), 1),
+                                 None),
     "scaled-generic-matmul": (scaled_generic_matmul_case, "f32_f32_f32"),
     "math-exp": (lambda: math_case("exp"), None),
     "math-tanh": (lambda: math_case("tanh"), None),

@@ -1,0 +1,82 @@
+/* Expanding templates (Template.h). */
+#include "Template.h"
+#include "Util.h"
+
+#include "mlir-c/BuiltinAttributes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+MlirBlock dtTemplateFunction(MlirModule module, const char *name) {
+  MlirBlock top = mlirModuleGetBody(module);
+  for (MlirOperation f = mlirBlockGetFirstOperation(top);
+       !mlirOperationIsNull(f); f = mlirOperationGetNextInBlock(f)) {
+    MlirAttribute sym = dtGetAttr(f, "sym_name");
+    if (mlirAttributeIsNull(sym) || !mlirAttributeIsAString(sym))
+      continue;
+    MlirStringRef s = mlirStringAttrGetValue(sym);
+    if (s.length == strlen(name) && !memcmp(s.data, name, s.length))
+      return mlirRegionGetFirstBlock(mlirOperationGetRegion(f, 0));
+  }
+  return (MlirBlock){NULL};
+}
+
+/* Old -> new values while one body is copied. */
+typedef struct ValueMap {
+  MlirValue *from, *to;
+  size_t count, capacity;
+} ValueMap;
+
+static bool mapAdd(ValueMap *m, MlirValue from, MlirValue to) {
+  if (m->count == m->capacity) {
+    size_t cap = m->capacity ? 2 * m->capacity : 64;
+    MlirValue *f = realloc(m->from, cap * sizeof(MlirValue));
+    if (f)
+      m->from = f;
+    MlirValue *t = f ? realloc(m->to, cap * sizeof(MlirValue)) : NULL;
+    if (!t)
+      return false;
+    m->to = t;
+    m->capacity = cap;
+  }
+  m->from[m->count] = from;
+  m->to[m->count++] = to;
+  return true;
+}
+
+static MlirValue mapGet(const ValueMap *m, MlirValue v) {
+  for (size_t i = m->count; i-- > 0;)
+    if (mlirValueEqual(m->from[i], v))
+      return m->to[i];
+  return v;
+}
+
+bool dtTemplateExpand(MlirOperation op, MlirBlock body, const MlirValue *args) {
+  ValueMap map = {NULL, NULL, 0, 0};
+  bool ok = true;
+  for (intptr_t i = 0; i < mlirBlockGetNumArguments(body) && ok; ++i)
+    ok = mapAdd(&map, mlirBlockGetArgument(body, i), args[i]);
+  MlirBlock block = mlirOperationGetBlock(op);
+  for (MlirOperation b = mlirBlockGetFirstOperation(body);
+       ok && !mlirOperationIsNull(b); b = mlirOperationGetNextInBlock(b)) {
+    if (dtIsOp(b, "func.return")) {
+      for (intptr_t r = 0; r < mlirOperationGetNumResults(op); ++r)
+        mlirValueReplaceAllUsesOfWith(
+            mlirOperationGetResult(op, r),
+            mapGet(&map, mlirOperationGetOperand(b, r)));
+      mlirOperationDestroy(op);
+      break;
+    }
+    MlirOperation copy = mlirOperationClone(b);
+    for (intptr_t i = 0; i < mlirOperationGetNumOperands(copy); ++i)
+      mlirOperationSetOperand(copy, i,
+                              mapGet(&map, mlirOperationGetOperand(copy, i)));
+    mlirBlockInsertOwnedOperationBefore(block, op, copy);
+    for (intptr_t i = 0; i < mlirOperationGetNumResults(b) && ok; ++i)
+      ok = mapAdd(&map, mlirOperationGetResult(b, i),
+                  mlirOperationGetResult(copy, i));
+  }
+  free(map.from);
+  free(map.to);
+  return ok;
+}

@@ -1,0 +1,21 @@
+/* Ops replaced by a copy of a function body written as MLIR text (a
+ * template): dtensor-approximate-math's math functions, the
+ * decomposition of linalg.softmax. */
+#ifndef DTENSOR_LIB_TRANSFORMS_TEMPLATE_H
+#define DTENSOR_LIB_TRANSFORMS_TEMPLATE_H
+
+#include "mlir-c/IR.h"
+
+#include <stdbool.h>
+
+/// The body of function `name` in `module` (null if there is none).
+MlirBlock dtTemplateFunction(MlirModule module, const char *name);
+
+/// Replaces `op` by a copy of `body` inserted before it: the body's
+/// arguments bound to `args` (as many as it has), op's results to the
+/// operands of its func.return. The body's ops may have regions, but those
+/// may use only values defined inside them or at the body's top level.
+/// Returns false (op untouched or partly expanded) when out of memory.
+bool dtTemplateExpand(MlirOperation op, MlirBlock body, const MlirValue *args);
+
+#endif
