@@ -109,8 +109,10 @@ DTENSOR_EXPORT MlirLogicalResult dtensorAddSpmdPipeline(MlirOpPassManager pm,
 /// dtensor-lower-contractions (contractions
 /// become BLAS calls of libdtensor_rt), dtensor-approximate-math,
 /// dtensor-reassociate-reductions, convert-linalg-to-loops,
-/// convert-scf-to-cf, expand-strided-metadata, finalize-memref-to-llvm,
-/// convert-to-llvm, reconcile-unrealized-casts. Needs
+/// convert-scf-to-cf, expand-strided-metadata, finalize-memref-to-llvm
+/// (allocations through libdtensor_rt), convert-to-llvm,
+/// convert-math-to-libm, reconcile-unrealized-casts, dtensor-check-lowered
+/// (a located error for any op not lowered). Needs
 /// dtensorRegisterUpstreamPasses.
 DTENSOR_EXPORT MlirLogicalResult dtensorAddToLLVMPipeline(MlirOpPassManager pm,
                                                           DtensorDiag *outDiag);

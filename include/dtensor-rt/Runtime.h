@@ -346,6 +346,16 @@ DTRT_EXPORT int64_t dtrt_mlir_mesh_coord(int64_t axis, int64_t meshRank,
 DTRT_CONTRACT_TYPES(DTRT_DECLARE_CONTRACT)
 #undef DTRT_DECLARE_CONTRACT
 
+/// The allocation functions compiled programs call (dtensor-to-llvm lowers
+/// memref.alloc/dealloc to them: MLIR's names, hence no dtrt prefix): malloc
+/// and posix_memalign underneath, so results handed to the caller are
+/// freed with free(). A failed allocation prints the rank and the size and
+/// exits with status 1.
+DTRT_EXPORT void *_mlir_memref_to_llvm_alloc(uint64_t size);
+DTRT_EXPORT void *_mlir_memref_to_llvm_aligned_alloc(uint64_t alignment,
+                                                     uint64_t size);
+DTRT_EXPORT void _mlir_memref_to_llvm_free(void *pointer);
+
 /// Sets the number of threads the local compute (BLAS) uses in this process
 /// (at least 1); what DTENSOR_THREADS sets at the first contraction.
 DTRT_EXPORT void dtrtSetComputeThreads(int threads);

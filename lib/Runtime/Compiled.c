@@ -327,3 +327,34 @@ DTRT_TYPED_PERMUTE(f16, DTRT_F16)
 DTRT_TYPED_PERMUTE(bf16, DTRT_BF16)
 DTRT_TYPED_PERMUTE(i32, DTRT_I32)
 DTRT_TYPED_PERMUTE(i64, DTRT_I64)
+
+/* ---- memory of compiled programs ------------------------------------------- */
+
+/* An allocation that fails ends the rank with what it could not have
+ * (compiled code would write through the null pointer otherwise). */
+static void *checkedAlloc(void *p, uint64_t size) {
+  if (!p && size) {
+    const char *rank = getenv("RANK");
+    fprintf(stderr, "dtensor runtime: rank %s: out of memory: a buffer of "
+            "%llu bytes (%.2f GiB) of the compiled program could not be "
+            "allocated\n", rank ? rank : "0", (unsigned long long)size,
+            (double)size / (1024.0 * 1024.0 * 1024.0));
+    exit(1);
+  }
+  return p;
+}
+
+void *_mlir_memref_to_llvm_alloc(uint64_t size) {
+  return checkedAlloc(malloc(size), size);
+}
+
+void *_mlir_memref_to_llvm_aligned_alloc(uint64_t alignment, uint64_t size) {
+  void *p = NULL;
+  if (alignment < sizeof(void *))
+    alignment = sizeof(void *);
+  if (posix_memalign(&p, alignment, size))
+    p = NULL;
+  return checkedAlloc(p, size);
+}
+
+void _mlir_memref_to_llvm_free(void *p) { free(p); }

@@ -70,6 +70,7 @@ extern const DtPassDef dtPrepareContractionsPass;
 extern const DtPassDef dtApproximateMathPass;
 extern const DtPassDef dtReassociateReductionsPass;
 extern const DtPassDef dtDecomposeSoftmaxPass;
+extern const DtPassDef dtCheckLoweredPass;
 extern const DtPassDef dtApplyPlanPass;
 extern const DtPassDef dtImportGspmdPass;
 extern const DtPassDef dtImportShardPass;

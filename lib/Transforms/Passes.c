@@ -24,6 +24,7 @@ static const DtPassDef *const kPasses[] = {
     &dtApproximateMathPass,
     &dtReassociateReductionsPass,
     &dtDecomposeSoftmaxPass,
+    &dtCheckLoweredPass,
     &dtApplyPlanPass,
     &dtImportGspmdPass,
     &dtImportShardPass,

@@ -260,6 +260,8 @@ MlirLogicalResult dtensorAddToLLVMPipeline(MlirOpPassManager pm,
           "dtensor-reassociate-reductions, "
           "convert-linalg-to-loops, expand-strided-metadata, lower-affine, "
           "convert-scf-to-cf, "
-          "finalize-memref-to-llvm, convert-to-llvm, reconcile-unrealized-casts"),
+          "finalize-memref-to-llvm{use-generic-functions}, convert-to-llvm, "
+          "convert-math-to-libm, convert-to-llvm, reconcile-unrealized-casts, "
+          "dtensor-check-lowered"),
       outDiag);
 }

@@ -68,6 +68,8 @@ bool dtTemplateExpand(MlirOperation op, MlirBlock body, const MlirValue *args) {
       break;
     }
     MlirOperation copy = mlirOperationClone(b);
+    /* Errors about the copy point at what it replaces. */
+    mlirOperationSetLocation(copy, mlirOperationGetLocation(op));
     for (intptr_t i = 0; i < mlirOperationGetNumOperands(copy); ++i)
       mlirOperationSetOperand(copy, i,
                               mapGet(&map, mlirOperationGetOperand(copy, i)));

@@ -7,6 +7,7 @@ case also says which runtime call its contraction must become (or that it
 must stay generated loops), read from the lowered module, so a case that
 silently fell back to loops fails too."""
 
+import math
 import os
 import re
 import subprocess
@@ -223,8 +224,9 @@ def not_a_gemm_case():
 
 
 def math_case(op):
-    """math.<op> on f32 (dtensor-approximate-math's polynomial code) over
-    the whole range of f32 results, the edges and specials included."""
+    """math.<op> on f32 (dtensor-approximate-math's polynomial code for
+    exp and tanh) over the whole range of f32 results, the edges and
+    specials included."""
     x = np.concatenate([
         np.linspace(-20, 20, 4001), np.linspace(-100, 100, 1001),
         [0.0, -0.0, 1e-30, -1e-30, 0.625, -0.625, 88.0, 88.37, 88.38, 88.8,
@@ -238,8 +240,9 @@ def math_case(op):
             f"  %y = math.{op} %v : f32",
             "  linalg.yield %y : f32",
             f"}} -> tensor<{n}xf32>"]
+    ref = np.vectorize(math.erf) if op == "erf" else getattr(np, op)
     with np.errstate(over="ignore"):  # exp(89) is inf in f32
-        want = getattr(np, op)(x.astype(np.float64)).astype(np.float32)
+        want = ref(x.astype(np.float64)).astype(np.float32)
     return (program([("x", (n,), "f32")], [("%r", (n,), "f32")], body), [x],
             [want])
 
@@ -425,6 +428,8 @@ CASES = {
     "scaled-generic-matmul": (scaled_generic_matmul_case, "f32_f32_f32"),
     "math-exp": (lambda: math_case("exp"), None),
     "math-tanh": (lambda: math_case("tanh"), None),
+    # No approximation of its own: libm's erff (convert-math-to-libm).
+    "math-erf": (lambda: math_case("erf"), None),
 }
 
 

@@ -26,7 +26,7 @@ static int usage(FILE *out, int code) {
           "object file for this host (default), assembly,\n  LLVM IR or the "
           "LLVM-dialect module. Every function gets a C entry point\n"
           "  _mlir_ciface_<name>. Link the object with -ldtensor_rt "
-          "-lmlir_c_runner_utils\n  and run the executable with dtensor-run "
+          "-lmlir_c_runner_utils -lm\n  and run the executable with dtensor-run "
           "-n N.\n");
   return code;
 }

@@ -612,6 +612,10 @@ static void registerRuntime(MlirExecutionEngine jit) {
       {"dtrt_mlir_permute_i64", (void *)dtrt_mlir_permute_i64},
       {"dtrt_mlir_mesh_coord", (void *)dtrt_mlir_mesh_coord},
       {"dtrt_mlir_init", (void *)dtrt_mlir_init},
+      {"_mlir_memref_to_llvm_alloc", (void *)_mlir_memref_to_llvm_alloc},
+      {"_mlir_memref_to_llvm_aligned_alloc",
+       (void *)_mlir_memref_to_llvm_aligned_alloc},
+      {"_mlir_memref_to_llvm_free", (void *)_mlir_memref_to_llvm_free},
 #define DT_CONTRACT_SYMBOL(a, b, c)                                            \
   {"dtrt_mlir_contract_" #a "_" #b "_" #c,                                     \
    (void *)dtrt_mlir_contract_##a##_##b##_##c},

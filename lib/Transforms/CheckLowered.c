@@ -1,0 +1,70 @@
+/* dtensor-check-lowered: the last step of dtensor-to-llvm. Every op left
+ * that is not in the LLVM dialect (an op the code generation has no
+ * lowering for, or a conversion cast standing for one) is reported at its
+ * location, naming it, and the pass fails — instead of LLVM's translation
+ * failing later on a builtin.unrealized_conversion_cast or a "missing
+ * LLVMTranslationDialectInterface". */
+#include "PassDef.h"
+#include "Util.h"
+
+#include "mlir-c/Diagnostics.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define MAX_REPORTS 10
+
+typedef struct Check {
+  int reported;
+  char first[MAX_REPORTS][128]; /* op names reported, one error each */
+} Check;
+
+static bool seen(Check *c, MlirStringRef name) {
+  for (int i = 0; i < c->reported && i < MAX_REPORTS; ++i)
+    if (strlen(c->first[i]) == name.length &&
+        !memcmp(c->first[i], name.data, name.length))
+      return true;
+  return false;
+}
+
+static MlirWalkResult check(MlirOperation op, void *userData) {
+  Check *c = userData;
+  MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
+  if ((name.length > 5 && !memcmp(name.data, "llvm.", 5)) ||
+      dtIsOp(op, "builtin.module") || seen(c, name))
+    return MlirWalkResultAdvance;
+  char message[512];
+  if (dtIsOp(op, "builtin.unrealized_conversion_cast"))
+    snprintf(message, sizeof(message),
+             "a value here was not lowered to LLVM: an op that makes or uses "
+             "it is not supported by the CPU code generation");
+  else
+    snprintf(message, sizeof(message),
+             "'%.*s' op is not supported by the CPU code generation (it was "
+             "not lowered to LLVM)",
+             (int)name.length, name.data);
+  mlirEmitError(mlirOperationGetLocation(op), message);
+  if (c->reported < MAX_REPORTS)
+    snprintf(c->first[c->reported], sizeof(c->first[0]), "%.*s",
+             (int)name.length, name.data);
+  ++c->reported;
+  return c->reported >= MAX_REPORTS ? MlirWalkResultInterrupt
+                                    : MlirWalkResultAdvance;
+}
+
+static bool runCheckLowered(MlirOperation root, const DtPassOptions *options) {
+  (void)options;
+  Check c = {0, {{0}}};
+  mlirOperationWalk(root, check, &c, MlirWalkPreOrder);
+  return c.reported == 0;
+}
+
+const DtPassDef dtCheckLoweredPass = {
+    .info = {"dtensor-check-lowered",
+             "Report, at its location, every op left that is not in the LLVM "
+             "dialect (the last step of dtensor-to-llvm)",
+             0, NULL},
+    .verifyFirst = false,
+    .run = runCheckLowered,
+    .numDependentDialects = 0,
+};
