@@ -14,11 +14,13 @@ bound -- the bytes it must read and write (x once, the result once) at the
 copy bandwidth numpy's copyto reaches in the same run.
 
 Megatron MLP (x 512x1024, W1 1024x4096, gelu, W2 4096x1024; W1 split by
-columns, W2 by rows, one all_reduce): step time of the compiled program on
-1 rank and on 2 ranks (shm, one thread each) against PyTorch (Debian's
-python3-torch, bench/exec/torch_mlp.py: the same model by hand, gloo
-all_reduce, one thread per process) on 1 and 2 processes and numpy on one
-thread, and the strong scaling 1 -> 2 ranks.
+columns, W2 by rows, one all_reduce) and a GPT block (batch 4, sequence
+512, hidden 1024, 16 heads, causal attention, gelu MLP 4096; heads and the
+MLP split as Megatron does): step time of the compiled program on 1 rank
+and on 2 ranks (shm, one thread each) against PyTorch (Debian's
+python3-torch, bench/exec/torch_models.py: the same models by hand, gloo
+all_reduce, one thread per process) on 1 and 2 processes (and numpy on one
+thread for the MLP), and the strong scaling 1 -> 2 ranks.
 
 usage: bench/exec/run.py [--reps R] [--quick]
 """
@@ -145,13 +147,135 @@ def layernorm_gelu_program(t=4096, d=1024):
 """
 
 
-def compiled_step(text, name, ranks, threads=1):
+def layernorm_lines(x, out, t, d, tag):
+    """Layer norm (no affine) of %x [t, d] into %out, as generics."""
+    ty, r = f"tensor<{t}x{d}xf32>", f"tensor<{t}xf32>"
+    idm, row = "affine_map<(i, j) -> (i, j)>", "affine_map<(i, j) -> (i)>"
+    return f"""  %{tag}_e1 = tensor.empty() : {r}
+  %{tag}_s0 = linalg.fill ins(%zero : f32) outs(%{tag}_e1 : {r}) -> {r}
+  %{tag}_sum = linalg.generic {{indexing_maps = [{idm}, {row}], iterator_types = ["parallel", "reduction"]}} ins(%{x} : {ty}) outs(%{tag}_s0 : {r}) {{
+  ^bb0(%v: f32, %a: f32):
+    %s = arith.addf %a, %v : f32
+    linalg.yield %s : f32
+  }} -> {r}
+  %{tag}_var = linalg.generic {{indexing_maps = [{idm}, {row}, {row}], iterator_types = ["parallel", "reduction"]}} ins(%{x}, %{tag}_sum : {ty}, {r}) outs(%{tag}_s0 : {r}) {{
+  ^bb0(%v: f32, %s: f32, %a: f32):
+    %n = arith.constant {float(d)} : f32
+    %m = arith.divf %s, %n : f32
+    %c = arith.subf %v, %m : f32
+    %q = arith.mulf %c, %c : f32
+    %o = arith.addf %a, %q : f32
+    linalg.yield %o : f32
+  }} -> {r}
+  %{tag}_e2 = tensor.empty() : {ty}
+  %{out} = linalg.generic {{indexing_maps = [{idm}, {row}, {row}, {idm}], iterator_types = ["parallel", "parallel"]}} ins(%{x}, %{tag}_sum, %{tag}_var : {ty}, {r}, {r}) outs(%{tag}_e2 : {ty}) {{
+  ^bb0(%v: f32, %s: f32, %q: f32, %o: f32):
+    %n = arith.constant {float(d)} : f32
+    %eps = arith.constant 1.0e-5 : f32
+    %m = arith.divf %s, %n : f32
+    %w = arith.divf %q, %n : f32
+    %we = arith.addf %w, %eps : f32
+    %rs = math.rsqrt %we : f32
+    %c = arith.subf %v, %m : f32
+    %t1 = arith.mulf %c, %rs : f32
+    linalg.yield %t1 : f32
+  }} -> {ty}
+"""
+
+
+def matmul_lines(out, a, b, m, k, n):
+    return f"""  %{out}_e = tensor.empty() : tensor<{m}x{n}xf32>
+  %{out}_z = linalg.fill ins(%zero : f32) outs(%{out}_e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %{out} = linalg.matmul ins(%{a}, %{b} : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) outs(%{out}_z : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+"""
+
+
+def gpt_program(ranks, b=4, s=512, h=1024, nh=16, f=4096):
+    """One GPT block (pre-norm, causal attention, tanh-gelu MLP, no biases),
+    tensor parallel on `ranks`: q, k, v and W1 split by columns (heads),
+    Wo and W2 by rows, as Megatron does."""
+    t, hd = b * s, h // nh
+    lay = lambda spec: f' {{dtensor.layout = #dtensor.layout<@m, "{spec}">}}'
+    X, W, Q4 = f"tensor<{t}x{h}xf32>", f"tensor<{h}x{h}xf32>", f"tensor<{b}x{s}x{nh}x{hd}xf32>"
+    SC = f"tensor<{b}x{nh}x{s}x{s}xf32>"
+    text = MESH.format(n=ranks) + f"""func.func @gpt(%x: {X}{lay("[R, R]")},
+    %wq: {W}{lay("[R, S0]")}, %wk: {W}{lay("[R, S0]")}, %wv: {W}{lay("[R, S0]")},
+    %wo: {W}{lay("[S0, R]")}, %w1: tensor<{h}x{f}xf32>{lay("[R, S0]")},
+    %w2: tensor<{f}x{h}xf32>{lay("[S0, R]")}) -> ({X}{lay("[R, R]")}) {{
+  %zero = arith.constant 0.0 : f32
+"""
+    text += layernorm_lines("x", "h1", t, h, "ln1")
+    for name, w in (("qp", "wq"), ("kp", "wk"), ("vp", "wv")):
+        text += matmul_lines(name, "h1", w, t, h, h)
+        text += f"""  %{name}4 = tensor.expand_shape %{name} [[0, 1], [2, 3]] output_shape [{b}, {s}, {nh}, {hd}] : {X} into {Q4}
+"""
+    text += f"""  %se = tensor.empty() : {SC}
+  %sz = linalg.fill ins(%zero : f32) outs(%se : {SC}) -> {SC}
+  %sc = linalg.generic {{indexing_maps = [affine_map<(b, n, i, j, d) -> (b, i, n, d)>, affine_map<(b, n, i, j, d) -> (b, j, n, d)>, affine_map<(b, n, i, j, d) -> (b, n, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}} ins(%qp4, %kp4 : {Q4}, {Q4}) outs(%sz : {SC}) {{
+  ^bb0(%x0: f32, %y0: f32, %o: f32):
+    %p = arith.mulf %x0, %y0 : f32
+    %a = arith.addf %o, %p : f32
+    linalg.yield %a : f32
+  }} -> {SC}
+  %masked = linalg.generic {{indexing_maps = [affine_map<(b, n, i, j) -> (b, n, i, j)>, affine_map<(b, n, i, j) -> (b, n, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}} ins(%sc : {SC}) outs(%se : {SC}) {{
+  ^bb0(%v: f32, %o: f32):
+    %i = linalg.index 2 : index
+    %j = linalg.index 3 : index
+    %scale = arith.constant {1.0 / hd ** 0.5} : f32
+    %ninf = arith.constant 0xFF800000 : f32
+    %future = arith.cmpi ugt, %j, %i : index
+    %sv = arith.mulf %v, %scale : f32
+    %r = arith.select %future, %ninf, %sv : f32
+    linalg.yield %r : f32
+  }} -> {SC}
+  %pr = linalg.softmax dimension(3) ins(%masked : {SC}) outs(%se : {SC}) -> {SC}
+  %ce = tensor.empty() : {Q4}
+  %cz = linalg.fill ins(%zero : f32) outs(%ce : {Q4}) -> {Q4}
+  %ctx4 = linalg.generic {{indexing_maps = [affine_map<(b, n, i, d, j) -> (b, n, i, j)>, affine_map<(b, n, i, d, j) -> (b, j, n, d)>, affine_map<(b, n, i, d, j) -> (b, i, n, d)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}} ins(%pr, %vp4 : {SC}, {Q4}) outs(%cz : {Q4}) {{
+  ^bb0(%x0: f32, %y0: f32, %o: f32):
+    %p = arith.mulf %x0, %y0 : f32
+    %a = arith.addf %o, %p : f32
+    linalg.yield %a : f32
+  }} -> {Q4}
+  %ctx = tensor.collapse_shape %ctx4 [[0, 1], [2, 3]] : {Q4} into {X}
+"""
+    text += matmul_lines("att", "ctx", "wo", t, h, h)
+    text += f"  %x1 = arith.addf %x, %att : {X}\n"
+    text += layernorm_lines("x1", "h2", t, h, "ln2")
+    text += matmul_lines("u", "h2", "w1", t, h, f)
+    F = f"tensor<{t}x{f}xf32>"
+    text += f"""  %ge = tensor.empty() : {F}
+  %g = linalg.generic {{indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}} ins(%u : {F}) outs(%ge : {F}) {{
+  ^bb0(%v: f32, %o: f32):
+    %c0 = arith.constant 0.5 : f32
+    %c1 = arith.constant 1.0 : f32
+    %c2 = arith.constant 0.7978845608 : f32
+    %c3 = arith.constant 0.044715 : f32
+    %v3 = arith.mulf %v, %v : f32
+    %v4 = arith.mulf %v3, %v : f32
+    %v5 = arith.mulf %v4, %c3 : f32
+    %v6 = arith.addf %v, %v5 : f32
+    %v7 = arith.mulf %v6, %c2 : f32
+    %v8 = math.tanh %v7 : f32
+    %v9 = arith.addf %v8, %c1 : f32
+    %va = arith.mulf %v, %c0 : f32
+    %vb = arith.mulf %va, %v9 : f32
+    linalg.yield %vb : f32
+  }} -> {F}
+"""
+    text += matmul_lines("dn", "g", "w2", t, f, h)
+    text += f"  %y = arith.addf %x1, %dn : {X}\n  return %y : {X}\n}}\n"
+    return text
+
+
+def compiled_step(text, name, ranks, threads=1, reps=None):
     """Fastest and median step over the ranks' --repeat runs (ms)."""
     path = os.path.join(TMP, name + ".mlir")
     with open(path, "w") as f:
         f.write(text)
     out = subprocess.run([os.path.join(BIN, "dtensor-run"), "-n", str(ranks),
-                          "--threads", str(threads), "--repeat", str(REPS),
+                          "--threads", str(threads), "--repeat",
+                          str(reps or REPS),
                           path], capture_output=True, text=True)
     if out.returncode:
         sys.exit(f"dtensor-run failed on {name}:\n{out.stdout}{out.stderr}")
@@ -210,11 +334,11 @@ else:
 """
 
 
-def torch_ms(ranks):
+def torch_ms(model, ranks, reps=None):
     out = subprocess.run([PYTHON, os.path.join(ROOT, "bench", "exec",
-                                               "torch_mlp.py"),
-                          str(ranks), str(REPS)], capture_output=True,
-                         text=True, env=ONE_THREAD)
+                                               "torch_models.py"),
+                          model, str(ranks), str(reps or REPS)],
+                         capture_output=True, text=True, env=ONE_THREAD)
     if out.returncode:
         return None  # python3-torch not installed
     return float(out.stdout)
@@ -257,7 +381,7 @@ def main():
     one, one_med = compiled_step(mlp_program(1), "mlp-1", 1)
     two, two_med = compiled_step(mlp_program(2), "mlp-2", 2)
     npy = numpy_ms("mlp", REPS)
-    t1, t2 = torch_ms(1), torch_ms(2)
+    t1, t2 = torch_ms("mlp", 1), torch_ms("mlp", 2)
     print(f"  compiled, 1 rank : {one:9.2f} ms (median {one_med:.2f})")
     print(f"  compiled, 2 ranks: {two:9.2f} ms (median {two_med:.2f}), strong "
           f"scaling 1->2 = {one / (2 * two):.2f} (target 0.8)")
@@ -265,6 +389,22 @@ def main():
     if t1 is None:
         print("  PyTorch: not installed (apt-get install python3-torch)")
     else:
+        print(f"  PyTorch, 1 proc  : {t1:9.2f} ms: compiled/PyTorch = "
+              f"{one / t1:.2f}x")
+        print(f"  PyTorch, 2 procs : {t2:9.2f} ms: compiled/PyTorch = "
+              f"{two / t2:.2f}x (target <= 1.0)")
+    if QUICK:
+        return
+    reps = min(REPS, 5)
+    print(f"\nGPT block f32 (batch 4, seq 512, hidden 1024, 16 heads, causal, "
+          f"gelu MLP 4096), one thread per rank, {reps} repeats")
+    one, one_med = compiled_step(gpt_program(1), "gpt-1", 1, reps=reps)
+    two, two_med = compiled_step(gpt_program(2), "gpt-2", 2, reps=reps)
+    t1, t2 = torch_ms("gpt", 1, reps), torch_ms("gpt", 2, reps)
+    print(f"  compiled, 1 rank : {one:9.2f} ms (median {one_med:.2f})")
+    print(f"  compiled, 2 ranks: {two:9.2f} ms (median {two_med:.2f}), strong "
+          f"scaling 1->2 = {one / (2 * two):.2f} (target 0.8)")
+    if t1 is not None:
         print(f"  PyTorch, 1 proc  : {t1:9.2f} ms: compiled/PyTorch = "
               f"{one / t1:.2f}x")
         print(f"  PyTorch, 2 procs : {t2:9.2f} ms: compiled/PyTorch = "

@@ -8,6 +8,8 @@
  * (compiled code has no way to handle it). */
 #include "RuntimeInternal.h"
 
+#include <limits.h>
+#include <malloc.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -330,6 +332,22 @@ DTRT_TYPED_PERMUTE(i64, DTRT_I64)
 
 /* ---- memory of compiled programs ------------------------------------------- */
 
+/* Buffers of a step are freed and allocated again at the next: glibc would
+ * map large ones afresh each time (mmap above 32 MiB at most) and pay a
+ * page fault per 4 KiB page every step, a fifth of a GPT block's time
+ * here. Kept in the heap instead, freed buffers are reused, as a caching
+ * allocator does; DTENSOR_MALLOC_CACHE=0 leaves glibc's defaults. */
+static bool heapTuned;
+
+static void tuneHeap(void) {
+  heapTuned = true;
+  const char *cache = getenv("DTENSOR_MALLOC_CACHE");
+  if (cache && !strcmp(cache, "0"))
+    return;
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, INT_MAX);
+}
+
 /* An allocation that fails ends the rank with what it could not have
  * (compiled code would write through the null pointer otherwise). */
 static void *checkedAlloc(void *p, uint64_t size) {
@@ -345,10 +363,14 @@ static void *checkedAlloc(void *p, uint64_t size) {
 }
 
 void *_mlir_memref_to_llvm_alloc(uint64_t size) {
+  if (!heapTuned)
+    tuneHeap();
   return checkedAlloc(malloc(size), size);
 }
 
 void *_mlir_memref_to_llvm_aligned_alloc(uint64_t alignment, uint64_t size) {
+  if (!heapTuned)
+    tuneHeap();
   void *p = NULL;
   if (alignment < sizeof(void *))
     alignment = sizeof(void *);

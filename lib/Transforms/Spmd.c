@@ -1,4 +1,5 @@
-/* The dtensor-spmd pipeline as one pass: propagate, partition,
+/* The dtensor-spmd pipeline as one pass: decompose-softmax, propagate,
+ * partition,
  * lower-redistribute, canonicalize and cse in a row, so that the input is
  * verified once and MLIR verifies the result once, instead of after every
  * step (on large programs the verifier costs as much as a step), and
@@ -65,6 +66,9 @@ static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
   /* Propagation's decisions go to partition in memory. */
   DtDecisions decisions = dtDecisionsInit();
   propagate.decisions = partition.decisions = &decisions;
+  /* linalg.softmax has no sharding rule of its own: its generics do (rows
+   * stay sharded unless the softmax dim is). */
+  ok = ok && dtDecomposeSoftmaxPass.run(root, &propagate);
   ok = ok && dtPropagatePass.run(root, &propagate);
   stepDone(ok && timing, "propagate", &last);
   ok = ok && dtPartitionPass.run(root, &partition);
