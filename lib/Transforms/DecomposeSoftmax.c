@@ -4,6 +4,8 @@
  * the pipeline fuses, vectorizes and lowers (linalg.softmax itself has no
  * lowering to loops). Written as a template per tensor type and dimension
  * (Template.h). Dynamic sizes are refused with a located error. */
+#include "Dialect/DialectInternal.h"
+#include "Layout/Diag.h"
 #include "PassDef.h"
 #include "Table.h"
 #include "Template.h"
@@ -18,7 +20,6 @@
 #include "mlir-c/Dialect/Math.h"
 #include "mlir-c/Dialect/Tensor.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,61 +30,31 @@ static MlirWalkResult collect(MlirOperation op, void *userData) {
   return MlirWalkResultAdvance;
 }
 
-typedef struct Text {
-  char *s;
-  size_t n, cap;
-  bool failed;
-} Text;
-
-static void put(Text *t, const char *s, size_t n) {
-  if (t->failed)
-    return;
-  if (t->n + n + 1 > t->cap) {
-    size_t cap = 2 * (t->n + n + 1);
-    char *p = realloc(t->s, cap);
-    if (!p) {
-      t->failed = true;
-      return;
-    }
-    t->s = p;
-    t->cap = cap;
-  }
-  memcpy(t->s + t->n, s, n);
-  t->n += n;
-  t->s[t->n] = '\0';
-}
-
-static void printf_(Text *t, const char *format, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void printf_(Text *t, const char *format, ...) {
-  char buf[2048];
-  va_list args;
-  va_start(args, format);
-  int n = vsnprintf(buf, sizeof(buf), format, args);
-  va_end(args);
-  put(t, buf, n < 0 ? 0 : (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
-}
-
-static void appendRef(MlirStringRef s, void *user) {
-  put(user, s.data, s.length);
-}
-
 /* "(d0, d1, ...)" of `rank` dims, `skip` left out (-1: none). */
-static void dims(Text *t, int rank, int skip) {
-  put(t, "(", 1);
+static void dims(DtBuf *t, int rank, int skip) {
+  dtBufPrintf(t, "(");
   bool first = true;
   for (int d = 0; d < rank; ++d) {
     if (d == skip)
       continue;
-    printf_(t, "%sd%d", first ? "" : ", ", d);
+    dtBufPrintf(t, "%sd%d", first ? "" : ", ", d);
     first = false;
   }
-  put(t, ")", 1);
+  dtBufPrintf(t, ")");
 }
 
-/* The template of a softmax of `type` along `dim`: @softmax(x, out). */
-static bool softmaxTemplate(MlirType type, int dim, Text *t) {
+/* The affine map of all `rank` dims to all but `skip` (-1: none). */
+static void map(DtBuf *t, int rank, int skip) {
+  dtBufPrintf(t, "affine_map<");
+  dims(t, rank, -1);
+  dtBufPrintf(t, " -> ");
+  dims(t, rank, skip);
+  dtBufPrintf(t, ">");
+}
+
+/* The template of a softmax of `type` along `dim`, @softmax(x, out), in
+ * `t`; false for an element type without an infinity. */
+static bool softmaxTemplate(MlirType type, int dim, DtBuf *t) {
   MlirType elem = mlirShapedTypeGetElementType(type);
   int rank = (int)mlirShapedTypeGetRank(type);
   const char *lowest = mlirTypeIsAF32(elem)    ? "0xFF800000"
@@ -93,79 +64,56 @@ static bool softmaxTemplate(MlirType type, int dim, Text *t) {
                                                : NULL;
   if (!lowest)
     return false;
-  Text e = {NULL, 0, 0, false}, T = {NULL, 0, 0, false},
-       R = {NULL, 0, 0, false};
-  mlirTypePrint(elem, appendRef, &e);
-  mlirTypePrint(type, appendRef, &T);
-  put(&R, "tensor<", 7);
+  char E[32], T[512], R[512], id[256], proj[256], red[256], par[256];
+  dtTypePrint(elem, E, sizeof(E));
+  dtTypePrint(type, T, sizeof(T));
+  DtBuf r = dtBufInit(R, sizeof(R)), i = dtBufInit(id, sizeof(id)),
+        p = dtBufInit(proj, sizeof(proj)), rd = dtBufInit(red, sizeof(red)),
+        pl = dtBufInit(par, sizeof(par));
+  dtBufPrintf(&r, "tensor<");
   for (int d = 0; d < rank; ++d)
     if (d != dim)
-      printf_(&R, "%lldx", (long long)mlirShapedTypeGetDimSize(type, d));
-  printf_(&R, "%s>", e.s);
-  Text id = {NULL, 0, 0, false}, proj = {NULL, 0, 0, false},
-       reduce = {NULL, 0, 0, false}, parallel = {NULL, 0, 0, false};
-  put(&id, "affine_map<", 11);
-  dims(&id, rank, -1);
-  put(&id, " -> ", 4);
-  dims(&id, rank, -1);
-  put(&id, ">", 1);
-  put(&proj, "affine_map<", 11);
-  dims(&proj, rank, -1);
-  put(&proj, " -> ", 4);
-  dims(&proj, rank, dim);
-  put(&proj, ">", 1);
+      dtBufPrintf(&r, "%lldx", (long long)mlirShapedTypeGetDimSize(type, d));
+  dtBufPrintf(&r, "%s>", E);
+  map(&i, rank, -1);
+  map(&p, rank, dim);
   for (int d = 0; d < rank; ++d) {
-    printf_(&reduce, "%s\"%s\"", d ? ", " : "",
-            d == dim ? "reduction" : "parallel");
-    printf_(&parallel, "%s\"parallel\"", d ? ", " : "");
+    dtBufPrintf(&rd, "%s\"%s\"", d ? ", " : "",
+                d == dim ? "reduction" : "parallel");
+    dtBufPrintf(&pl, "%s\"parallel\"", d ? ", " : "");
   }
-  bool ok = !(e.failed || T.failed || R.failed || id.failed || proj.failed ||
-              reduce.failed || parallel.failed);
-  if (ok) {
-    const char *E = e.s;
-    printf_(t, "func.func @softmax(%%x: %s, %%out: %s) -> %s {\n", T.s, T.s,
-            T.s);
-    printf_(t, "  %%e = tensor.empty() : %s\n", R.s);
-    printf_(t, "  %%lowest = arith.constant %s : %s\n", lowest, E);
-    printf_(t, "  %%zero = arith.constant 0.0 : %s\n", E);
-    printf_(t, "  %%m0 = linalg.fill ins(%%lowest : %s) outs(%%e : %s) -> %s\n",
-            E, R.s, R.s);
-    printf_(t, "  %%m = linalg.generic {indexing_maps = [%s, %s], "
-            "iterator_types = [%s]} ins(%%x : %s) outs(%%m0 : %s) {\n"
-            "  ^bb0(%%v: %s, %%a: %s):\n    %%r = arith.maximumf %%a, %%v : %s\n"
-            "    linalg.yield %%r : %s\n  } -> %s\n",
-            id.s, proj.s, reduce.s, T.s, R.s, E, E, E, E, R.s);
-    printf_(t, "  %%ex = linalg.generic {indexing_maps = [%s, %s, %s], "
-            "iterator_types = [%s]} ins(%%x, %%m : %s, %s) outs(%%out : %s) {\n"
-            "  ^bb0(%%v: %s, %%mx: %s, %%o: %s):\n"
-            "    %%c = arith.subf %%v, %%mx : %s\n    %%r = math.exp %%c : %s\n"
-            "    linalg.yield %%r : %s\n  } -> %s\n",
-            id.s, proj.s, id.s, parallel.s, T.s, R.s, T.s, E, E, E, E, E, E,
-            T.s);
-    printf_(t, "  %%s0 = linalg.fill ins(%%zero : %s) outs(%%e : %s) -> %s\n",
-            E, R.s, R.s);
-    printf_(t, "  %%s = linalg.generic {indexing_maps = [%s, %s], "
-            "iterator_types = [%s]} ins(%%ex : %s) outs(%%s0 : %s) {\n"
-            "  ^bb0(%%v: %s, %%a: %s):\n    %%r = arith.addf %%a, %%v : %s\n"
-            "    linalg.yield %%r : %s\n  } -> %s\n",
-            id.s, proj.s, reduce.s, T.s, R.s, E, E, E, E, R.s);
-    printf_(t, "  %%y = linalg.generic {indexing_maps = [%s, %s, %s], "
-            "iterator_types = [%s]} ins(%%ex, %%s : %s, %s) outs(%%out : %s) {\n"
-            "  ^bb0(%%v: %s, %%sum: %s, %%o: %s):\n"
-            "    %%r = arith.divf %%v, %%sum : %s\n"
-            "    linalg.yield %%r : %s\n  } -> %s\n",
-            id.s, proj.s, id.s, parallel.s, T.s, R.s, T.s, E, E, E, E, E, T.s);
-    printf_(t, "  return %%y : %s\n}\n", T.s);
-    ok = !t->failed;
-  }
-  free(e.s);
-  free(T.s);
-  free(R.s);
-  free(id.s);
-  free(proj.s);
-  free(reduce.s);
-  free(parallel.s);
-  return ok;
+  dtBufPrintf(t, "func.func @softmax(%%x: %s, %%out: %s) -> %s {\n", T, T, T);
+  dtBufPrintf(t, "  %%e = tensor.empty() : %s\n", R);
+  dtBufPrintf(t, "  %%lowest = arith.constant %s : %s\n", lowest, E);
+  dtBufPrintf(t, "  %%zero = arith.constant 0.0 : %s\n", E);
+  dtBufPrintf(t, "  %%m0 = linalg.fill ins(%%lowest : %s) outs(%%e : %s) -> %s\n",
+              E, R, R);
+  dtBufPrintf(t, "  %%m = linalg.generic {indexing_maps = [%s, %s], "
+              "iterator_types = [%s]} ins(%%x : %s) outs(%%m0 : %s) {\n"
+              "  ^bb0(%%v: %s, %%a: %s):\n    %%r = arith.maximumf %%a, %%v : %s\n"
+              "    linalg.yield %%r : %s\n  } -> %s\n",
+              id, proj, red, T, R, E, E, E, E, R);
+  dtBufPrintf(t, "  %%ex = linalg.generic {indexing_maps = [%s, %s, %s], "
+              "iterator_types = [%s]} ins(%%x, %%m : %s, %s) outs(%%out : %s) {\n"
+              "  ^bb0(%%v: %s, %%mx: %s, %%o: %s):\n"
+              "    %%c = arith.subf %%v, %%mx : %s\n    %%r = math.exp %%c : %s\n"
+              "    linalg.yield %%r : %s\n  } -> %s\n",
+              id, proj, id, par, T, R, T, E, E, E, E, E, E, T);
+  dtBufPrintf(t, "  %%s0 = linalg.fill ins(%%zero : %s) outs(%%e : %s) -> %s\n",
+              E, R, R);
+  dtBufPrintf(t, "  %%s = linalg.generic {indexing_maps = [%s, %s], "
+              "iterator_types = [%s]} ins(%%ex : %s) outs(%%s0 : %s) {\n"
+              "  ^bb0(%%v: %s, %%a: %s):\n    %%r = arith.addf %%a, %%v : %s\n"
+              "    linalg.yield %%r : %s\n  } -> %s\n",
+              id, proj, red, T, R, E, E, E, E, R);
+  dtBufPrintf(t, "  %%y = linalg.generic {indexing_maps = [%s, %s, %s], "
+              "iterator_types = [%s]} ins(%%ex, %%s : %s, %s) outs(%%out : %s) {\n"
+              "  ^bb0(%%v: %s, %%sum: %s, %%o: %s):\n"
+              "    %%r = arith.divf %%v, %%sum : %s\n"
+              "    linalg.yield %%r : %s\n  } -> %s\n",
+              id, proj, id, par, T, R, T, E, E, E, E, E, T);
+  dtBufPrintf(t, "  return %%y : %s\n}\n", T);
+  return true;
 }
 
 static void fail(MlirOperation op, const char *message) {
@@ -197,18 +145,22 @@ static bool runDecomposeSoftmax(MlirOperation root,
       break;
     }
     int dim = (int)mlirIntegerAttrGetValueInt(dimAttr);
-    Text t = {NULL, 0, 0, false};
+    if (mlirShapedTypeGetRank(type) > 16) {
+      fail(op, "has more than 16 dims");
+      ok = false;
+      break;
+    }
+    char text[16384];
+    DtBuf t = dtBufInit(text, sizeof(text));
     if (!softmaxTemplate(type, dim, &t)) {
-      fail(op, t.failed ? "cannot be decomposed: out of memory"
-                        : "has an element type other than f32, f64, f16 or "
-                          "bf16");
-      free(t.s);
+      fail(op, "has an element type other than f32, f64, f16 or bf16");
       ok = false;
       break;
     }
     MlirModule tmpl =
-        mlirModuleCreateParse(ctx, mlirStringRefCreateFromCString(t.s));
-    free(t.s);
+        t.length < sizeof(text)
+            ? mlirModuleCreateParse(ctx, mlirStringRefCreateFromCString(text))
+            : (MlirModule){NULL};
     if (mlirModuleIsNull(tmpl)) {
       fail(op, "cannot be decomposed (its template did not parse)");
       ok = false;

@@ -7,6 +7,7 @@
  * body yields. Results may differ from the sequential order in the last
  * bits, as BLAS's and numpy's sums do; integer and max/min reductions are
  * exact in any order and are left alone. */
+#include "Dialect/DialectInternal.h"
 #include "PassDef.h"
 #include "Table.h"
 #include "Util.h"
@@ -26,28 +27,16 @@ static MlirWalkResult collect(MlirOperation op, void *userData) {
   return MlirWalkResultAdvance;
 }
 
-typedef struct Text {
-  char s[256];
-  size_t n;
-} Text;
-
-static void append(MlirStringRef s, void *user) {
-  Text *t = user;
-  size_t room = sizeof(t->s) - 1 - t->n, k = s.length < room ? s.length : room;
-  memcpy(t->s + t->n, s.data, k);
-  t->n += k;
-  t->s[t->n] = '\0';
-}
-
 /* Adds `reassoc` to `op`'s fastmath flags. */
 static void addReassoc(MlirOperation op) {
   MlirContext ctx = mlirOperationGetContext(op);
   MlirAttribute old = dtGetAttr(op, "fastmath");
   char flags[200] = "reassoc";
   if (!mlirAttributeIsNull(old)) {
-    Text t = {{0}, 0};
-    mlirAttributePrint(old, append, &t); /* #arith.fastmath<a,b> */
-    char *open = strchr(t.s, '<'), *close = strrchr(t.s, '>');
+    char printed[160]; /* #arith.fastmath<a,b> */
+    if (dtAttributePrint(old, printed, sizeof(printed)) >= sizeof(printed))
+      return;
+    char *open = strchr(printed, '<'), *close = strrchr(printed, '>');
     if (!open || !close || close < open)
       return;
     *close = '\0';
