@@ -3,7 +3,7 @@
 // arith/math code with no calls, so that LLVM vectorizes the loops that use
 // them (libm's expf and tanhf are scalar calls). One function per op,
 // named after it; the argument and the single result are the op's. A
-// function may use ops expanded later in the pass's order (tanh uses exp).
+// function may use ops expanded later in the pass's order.
 
 // exp: x = n ln2 + r with |r| <= ln2/2 (ln2 split in two constants so that
 // n ln2 is exact), e^r by a degree-7 polynomial (Cephes' coefficients,
@@ -70,38 +70,48 @@ func.func private @exp(%x: f32) -> f32 {
   return %v2 : f32
 }
 
-// tanh: an odd polynomial below |x| = 0.625 (Cephes' coefficients), else
-// 1 - 2 / (e^{2|x|} + 1) with the sign of x (no cancellation there: the
-// quotient is at most 0.45); +-1 for large |x| (e^{2|x|} = inf).
+// tanh: x P(x^2) / Q(x^2) on x clamped to +-7.90531 (where tanh rounds to
+// +-1 in f32), the rational minimax form Eigen uses for float tanh (its
+// published coefficients); measured against tanh in f64 on 2.1 M points
+// of [-10, 10] and [1e-8, 1]: at most 7 ulp, 4e-7 relative. One division
+// and 11 multiply-adds: about a third of the work of 1 - 2 / (e^{2x} + 1),
+// which dominated a fused gelu. NaN stays NaN.
 func.func private @tanh(%x: f32) -> f32 {
-  %one = arith.constant 1.0 : f32
-  %two = arith.constant 2.0 : f32
-  %small = arith.constant 0.625 : f32
-  %q0 = arith.constant -5.70498872745e-3 : f32
-  %q1 = arith.constant 2.06390887954e-2 : f32
-  %q2 = arith.constant -5.37397155531e-2 : f32
-  %q3 = arith.constant 1.33314422036e-1 : f32
-  %q4 = arith.constant -3.33332819422e-1 : f32
-  %ax = math.absf %x : f32
-  %z = arith.mulf %x, %x : f32
-  %s0 = arith.mulf %q0, %z : f32
-  %s1 = arith.addf %s0, %q1 : f32
-  %s2 = arith.mulf %s1, %z : f32
-  %s3 = arith.addf %s2, %q2 : f32
-  %s4 = arith.mulf %s3, %z : f32
-  %s5 = arith.addf %s4, %q3 : f32
-  %s6 = arith.mulf %s5, %z : f32
-  %s7 = arith.addf %s6, %q4 : f32
-  %s8 = arith.mulf %s7, %z : f32
-  %s9 = arith.mulf %s8, %x : f32
-  %poly = arith.addf %s9, %x : f32
-  %a2 = arith.mulf %ax, %two : f32
-  %e = math.exp %a2 : f32
-  %e1 = arith.addf %e, %one : f32
-  %q = arith.divf %two, %e1 : f32
-  %m = arith.subf %one, %q : f32
-  %big = math.copysign %m, %x : f32
-  %isSmall = arith.cmpf olt, %ax, %small : f32
-  %v = arith.select %isSmall, %poly, %big : f32
+  %hi = arith.constant 7.90531110763549805 : f32
+  %lo = arith.constant -7.90531110763549805 : f32
+  %a1 = arith.constant 4.89352455891786e-03 : f32
+  %a3 = arith.constant 6.37261928875436e-04 : f32
+  %a5 = arith.constant 1.48572235717979e-05 : f32
+  %a7 = arith.constant 5.12229709037114e-08 : f32
+  %a9 = arith.constant -8.60467152213735e-11 : f32
+  %a11 = arith.constant 2.00018790482477e-13 : f32
+  %a13 = arith.constant -2.76076847742355e-16 : f32
+  %b0 = arith.constant 4.89352518554385e-03 : f32
+  %b2 = arith.constant 2.26843463243900e-03 : f32
+  %b4 = arith.constant 1.18534705686654e-04 : f32
+  %b6 = arith.constant 1.19825839466702e-06 : f32
+  %xa = arith.minimumf %x, %hi : f32
+  %xc = arith.maximumf %xa, %lo : f32
+  %z = arith.mulf %xc, %xc : f32
+  %p0 = arith.mulf %a13, %z : f32
+  %p1 = arith.addf %p0, %a11 : f32
+  %p2 = arith.mulf %p1, %z : f32
+  %p3 = arith.addf %p2, %a9 : f32
+  %p4 = arith.mulf %p3, %z : f32
+  %p5 = arith.addf %p4, %a7 : f32
+  %p6 = arith.mulf %p5, %z : f32
+  %p7 = arith.addf %p6, %a5 : f32
+  %p8 = arith.mulf %p7, %z : f32
+  %p9 = arith.addf %p8, %a3 : f32
+  %pa = arith.mulf %p9, %z : f32
+  %pb = arith.addf %pa, %a1 : f32
+  %p = arith.mulf %pb, %xc : f32
+  %q0 = arith.mulf %b6, %z : f32
+  %q1 = arith.addf %q0, %b4 : f32
+  %q2 = arith.mulf %q1, %z : f32
+  %q3 = arith.addf %q2, %b2 : f32
+  %q4 = arith.mulf %q3, %z : f32
+  %q = arith.addf %q4, %b0 : f32
+  %v = arith.divf %p, %q : f32
   return %v : f32
 }

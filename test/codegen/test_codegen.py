@@ -454,15 +454,17 @@ def test_against_numpy(name):
         want = np.asarray(want)
         assert got.shape == want.shape
         if name.startswith("math-"):
-            # Within 4e-7 relative (a few f32 ulp), or 1.2e-38 absolute
-            # (exp flushes what would be subnormal to 0); infinities and
-            # NaN exactly.
+            # exp within 2e-7 relative (measured 7.8e-8, 1 ulp), tanh within
+            # 5e-7 (its rational form: measured 3.3e-7, 5 ulp), libm's erf
+            # within 2e-7; or 1.2e-38 absolute (exp flushes what would be
+            # subnormal to 0); infinities and NaN exactly.
             assert (np.isnan(got) == np.isnan(want)).all()
             fin = np.isfinite(want)
             assert (got[~fin & ~np.isnan(want)] ==
                     want[~fin & ~np.isnan(want)]).all()
             err = np.abs(got[fin].astype(np.float64) - want[fin])
-            tol = 4e-7 * np.abs(want[fin]) + 1.2e-38
+            rel = 5e-7 if name == "math-tanh" else 2e-7
+            tol = rel * np.abs(want[fin]) + 1.2e-38
             assert (err <= tol).all(), (err / np.maximum(np.abs(want[fin]),
                                                          1e-30)).max()
             continue
