@@ -332,11 +332,12 @@ DTRT_TYPED_PERMUTE(i64, DTRT_I64)
 
 /* ---- memory of compiled programs ------------------------------------------- */
 
-/* Buffers of a step are freed and allocated again at the next: glibc would
- * map large ones afresh each time (mmap above 32 MiB at most) and pay a
- * page fault per 4 KiB page every step, a fifth of a GPT block's time
- * here. Kept in the heap instead, freed buffers are reused, as a caching
- * allocator does; DTENSOR_MALLOC_CACHE=0 leaves glibc's defaults. */
+/* Buffers of a step are freed and allocated again at the next: glibc maps
+ * large ones afresh each time (mmap above its threshold, at most 32 MiB)
+ * and pays a page fault per 4 KiB page every step, a fifth of a GPT
+ * block's time here. Kept in the heap instead (no mmap, no trimming),
+ * freed buffers are reused, as a caching allocator does;
+ * DTENSOR_MALLOC_CACHE=0 leaves glibc's defaults. */
 static bool heapTuned;
 
 static void tuneHeap(void) {
@@ -344,7 +345,8 @@ static void tuneHeap(void) {
   const char *cache = getenv("DTENSOR_MALLOC_CACHE");
   if (cache && !strcmp(cache, "0"))
     return;
-  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  /* No mmap at all (glibc caps M_MMAP_THRESHOLD at 32 MiB), no trimming. */
+  mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, INT_MAX);
 }
 
