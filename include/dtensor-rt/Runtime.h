@@ -328,6 +328,9 @@ DTRT_EXPORT int64_t dtrt_mlir_mesh_coord(int64_t axis, int64_t meshRank,
   X(f16, f16, f16)                                                             \
   X(f16, f16, f32)
 
+/// The most loops a contraction handed to the runtime may have.
+#define DTRT_CONTRACT_MAX_LOOPS 16
+
 /// What dtensor-lower-contractions calls for a contraction C += A·B (C =
 /// A·B when `overwrite` is 1: the zero fill before it was dropped) whose
 /// indexing maps are projected permutations: `maps` (1-D i64) holds the

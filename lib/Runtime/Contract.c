@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define MAX_LOOPS 16
+#define MAX_LOOPS DTRT_CONTRACT_MAX_LOOPS
 
 /* A matrix view: element (r, c) at p + (r * rs + c * cs) elements. */
 typedef struct Mat {

@@ -4,13 +4,14 @@
 #ifndef DTENSOR_LIB_TRANSFORMS_CONTRACTION_H
 #define DTENSOR_LIB_TRANSFORMS_CONTRACTION_H
 
+#include "dtensor-rt/Runtime.h"
 #include "mlir-c/IR.h"
 
 #include <stdbool.h>
 #include <stdint.h>
 
 /// The runtime's limit on the loops of a contraction.
-#define DT_CONTRACTION_MAX_LOOPS 16
+#define DT_CONTRACTION_MAX_LOOPS DTRT_CONTRACT_MAX_LOOPS
 /// The size of the flattened maps: the loop count, then each operand's dims.
 #define DT_CONTRACTION_MAPS (1 + 3 * DT_CONTRACTION_MAX_LOOPS)
 
