@@ -4,7 +4,8 @@
  * operands they appear in — A and C: rows (M), B and C: columns (N), A and
  * B: reduced (K), all three: batch — and the largest M, N and K loop go to
  * one BLAS call per point of the other loops, which are iterated around it
- * (each call accumulates into C, so any loop nest stays exact). A matrix
+ * (each call accumulates into C, or writes a C block at its first visit
+ * when the output was a zero fill, so any loop nest stays exact). A matrix
  * BLAS can read in place (a unit stride, a leading dimension from the other
  * stride) is passed as it is, transposed when its unit stride is the row
  * one; one it cannot (no unit stride, a broadcast, bf16, f16) is packed
