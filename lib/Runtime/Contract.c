@@ -296,6 +296,43 @@ static void readNest(const int64_t *maps, int64_t numMaps, const int64_t *ranks,
       fatal("%s", "a loop no operand reads");
 }
 
+/* Merges loops that are one in memory: two loops read by the same
+ * operands where, in each of them, the outer one's stride is the inner
+ * one's times its extent (a GEMM whose rows were split by a reshape into
+ * batch x sequence, say) become one loop, so that BLAS gets one large
+ * product instead of many small ones. */
+static void mergeLoops(Nest *nest) {
+  for (bool merged = true; merged;) {
+    merged = false;
+    for (int u = 0; u < nest->numLoops && !merged; ++u)
+      for (int v = 0; v < nest->numLoops && !merged; ++v) {
+        if (u == v || nest->extent[u] < 2 || nest->extent[v] < 2)
+          continue;
+        bool same = true, readAny = false;
+        for (int o = 0; o < 3 && same; ++o) {
+          same = nest->in[o][u] == nest->in[o][v] &&
+                 (!nest->in[o][u] ||
+                  nest->stride[o][u] == nest->stride[o][v] * nest->extent[v]);
+          readAny |= nest->in[o][u];
+        }
+        if (!same || !readAny)
+          continue;
+        /* u (outer) and v (inner) are one loop of stride v's. */
+        nest->extent[v] *= nest->extent[u];
+        int last = nest->numLoops - 1;
+        for (int o = 0; o < 3; ++o) {
+          nest->in[o][u] = nest->in[o][last];
+          nest->stride[o][u] = nest->stride[o][last];
+        }
+        nest->extent[u] = nest->extent[last];
+        if (v == last)
+          v = u;
+        --nest->numLoops;
+        merged = true;
+      }
+  }
+}
+
 /* The largest loop read by exactly operands `x` and `y` (-1: none). */
 static int pickLoop(const Nest *nest, int x, int y) {
   int best = -1;
@@ -359,6 +396,7 @@ static void contract(DtrtDtype ta, DtrtDtype tb, DtrtDtype tc,
   DtrtDtype types[3] = {ta, tb, tc};
   Nest nest;
   readNest(maps, md->sizesAndStrides[0], ranks, descs, types, &nest);
+  mergeLoops(&nest);
   enum { A, B, C };
   int m = pickLoop(&nest, A, C), n = pickLoop(&nest, B, C),
       k = pickLoop(&nest, A, B);

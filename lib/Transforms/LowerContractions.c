@@ -32,10 +32,25 @@ typedef struct Lower {
   bool failed;
 } Lower;
 
+/* The buffer `v` is a reshape of (memref.expand_shape/collapse_shape: the
+ * same memory, all of it), or `v` itself. */
+static MlirValue wholeBuffer(MlirValue v) {
+  while (mlirValueIsAOpResult(v)) {
+    MlirOperation def = mlirOpResultGetOwner(v);
+    if (!dtIsOp(def, "memref.expand_shape") &&
+        !dtIsOp(def, "memref.collapse_shape"))
+      break;
+    v = mlirOperationGetOperand(def, 0);
+  }
+  return v;
+}
+
 /* `prev` (the op before a contraction, or null) fills the contraction's
  * output with zeros: then the call overwrites C and the fill can go. */
 static bool isZeroFillOf(MlirOperation prev, MlirValue out) {
-  return dtIsZeroFill(prev) && mlirValueEqual(mlirOperationGetOperand(prev, 1), out);
+  return dtIsZeroFill(prev) &&
+         mlirValueEqual(wholeBuffer(mlirOperationGetOperand(prev, 1)),
+                        wholeBuffer(out));
 }
 
 /* One contraction on memrefs to a runtime call (`prev`: the op before it
@@ -82,8 +97,8 @@ static bool lowerOne(Lower *l, MlirOperation op, MlirOperation prev) {
 }
 
 /* Collects the contractions under `block` in pairs (op, the linalg.fill
- * right before it in its block, or null: nothing else is kept, since
- * lowering destroys ops). */
+ * before it in its block with only views and constants between, or null:
+ * nothing else is kept, since lowering destroys ops). */
 static bool collect(MlirBlock block, DtOpList *found) {
   MlirOperation prev = {NULL};
   for (MlirOperation op = mlirBlockGetFirstOperation(block);
@@ -96,7 +111,14 @@ static bool collect(MlirBlock block, DtOpList *found) {
            !mlirBlockIsNull(b); b = mlirBlockGetNextInRegion(b))
         if (!collect(b, found))
           return false;
-    prev = dtIsOp(op, "linalg.fill") ? op : (MlirOperation){NULL};
+    /* Views and constants between the fill and the contraction touch no
+     * memory (bufferization puts reshapes of the output there). */
+    if (dtIsOp(op, "linalg.fill"))
+      prev = op;
+    else if (!dtIsOp(op, "memref.expand_shape") &&
+             !dtIsOp(op, "memref.collapse_shape") &&
+             !dtIsOp(op, "memref.cast") && !dtIsOp(op, "arith.constant"))
+      prev = (MlirOperation){NULL};
   }
   return true;
 }
