@@ -195,7 +195,45 @@ typedef struct InFlight {
   bool customOp;
   MPI_Datatype type;
   bool ownedType;
+  void *scratch; /* a copy of an input that overlaps the output */
 } InFlight;
+
+/* The bytes a collective reads (`input`) or writes on this rank. */
+static size_t bytesOf(const DtrtComm *comm, const DtrtCollective *op,
+                      bool input) {
+  size_t n = op->count * dtrtDtypeSize(op->dtype), p = (size_t)comm->size;
+  switch (op->kind) {
+  case DTRT_COLL_ALL_GATHER: return input ? n : n * p;
+  case DTRT_COLL_REDUCE_SCATTER: return input ? n * p : n;
+  case DTRT_COLL_ALL_TO_ALL: return n * p;
+  default: return n;
+  }
+}
+
+/* What MPI gets as the input: MPI_IN_PLACE for an all_reduce on one
+ * buffer, a copy of an input that otherwise overlaps the output (MPI
+ * refuses aliased buffers: MPI_ERR_BUFFER), else the input itself. */
+static const void *inputFor(const DtrtComm *comm, const DtrtCollective *op,
+                            InFlight *f, DtrtStatus *outStatus) {
+  *outStatus = DTRT_OK;
+  const char *in = op->send, *out = op->recv;
+  size_t inBytes = bytesOf(comm, op, true), outBytes = bytesOf(comm, op, false);
+  if (!in || !out || op->kind == DTRT_COLL_BARRIER ||
+      op->kind == DTRT_COLL_BROADCAST || in + inBytes <= out ||
+      out + outBytes <= in)
+    return in;
+  if (op->kind == DTRT_COLL_ALL_REDUCE && in == out)
+    return MPI_IN_PLACE;
+  f->scratch = malloc(inBytes ? inBytes : 1);
+  if (!f->scratch) {
+    *outStatus = dtrtFail(comm->context, DTRT_ERR_NOMEM, "rank %d: out of "
+                          "memory copying an input that overlaps its output",
+                          comm->context->rank);
+    return NULL;
+  }
+  memcpy(f->scratch, in, inBytes);
+  return f->scratch;
+}
 
 /* Posts `op` as MPI's blocking (then it is done on return) or nonblocking
  * collective. One switch for both, so the two paths cannot drift apart. */
@@ -205,6 +243,11 @@ static DtrtStatus post(DtrtComm *comm, const DtrtCollective *op, bool async,
   int n = (int)op->count;
   f->numReqs = 0;
   f->customOp = f->ownedType = false;
+  f->scratch = NULL;
+  DtrtStatus inStatus;
+  const void *send = inputFor(comm, op, f, &inStatus);
+  if (inStatus)
+    return inStatus;
   bool reduces = op->kind == DTRT_COLL_ALL_REDUCE ||
                  op->kind == DTRT_COLL_REDUCE_SCATTER;
   if (reduces) {
@@ -225,28 +268,28 @@ static DtrtStatus post(DtrtComm *comm, const DtrtCollective *op, bool async,
     break;
   case DTRT_COLL_ALL_GATHER:
     what = "MPI_Allgather";
-    code = async ? MPI_Iallgather(op->send, n, f->type, op->recv, n, f->type,
+    code = async ? MPI_Iallgather(send, n, f->type, op->recv, n, f->type,
                                   mc, r)
-                 : MPI_Allgather(op->send, n, f->type, op->recv, n, f->type,
+                 : MPI_Allgather(send, n, f->type, op->recv, n, f->type,
                                  mc);
     break;
   case DTRT_COLL_ALL_REDUCE:
     what = "MPI_Allreduce";
-    code = async ? MPI_Iallreduce(op->send, op->recv, n, f->type, f->op, mc, r)
-                 : MPI_Allreduce(op->send, op->recv, n, f->type, f->op, mc);
+    code = async ? MPI_Iallreduce(send, op->recv, n, f->type, f->op, mc, r)
+                 : MPI_Allreduce(send, op->recv, n, f->type, f->op, mc);
     break;
   case DTRT_COLL_REDUCE_SCATTER:
     what = "MPI_Reduce_scatter_block";
-    code = async ? MPI_Ireduce_scatter_block(op->send, op->recv, n, f->type,
+    code = async ? MPI_Ireduce_scatter_block(send, op->recv, n, f->type,
                                              f->op, mc, r)
-                 : MPI_Reduce_scatter_block(op->send, op->recv, n, f->type,
+                 : MPI_Reduce_scatter_block(send, op->recv, n, f->type,
                                             f->op, mc);
     break;
   case DTRT_COLL_ALL_TO_ALL:
     what = "MPI_Alltoall";
-    code = async ? MPI_Ialltoall(op->send, n, f->type, op->recv, n, f->type,
+    code = async ? MPI_Ialltoall(send, n, f->type, op->recv, n, f->type,
                                  mc, r)
-                 : MPI_Alltoall(op->send, n, f->type, op->recv, n, f->type,
+                 : MPI_Alltoall(send, n, f->type, op->recv, n, f->type,
                                 mc);
     break;
   case DTRT_COLL_BROADCAST:
@@ -261,7 +304,7 @@ static DtrtStatus post(DtrtComm *comm, const DtrtCollective *op, bool async,
     if (op->recvFrom < 0)
       memset(op->recv, 0, op->count * dtrtDtypeSize(op->dtype));
     if (!async) {
-      code = MPI_Sendrecv(op->send, n, f->type, to, 77, op->recv, n, f->type,
+      code = MPI_Sendrecv(send, n, f->type, to, 77, op->recv, n, f->type,
                           from, 77, mc, MPI_STATUS_IGNORE);
     } else {
       /* Posted requests are counted even on failure: they must complete
@@ -269,7 +312,7 @@ static DtrtStatus post(DtrtComm *comm, const DtrtCollective *op, bool async,
       code = MPI_Irecv(op->recv, n, f->type, from, 77, mc, &r[0]);
       if (code == MPI_SUCCESS) {
         f->numReqs = 1;
-        code = MPI_Isend(op->send, n, f->type, to, 77, mc, &r[1]);
+        code = MPI_Isend(send, n, f->type, to, 77, mc, &r[1]);
         if (code == MPI_SUCCESS)
           f->numReqs = 2;
       }
@@ -290,6 +333,8 @@ static void finish(DtrtComm *comm, const DtrtCollective *op, InFlight *f,
   if (f->ownedType)
     MPI_Type_free(&f->type);
   f->customOp = f->ownedType = false;
+  free(f->scratch);
+  f->scratch = NULL;
   size_t n = op->kind == DTRT_COLL_ALL_REDUCE ||
                      op->kind == DTRT_COLL_REDUCE_SCATTER
                  ? op->count
