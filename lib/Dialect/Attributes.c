@@ -23,7 +23,8 @@ static void sinkAppend(MlirStringRef text, void *userData) {
   if (sink->length + 1 < sink->capacity) {
     size_t room = sink->capacity - 1 - sink->length;
     size_t n = text.length < room ? text.length : room;
-    memcpy(sink->data + sink->length, text.data, n);
+    if (n)
+      memcpy(sink->data + sink->length, text.data, n);
     sink->data[sink->length + n] = '\0';
   }
   sink->length += text.length;
@@ -234,7 +235,8 @@ DtensorMesh *dtensorMeshCreateFromOp(MlirOperation meshOp,
                    DTENSOR_MAX_AXIS_NAME - 1);
       return NULL;
     }
-    memcpy(names[a], s.data, s.length);
+    if (s.length) /* an empty name may have no data pointer */
+      memcpy(names[a], s.data, s.length);
     names[a][s.length] = '\0';
     namePtrs[a] = names[a];
   }
