@@ -23,10 +23,12 @@
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct Tensor {
   char name[128]; /* dtensor.name, or arg<i> / result<i> */
@@ -128,6 +130,33 @@ static double inputValue(int arg, int64_t linear, DtrtDtype e) {
  * program that let padding into a result differs from the reference. */
 static double paddingValue(DtrtDtype e) {
   return elemIsFloat(e) ? NAN : 1e9;
+}
+
+/* Room for `elements` elements of `t` (one more, so that 0 is fine),
+ * zeroed; a size past this machine's memory, or an allocation that fails,
+ * ends dtensor-run with the tensor and the size. */
+static void *tensorAlloc(const Tensor *t, int64_t elements, const char *what) {
+  size_t es = dtrtDtypeSize(t->elem);
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
+  double memory = pages > 0 && pageSize > 0 ? (double)pages * pageSize : 0;
+  double bytes = ((double)elements + 1) * (double)es;
+  void *p = elements < 0 || (memory > 0 && bytes > memory) ||
+                    bytes > (double)SIZE_MAX
+                ? NULL
+                : calloc((size_t)elements + 1, es);
+  if (!p) {
+    double gib = 1024.0 * 1024 * 1024;
+    if (memory > 0 && bytes > memory)
+      fprintf(stderr, "dtensor-run: %s '%s' needs %.0f bytes (%.2f GiB), "
+              "more than this machine's memory (%.2f GiB)\n", what, t->name,
+              bytes, bytes / gib, memory / gib);
+    else
+      fprintf(stderr, "dtensor-run: %s '%s' needs %.0f bytes (%.2f GiB), "
+              "which could not be allocated\n", what, t->name, bytes,
+              bytes / gib);
+    exit(1);
+  }
+  return p;
 }
 
 static int64_t *descriptor(void *data, int rank, const int64_t *shape) {
@@ -430,7 +459,7 @@ static int runRank(int rank, void *arg) {
     layoutOf(r, t, &l);
     int64_t padded[DTENSOR_MAX_TENSOR_RANK];
     dtensorLayoutGetMaxLocalShape(&l, padded);
-    Fill f = {calloc((size_t)product(l.rank, padded) + 1, dtrtDtypeSize(t->elem)),
+    Fill f = {tensorAlloc(t, product(l.rank, padded), "the block of argument"),
               r->globals[a], t->elem};
     forBlock(r, t, rank, fillElement, &f);
     descs[a] = descriptor(f.block, l.rank, padded);
@@ -449,11 +478,8 @@ static int runRank(int rank, void *arg) {
     int64_t padded[DTENSOR_MAX_TENSOR_RANK];
     dtensorLayoutGetMaxLocalShape(&l, padded);
     bytes[a] = (size_t)product(l.rank, padded) * dtrtDtypeSize(t->elem);
-    saved[a] = malloc(bytes[a] + 1);
-    if (!saved[a]) {
-      fprintf(stderr, "dtensor-run: out of memory\n");
-      exit(1);
-    }
+    saved[a] = tensorAlloc(t, product(l.rank, padded), "the saved block of "
+                           "argument");
     memcpy(saved[a], (void *)(intptr_t)descs[a][1], bytes[a]);
   }
   if (!invoke(r->spmd, r->ciface, descs, r->numArgs, r->results,
@@ -763,10 +789,10 @@ static int compileAndRun(const char *path, const DtRunOptions *o,
   for (int a = 0; a < r.numArgs; ++a) {
     const Tensor *t = &r.args[a];
     int64_t count = product(t->rank, t->shape);
-    r.globals[a] = malloc(dtrtDtypeSize(t->elem) * (size_t)(count + 1));
+    r.globals[a] = tensorAlloc(t, count, "argument");
     /* The reference gets its own copy: bufferized code may write its
      * arguments in place. */
-    void *copy = malloc(dtrtDtypeSize(t->elem) * (size_t)(count + 1));
+    void *copy = tensorAlloc(t, count, "the reference's copy of argument");
     if (r.loadDir) {
       if (!readArgument(r.loadDir, loaded, a, t, r.globals[a])) {
         dtrtCheckpointClose(loaded);
