@@ -711,7 +711,12 @@ static int compileAndRun(const char *path, const DtRunOptions *o,
   snprintf(r.ciface, sizeof(r.ciface), "%.*s", (int)fname.length, fname.data);
   DtensorDiag diag;
   r.mesh = dtensorMeshCreateFromOp(meshOp, &diag);
-  if (!r.mesh || dtensorMeshGetNumDevices(r.mesh) != n) {
+  if (!r.mesh) { /* said "run it with -n 0" before */
+    fprintf(stderr, "dtensor-run: '%s': its dtensor.mesh is not valid: %s\n",
+            path, diag.message);
+    return 1;
+  }
+  if (dtensorMeshGetNumDevices(r.mesh) != n) {
     fprintf(stderr, "dtensor-run: the program's mesh has %lld devices; run "
             "it with -n %lld\n",
             r.mesh ? (long long)dtensorMeshGetNumDevices(r.mesh) : 0LL,
