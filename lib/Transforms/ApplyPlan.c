@@ -101,6 +101,11 @@ static bool readMesh(Plan *p, json_t *mesh) {
   }
   if (name[0] == '@')
     ++name;
+  if (!name[0]) {
+    fail(p, loc, "plan '%s': the mesh's name is empty (a dtensor.mesh needs "
+         "a symbol name: \"mesh\": {\"name\": \"mesh\", ...})", p->path);
+    return false;
+  }
   snprintf(p->meshName, sizeof(p->meshName), "%s", name);
   DtensorDiag diag;
   MlirOperation existing =
@@ -114,7 +119,12 @@ static bool readMesh(Plan *p, json_t *mesh) {
   json_t *shape = json_is_object(mesh) ? json_object_get(mesh, "shape") : NULL;
   json_t *axes = json_is_object(mesh) ? json_object_get(mesh, "axes") : NULL;
   size_t rank = json_is_array(shape) ? json_array_size(shape) : 0;
-  if (!rank || rank > DTENSOR_MAX_MESH_RANK ||
+  if (rank > DTENSOR_MAX_MESH_RANK) {
+    fail(p, loc, "plan '%s': mesh @%s has %zu axes; at most %d are "
+         "supported", p->path, name, rank, DTENSOR_MAX_MESH_RANK);
+    return false;
+  }
+  if (!rank ||
       (axes && (!json_is_array(axes) || json_array_size(axes) != rank))) {
     fail(p, loc, "plan '%s': the module has no mesh @%s, and the plan does "
          "not declare it (\"mesh\": {\"name\": \"%s\", \"shape\": [2, 4], "

@@ -31,13 +31,17 @@
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/no-match.json" 2>&1 | FileCheck %s --check-prefix=NOMATCH
 // NOMATCH: error: plan '{{.*}}no-match.json': rule 2 ('layer2.*') matches no argument {{.*}}the module's named arguments: x, l1.w_up, b_up, l1.w_down)
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/conflict.json" 2>&1 | FileCheck %s --check-prefix=CONFLICT
-// CONFLICT: apply-plan.mlir:[[@LINE+13]]:1: error: plan '{{.*}}conflict.json': conflicting rules for argument 'l1.w_down' of @mlp: rule 1 ('*.w_*') gives [R, S(tp)], rule 2 ('*.w_down') gives [S(tp), R]
+// CONFLICT: apply-plan.mlir:[[@LINE+17]]:1: error: plan '{{.*}}conflict.json': conflicting rules for argument 'l1.w_down' of @mlp: rule 1 ('*.w_*') gives [R, S(tp)], rule 2 ('*.w_down') gives [S(tp), R]
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/bad-json.json" 2>&1 | FileCheck %s --check-prefix=JSON
 // JSON: error: plan '{{.*}}bad-json.json':2:{{[0-9]+}}: '}' expected near '"style"'
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/bad-axis.json" 2>&1 | FileCheck %s --check-prefix=AXIS
 // AXIS: error: plan '{{.*}}bad-axis.json': rule 1: axis pp is not an axis of mesh @mesh (its axes: dp, tp)
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/bad-key.json" 2>&1 | FileCheck %s --check-prefix=KEY
 // KEY: error: plan '{{.*}}bad-key.json': rule 1: unknown key "axes" (valid: match, function, layout, style, axis)
+// RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/empty-mesh-name.json" 2>&1 | FileCheck %s --check-prefix=EMPTY
+// EMPTY: error: plan '{{.*}}empty-mesh-name.json': the mesh's name is empty
+// RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/nine-axes.json" 2>&1 | FileCheck %s --check-prefix=NINE
+// NINE: error: plan '{{.*}}nine-axes.json': mesh @big has 9 axes; at most 8 are supported
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/no-mesh.json" 2>&1 | FileCheck %s --check-prefix=NOMESH
 // NOMESH: error: plan '{{.*}}no-mesh.json': the module has no mesh @pp, and the plan does not declare it
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/missing.json" 2>&1 | FileCheck %s --check-prefix=MISSING
