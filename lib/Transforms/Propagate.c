@@ -1824,6 +1824,21 @@ static void propagateBlock(Prop *p, MlirBlock block) {
       decide(p, op);
 }
 
+/* The first per-device op (a collective or mesh_index) under a function of
+ * the global program, where nothing gives it a meaning. */
+static MlirWalkResult findPerDevice(MlirOperation op, void *userData) {
+  static const char *const kPerDevice[] = {
+      "dtensor.all_gather", "dtensor.all_reduce", "dtensor.reduce_scatter",
+      "dtensor.all_to_all", "dtensor.local_split", "dtensor.broadcast",
+      "dtensor.permute",    "dtensor.mesh_index"};
+  for (size_t k = 0; k < sizeof(kPerDevice) / sizeof(kPerDevice[0]); ++k)
+    if (dtIsOp(op, kPerDevice[k])) {
+      *(MlirOperation *)userData = op;
+      return MlirWalkResultInterrupt;
+    }
+  return MlirWalkResultAdvance;
+}
+
 static void propagateFunction(Prop *p, MlirOperation func) {
   MlirRegion body = mlirOperationGetRegion(func, 0);
   MlirBlock entry = mlirRegionGetFirstBlock(body);
@@ -1839,6 +1854,14 @@ static void propagateFunction(Prop *p, MlirOperation func) {
     opError(p, func, "is already partitioned (%s has a dtensor.global_shape: "
                      "its type is a device's block); dtensor-propagate and "
                      "dtensor-partition take the global program", where);
+    return;
+  }
+  MlirOperation perDevice = {NULL};
+  mlirOperationWalk(func, findPerDevice, &perDevice, MlirWalkPreOrder);
+  if (!mlirOperationIsNull(perDevice)) {
+    opError(p, perDevice, "works on a device's block, but this is the global "
+            "program: state layouts here (dtensor.annotate, "
+            "dtensor.redistribute) and dtensor-spmd inserts the collectives");
     return;
   }
   /* Every value gets its info now (nested regions too): the table must

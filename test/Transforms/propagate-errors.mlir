@@ -50,3 +50,13 @@ func.func @two_meshes(%x: tensor<16x16xf32> {dtensor.layout = #dtensor.layout<@a
 func.func @twice(%x: tensor<4x16xf32>) -> (tensor<4x16xf32> {dtensor.global_shape = array<i64: 16, 16>, dtensor.layout = #dtensor.layout<@tp, "[S0, R]">}) {
   return %x : tensor<4x16xf32>
 }
+
+// -----
+
+// A collective written in the global program: it has no meaning there.
+"dtensor.mesh"() {sym_name = "m", shape = array<i64: 2>, axis_names = ["x"]} : () -> ()
+func.func @collective(%a: tensor<8x4xf32> {dtensor.layout = #dtensor.layout<@m, "[S0, R]">}) -> tensor<8x4xf32> {
+  // expected-error @+1 {{'dtensor.all_reduce' op works on a device's block, but this is the global program}}
+  %r = "dtensor.all_reduce"(%a) {mesh = @m, mesh_axes = array<i64: 0>, reduce = "sum"} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  return %r : tensor<8x4xf32>
+}
