@@ -31,7 +31,7 @@ static void push(Ops *o, MlirOperation op) {
 }
 
 typedef struct Found {
-  Ops grids, shardings, shards;
+  Ops grids, shardings, shards, others; /* others: any other shard op */
 } Found;
 
 static MlirWalkResult collect(MlirOperation op, void *user) {
@@ -42,6 +42,11 @@ static MlirWalkResult collect(MlirOperation op, void *user) {
     push(&f->shardings, op);
   else if (dtIsOp(op, "shard.shard"))
     push(&f->shards, op);
+  else {
+    MlirStringRef n = mlirIdentifierStr(mlirOperationGetName(op));
+    if (n.length > 6 && !memcmp(n.data, "shard.", 6))
+      push(&f->others, op);
+  }
   return MlirWalkResultAdvance;
 }
 
@@ -95,10 +100,29 @@ static bool specOf(MlirOperation sharding, int rank, char *out, size_t size) {
 
 static bool runImportShard(MlirOperation module, const DtPassOptions *options) {
   (void)options;
-  Found f = {{0}, {0}, {0}};
+  Found f = {{0}, {0}, {0}, {0}};
   mlirOperationWalk(module, collect, &f, MlirWalkPreOrder);
   MlirContext ctx = mlirOperationGetContext(module);
   bool ok = true;
+  /* What else of the shard dialect a program holds (get_sharding, its
+   * collectives, process indices) has no dtensor counterpart here: named
+   * at its place rather than left in the per-device program. An unused
+   * get_sharding reads nothing and goes. */
+  for (size_t i = 0; i < f.others.count && ok; ++i) {
+    MlirOperation op = f.others.ops[i];
+    if (dtIsOp(op, "shard.get_sharding") &&
+        mlirOpOperandIsNull(
+            mlirValueGetFirstUse(mlirOperationGetResult(op, 0)))) {
+      mlirOperationDestroy(op);
+      continue;
+    }
+    MlirStringRef n = mlirIdentifierStr(mlirOperationGetName(op));
+    dtEmitError(mlirOperationGetLocation(op), "'%.*s' op is not imported: "
+                "dtensor-import-shard takes shard.grid, shard.sharding and "
+                "shard.shard (state layouts with them; dtensor-spmd inserts "
+                "the collectives)", (int)n.length, n.data);
+    ok = false;
+  }
   /* Meshes: same name and shape, axes named a0, a1, ... (so that a spec
    * can name them by position). */
   for (size_t i = 0; i < f.grids.count && ok; ++i) {
@@ -214,6 +238,7 @@ static bool runImportShard(MlirOperation module, const DtPassOptions *options) {
   free(f.grids.ops);
   free(f.shardings.ops);
   free(f.shards.ops);
+  free(f.others.ops);
   /* Not checked before (the input is the shard dialect's), so the result
    * is: the meshes and layouts made, and any dtensor IR already there. */
   return ok && mlirLogicalResultIsSuccess(dtensorVerify(module));

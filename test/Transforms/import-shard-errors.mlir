@@ -38,3 +38,17 @@ func.func @imported(%x: tensor<8xf32>) -> tensor<8xf32> {
   %x1 = shard.shard %x to %s : tensor<8xf32>
   return %x1 : tensor<8xf32>
 }
+
+// -----
+
+// Other shard ops are named, not left in the per-device program; an unused
+// get_sharding reads nothing and goes.
+shard.grid @grid(shape = 2)
+func.func @other(%a: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  %s = shard.sharding @grid split_axes = [[0]] : !shard.sharding
+  %b = shard.shard %a to %s : tensor<8x4xf32>
+  %unused = shard.get_sharding %b : tensor<8x4xf32> -> !shard.sharding
+  // expected-error @+1 {{'shard.all_reduce' op is not imported: dtensor-import-shard takes shard.grid, shard.sharding and shard.shard}}
+  %c = shard.all_reduce %b on @grid grid_axes = [0] : tensor<8x4xf32> -> tensor<8x4xf32>
+  return %c : tensor<8x4xf32>
+}
