@@ -277,12 +277,76 @@ typedef struct Fill {
   void *block;
   const void *global;
   DtrtDtype elem;
+  bool neutral;       /* a pending sum or product this rank does not own */
+  double neutralValue; /* 0 for a sum, 1 for a product */
 } Fill;
 
 static void fillElement(void *user, int64_t e, int64_t g) {
   Fill *f = user;
   store(f->block, f->elem, e,
-        g < 0 ? paddingValue(f->elem) : load(f->global, f->elem, g));
+        g < 0       ? paddingValue(f->elem)
+        : f->neutral ? f->neutralValue
+                     : load(f->global, f->elem, g));
+}
+
+/* The one reduce kind of `t`'s pending (Partial) mesh axes, NONE if it has
+ * none; false (with a message) for several kinds, which no reduction of
+ * the blocks turns into one global value. */
+static bool partialKind(const Run *r, const Tensor *t, DtensorReduceKind *out) {
+  *out = DTENSOR_REDUCE_NONE;
+  if (!t->sharded)
+    return true;
+  for (int a = 0; a < dtensorMeshGetRank(r->mesh); ++a) {
+    DtensorReduceKind k = t->spec.partial[a];
+    if (k == DTENSOR_REDUCE_NONE)
+      continue;
+    if (*out != DTENSOR_REDUCE_NONE && *out != k) {
+      fprintf(stderr, "dtensor-run: '%s' is pending reductions of two kinds; "
+              "dtensor-run builds and checks one kind\n", t->name);
+      return false;
+    }
+    *out = k;
+  }
+  return true;
+}
+
+/* Whether this rank's block of a Partial argument holds the neutral value
+ * (a sum or product is given whole by the ranks at coordinate 0 of its
+ * pending axes; max, min and avg by every rank). */
+static bool ownsPartial(const Run *r, const Tensor *t, int rank,
+                        DtensorReduceKind kind) {
+  if (kind != DTENSOR_REDUCE_SUM && kind != DTENSOR_REDUCE_PROD)
+    return true;
+  int64_t coords[DTENSOR_MAX_MESH_RANK];
+  dtensorMeshGetCoords(r->mesh, rank, coords);
+  for (int a = 0; a < dtensorMeshGetRank(r->mesh); ++a)
+    if (t->spec.partial[a] != DTENSOR_REDUCE_NONE && coords[a] != 0)
+      return false;
+  return true;
+}
+
+/* Resolves a Partial result block in place: one all_reduce per pending
+ * mesh axis, so every rank holds the value the check compares. */
+static bool resolvePartial(const Run *r, const Tensor *t, void *block,
+                           int64_t count, DtensorReduceKind kind, int rank) {
+  DtrtContext *c = dtrtProcessContext();
+  int meshRank = dtensorMeshGetRank(r->mesh);
+  int64_t shape[DTENSOR_MAX_MESH_RANK];
+  for (int a = 0; a < meshRank; ++a)
+    shape[a] = dtensorMeshGetAxisSize(r->mesh, a);
+  for (int a = 0; a < meshRank; ++a) {
+    if (t->spec.partial[a] == DTENSOR_REDUCE_NONE)
+      continue;
+    DtrtComm *comm;
+    if (dtrtCommForMeshAxes(c, meshRank, shape, 1, &a, &comm) != DTRT_OK ||
+        dtrtAllReduce(comm, block, block, (size_t)count, t->elem,
+                      (DtrtReduce)(kind - 1)) != DTRT_OK) {
+      fprintf(stderr, "dtensor-run: rank %d: resolving '%s': %s\n", rank,
+              t->name, dtrtLastError(c));
+      return false;
+    }
+  }
+  return true;
 }
 
 typedef struct Compare {
@@ -459,8 +523,12 @@ static int runRank(int rank, void *arg) {
     layoutOf(r, t, &l);
     int64_t padded[DTENSOR_MAX_TENSOR_RANK];
     dtensorLayoutGetMaxLocalShape(&l, padded);
+    DtensorReduceKind kind;
+    if (!partialKind(r, t, &kind))
+      exit(1);
     Fill f = {tensorAlloc(t, product(l.rank, padded), "the block of argument"),
-              r->globals[a], t->elem};
+              r->globals[a], t->elem, !ownsPartial(r, t, rank, kind),
+              kind == DTENSOR_REDUCE_PROD ? 1.0 : 0.0};
     forBlock(r, t, rank, fillElement, &f);
     descs[a] = descriptor(f.block, l.rank, padded);
   }
@@ -488,6 +556,23 @@ static int runRank(int rank, void *arg) {
   if (r->saveDir &&
       !checkpointIo(r, r->results, r->numResults, (void **)out, true))
     exit(1);
+  /* Partial results: each rank holds a contribution; reduced here, so the
+   * check sees the value the layout stands for. */
+  for (int k = 0; k < r->numResults; ++k) {
+    const Tensor *t = &r->results[k];
+    DtensorReduceKind kind;
+    if (!partialKind(r, t, &kind))
+      exit(1);
+    if (kind == DTENSOR_REDUCE_NONE)
+      continue;
+    DtensorLayout l;
+    layoutOf(r, t, &l);
+    int64_t padded[DTENSOR_MAX_TENSOR_RANK];
+    dtensorLayoutGetMaxLocalShape(&l, padded);
+    if (!resolvePartial(r, t, (void *)out[k], product(l.rank, padded), kind,
+                        rank))
+      exit(1);
+  }
   Compare all = {NULL, NULL, DTRT_F32, 0, 0, 0, 0};
   for (int k = 0; k < r->numResults; ++k) {
     const Tensor *t = &r->results[k];
