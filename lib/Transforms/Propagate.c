@@ -1755,8 +1755,8 @@ static MlirWalkResult findAnnotationMesh(MlirOperation op, void *userData) {
 }
 
 /* Finds the mesh the function's layouts name; false if it has none. */
-static bool findMesh(Prop *p, MlirOperation func) {
-  char found[256] = "";
+/* The mesh of the first layout on `func`'s signature, into `found`. */
+static void signatureMesh(MlirOperation func, char found[256]) {
   const char *keys[2] = {"arg_attrs", "res_attrs"};
   for (int k = 0; k < 2 && !found[0]; ++k) {
     MlirAttribute list = dtGetAttr(func, keys[k]);
@@ -1768,11 +1768,46 @@ static bool findMesh(Prop *p, MlirOperation func) {
           mlirStringRefCreateFromCString("dtensor.layout"));
       DtensorLayoutAttrParts parts;
       if (!mlirAttributeIsNull(l) && dtensorLayoutAttrGetParts(l, &parts))
-        snprintf(found, sizeof(found), "%s", parts.mesh);
+        snprintf(found, 256, "%s", parts.mesh);
     }
   }
+}
+
+typedef struct CalleeMesh {
+  MlirSymbolTable symbols;
+  char *found;
+} CalleeMesh;
+
+/* The mesh of a called function's signature (a driver without layouts of
+ * its own calls an annotated function: it is partitioned too, or its call
+ * would pass global types to a partitioned callee). */
+static MlirWalkResult findCalleeMesh(MlirOperation op, void *userData) {
+  CalleeMesh *c = userData;
+  if (!dtIsOp(op, "func.call"))
+    return MlirWalkResultAdvance;
+  MlirAttribute callee = dtGetAttr(op, "callee");
+  if (mlirAttributeIsNull(callee) || !mlirAttributeIsAFlatSymbolRef(callee))
+    return MlirWalkResultAdvance;
+  MlirOperation f = mlirSymbolTableLookup(
+      c->symbols, mlirFlatSymbolRefAttrGetValue(callee));
+  if (!mlirOperationIsNull(f))
+    signatureMesh(f, c->found);
+  return c->found[0] ? MlirWalkResultInterrupt : MlirWalkResultAdvance;
+}
+
+static bool findMesh(Prop *p, MlirOperation func) {
+  char found[256] = "";
+  signatureMesh(func, found);
   if (!found[0])
     mlirOperationWalk(func, findAnnotationMesh, found, MlirWalkPreOrder);
+  MlirOperation module = mlirOperationGetParentOperation(func);
+  if (!found[0] && !mlirOperationIsNull(module)) {
+    CalleeMesh c = {mlirSymbolTableCreate(module), found};
+    if (!mlirSymbolTableIsNull(c.symbols)) {
+      mlirOperationWalk(func, findCalleeMesh, &c, MlirWalkPreOrder);
+      mlirSymbolTableDestroy(c.symbols);
+    }
+  }
   if (!found[0])
     return false;
   snprintf(p->meshName, sizeof(p->meshName), "%s", found);
