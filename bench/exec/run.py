@@ -54,17 +54,10 @@ def gemm_program(m, n, k):
 """
 
 
-def mlp_program(ranks, t=512, d=1024, f=4096):
-    lay = lambda spec: f' {{dtensor.layout = #dtensor.layout<@m, "{spec}">}}'
-    return MESH.format(n=ranks) + f"""func.func @mlp(%x: tensor<{t}x{d}xf32>{lay("[R, R]")},
-                %w1: tensor<{d}x{f}xf32>{lay("[R, S0]")},
-                %w2: tensor<{f}x{d}xf32>{lay("[S0, R]")}) -> (tensor<{t}x{d}xf32>{lay("[R, R]")}) {{
-  %z = arith.constant 0.0 : f32
-  %e1 = tensor.empty() : tensor<{t}x{f}xf32>
-  %i1 = linalg.fill ins(%z : f32) outs(%e1 : tensor<{t}x{f}xf32>) -> tensor<{t}x{f}xf32>
-  %h = linalg.matmul ins(%x, %w1 : tensor<{t}x{d}xf32>, tensor<{d}x{f}xf32>) outs(%i1 : tensor<{t}x{f}xf32>) -> tensor<{t}x{f}xf32>
-  %e2 = tensor.empty() : tensor<{t}x{f}xf32>
-  %g = linalg.generic {{indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}} ins(%h : tensor<{t}x{f}xf32>) outs(%e2 : tensor<{t}x{f}xf32>) {{
+def gelu_lines(out, x, init, ty):
+    """%out = the tanh gelu of %x, elementwise into %init, as a generic."""
+    idm = "affine_map<(i, j) -> (i, j)>"
+    return f"""  %{out} = linalg.generic {{indexing_maps = [{idm}, {idm}], iterator_types = ["parallel", "parallel"]}} ins(%{x} : {ty}) outs(%{init} : {ty}) {{
   ^bb0(%v: f32, %o: f32):
     %c0 = arith.constant 0.5 : f32
     %c1 = arith.constant 1.0 : f32
@@ -80,8 +73,21 @@ def mlp_program(ranks, t=512, d=1024, f=4096):
     %va = arith.mulf %v, %c0 : f32
     %vb = arith.mulf %va, %v9 : f32
     linalg.yield %vb : f32
-  }} -> tensor<{t}x{f}xf32>
-  %e3 = tensor.empty() : tensor<{t}x{d}xf32>
+  }} -> {ty}
+"""
+
+
+def mlp_program(ranks, t=512, d=1024, f=4096):
+    lay = lambda spec: f' {{dtensor.layout = #dtensor.layout<@m, "{spec}">}}'
+    return MESH.format(n=ranks) + f"""func.func @mlp(%x: tensor<{t}x{d}xf32>{lay("[R, R]")},
+                %w1: tensor<{d}x{f}xf32>{lay("[R, S0]")},
+                %w2: tensor<{f}x{d}xf32>{lay("[S0, R]")}) -> (tensor<{t}x{d}xf32>{lay("[R, R]")}) {{
+  %z = arith.constant 0.0 : f32
+  %e1 = tensor.empty() : tensor<{t}x{f}xf32>
+  %i1 = linalg.fill ins(%z : f32) outs(%e1 : tensor<{t}x{f}xf32>) -> tensor<{t}x{f}xf32>
+  %h = linalg.matmul ins(%x, %w1 : tensor<{t}x{d}xf32>, tensor<{d}x{f}xf32>) outs(%i1 : tensor<{t}x{f}xf32>) -> tensor<{t}x{f}xf32>
+  %e2 = tensor.empty() : tensor<{t}x{f}xf32>
+{gelu_lines("g", "h", "e2", f"tensor<{t}x{f}xf32>")}  %e3 = tensor.empty() : tensor<{t}x{d}xf32>
   %i3 = linalg.fill ins(%z : f32) outs(%e3 : tensor<{t}x{d}xf32>) -> tensor<{t}x{d}xf32>
   %y = linalg.matmul ins(%g, %w2 : tensor<{t}x{f}xf32>, tensor<{f}x{d}xf32>) outs(%i3 : tensor<{t}x{d}xf32>) -> tensor<{t}x{d}xf32>
   return %y : tensor<{t}x{d}xf32>
@@ -125,24 +131,7 @@ def layernorm_gelu_program(t=4096, d=1024):
     %t3 = arith.addf %t2, %bb : f32
     linalg.yield %t3 : f32
   }} -> {ty}
-  %out = linalg.generic {{indexing_maps = [{idm}, {idm}], iterator_types = ["parallel", "parallel"]}} ins(%y : {ty}) outs(%e2 : {ty}) {{
-  ^bb0(%v: f32, %o: f32):
-    %h = arith.constant 0.5 : f32
-    %one = arith.constant 1.0 : f32
-    %k = arith.constant 0.7978845608 : f32
-    %k3 = arith.constant 0.044715 : f32
-    %v2 = arith.mulf %v, %v : f32
-    %v3 = arith.mulf %v2, %v : f32
-    %a0 = arith.mulf %v3, %k3 : f32
-    %a1 = arith.addf %v, %a0 : f32
-    %a2 = arith.mulf %a1, %k : f32
-    %th = math.tanh %a2 : f32
-    %p = arith.addf %th, %one : f32
-    %hv = arith.mulf %v, %h : f32
-    %r2 = arith.mulf %hv, %p : f32
-    linalg.yield %r2 : f32
-  }} -> {ty}
-  return %out : {ty}
+{gelu_lines("out", "y", "e2", ty)}  return %out : {ty}
 }}
 """
 
@@ -245,24 +234,8 @@ def gpt_program(ranks, b=4, s=512, h=1024, nh=16, f=4096):
     text += matmul_lines("u", "h2", "w1", t, h, f)
     F = f"tensor<{t}x{f}xf32>"
     text += f"""  %ge = tensor.empty() : {F}
-  %g = linalg.generic {{indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}} ins(%u : {F}) outs(%ge : {F}) {{
-  ^bb0(%v: f32, %o: f32):
-    %c0 = arith.constant 0.5 : f32
-    %c1 = arith.constant 1.0 : f32
-    %c2 = arith.constant 0.7978845608 : f32
-    %c3 = arith.constant 0.044715 : f32
-    %v3 = arith.mulf %v, %v : f32
-    %v4 = arith.mulf %v3, %v : f32
-    %v5 = arith.mulf %v4, %c3 : f32
-    %v6 = arith.addf %v, %v5 : f32
-    %v7 = arith.mulf %v6, %c2 : f32
-    %v8 = math.tanh %v7 : f32
-    %v9 = arith.addf %v8, %c1 : f32
-    %va = arith.mulf %v, %c0 : f32
-    %vb = arith.mulf %va, %v9 : f32
-    linalg.yield %vb : f32
-  }} -> {F}
 """
+    text += gelu_lines("g", "u", "ge", F)
     text += matmul_lines("dn", "g", "w2", t, f, h)
     text += f"  %y = arith.addf %x1, %dn : {X}\n  return %y : {X}\n}}\n"
     return text

@@ -34,6 +34,32 @@ static MlirWalkResult collect(MlirOperation op, void *userData) {
   return MlirWalkResultAdvance;
 }
 
+/* A named linalg op `name` (ins, then one init) with one result of
+ * `type`, its body filled in by linalg, before `before`. */
+static MlirOperation namedLinalg(MlirContext ctx, const char *name,
+                                 MlirLocation loc, int numIns,
+                                 const MlirValue *operands, MlirType type,
+                                 MlirAttribute maps, MlirOperation before) {
+  int32_t segments[2] = {numIns, 1};
+  MlirNamedAttribute attrs[2] = {
+      dtNamedAttr(ctx, "operandSegmentSizes",
+                  mlirDenseI32ArrayGet(ctx, 2, segments)),
+      dtNamedAttr(ctx, "indexing_maps", maps)};
+  MlirOperationState st =
+      mlirOperationStateGet(mlirStringRefCreateFromCString(name), loc);
+  mlirOperationStateAddOperands(&st, numIns + 1, operands);
+  mlirOperationStateAddResults(&st, 1, &type);
+  mlirOperationStateAddAttributes(&st, mlirAttributeIsNull(maps) ? 1 : 2,
+                                  attrs);
+  MlirRegion body = mlirRegionCreate();
+  mlirOperationStateAddOwnedRegions(&st, 1, &body);
+  MlirOperation op = mlirOperationCreate(&st);
+  mlirLinalgFillBuiltinNamedOpRegion(op);
+  mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(before), before,
+                                      op);
+  return op;
+}
+
 /* The result of a new `tensor.empty` + zero `linalg.fill` like `fill`,
  * before `before`. */
 static MlirValue freshFill(DtRtBuilder *b, MlirOperation fill,
@@ -44,21 +70,10 @@ static MlirValue freshFill(DtRtBuilder *b, MlirOperation fill,
       dtRtBuild(b, "tensor.empty", loc, 0, NULL, 1, &type, 0, NULL, before),
       0);
   MlirValue operands[2] = {mlirOperationGetOperand(fill, 0), empty};
-  int32_t segments[2] = {1, 1};
-  MlirNamedAttribute attr = dtNamedAttr(
-      b->ctx, "operandSegmentSizes", mlirDenseI32ArrayGet(b->ctx, 2, segments));
-  MlirOperationState st = mlirOperationStateGet(
-      mlirStringRefCreateFromCString("linalg.fill"), loc);
-  mlirOperationStateAddOperands(&st, 2, operands);
-  mlirOperationStateAddResults(&st, 1, &type);
-  mlirOperationStateAddAttributes(&st, 1, &attr);
-  MlirRegion body = mlirRegionCreate();
-  mlirOperationStateAddOwnedRegions(&st, 1, &body);
-  MlirOperation fresh = mlirOperationCreate(&st);
-  mlirLinalgFillBuiltinNamedOpRegion(fresh);
-  mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(before), before,
-                                      fresh);
-  return mlirOperationGetResult(fresh, 0);
+  return mlirOperationGetResult(
+      namedLinalg(b->ctx, "linalg.fill", loc, 1, operands, type,
+                  mlirAttributeGetNull(), before),
+      0);
 }
 
 /* linalg.contract takes these maps: every loop in the output or in both
@@ -84,28 +99,14 @@ static bool contractTakes(MlirOperation op, const int64_t *maps) {
 
 /* `generic` as a linalg.contract with the same operands and maps. */
 static MlirOperation toContract(MlirOperation generic) {
-  MlirContext ctx = mlirOperationGetContext(generic);
   MlirValue operands[3];
   for (int i = 0; i < 3; ++i)
     operands[i] = mlirOperationGetOperand(generic, i);
-  MlirType type = mlirValueGetType(mlirOperationGetResult(generic, 0));
-  int32_t segments[2] = {2, 1};
-  MlirNamedAttribute attrs[2] = {
-      dtNamedAttr(ctx, "indexing_maps", dtGetAttr(generic, "indexing_maps")),
-      dtNamedAttr(ctx, "operandSegmentSizes",
-                  mlirDenseI32ArrayGet(ctx, 2, segments))};
-  MlirOperationState st = mlirOperationStateGet(
-      mlirStringRefCreateFromCString("linalg.contract"),
-      mlirOperationGetLocation(generic));
-  mlirOperationStateAddOperands(&st, 3, operands);
-  mlirOperationStateAddResults(&st, 1, &type);
-  mlirOperationStateAddAttributes(&st, 2, attrs);
-  MlirRegion body = mlirRegionCreate();
-  mlirOperationStateAddOwnedRegions(&st, 1, &body);
-  MlirOperation contract = mlirOperationCreate(&st);
-  mlirLinalgFillBuiltinNamedOpRegion(contract);
-  mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(generic), generic,
-                                      contract);
+  MlirOperation contract = namedLinalg(
+      mlirOperationGetContext(generic), "linalg.contract",
+      mlirOperationGetLocation(generic), 2, operands,
+      mlirValueGetType(mlirOperationGetResult(generic, 0)),
+      dtGetAttr(generic, "indexing_maps"), generic);
   mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(generic, 0),
                                 mlirOperationGetResult(contract, 0));
   mlirOperationDestroy(generic);
