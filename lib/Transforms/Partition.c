@@ -314,10 +314,25 @@ static bool notPropagated(Part *p, MlirOperation op, MlirAttribute layouts) {
     for (intptr_t i = 0; !what && i < mlirOperationGetNumOperands(op); ++i)
       if (valueOf(p, mlirOperationGetOperand(op, i)))
         what = "operand";
-  if (what)
-    opError(p, op, "has no %s layout: it was not propagated; run "
-                   "dtensor-propagate before dtensor-partition", what);
-  return !what;
+  if (!what)
+    return true;
+  /* Inside an op propagation does not enter, running it again would not
+   * help: name that op. */
+  for (MlirOperation up = mlirOperationGetParentOperation(op);
+       !mlirOperationIsNull(up) && !mlirOperationEqual(up, p->func);
+       up = mlirOperationGetParentOperation(up)) {
+    if (dtIsOp(up, "scf.for") || dtIsOp(up, "scf.if"))
+      continue;
+    MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(up));
+    opError(p, op, "has no %s layout: it is inside '%.*s', which "
+                   "dtensor-propagate does not enter (it handles regions of "
+                   "scf.for and scf.if; a linalg body must not read whole "
+                   "tensors)", what, (int)name.length, name.data);
+    return false;
+  }
+  opError(p, op, "has no %s layout: it was not propagated; run "
+                 "dtensor-propagate before dtensor-partition", what);
+  return false;
 }
 
 static MlirWalkResult collect(MlirOperation op, void *userData) {
