@@ -7,11 +7,18 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /// Fills `diag` (if not NULL) with a printf-formatted message and a column;
 /// always returns false so callers can `return dtDiag(...)`.
 bool dtDiag(DtensorDiag *diag, int column, const char *format, ...)
     __attribute__((format(printf, 3, 4)));
+
+/// ceil(a / b) for a >= 0, b > 0, without the overflow of (a + b - 1) / b
+/// near INT64_MAX (one home for the layout algebra and the planner).
+static inline int64_t dtCeilDiv(int64_t a, int64_t b) {
+  return a / b + (a % b != 0);
+}
 
 /// A bounded string builder with snprintf semantics: `length` counts every
 /// byte asked for, even past `capacity`.

@@ -103,10 +103,11 @@ int64_t dtensorLayoutGetShardIndex(const DtensorLayout *layout, int64_t device,
 static DtensorRange chunkOf(const DtensorLayout *layout, int dim, int64_t l) {
   int64_t groupSize = layout->shape[dim] / groups(layout, dim);
   int64_t n = dtensorLayoutGetNumShards(layout, dim);
-  int64_t chunk = (groupSize + n - 1) / n;
+  int64_t chunk = dtCeilDiv(groupSize, n);
   DtensorRange r;
-  r.begin = l * chunk < groupSize ? l * chunk : groupSize;
-  r.end = r.begin + chunk < groupSize ? r.begin + chunk : groupSize;
+  /* In this order, no product or sum passes groupSize (near INT64_MAX). */
+  r.begin = chunk && l < dtCeilDiv(groupSize, chunk) ? l * chunk : groupSize;
+  r.end = chunk < groupSize - r.begin ? r.begin + chunk : groupSize;
   return r;
 }
 
@@ -165,7 +166,7 @@ static void locate(const DtensorLayout *layout, int dim, int64_t index,
                    int64_t *outShard, int64_t *outLocal) {
   int64_t g = groups(layout, dim), groupSize = layout->shape[dim] / g;
   int64_t n = dtensorLayoutGetNumShards(layout, dim);
-  int64_t chunk = (groupSize + n - 1) / n;
+  int64_t chunk = dtCeilDiv(groupSize, n);
   int64_t group = index / groupSize, pos = index % groupSize;
   int64_t l = pos / chunk;
   DtensorRange r = chunkOf(layout, dim, l);

@@ -186,15 +186,14 @@ bool dtensorCommSpecParse(const char *text, DtensorCommSpec *outComm,
 
 /* ---- chunks and shapes --------------------------------------------------- */
 
-static int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 static int64_t minI64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 bool dtChunksNest(int64_t size, int64_t coarse, int64_t group) {
   if (group == 1 || size % (coarse * group) == 0)
     return true;
-  int64_t chc = ceilDiv(size, coarse), chf = ceilDiv(size, coarse * group);
-  if (ceilDiv(chc, group) != chf)
+  int64_t chc = dtCeilDiv(size, coarse), chf = dtCeilDiv(size, coarse * group);
+  if (dtCeilDiv(chc, group) != chf)
     return false;
   for (int64_t l = 0; l < coarse; ++l) {
     int64_t cb = minI64(l * chc, size), ce = minI64(cb + chc, size);
@@ -224,7 +223,7 @@ int64_t dtSpecNumShards(const DtensorMesh *mesh,
 void dtSpecPaddedShape(const DtensorMesh *mesh, const DtensorShardingSpec *spec,
                        int rank, const int64_t *shape, int64_t *outShape) {
   for (int d = 0; d < rank; ++d)
-    outShape[d] = ceilDiv(shape[d], dtSpecNumShards(mesh, spec, d));
+    outShape[d] = dtCeilDiv(shape[d], dtSpecNumShards(mesh, spec, d));
 }
 
 /* ---- applying a step ------------------------------------------------------ */

@@ -51,7 +51,6 @@ typedef struct State {
   int64_t bytes;
 } State;
 
-static int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 static uint64_t encodeSpec(const Ctx *c, const DtensorShardingSpec *s) {
   uint64_t key = 0;
@@ -82,7 +81,7 @@ static void decode(const Ctx *c, uint64_t key, State *st) {
     for (int i = 0; i < st->numAxes[d]; ++i)
       n *= c->axisSize[st->axes[d][i]];
     st->shards[d] = n;
-    st->padded[d] = ceilDiv(c->shape[d], n);
+    st->padded[d] = dtCeilDiv(c->shape[d], n);
     st->bytes *= st->padded[d];
   }
 }
@@ -177,7 +176,7 @@ static void splitOnto(const Ctx *c, const State *st, uint64_t key,
     memcpy(comm.axes, seq, sizeof(int) * (size_t)n);
     if (sa->pattern == DTENSOR_COMM_REDUCE_SCATTER)
       comm.reduce = c->kind;
-    int64_t out = st->bytes / st->padded[d] * ceilDiv(c->shape[d],
+    int64_t out = st->bytes / st->padded[d] * dtCeilDiv(c->shape[d],
                                                        st->shards[d] * g);
     emit(c, st, &comm, to, out, sa->fn, sa->user);
   }
@@ -208,7 +207,7 @@ static void forEachEdge(const Ctx *c, uint64_t key, EdgeFn fn, void *user) {
       uint64_t gathered = key;
       for (int i = 0; i < j; ++i)
         gathered = setCode(gathered, suffix[i], CODE_FREE);
-      int64_t grown = st.bytes / st.padded[d] * ceilDiv(c->shape[d], coarse);
+      int64_t grown = st.bytes / st.padded[d] * dtCeilDiv(c->shape[d], coarse);
       DtensorCommSpec ag = {DTENSOR_COMM_ALL_GATHER, j, {0}, d, -1,
                             DTENSOR_REDUCE_NONE};
       memcpy(ag.axes, suffix, sizeof(int) * (size_t)j);
@@ -220,7 +219,7 @@ static void forEachEdge(const Ctx *c, uint64_t key, EdgeFn fn, void *user) {
         for (int i = 0; i < j; ++i)
           to = setCode(to, suffix[i], CODE_DIM0 + e * 8 + st.numAxes[e] + i);
         int64_t out = grown / st.padded[e] *
-                      ceilDiv(c->shape[e], st.shards[e] * g);
+                      dtCeilDiv(c->shape[e], st.shards[e] * g);
         DtensorCommSpec a2a = {DTENSOR_COMM_ALL_TO_ALL, j, {0}, d, e,
                                DTENSOR_REDUCE_NONE};
         memcpy(a2a.axes, suffix, sizeof(int) * (size_t)j);
