@@ -237,6 +237,51 @@ static bool noIndexArray(MlirContext ctx, const char *t, size_t n,
   return true;
 }
 
+/* MLIR's parser recurses once per nested bracket, paren, brace or angle
+ * bracket and overflows its stack (a segmentation fault) somewhere past a
+ * few thousand levels. No program nests that deep: the text is checked
+ * before it is parsed and the first place past the limit is reported.
+ * Strings and `//` comments are skipped; `->`, `<=` and `>=` are not
+ * brackets. Returns whether the nesting stays within the limit. */
+enum { kMaxNesting = 1000 };
+
+static bool nestingWithinLimit(MlirContext ctx, const char *t, size_t n,
+                               MlirStringRef sourceName) {
+  int depth = 0;
+  unsigned line = 1, column = 1;
+  for (size_t i = 0; i < n; ++i, ++column) {
+    char c = t[i];
+    if (c == '\n') {
+      ++line;
+      column = 0;
+    } else if (c == '"') {
+      for (++i, ++column; i < n && t[i] != '"' && t[i] != '\n'; ++i, ++column)
+        if (t[i] == '\\' && i + 1 < n) {
+          ++i;
+          ++column;
+        }
+    } else if (c == '/' && i + 1 < n && t[i + 1] == '/') {
+      while (i + 1 < n && t[i + 1] != '\n')
+        ++i;
+    } else if (c == '(' || c == '[' || c == '{' ||
+               (c == '<' && !(i + 1 < n && t[i + 1] == '='))) {
+      if (++depth > kMaxNesting) {
+        mlirEmitError(
+            mlirLocationFileLineColGet(ctx, sourceName, line, column),
+            "nesting deeper than 1000 levels here: MLIR's parser would "
+            "overflow its stack");
+        return false;
+      }
+    } else if ((c == ')' || c == ']' || c == '}' ||
+                (c == '>' && !(i > 0 && t[i - 1] == '-') &&
+                 !(i + 1 < n && t[i + 1] == '='))) &&
+               depth > 0) {
+      --depth;
+    }
+  }
+  return true;
+}
+
 /* An implicit module has no place in the text (line 0): its location
  * becomes unknown; an explicit one keeps its own. */
 static void unplaceImplicitModule(MlirOperation module) {
@@ -250,7 +295,8 @@ static void unplaceImplicitModule(MlirOperation module) {
 MlirOperation dtensorSourceParse(MlirContext ctx, MlirStringRef source,
                                  MlirStringRef sourceName) {
   Parse parse = {ctx, sourceName, false, false};
-  if (!noIndexArray(ctx, source.data, source.length, sourceName))
+  if (!noIndexArray(ctx, source.data, source.length, sourceName) ||
+      !nestingWithinLimit(ctx, source.data, source.length, sourceName))
     return (MlirOperation){NULL};
   if (!startsWithModule(source)) {
     MlirDiagnosticHandlerID handler =
@@ -348,9 +394,9 @@ MlirOperation dtensorSourceParseFile(MlirContext ctx, const char *path,
    * saves renaming every one (a tenth of a large parse). Only if that
    * fails is the text parsed as above, to report why. */
   Parse parse = {ctx, mlirStringRefCreateFromCString(path), false, false};
-  /* The text is checked first (noIndexArray) through a mapping of the
-   * file; a file that cannot be mapped (a pipe, say) is read and parsed
-   * as text below, which checks it too. */
+  /* The text is checked first (noIndexArray, nestingWithinLimit) through a
+   * mapping of the file; a file that cannot be mapped (a pipe, say) is
+   * read and parsed as text below, which checks it too. */
   int fd = open(path, O_RDONLY);
   struct stat st;
   bool mapped = false;
@@ -358,7 +404,9 @@ MlirOperation dtensorSourceParseFile(MlirContext ctx, const char *path,
     void *text = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (text != MAP_FAILED) {
       mapped = true;
-      bool clean = noIndexArray(ctx, text, (size_t)st.st_size, parse.sourceName);
+      bool clean =
+          noIndexArray(ctx, text, (size_t)st.st_size, parse.sourceName) &&
+          nestingWithinLimit(ctx, text, (size_t)st.st_size, parse.sourceName);
       munmap(text, (size_t)st.st_size);
       if (!clean) {
         close(fd);
