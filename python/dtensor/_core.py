@@ -130,6 +130,11 @@ class Layout:
             raise DtensorError(f"element type '{dtype}' is not one of f32, "
                                "f64, f16, bf16, i1, i8, i16, i32, i64")
         shape = tuple(int(d) for d in shape)
+        # ctypes would wrap a dim past int64 silently (2**64 + 8 became 8).
+        for d in shape:
+            if not 0 <= d < 2 ** 63:
+                raise DtensorError(f"dim {d} of shape {shape} is not a size "
+                                   "from 0 to 2**63 - 1")
         if len(shape) > C.MAX_TENSOR_RANK:
             raise DtensorError(f"a tensor of {len(shape)} dims (at most "
                                f"{C.MAX_TENSOR_RANK})")

@@ -278,3 +278,11 @@ def test_no_leaks_of_c_objects():
     churn()
     grown = _heap_in_use() - before
     assert grown < 256 * 1024, f"the C heap grew by {grown} bytes"
+
+
+def test_layout_refuses_dims_past_int64():
+    # ctypes wrapped 2**64 + 8 to 8 without a word.
+    with pytest.raises(dtensor.DtensorError, match="is not a size from 0 to"):
+        dtensor.Layout("4", "[S0]", (2 ** 64 + 8,))
+    with pytest.raises(dtensor.DtensorError, match="is not a size from 0 to"):
+        dtensor.Layout("4", "[S0, R]", (8, -1))
