@@ -96,50 +96,32 @@ def mlp_program(ranks, t=512, d=1024, f=4096):
 
 
 def layernorm_gelu_program(t=4096, d=1024):
-    ty, v, r = f"tensor<{t}x{d}xf32>", f"tensor<{d}xf32>", f"tensor<{t}xf32>"
-    idm, row, col = ("affine_map<(i, j) -> (i, j)>", "affine_map<(i, j) -> (i)>",
-                     "affine_map<(i, j) -> (j)>")
-    return MESH.format(n=1) + f"""func.func @ln_gelu(%x: {ty}, %g: {v}, %b: {v}) -> {ty} {{
-  %z = arith.constant 0.0 : f32
-  %n = arith.constant {float(d)} : f32
-  %e1 = tensor.empty() : {r}
-  %s0 = linalg.fill ins(%z : f32) outs(%e1 : {r}) -> {r}
-  %sum = linalg.generic {{indexing_maps = [{idm}, {row}], iterator_types = ["parallel", "reduction"]}} ins(%x : {ty}) outs(%s0 : {r}) {{
-  ^bb0(%v: f32, %a: f32):
-    %s = arith.addf %a, %v : f32
-    linalg.yield %s : f32
-  }} -> {r}
-  %var = linalg.generic {{indexing_maps = [{idm}, {row}, {row}], iterator_types = ["parallel", "reduction"]}} ins(%x, %sum : {ty}, {r}) outs(%s0 : {r}) {{
-  ^bb0(%v: f32, %s: f32, %a: f32):
-    %m = arith.divf %s, %n : f32
-    %c = arith.subf %v, %m : f32
-    %q = arith.mulf %c, %c : f32
-    %o = arith.addf %a, %q : f32
-    linalg.yield %o : f32
-  }} -> {r}
-  %e2 = tensor.empty() : {ty}
-  %y = linalg.generic {{indexing_maps = [{idm}, {row}, {row}, {col}, {col}, {idm}], iterator_types = ["parallel", "parallel"]}} ins(%x, %sum, %var, %g, %b : {ty}, {r}, {r}, {v}, {v}) outs(%e2 : {ty}) {{
-  ^bb0(%v: f32, %s: f32, %q: f32, %gg: f32, %bb: f32, %o: f32):
-    %eps = arith.constant 1.0e-5 : f32
-    %m = arith.divf %s, %n : f32
-    %w = arith.divf %q, %n : f32
-    %we = arith.addf %w, %eps : f32
-    %rs = math.rsqrt %we : f32
-    %c = arith.subf %v, %m : f32
-    %t1 = arith.mulf %c, %rs : f32
-    %t2 = arith.mulf %t1, %gg : f32
-    %t3 = arith.addf %t2, %bb : f32
-    linalg.yield %t3 : f32
-  }} -> {ty}
-{gelu_lines("out", "y", "e2", ty)}  return %out : {ty}
-}}
-"""
+    ty, v = f"tensor<{t}x{d}xf32>", f"tensor<{d}xf32>"
+    return (MESH.format(n=1) +
+            f"func.func @ln_gelu(%x: {ty}, %g: {v}, %b: {v}) -> {ty} {{\n"
+            "  %zero = arith.constant 0.0 : f32\n" +
+            layernorm_lines("x", "y", t, d, "ln", affine=("g", "b")) +
+            gelu_lines("out", "y", "ln_e2", ty) +
+            f"  return %out : {ty}\n}}\n")
 
 
-def layernorm_lines(x, out, t, d, tag):
-    """Layer norm (no affine) of %x [t, d] into %out, as generics."""
+def layernorm_lines(x, out, t, d, tag, affine=None):
+    """Layer norm of %x [t, d] into %out, as generics (row sums, centered
+    square sums, the normalization), times gamma plus beta when `affine`
+    names them; %zero must be defined."""
     ty, r = f"tensor<{t}x{d}xf32>", f"tensor<{t}xf32>"
     idm, row = "affine_map<(i, j) -> (i, j)>", "affine_map<(i, j) -> (i)>"
+    col, v = "affine_map<(i, j) -> (j)>", f"tensor<{d}xf32>"
+    ins, maps, args, tail = "", "", "", ["    linalg.yield %t1 : f32"]
+    if affine:
+        g, b = affine
+        ins, maps = f", %{g}, %{b}", f", {col}, {col}"
+        args = ", %gg: f32, %bb: f32"
+        tail = ["    %t2 = arith.mulf %t1, %gg : f32",
+                "    %t3 = arith.addf %t2, %bb : f32",
+                "    linalg.yield %t3 : f32"]
+    types = f", {v}, {v}" if affine else ""
+    tail = "\n".join(tail)
     return f"""  %{tag}_e1 = tensor.empty() : {r}
   %{tag}_s0 = linalg.fill ins(%zero : f32) outs(%{tag}_e1 : {r}) -> {r}
   %{tag}_sum = linalg.generic {{indexing_maps = [{idm}, {row}], iterator_types = ["parallel", "reduction"]}} ins(%{x} : {ty}) outs(%{tag}_s0 : {r}) {{
@@ -157,8 +139,8 @@ def layernorm_lines(x, out, t, d, tag):
     linalg.yield %o : f32
   }} -> {r}
   %{tag}_e2 = tensor.empty() : {ty}
-  %{out} = linalg.generic {{indexing_maps = [{idm}, {row}, {row}, {idm}], iterator_types = ["parallel", "parallel"]}} ins(%{x}, %{tag}_sum, %{tag}_var : {ty}, {r}, {r}) outs(%{tag}_e2 : {ty}) {{
-  ^bb0(%v: f32, %s: f32, %q: f32, %o: f32):
+  %{out} = linalg.generic {{indexing_maps = [{idm}, {row}, {row}{maps}, {idm}], iterator_types = ["parallel", "parallel"]}} ins(%{x}, %{tag}_sum, %{tag}_var{ins} : {ty}, {r}, {r}{types}) outs(%{tag}_e2 : {ty}) {{
+  ^bb0(%v: f32, %s: f32, %q: f32{args}, %o: f32):
     %n = arith.constant {float(d)} : f32
     %eps = arith.constant 1.0e-5 : f32
     %m = arith.divf %s, %n : f32
@@ -167,7 +149,7 @@ def layernorm_lines(x, out, t, d, tag):
     %rs = math.rsqrt %we : f32
     %c = arith.subf %v, %m : f32
     %t1 = arith.mulf %c, %rs : f32
-    linalg.yield %t1 : f32
+{tail}
   }} -> {ty}
 """
 
