@@ -83,12 +83,19 @@ typedef struct DtrtContext DtrtContext;
 typedef struct DtrtComm DtrtComm;
 
 /// Creates the context from the environment: RANK, WORLD_SIZE (required),
-/// LOCAL_RANK, MASTER_ADDR, MASTER_PORT (optional), DTENSOR_JOB (the job
-/// name shared memory is named after; default derived from MASTER_PORT),
-/// DTENSOR_BACKEND ("shm", the default; "mpi"; "nccl"), DTENSOR_TIMEOUT_S
-/// (default 60). On failure returns the status and a context that only
-/// answers dtrtLastError (destroy it with dtrtFinalize).
+/// LOCAL_RANK, MASTER_ADDR, MASTER_PORT (optional), DTENSOR_JOB (the job's
+/// token, the same on every rank and unguessable by others, e.g. from
+/// dtrtJobToken: shared memory is named after it; required by the shm
+/// backend above one rank), DTENSOR_BACKEND ("shm", the default; "mpi";
+/// "nccl"), DTENSOR_TIMEOUT_S (default 60). On failure returns the status
+/// and a context that only answers dtrtLastError (destroy it with
+/// dtrtFinalize).
 DTRT_EXPORT DtrtStatus dtrtInit(DtrtContext **outContext);
+
+/// Writes a fresh random job token for DTENSOR_JOB (32 hex digits from the
+/// kernel's random source) into `out` (`capacity` >= 33), as a launcher
+/// hands its ranks; DTRT_ERR_SYSTEM when no randomness is available.
+DTRT_EXPORT DtrtStatus dtrtJobToken(char *out, size_t capacity);
 
 /// Creates an `mpi` context over a communicator the host application owns:
 /// `mpiComm` points at an MPI_Comm (the handle, e.g. `&MPI_COMM_WORLD` or

@@ -3,25 +3,84 @@
  * MPI_Comm_create_group over its members, which only the members call.
  * Started collectives are MPI's nonblocking ones (MPI_Iallreduce, ...). Collectives map to their MPI namesakes; f16/bf16
  * reductions use MPI ops made from the runtime's own arithmetic, and avg
- * is a sum divided by the group size. Waits have no timeout here: MPI
- * itself decides what happens when a rank dies (mpirun stops the job). */
+ * is a sum divided by the group size. MPI has no timed waits: started
+ * collectives are tested until done or the timeout; a blocking one (and
+ * the creation of a communicator) runs under a watchdog thread that, past
+ * the context's timeout, says where this rank was stuck and ends the
+ * process, so that mpirun stops the job. */
 #include "RuntimeInternal.h"
 
 #include <mpi.h>
 #include <sched.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 typedef struct Mpi {
   MPI_Comm comm;
 } Mpi;
 
+/* The watchdog of blocking calls: a deadline (microseconds on dtrtNow's
+ * clock; 0 while none runs), what runs, and the group's size. */
+typedef struct Watchdog {
+  pthread_t thread;
+  bool running;
+  atomic_bool stop;
+  _Atomic long long deadlineUs;
+  _Atomic(const char *) what;
+  atomic_int groupSize;
+  int rank;
+  double timeoutS;
+} Watchdog;
+
 /* The context's world. */
 typedef struct MpiWorld {
   MPI_Comm comm;
   bool ownsMpi; /* the runtime called MPI_Init */
+  Watchdog watchdog;
 } MpiWorld;
+
+static void *watch(void *arg) {
+  Watchdog *w = arg;
+  while (!atomic_load(&w->stop)) {
+    long long deadline = atomic_load(&w->deadlineUs);
+    if (deadline && dtrtNow() * 1e6 > (double)deadline) {
+      /* The collective cannot be cancelled: end the rank, loudly. */
+      fprintf(stderr, "dtensor-rt: rank %d: timed out after %g s in %s "
+              "waiting for the other ranks of a group of %d; ending this "
+              "rank\n", w->rank, w->timeoutS, atomic_load(&w->what),
+              atomic_load(&w->groupSize));
+      fflush(stderr);
+      _exit(1);
+    }
+    struct timespec pause = {0, 50 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+  }
+  return NULL;
+}
+
+static void startWatchdog(DtrtContext *c, MpiWorld *w) {
+  w->watchdog.rank = c->rank;
+  w->watchdog.running =
+      pthread_create(&w->watchdog.thread, NULL, watch, &w->watchdog) == 0;
+}
+
+/* Arms the watchdog for a blocking call of `comm` (`what`), or disarms it
+ * (`what` NULL). Without a watchdog thread the call just blocks. */
+static void guard(DtrtContext *c, int groupSize, const char *what) {
+  Watchdog *w = &((MpiWorld *)c->backendState)->watchdog;
+  if (!what) {
+    atomic_store(&w->deadlineUs, 0);
+    return;
+  }
+  w->timeoutS = c->timeoutS;
+  atomic_store(&w->what, what);
+  atomic_store(&w->groupSize, groupSize);
+  atomic_store(&w->deadlineUs, (long long)((dtrtNow() + c->timeoutS) * 1e6));
+}
 
 static MPI_Comm worldOf(DtrtContext *c) {
   return ((MpiWorld *)c->backendState)->comm;
@@ -52,6 +111,7 @@ static DtrtStatus mpiInit(DtrtContext *c) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
   MPI_Comm_size(MPI_COMM_WORLD, &c->worldSize);
+  startWatchdog(c, w);
   return DTRT_OK;
 }
 
@@ -75,6 +135,7 @@ DtrtStatus dtrtMpiAdopt(DtrtContext *c, const void *mpiComm) {
   MPI_Comm_set_errhandler(w->comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(w->comm, &c->rank);
   MPI_Comm_size(w->comm, &c->worldSize);
+  startWatchdog(c, w);
   return DTRT_OK;
 }
 
@@ -82,6 +143,10 @@ static void mpiFinalize(DtrtContext *c) {
   MpiWorld *w = c->backendState;
   if (!w)
     return;
+  if (w->watchdog.running) {
+    atomic_store(&w->watchdog.stop, true);
+    pthread_join(w->watchdog.thread, NULL);
+  }
   if (w->comm != MPI_COMM_WORLD && w->comm != MPI_COMM_NULL)
     MPI_Comm_free(&w->comm);
   if (w->ownsMpi)
@@ -98,7 +163,9 @@ static DtrtStatus mpiCommInit(DtrtComm *comm) {
   MPI_Group world, group;
   MPI_Comm_group(worldOf(c), &world);
   MPI_Group_incl(world, comm->size, comm->members, &group);
+  guard(c, comm->size, "MPI_Comm_create_group");
   int code = MPI_Comm_create_group(worldOf(c), group, 0, &m->comm);
+  guard(c, 0, NULL);
   MPI_Group_free(&group);
   MPI_Group_free(&world);
   if (code != MPI_SUCCESS) {
@@ -345,7 +412,9 @@ static void finish(DtrtComm *comm, const DtrtCollective *op, InFlight *f,
 
 static DtrtStatus mpiRun(DtrtComm *comm, const DtrtCollective *op) {
   InFlight f;
+  guard(comm->context, comm->size, dtrtCollectiveName(op->kind));
   DtrtStatus s = post(comm, op, false, &f);
+  guard(comm->context, 0, NULL);
   finish(comm, op, &f, s == DTRT_OK);
   return s;
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 const char *dtrtStatusString(DtrtStatus status) {
@@ -117,12 +118,14 @@ static DtrtStatus newContext(DtrtContext **outContext) {
                       "number of seconds > 0", timeout);
     c->timeoutS = t;
   }
+  /* The job's token (from the launcher; never derived from the port, which
+   * other jobs share). Without one, only groups of one have shared memory
+   * (Shm.c). */
   const char *job = getenv("DTENSOR_JOB");
-  const char *port = getenv("MASTER_PORT");
-  if (job && *job)
-    snprintf(c->job, sizeof(c->job), "%s", job);
-  else
-    snprintf(c->job, sizeof(c->job), "port%s", port && *port ? port : "0");
+  if (job && strlen(job) >= sizeof(c->job))
+    return dtrtFail(c, DTRT_ERR_ENV, "DTENSOR_JOB is longer than %zu "
+                    "characters", sizeof(c->job) - 1);
+  snprintf(c->job, sizeof(c->job), "%s", job ? job : "");
   for (const char *p = c->job; *p; ++p)
     if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
           (*p >= '0' && *p <= '9') || *p == '-' || *p == '_'))
@@ -153,6 +156,24 @@ static DtrtStatus openWorld(DtrtContext *c) {
   if (s != DTRT_OK)
     c->usable = false;
   return s;
+}
+
+DtrtStatus dtrtJobToken(char *out, size_t capacity) {
+  unsigned char bytes[16];
+  if (capacity < 2 * sizeof(bytes) + 1)
+    return DTRT_ERR_INVALID;
+  size_t got = 0;
+  while (got < sizeof(bytes)) {
+    ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return DTRT_ERR_SYSTEM;
+    got += (size_t)n;
+  }
+  for (size_t i = 0; i < sizeof(bytes); ++i)
+    snprintf(out + 2 * i, 3, "%02x", bytes[i]);
+  return DTRT_OK;
 }
 
 DtrtStatus dtrtInit(DtrtContext **outContext) {

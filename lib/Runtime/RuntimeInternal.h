@@ -88,6 +88,11 @@ void dtrtCombine(void *acc, const void *in, size_t n, DtrtDtype dtype,
 /// Divides `n` elements by `divisor` (the end of an AVG).
 void dtrtScale(void *buf, size_t n, DtrtDtype dtype, int divisor);
 
+/// The shm backend's segment name for `comm` in job `job`
+/// ("/dtensor-<job>-<hash of the members>").
+void dtrtShmSegmentName(const char *job, const DtrtComm *comm, char *out,
+                        size_t capacity);
+
 /// The backends. MPI and NCCL exist when the build found them.
 extern const DtrtBackend dtrtShmBackend;
 #ifdef DTENSOR_HAVE_MPI

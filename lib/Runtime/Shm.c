@@ -1,10 +1,17 @@
 /* The shared-memory backend: one POSIX shared-memory segment per
- * communicator, named /dtensor-<job>-<hash of the member list>, mode 0600:
- * a header with a sense-reversing barrier and a failure flag, a table with
- * each member's pid, permute destination and published buffer addresses,
- * then one exchange slot per member. Every member creates-or-opens it; a
- * new segment is zero-filled, which is the barrier's initial state.
- * Segments are unlinked at dtrtFinalize and, after a crash, by dtensor-run.
+ * communicator, named /dtensor-<job>-<hash of the member list>, where <job>
+ * is the job's random token (DTENSOR_JOB, drawn by dtensor-run): a header
+ * with a sense-reversing barrier and a failure flag, a table with each
+ * member's pid, permute destination and published buffer addresses, then
+ * one exchange slot per member.
+ *
+ * Only the job's ranks may ever share a segment: the group's first member
+ * creates it exclusively (O_CREAT | O_EXCL, mode 0600) and writes a header
+ * (magic, member count and hash, size) last; the others attach only to a
+ * segment owned by their own user, mode 0600, of the expected size, whose
+ * header says it is this group's. Once every member has attached, the
+ * creator unlinks the name: the segment lives on in the members' mappings,
+ * nothing is left in /dev/shm after a crash, and no one can open it again.
  *
  * Two ways to move data: small collectives go through the slots (each
  * member copies in, all wait, each copies out: two copies of every byte);
@@ -35,21 +42,31 @@
 /* Reductions read peers' data through a scratch buffer of this size. */
 #define SCRATCH_BYTES (256u << 10)
 
+/* What the creator writes into `ready` once the header is complete. */
+#define SEGMENT_MAGIC 0x64547368u /* "dTsh" */
+
 typedef struct Header {
   _Atomic unsigned arrived;
   _Atomic unsigned generation;
   _Atomic int failed;    /* 1 + the member position that failed */
   _Atomic int noDirect;  /* a member could not read a peer's memory */
-  char pad[64 - 4 * sizeof(int)];
+  _Atomic uint32_t ready; /* SEGMENT_MAGIC once the fields below are set */
+  uint32_t size;          /* members */
+  uint64_t members;       /* hashMembers */
+  uint64_t totalBytes;
+  char pad[24];
 } Header;
+_Static_assert(sizeof(Header) == 64, "the header is one cache line");
 
 /* A member's entry in the table (one cache line). */
 typedef struct Meta {
   _Atomic int dest; /* permute destination */
   int pid;
   uint64_t send, recv; /* published buffer addresses, in its own memory */
-  char pad[64 - 2 * sizeof(int) - 2 * sizeof(uint64_t)];
+  _Atomic unsigned entered; /* barriers this member has entered */
+  char pad[64 - 3 * sizeof(int) - 2 * sizeof(uint64_t)];
 } Meta;
+_Static_assert(sizeof(Meta) == 64, "a member's entry is one cache line");
 
 typedef struct Shm {
   char name[200];
@@ -78,8 +95,123 @@ static uint64_t hashMembers(const DtrtComm *comm) {
 static DtrtStatus shmBarrier(DtrtComm *comm, const char *what);
 static DtrtStatus probeDirect(DtrtComm *comm);
 
+static void pause1ms(void) {
+  struct timespec t = {0, 1000 * 1000};
+  nanosleep(&t, NULL);
+}
+
+/* The group's first member: creates the segment, which must not exist. */
+static DtrtStatus createSegment(DtrtComm *comm, Shm *s, int *outFd) {
+  DtrtContext *c = comm->context;
+  int fd = shm_open(s->name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == EEXIST)
+    return dtrtFail(c, DTRT_ERR_SYSTEM, "rank %d: the shared-memory segment "
+                    "%s exists already and this job did not create it (a "
+                    "second job with the same DTENSOR_JOB, or another user's "
+                    "segment): refusing to use it", c->rank, s->name);
+  if (fd < 0)
+    return dtrtFail(c, DTRT_ERR_SYSTEM, "shm_open(%s): %s", s->name,
+                    strerror(errno));
+  /* The umask may have taken bits away: exactly 0600. */
+  if (fchmod(fd, 0600) != 0 || ftruncate(fd, (off_t)s->totalBytes) != 0) {
+    DtrtStatus st = dtrtFail(c, DTRT_ERR_SYSTEM, "creating %s: %s", s->name,
+                             strerror(errno));
+    close(fd);
+    shm_unlink(s->name);
+    return st;
+  }
+  *outFd = fd;
+  return DTRT_OK;
+}
+
+/* The other members: wait for the creator's segment and attach only to a
+ * private one of the expected size. */
+static DtrtStatus openSegment(DtrtComm *comm, Shm *s, int *outFd) {
+  DtrtContext *c = comm->context;
+  double deadline = dtrtNow() + c->timeoutS;
+  for (;;) {
+    int fd = shm_open(s->name, O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0 && errno != ENOENT)
+      return dtrtFail(c, DTRT_ERR_SYSTEM, "shm_open(%s): %s", s->name,
+                      strerror(errno));
+    struct stat info;
+    if (fd >= 0) {
+      if (fstat(fd, &info) != 0) {
+        close(fd);
+        return dtrtFail(c, DTRT_ERR_SYSTEM, "fstat(%s): %s", s->name,
+                        strerror(errno));
+      }
+      if (info.st_uid != geteuid() || (info.st_mode & 07777) != 0600) {
+        close(fd);
+        return dtrtFail(c, DTRT_ERR_SYSTEM, "rank %d: the shared-memory "
+                        "segment %s belongs to user %u with mode %04o, not to "
+                        "this job (user %u, 0600): refusing to attach",
+                        c->rank, s->name, (unsigned)info.st_uid,
+                        (unsigned)(info.st_mode & 07777), (unsigned)geteuid());
+      }
+      if ((size_t)info.st_size == s->totalBytes) {
+        *outFd = fd;
+        return DTRT_OK;
+      }
+      close(fd);
+      if (info.st_size != 0) /* 0: created, not yet sized */
+        return dtrtFail(c, DTRT_ERR_SYSTEM, "rank %d: the shared-memory "
+                        "segment %s holds %lld bytes, not the %zu this group "
+                        "needs: refusing to attach", c->rank, s->name,
+                        (long long)info.st_size, s->totalBytes);
+    }
+    if (dtrtNow() > deadline)
+      return dtrtFail(c, DTRT_ERR_TIMEOUT, "rank %d: timed out after %g s "
+                      "waiting for rank %d to create the group's shared "
+                      "memory %s", c->rank, c->timeoutS, comm->members[0],
+                      s->name);
+    pause1ms();
+  }
+}
+
+/* Waits for the creator's header and checks it names this group. */
+static DtrtStatus checkHeader(DtrtComm *comm, Shm *s) {
+  DtrtContext *c = comm->context;
+  Header *h = s->header;
+  double deadline = dtrtNow() + c->timeoutS;
+  while (atomic_load_explicit(&h->ready, memory_order_acquire) !=
+         SEGMENT_MAGIC) {
+    if (dtrtNow() > deadline)
+      return dtrtFail(c, DTRT_ERR_TIMEOUT, "rank %d: the shared-memory "
+                      "segment %s was never initialized by its creator "
+                      "(rank %d) within %g s", c->rank, s->name,
+                      comm->members[0], c->timeoutS);
+    pause1ms();
+  }
+  if (h->size != (uint32_t)comm->size || h->members != hashMembers(comm) ||
+      h->totalBytes != s->totalBytes)
+    return dtrtFail(c, DTRT_ERR_SYSTEM, "rank %d: the shared-memory segment "
+                    "%s belongs to another group (%u members): refusing to "
+                    "use it", c->rank, s->name, h->size);
+  return DTRT_OK;
+}
+
+void dtrtShmSegmentName(const char *job, const DtrtComm *comm, char *out,
+                        size_t capacity) {
+  snprintf(out, capacity, "/dtensor-%s-%016llx", job,
+           (unsigned long long)hashMembers(comm));
+}
+
 static DtrtStatus shmCommInit(DtrtComm *comm) {
   DtrtContext *c = comm->context;
+  if (!*c->job) {
+    /* A group of one needs no agreement on the name; a larger one needs
+     * the token the launcher hands every rank. */
+    if (comm->size > 1)
+      return dtrtFail(c, DTRT_ERR_ENV, "DTENSOR_JOB is not set: the shm "
+                      "backend's ranks need a job token they share and no "
+                      "one else can guess (dtensor-run sets one; under "
+                      "another launcher, export DTENSOR_JOB=$(od -An -N16 "
+                      "-tx1 /dev/urandom | tr -d ' \\n') for every rank)");
+    DtrtStatus t = dtrtJobToken(c->job, sizeof(c->job));
+    if (t != DTRT_OK)
+      return dtrtFail(c, t, "no random job token: %s", strerror(errno));
+  }
   Shm *s = calloc(1, sizeof(Shm));
   if (!s)
     return dtrtFail(c, DTRT_ERR_NOMEM, "out of memory");
@@ -92,21 +224,12 @@ static DtrtStatus shmCommInit(DtrtComm *comm) {
   }
   s->totalBytes = sizeof(Header) + metaBytes(comm->size) +
                   s->slotBytes * (size_t)comm->size;
-  snprintf(s->name, sizeof(s->name), "/dtensor-%s-%016llx", c->job,
-           (unsigned long long)hashMembers(comm));
-  int fd = shm_open(s->name, O_CREAT | O_RDWR, 0600);
-  if (fd < 0) {
-    DtrtStatus st = dtrtFail(c, DTRT_ERR_SYSTEM, "shm_open(%s): %s", s->name,
-                             strerror(errno));
-    free(s);
-    return st;
-  }
-  struct stat info;
-  if (fstat(fd, &info) == 0 && (size_t)info.st_size < s->totalBytes &&
-      ftruncate(fd, (off_t)s->totalBytes) != 0) {
-    DtrtStatus st = dtrtFail(c, DTRT_ERR_SYSTEM, "ftruncate(%s): %s",
-                             s->name, strerror(errno));
-    close(fd);
+  dtrtShmSegmentName(c->job, comm, s->name, sizeof(s->name));
+  bool creator = comm->rank == 0;
+  int fd = -1;
+  DtrtStatus st = creator ? createSegment(comm, s, &fd)
+                          : openSegment(comm, s, &fd);
+  if (st != DTRT_OK) {
     free(s);
     return st;
   }
@@ -114,8 +237,10 @@ static DtrtStatus shmCommInit(DtrtComm *comm) {
                    fd, 0);
   close(fd);
   if (map == MAP_FAILED) {
-    DtrtStatus st = dtrtFail(c, DTRT_ERR_SYSTEM, "mmap(%s): %s", s->name,
-                             strerror(errno));
+    st = dtrtFail(c, DTRT_ERR_SYSTEM, "mmap(%s): %s", s->name,
+                  strerror(errno));
+    if (creator)
+      shm_unlink(s->name);
     free(s);
     return st;
   }
@@ -123,25 +248,37 @@ static DtrtStatus shmCommInit(DtrtComm *comm) {
   s->meta = (Meta *)((char *)map + sizeof(Header));
   s->slots = (char *)map + sizeof(Header) + metaBytes(comm->size);
   comm->backend = s;
+  if (creator) {
+    s->header->size = (uint32_t)comm->size;
+    s->header->members = hashMembers(comm);
+    s->header->totalBytes = s->totalBytes;
+    atomic_store_explicit(&s->header->ready, SEGMENT_MAGIC,
+                          memory_order_release);
+  } else if ((st = checkHeader(comm, s)) != DTRT_OK) {
+    return st;
+  }
   s->meta[comm->rank].pid = (int)getpid();
   s->probe = 0x5eed0000u + (uint64_t)comm->rank;
   s->meta[comm->rank].send = (uint64_t)(uintptr_t)&s->probe;
   /* Everyone has mapped it (and published its probe) before anyone uses
-   * it. */
-  DtrtStatus st = shmBarrier(comm, "communicator set-up");
+   * it; then the name goes, whatever the outcome. */
+  st = shmBarrier(comm, "communicator set-up");
+  if (creator)
+    shm_unlink(s->name);
   if (st != DTRT_OK)
     return st;
   return probeDirect(comm);
 }
 
-static void shmCommFree(DtrtComm *comm, bool unlink) {
+/* Nothing to remove either way (`clean`): the creator unlinked the name
+ * at set-up. */
+static void shmCommFree(DtrtComm *comm, bool clean) {
+  (void)clean;
   Shm *s = comm->backend;
   if (!s)
     return;
   munmap(s->header, s->totalBytes);
   free(s->scratch);
-  if (unlink)
-    shm_unlink(s->name); /* every member tries; ENOENT is fine */
   free(s);
   comm->backend = NULL;
 }
@@ -162,11 +299,34 @@ static void markFailed(DtrtComm *comm) {
                                  comm->rank + 1);
 }
 
+/* The global ranks of the members that have not reached barrier number
+ * `entered` ("rank 2", "ranks 1, 3"), for a timeout's message. */
+static const char *lagging(DtrtComm *comm, unsigned entered) {
+  static _Thread_local char text[160];
+  Shm *s = comm->backend;
+  int count = 0;
+  size_t used = 0;
+  text[0] = 0;
+  for (int j = 0; j < comm->size; ++j)
+    if ((int)(atomic_load(&s->meta[j].entered) - entered) < 0) {
+      if (used < sizeof(text) - 16)
+        used += (size_t)snprintf(text + used, sizeof(text) - used, "%s%d",
+                                 count ? ", " : "", comm->members[j]);
+      ++count;
+    }
+  if (!count)
+    return "the other ranks";
+  static _Thread_local char out[180];
+  snprintf(out, sizeof(out), "rank%s %s", count > 1 ? "s" : "", text);
+  return out;
+}
+
 static DtrtStatus shmBarrier(DtrtComm *comm, const char *what) {
   Shm *s = comm->backend;
   DtrtContext *c = comm->context;
   Header *h = s->header;
   unsigned gen = atomic_load(&h->generation);
+  unsigned entered = atomic_fetch_add(&s->meta[comm->rank].entered, 1) + 1;
   if (atomic_fetch_add(&h->arrived, 1) + 1 == (unsigned)comm->size) {
     atomic_store(&h->arrived, 0);
     atomic_fetch_add(&h->generation, 1);
@@ -185,8 +345,8 @@ static DtrtStatus shmBarrier(DtrtComm *comm, const char *what) {
     if ((spins & 1023) == 0 && dtrtNow() - start > c->timeoutS) {
       markFailed(comm);
       return dtrtFail(c, DTRT_ERR_TIMEOUT, "rank %d: timed out after %g s in "
-                      "%s waiting for the other ranks of a group of %d",
-                      c->rank, c->timeoutS, what, comm->size);
+                      "%s waiting for %s of a group of %d", c->rank,
+                      c->timeoutS, what, lagging(comm, entered), comm->size);
     }
   }
   return DTRT_OK;

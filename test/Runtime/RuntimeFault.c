@@ -1,7 +1,9 @@
 /* Jobs in which rank 1 fails: with no argument it exits with status 3
  * after set-up while the others wait in a collective; with "kill" it is
  * killed by SIGKILL in the middle of a large all_reduce that every rank is
- * running. dtensor-run must stop the others and fail, naming rank 1. */
+ * running; with "hang" it sleeps for a minute outside any collective while
+ * the others wait for it in one. dtensor-run must stop the others and fail,
+ * naming rank 1. */
 #include "dtensor-rt/Runtime.h"
 
 #include <signal.h>
@@ -19,14 +21,17 @@ int main(int argc, char **argv) {
     return 1;
   }
   bool kill = argc > 1 && !strcmp(argv[1], "kill");
+  bool hang = argc > 1 && !strcmp(argv[1], "hang");
   if (!kill) {
+    if (dtrtRank(ctx) == 1 && hang)
+      sleep(60);
     if (dtrtRank(ctx) == 1)
       _exit(3);
     float x = 1.0f, y;
     DtrtStatus s =
         dtrtAllReduce(dtrtCommWorld(ctx), &x, &y, 1, DTRT_F32, DTRT_SUM);
-    fprintf(stderr, "rank %d: all_reduce returned %s\n", dtrtRank(ctx),
-            dtrtStatusString(s));
+    fprintf(stderr, "rank %d: all_reduce returned %s: %s\n", dtrtRank(ctx),
+            dtrtStatusString(s), dtrtLastError(ctx));
     return 2;
   }
   /* 64 MiB each: many rounds through the exchange slots. Rank 1 starts it

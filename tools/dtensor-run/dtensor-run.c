@@ -1,10 +1,12 @@
 /* dtensor-run: launches a program on N ranks on this host, as torchrun does
- * (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT),
- * plus DTENSOR_JOB (names the job's shared memory) and DTENSOR_BACKEND.
- * If a rank fails or dies, the others are stopped (SIGTERM, then SIGKILL
- * after 5 s), the job's shared-memory segments are removed, and it says
- * which rank and how. Running an .mlir program directly comes with
- * dtensor-lower-to-runtime (issue 6). */
+ * (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), plus
+ * DTENSOR_JOB (a fresh random token the job's shared memory is named
+ * after), DTENSOR_SECRET (another, which admits the ranks to the
+ * rendezvous store) and DTENSOR_BACKEND. If a rank fails or dies, the others are
+ * stopped (SIGTERM, then SIGKILL after 5 s), the job's shared-memory
+ * segments are removed, and it says which rank and how. SIGINT, SIGTERM
+ * or SIGHUP to dtensor-run stop the ranks the same way; ranks die with it
+ * if it is killed (PR_SET_PDEATHSIG). */
 #include "Run.h"
 
 #include <arpa/inet.h>
@@ -16,10 +18,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "dtensor-rt/Runtime.h"
 
 static int usage(void) {
   fprintf(stderr,
@@ -72,27 +77,62 @@ static int freePort(void) {
   return port;
 }
 
+/* The signal that asked dtensor-run to stop (0: none yet). */
+static volatile sig_atomic_t stopSignal;
+
+static void onStopSignal(int sig) { stopSignal = sig; }
+
+static const int stopSignals[] = {SIGINT, SIGTERM, SIGHUP};
+
+static void handleStopSignals(void (*handler)(int)) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = handler;
+  sigemptyset(&sa.sa_mask);
+  for (size_t i = 0; i < sizeof(stopSignals) / sizeof(stopSignals[0]); ++i)
+    sigaction(stopSignals[i], &sa, NULL);
+}
+
 /* Starts `child(rank, arg)` in N processes with the torchrun variables and
  * waits: a rank that fails stops the others (SIGTERM, SIGKILL after 5 s);
- * the job's shared memory is removed. Returns 0 when every rank succeeded. */
+ * so does a stop signal to dtensor-run; the job's shared memory is removed.
+ * Returns 0 when every rank succeeded, 128 + the signal when stopped by
+ * one, 1 otherwise. */
 int dtRunLaunch(int n, const char *backend, const char *timeout,
                 int (*child)(int rank, void *arg), void *childArg) {
-  char job[64], port[16], size[16];
-  snprintf(job, sizeof(job), "j%ld-%ld", (long)getpid(), (long)time(NULL));
+  char job[80], token[40], secret[40], port[16], size[16];
+  if (dtrtJobToken(token, sizeof(token)) != DTRT_OK ||
+      dtrtJobToken(secret, sizeof(secret)) != DTRT_OK) {
+    fprintf(stderr, "dtensor-run: no random job token: %s\n",
+            strerror(errno));
+    return 1;
+  }
+  /* The pid makes a job's segments easy to find; the token makes them
+   * impossible to guess. */
+  snprintf(job, sizeof(job), "j%ld-%s", (long)getpid(), token);
   snprintf(port, sizeof(port), "%d", freePort());
   snprintf(size, sizeof(size), "%d", n);
   pid_t *pids = calloc((size_t)n, sizeof(pid_t));
   if (!pids)
     return 1;
+  pid_t parent = getpid();
+  stopSignal = 0;
+  handleStopSignals(onStopSignal);
   for (int r = 0; r < n; ++r) {
     pid_t pid = fork();
     if (pid < 0) {
       fprintf(stderr, "dtensor-run: fork: %s\n", strerror(errno));
       for (int k = 0; k < r; ++k)
         kill(pids[k], SIGKILL);
+      handleStopSignals(SIG_DFL);
       return 1;
     }
     if (pid == 0) {
+      /* A rank ends with dtensor-run, however that ends. */
+      handleStopSignals(SIG_DFL);
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent)
+        _exit(1);
       char rank[16];
       snprintf(rank, sizeof(rank), "%d", r);
       setenv("RANK", rank, 1);
@@ -102,6 +142,7 @@ int dtRunLaunch(int n, const char *backend, const char *timeout,
       setenv("MASTER_ADDR", "127.0.0.1", 1);
       setenv("MASTER_PORT", port, 1);
       setenv("DTENSOR_JOB", job, 1);
+      setenv("DTENSOR_SECRET", secret, 1);
       setenv("DTENSOR_BACKEND", backend, 1);
       if (timeout)
         setenv("DTENSOR_TIMEOUT_S", timeout, 1);
@@ -112,15 +153,27 @@ int dtRunLaunch(int n, const char *backend, const char *timeout,
   }
   int live = n, status = 0, failedRank = -1;
   time_t stopping = 0;
+  bool interrupted = false;
   while (live > 0) {
     int st;
-    pid_t pid = waitpid(-1, &st, stopping ? WNOHANG : 0);
-    if (pid == 0) {
-      if (time(NULL) - stopping >= 5)
+    pid_t pid = waitpid(-1, &st, WNOHANG);
+    if (pid == 0 || (pid < 0 && errno == EINTR)) {
+      if (stopSignal && !interrupted) {
+        interrupted = true;
+        fprintf(stderr, "dtensor-run: %s; stopping the ranks\n",
+                strsignal(stopSignal));
+        status = 128 + stopSignal;
+        if (!stopping)
+          stopping = time(NULL);
+        for (int r = 0; r < n; ++r)
+          if (pids[r])
+            kill(pids[r], SIGTERM);
+      }
+      if (stopping && time(NULL) - stopping >= 5)
         for (int r = 0; r < n; ++r)
           if (pids[r])
             kill(pids[r], SIGKILL);
-      struct timespec pause = {0, 20 * 1000 * 1000};
+      struct timespec pause = {0, 10 * 1000 * 1000};
       nanosleep(&pause, NULL);
       continue;
     }
@@ -134,7 +187,7 @@ int dtRunLaunch(int n, const char *backend, const char *timeout,
     pids[r] = 0;
     --live;
     bool failed = !WIFEXITED(st) || WEXITSTATUS(st) != 0;
-    if (failed && failedRank < 0) {
+    if (failed && failedRank < 0 && !interrupted) {
       /* Ranks that lose a peer fail at nearly the same moment as the peer:
        * gather what else ends within a moment and name a rank killed by a
        * signal (the likelier cause) before one that exited with an
@@ -177,6 +230,7 @@ int dtRunLaunch(int n, const char *backend, const char *timeout,
           kill(pids[k], SIGTERM);
     }
   }
+  handleStopSignals(SIG_DFL);
   removeSegments(job);
   free(pids);
   return status;
@@ -349,16 +403,32 @@ int main(int argc, char **argv) {
       args[k++] = repeatText;
     }
     args[k++] = argv[i];
+    stopSignal = 0;
+    handleStopSignals(onStopSignal);
     pid_t pid = fork();
     if (pid == 0) {
+      handleStopSignals(SIG_DFL);
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
       execvp("mpirun", args);
       fprintf(stderr, "dtensor-run: cannot run mpirun: %s (install "
               "openmpi-bin)\n", strerror(errno));
       _exit(127);
     }
+    /* A stop signal goes on to mpirun, which stops its ranks. */
     int st = 0;
-    if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) ||
-        WEXITSTATUS(st) != 0) {
+    pid_t done = -1;
+    bool forwarded = false;
+    while (pid > 0 && (done = waitpid(pid, &st, 0)) < 0 && errno == EINTR)
+      if (stopSignal && !forwarded) {
+        kill(pid, SIGTERM);
+        forwarded = true;
+      }
+    if (stopSignal) {
+      fprintf(stderr, "dtensor-run: %s; the MPI job was stopped\n",
+              strsignal(stopSignal));
+      return 128 + stopSignal;
+    }
+    if (pid < 0 || done < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
       fprintf(stderr, "dtensor-run: the MPI job failed\n");
       return 1;
     }
