@@ -107,7 +107,8 @@ DtrtStatus dtrtNcclAdopt(DtrtContext *c, void *ncclComm);
 #endif
 
 /* The rendezvous store (Store.c): a key-value store served by rank 0 at
- * MASTER_ADDR:MASTER_PORT over TCP, as torchrun's; values are set once. */
+ * MASTER_ADDR:MASTER_PORT over TCP, as torchrun's, open only to clients
+ * that know the job's DTENSOR_SECRET. */
 
 /// Connects to (rank 0: starts serving) the store of `worldSize` ranks.
 DtrtStatus dtrtStoreCreate(DtrtContext *c, const char *addr, int port,
@@ -115,7 +116,8 @@ DtrtStatus dtrtStoreCreate(DtrtContext *c, const char *addr, int port,
 /// Stops serving (rank 0, once every rank has disconnected or the timeout
 /// passed) and frees the store; NULL is a no-op.
 void dtrtStoreDestroy(DtrtStore *store);
-/// Sets `key` (at most 200 bytes) to `size` bytes (at most 1 MiB).
+/// Sets `key` (1 to 200 bytes) to `size` bytes (at most 1 MiB); refused
+/// (DTRT_ERR_INVALID) once the store holds 64 MiB.
 DtrtStatus dtrtStoreSet(DtrtStore *store, const char *key, const void *value,
                         size_t size);
 /// Waits (within the context's timeout) until `key` is set and copies its

@@ -2,16 +2,31 @@
  * at MASTER_ADDR:MASTER_PORT (as torchrun's TCPStore), so that ranks can
  * exchange what a backend needs before it has a communicator (NCCL's unique
  * ids). Every rank, rank 0 included, is a client over one connection. A
- * value is set once; a get waits for it.
+ * get waits for its key to be set.
+ *
+ * Trust: only the job's ranks may use it. A connection's first request
+ * proves it knows the job's secret (DTENSOR_SECRET, drawn by dtensor-run),
+ * compared in constant time; anything else, or nothing within a few
+ * seconds, and the connection is closed. The server is one thread that
+ * never blocks on a client: it reads and writes whatever each socket takes
+ * (non-blocking), keeps a partial request per client and drops a client
+ * whose request stays incomplete (or whose replies stay unread) for
+ * REQUEST_S seconds, so one slow or silent client cannot hold up the
+ * others. Keys (1 to 200 bytes), values (up to 1 MiB), the bytes stored
+ * (64 MiB) and the connections (unauthenticated ones especially) are
+ * bounded; a set beyond the bounds is refused with a reason.
  *
  * Wire format, in host byte order (every peer is the same build):
- *   request  'S' u32 keyLen key u32 valueLen value   -> reply 'K'
- *            'G' u32 keyLen key                       -> reply u32 len value
+ *   request  'A' u32 len secret                      -> reply 'K', or closed
+ *            'S' u32 keyLen key u32 valueLen value   -> reply 'K' | 'E' code
+ *            'G' u32 keyLen key                       -> reply 'V' u32 len value
+ *                                                        | 'E' code
  *            'Q' (quit: this client is done)          -> no reply */
 #include "RuntimeInternal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -25,6 +40,18 @@
 
 #define MAX_KEY 200
 #define MAX_VALUE (1u << 20)
+#define MAX_SECRET 256
+#define MAX_STORED (64u << 20) /* bytes of values the store holds */
+#define MAX_CLIENTS 4096
+#define MAX_UNAUTHENTICATED 64
+/* A request (or the hello) must arrive whole, and replies be read, within
+ * this many seconds of their first byte. */
+#define REQUEST_S 5.0
+/* The largest request: op, key, value. */
+#define MAX_REQUEST (1 + 4 + MAX_KEY + 4 + MAX_VALUE)
+
+/* Why a request was refused ('E' and one of these). */
+enum { REFUSE_KEY = 1, REFUSE_VALUE = 2, REFUSE_FULL = 3 };
 
 typedef struct Entry {
   char key[MAX_KEY + 1];
@@ -34,6 +61,12 @@ typedef struct Entry {
 
 typedef struct Client {
   int fd;
+  bool authenticated, quit;
+  double deadline;          /* 0: nothing pending */
+  char *in;                 /* received bytes not yet a whole request */
+  size_t inLen, inCap;
+  char *out;                /* replies not yet sent */
+  size_t outLen, outSent, outCap;
   char waitKey[MAX_KEY + 1]; /* a parked get, "" if none */
 } Client;
 
@@ -42,11 +75,14 @@ typedef struct Server {
   int listenFd;
   pthread_t thread;
   int wake[2]; /* a pipe: stop serving */
+  char secret[MAX_SECRET];
+  size_t secretLen;
   Client *clients;
   int numClients, maxClients;
   Entry *entries;
   int numEntries, capEntries;
-  atomic_int quitted; /* clients that said they are done */
+  size_t stored;      /* bytes of values */
+  atomic_int quitted; /* authenticated clients that said they are done */
 } Server;
 
 struct DtrtStore {
@@ -55,7 +91,7 @@ struct DtrtStore {
   Server *server;
 };
 
-/* ---- blocking I/O with the context's timeout -------------------------------- */
+/* ---- blocking I/O with the context's timeout (the client) ----------------- */
 
 static int ioAll(int fd, void *buf, size_t n, bool writing, double deadline) {
   char *p = buf;
@@ -80,6 +116,35 @@ static int ioAll(int fd, void *buf, size_t n, bool writing, double deadline) {
   return 0;
 }
 
+/* Equal secrets, in time that depends only on the expected one's length. */
+static bool sameSecret(const char *expected, size_t expectedLen,
+                       const char *got, size_t gotLen) {
+  unsigned diff = (unsigned)(expectedLen != gotLen);
+  for (size_t i = 0; i < expectedLen; ++i)
+    diff |= (unsigned char)expected[i] ^
+            (unsigned char)(i < gotLen ? got[i] : 0);
+  return diff == 0;
+}
+
+/* The job's secret from the environment, or a message saying how to set
+ * it. */
+static DtrtStatus readSecret(DtrtContext *c, char *out, size_t *outLen) {
+  const char *secret = getenv("DTENSOR_SECRET");
+  if (!secret || !*secret)
+    return dtrtFail(c, DTRT_ERR_ENV, "DTENSOR_SECRET is not set: the "
+                    "rendezvous store admits only the job's ranks, which "
+                    "share a secret (dtensor-run sets one; under another "
+                    "launcher, export DTENSOR_SECRET=$(od -An -N16 -tx1 "
+                    "/dev/urandom | tr -d ' \\n') for every rank)");
+  size_t n = strlen(secret);
+  if (n > MAX_SECRET)
+    return dtrtFail(c, DTRT_ERR_ENV, "DTENSOR_SECRET is longer than %d "
+                    "bytes", MAX_SECRET);
+  memcpy(out, secret, n);
+  *outLen = n;
+  return DTRT_OK;
+}
+
 /* ---- the server ----------------------------------------------------------- */
 
 static Entry *findEntry(Server *s, const char *key) {
@@ -89,82 +154,254 @@ static Entry *findEntry(Server *s, const char *key) {
   return NULL;
 }
 
-/* Replies to a get; the server's writes are small, so a short deadline. */
-static int replyValue(int fd, const Entry *e) {
+/* Queues `n` bytes of reply; false when the client already has more
+ * unread replies than any request can justify (it is not reading). */
+static bool queue(Client *cl, const void *bytes, size_t n) {
+  if (cl->outLen - cl->outSent + n > 4 * (size_t)MAX_REQUEST)
+    return false;
+  if (cl->outSent && cl->outSent == cl->outLen)
+    cl->outLen = cl->outSent = 0;
+  if (cl->outLen + n > cl->outCap) {
+    size_t cap = cl->outCap ? cl->outCap : 256;
+    while (cap < cl->outLen + n)
+      cap *= 2;
+    char *grown = realloc(cl->out, cap);
+    if (!grown)
+      return false;
+    cl->out = grown;
+    cl->outCap = cap;
+  }
+  memcpy(cl->out + cl->outLen, bytes, n);
+  cl->outLen += n;
+  return true;
+}
+
+static bool queueValue(Client *cl, const Entry *e) {
+  char tag = 'V';
   uint32_t len = (uint32_t)e->size;
-  double deadline = dtrtNow() + 30;
-  int err = ioAll(fd, &len, 4, true, deadline);
-  return err ? err : ioAll(fd, e->value, e->size, true, deadline);
+  return queue(cl, &tag, 1) && queue(cl, &len, 4) &&
+         queue(cl, e->value, e->size);
+}
+
+static bool queueRefusal(Client *cl, char code) {
+  char reply[2] = {'E', code};
+  return queue(cl, reply, 2);
 }
 
 static void dropClient(Server *s, int i) {
   close(s->clients[i].fd);
+  free(s->clients[i].in);
+  free(s->clients[i].out);
   s->clients[i] = s->clients[--s->numClients];
 }
 
-/* Reads and serves one request of client `i`; false drops the client. */
-static bool serveRequest(Server *s, int i) {
-  Client *cl = &s->clients[i];
-  double deadline = dtrtNow() + 30;
-  char op;
-  uint32_t keyLen;
-  if (ioAll(cl->fd, &op, 1, false, deadline))
-    return false;
-  if (op == 'Q') {
-    ++s->quitted;
-    return false;
-  }
-  if ((op != 'S' && op != 'G') || ioAll(cl->fd, &keyLen, 4, false, deadline) ||
-      keyLen > MAX_KEY)
-    return false;
-  char key[MAX_KEY + 1];
-  if (ioAll(cl->fd, key, keyLen, false, deadline))
-    return false;
-  key[keyLen] = 0;
-  if (op == 'G') {
-    Entry *e = findEntry(s, key);
-    if (e)
-      return replyValue(cl->fd, e) == 0;
-    snprintf(cl->waitKey, sizeof(cl->waitKey), "%s", key);
-    return true;
-  }
-  uint32_t size;
-  if (ioAll(cl->fd, &size, 4, false, deadline) || size > MAX_VALUE)
-    return false;
-  char *value = malloc(size + 1);
-  if (!value || ioAll(cl->fd, value, size, false, deadline)) {
-    free(value);
-    return false;
-  }
+/* Stores a value (taking `value`); a refusal code, or 0. */
+static char setEntry(Server *s, const char *key, char *value, size_t size) {
   Entry *e = findEntry(s, key);
-  if (e) { /* a later set replaces the value */
-    free(e->value);
-  } else {
+  size_t before = e ? e->size : 0;
+  if (s->stored - before + size > MAX_STORED) {
+    free(value);
+    return REFUSE_FULL;
+  }
+  if (!e) {
     if (s->numEntries == s->capEntries) {
       int cap = s->capEntries ? 2 * s->capEntries : 16;
       Entry *grown = realloc(s->entries, sizeof(Entry) * (size_t)cap);
       if (!grown) {
         free(value);
-        return false;
+        return REFUSE_FULL;
       }
       s->entries = grown;
       s->capEntries = cap;
     }
     e = &s->entries[s->numEntries++];
     snprintf(e->key, sizeof(e->key), "%s", key);
+    e->value = NULL;
   }
+  free(e->value); /* a later set replaces the value */
   e->value = value;
   e->size = size;
-  char ack = 'K';
-  if (ioAll(cl->fd, &ack, 1, true, deadline))
-    return false;
+  s->stored = s->stored - before + size;
   /* Wake the gets parked on this key. */
   for (int j = 0; j < s->numClients; ++j)
     if (!strcmp(s->clients[j].waitKey, key)) {
       s->clients[j].waitKey[0] = 0;
-      replyValue(s->clients[j].fd, e);
+      queueValue(&s->clients[j], e);
     }
+  return 0;
+}
+
+/* How many bytes the request at the start of `in` takes: 0 while it is
+ * incomplete, -1 when it is malformed. */
+static long requestLength(const char *in, size_t n, bool authenticated) {
+  if (n < 1)
+    return 0;
+  char op = in[0];
+  if (op == 'Q')
+    return authenticated ? 1 : -1;
+  if (op == 'A' ? authenticated : (!authenticated || (op != 'S' && op != 'G')))
+    return -1;
+  if (n < 5)
+    return 0;
+  uint32_t len;
+  memcpy(&len, in + 1, 4);
+  if (op == 'A')
+    return len > MAX_SECRET ? -1 : (n >= 5 + len ? (long)(5 + len) : 0);
+  if (len > MAX_KEY)
+    return -1;
+  if (op == 'G')
+    return n >= 5 + len ? (long)(5 + len) : 0;
+  if (n < 5 + len + 4)
+    return 0;
+  uint32_t size;
+  memcpy(&size, in + 5 + len, 4);
+  if (size > MAX_VALUE)
+    return -1;
+  return n >= 9 + (size_t)len + size ? (long)(9 + len + size) : 0;
+}
+
+/* Serves one whole request of client `i`; false drops the client. */
+static bool serveRequest(Server *s, int i, const char *req) {
+  Client *cl = &s->clients[i];
+  char op = req[0];
+  if (op == 'Q') {
+    if (!cl->quit)
+      ++s->quitted;
+    cl->quit = true;
+    return false;
+  }
+  uint32_t len;
+  memcpy(&len, req + 1, 4);
+  if (op == 'A') {
+    if (!sameSecret(s->secret, s->secretLen, req + 5, len))
+      return false;
+    cl->authenticated = true;
+    return queue(cl, "K", 1);
+  }
+  char key[MAX_KEY + 1];
+  memcpy(key, req + 5, len);
+  key[len] = 0;
+  if (len == 0 || strlen(key) != len) /* empty, or a NUL inside */
+    return queueRefusal(cl, REFUSE_KEY);
+  if (op == 'G') {
+    Entry *e = findEntry(s, key);
+    if (e)
+      return queueValue(cl, e);
+    snprintf(cl->waitKey, sizeof(cl->waitKey), "%s", key);
+    return true;
+  }
+  uint32_t size;
+  memcpy(&size, req + 5 + len, 4);
+  char *value = malloc(size ? size : 1);
+  if (!value)
+    return queueRefusal(cl, REFUSE_FULL);
+  memcpy(value, req + 9 + len, size);
+  char refused = setEntry(s, key, value, size);
+  /* setEntry may have queued replies to others, never moved `cl`. */
+  return refused ? queueRefusal(cl, refused) : queue(cl, "K", 1);
+}
+
+/* Reads what client `i` sent and serves its whole requests; false drops
+ * it (closed, malformed, unauthenticated, or its input would exceed the
+ * largest request). */
+static bool readClient(Server *s, int i) {
+  Client *cl = &s->clients[i];
+  for (;;) {
+    if (cl->inLen == cl->inCap) {
+      size_t cap = cl->inCap ? 2 * cl->inCap : 4096;
+      if (cap > (size_t)MAX_REQUEST + 4096)
+        cap = (size_t)MAX_REQUEST + 4096;
+      if (cap <= cl->inLen)
+        return false;
+      char *grown = realloc(cl->in, cap);
+      if (!grown)
+        return false;
+      cl->in = grown;
+      cl->inCap = cap;
+    }
+    ssize_t k = recv(cl->fd, cl->in + cl->inLen, cl->inCap - cl->inLen, 0);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      break;
+    if (k <= 0)
+      return false;
+    cl->inLen += (size_t)k;
+    /* Serve every whole request received. */
+    size_t used = 0;
+    for (;;) {
+      long len = requestLength(cl->in + used, cl->inLen - used,
+                               s->clients[i].authenticated);
+      if (len < 0)
+        return false;
+      if (len == 0)
+        break;
+      if (!serveRequest(s, i, cl->in + used))
+        return false;
+      cl = &s->clients[i];
+      used += (size_t)len;
+    }
+    memmove(cl->in, cl->in + used, cl->inLen - used);
+    cl->inLen -= used;
+  }
+  /* A request begun must end within REQUEST_S; an unauthenticated client
+   * keeps its hello deadline from when it connected. */
+  if (cl->authenticated)
+    cl->deadline = cl->inLen ? (cl->deadline ? cl->deadline
+                                             : dtrtNow() + REQUEST_S)
+                             : 0;
   return true;
+}
+
+/* Sends what client `i` has queued; false drops it. */
+static bool writeClient(Client *cl) {
+  while (cl->outSent < cl->outLen) {
+    ssize_t k = send(cl->fd, cl->out + cl->outSent, cl->outLen - cl->outSent,
+                     MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return true;
+    if (k <= 0)
+      return false;
+    cl->outSent += (size_t)k;
+  }
+  return true;
+}
+
+static void acceptClient(Server *s) {
+  int fd = accept(s->listenFd, NULL, NULL);
+  if (fd < 0)
+    return;
+  if (fcntl(fd, F_SETFL, O_NONBLOCK) != 0 ||
+      fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
+    close(fd);
+    return;
+  }
+  int unauthenticated = 0;
+  for (int i = 0; i < s->numClients; ++i)
+    unauthenticated += !s->clients[i].authenticated;
+  if (s->numClients >= MAX_CLIENTS ||
+      unauthenticated >= MAX_UNAUTHENTICATED) {
+    close(fd);
+    return;
+  }
+  if (s->numClients == s->maxClients) {
+    int cap = s->maxClients ? 2 * s->maxClients : 8;
+    Client *more = realloc(s->clients, sizeof(Client) * (size_t)cap);
+    if (!more) {
+      close(fd);
+      return;
+    }
+    s->clients = more;
+    s->maxClients = cap;
+  }
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  Client *cl = &s->clients[s->numClients++];
+  memset(cl, 0, sizeof(*cl));
+  cl->fd = fd;
+  cl->deadline = dtrtNow() + REQUEST_S; /* for the hello */
 }
 
 static void *serve(void *arg) {
@@ -178,9 +415,17 @@ static void *serve(void *arg) {
     pfds = grown;
     pfds[0] = (struct pollfd){s->wake[0], POLLIN, 0};
     pfds[1] = (struct pollfd){s->listenFd, POLLIN, 0};
-    for (int i = 0; i < s->numClients; ++i)
-      pfds[i + 2] = (struct pollfd){s->clients[i].fd, POLLIN, 0};
-    if (poll(pfds, (nfds_t)n, -1) < 0) {
+    double now = dtrtNow(), next = now + 1;
+    for (int i = 0; i < s->numClients; ++i) {
+      Client *cl = &s->clients[i];
+      bool sending = cl->outSent < cl->outLen;
+      pfds[i + 2] = (struct pollfd){cl->fd, POLLIN | (sending ? POLLOUT : 0),
+                                    0};
+      if (cl->deadline && cl->deadline < next)
+        next = cl->deadline;
+    }
+    int wait = next > now ? (int)((next - now) * 1000) + 1 : 0;
+    if (poll(pfds, (nfds_t)n, wait) < 0) {
       if (errno == EINTR)
         continue;
       break;
@@ -188,39 +433,43 @@ static void *serve(void *arg) {
     if (pfds[0].revents)
       break;
     /* Clients from the back, so dropping one keeps earlier indices. */
-    for (int i = s->numClients - 1; i >= 0; --i)
-      if (pfds[i + 2].revents && !serveRequest(s, i))
+    now = dtrtNow();
+    for (int i = s->numClients - 1; i >= 0; --i) {
+      short ev = pfds[i + 2].revents;
+      bool keep = true;
+      if (ev & (POLLIN | POLLHUP | POLLERR))
+        keep = readClient(s, i);
+      if (keep && (ev & POLLOUT))
+        keep = writeClient(&s->clients[i]);
+      Client *cl = &s->clients[i];
+      bool sending = cl->outSent < cl->outLen;
+      if (keep && sending && !cl->deadline)
+        cl->deadline = now + REQUEST_S;
+      if (keep && !sending && cl->authenticated && !cl->inLen)
+        cl->deadline = 0;
+      if (keep && cl->deadline && now > cl->deadline)
+        keep = false; /* silent, slow or not reading: it holds no one up */
+      if (!keep)
         dropClient(s, i);
-    if (pfds[1].revents & POLLIN) {
-      int fd = accept(s->listenFd, NULL, NULL);
-      if (fd >= 0) {
-        if (s->numClients == s->maxClients) {
-          int cap = s->maxClients ? 2 * s->maxClients : 8;
-          Client *more = realloc(s->clients, sizeof(Client) * (size_t)cap);
-          if (!more) {
-            close(fd);
-            continue;
-          }
-          s->clients = more;
-          s->maxClients = cap;
-        }
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        s->clients[s->numClients++] = (Client){fd, ""};
-      }
     }
+    if (pfds[1].revents & POLLIN)
+      acceptClient(s);
   }
   free(pfds);
   return NULL;
 }
 
 static DtrtStatus startServer(DtrtContext *c, const struct addrinfo *ai,
+                              const char *secret, size_t secretLen,
                               Server **out) {
   Server *s = calloc(1, sizeof(Server));
   if (!s)
     return dtrtFail(c, DTRT_ERR_NOMEM, "out of memory");
+  memcpy(s->secret, secret, secretLen);
+  s->secretLen = secretLen;
   s->wake[0] = s->wake[1] = -1;
-  s->listenFd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  s->listenFd =
+      socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   int one = 1;
   if (s->listenFd >= 0)
     setsockopt(s->listenFd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -254,8 +503,8 @@ static void stopServer(Server *s) {
   pthread_join(s->thread, NULL);
   close(s->wake[0]);
   close(s->listenFd);
-  for (int i = 0; i < s->numClients; ++i)
-    close(s->clients[i].fd);
+  while (s->numClients)
+    dropClient(s, s->numClients - 1);
   for (int i = 0; i < s->numEntries; ++i)
     free(s->entries[i].value);
   free(s->clients);
@@ -265,11 +514,29 @@ static void stopServer(Server *s) {
 
 /* ---- the client ----------------------------------------------------------- */
 
+static int hello(int fd, const char *secret, size_t n, double deadline) {
+  char op = 'A', reply = 0;
+  uint32_t len = (uint32_t)n;
+  int err = ioAll(fd, &op, 1, true, deadline);
+  if (!err)
+    err = ioAll(fd, &len, 4, true, deadline);
+  if (!err)
+    err = ioAll(fd, (void *)secret, n, true, deadline);
+  if (!err)
+    err = ioAll(fd, &reply, 1, false, deadline);
+  return err ? err : reply == 'K' ? 0 : EACCES;
+}
+
 DtrtStatus dtrtStoreCreate(DtrtContext *c, const char *addr, int port,
                            DtrtStore **outStore) {
   *outStore = NULL;
   if (port <= 0 || port > 65535)
     return dtrtFail(c, DTRT_ERR_ENV, "MASTER_PORT %d is not a TCP port", port);
+  char secret[MAX_SECRET];
+  size_t secretLen = 0;
+  DtrtStatus s = readSecret(c, secret, &secretLen);
+  if (s != DTRT_OK)
+    return s;
   char service[16];
   snprintf(service, sizeof(service), "%d", port);
   struct addrinfo hints = {0}, *ai = NULL;
@@ -286,8 +553,8 @@ DtrtStatus dtrtStoreCreate(DtrtContext *c, const char *addr, int port,
   }
   st->context = c;
   st->fd = -1;
-  DtrtStatus s = DTRT_OK;
-  if (c->rank == 0 && (s = startServer(c, ai, &st->server)) != DTRT_OK) {
+  if (c->rank == 0 &&
+      (s = startServer(c, ai, secret, secretLen, &st->server)) != DTRT_OK) {
     freeaddrinfo(ai);
     free(st);
     return s;
@@ -316,6 +583,15 @@ DtrtStatus dtrtStoreCreate(DtrtContext *c, const char *addr, int port,
     s = dtrtFail(c, DTRT_ERR_TIMEOUT, "rank %d: no rendezvous store at "
                  "%s:%d after %g s: %s", c->rank, addr, port, c->timeoutS,
                  strerror(err));
+    dtrtStoreDestroy(st);
+    return s;
+  }
+  if ((err = hello(st->fd, secret, secretLen, dtrtNow() + c->timeoutS))) {
+    s = dtrtFail(c, err == ETIMEDOUT ? DTRT_ERR_TIMEOUT : DTRT_ERR_ENV,
+                 "rank %d: the rendezvous store at %s:%d %s", c->rank, addr,
+                 port, err == ETIMEDOUT ? "did not answer"
+                       : "refused this rank's DTENSOR_SECRET (not this "
+                         "job's store, or another secret)");
     dtrtStoreDestroy(st);
     return s;
   }
@@ -356,51 +632,86 @@ static DtrtStatus storeIo(DtrtStore *st, int err, const char *what,
                   err == ETIMEDOUT ? "timed out" : strerror(err));
 }
 
-/* A request's operation byte and key. */
-static int sendHead(DtrtStore *st, char op, const char *key, double deadline) {
-  uint32_t k = (uint32_t)strlen(key);
+static DtrtStatus refused(DtrtStore *st, const char *what, const char *key,
+                          char code) {
+  return dtrtFail(st->context, DTRT_ERR_INVALID, "rank %d: rendezvous store "
+                  "%s '%.40s': refused (%s)", st->context->rank, what, key,
+                  code == REFUSE_KEY     ? "a key is 1 to 200 bytes"
+                  : code == REFUSE_VALUE ? "a value is at most 1 MiB"
+                                         : "the store holds at most 64 MiB");
+}
+
+/* Reads a reply's tag, which must be `want` or a refusal ('E' and its
+ * code, returned in `*code`). */
+static int readTag(DtrtStore *st, char want, double deadline, char *code) {
+  char tag = 0;
+  int err = ioAll(st->fd, &tag, 1, false, deadline);
+  if (!err && tag == 'E')
+    return ioAll(st->fd, code, 1, false, deadline);
+  return err ? err : tag == want ? 0 : EPROTO;
+}
+
+/* A request's operation byte and key, checked. */
+static DtrtStatus sendHead(DtrtStore *st, char op, const char *key,
+                           double deadline, int *outErr) {
+  size_t keyLen = strlen(key);
+  if (keyLen == 0 || keyLen > MAX_KEY)
+    return dtrtFail(st->context, DTRT_ERR_INVALID, "rendezvous store: key "
+                    "'%.40s' is not 1 to %d bytes", key, MAX_KEY);
+  uint32_t k = (uint32_t)keyLen;
   int err = ioAll(st->fd, &op, 1, true, deadline);
   if (!err)
     err = ioAll(st->fd, &k, 4, true, deadline);
-  return err ? err : ioAll(st->fd, (void *)key, k, true, deadline);
+  *outErr = err ? err : ioAll(st->fd, (void *)key, k, true, deadline);
+  return DTRT_OK;
 }
 
 DtrtStatus dtrtStoreSet(DtrtStore *st, const char *key, const void *value,
                         size_t size) {
-  size_t keyLen = strlen(key);
-  if (keyLen > MAX_KEY || size > MAX_VALUE)
-    return dtrtFail(st->context, DTRT_ERR_INVALID, "rendezvous store: key "
-                    "'%.40s' or its %zu-byte value is too long", key, size);
+  if (size > MAX_VALUE)
+    return dtrtFail(st->context, DTRT_ERR_INVALID, "rendezvous store: the "
+                    "%zu-byte value of '%.40s' is over 1 MiB", size, key);
   double deadline = dtrtNow() + st->context->timeoutS;
   uint32_t n = (uint32_t)size;
-  char ack = 0;
-  int err = sendHead(st, 'S', key, deadline);
+  int err = 0;
+  DtrtStatus s = sendHead(st, 'S', key, deadline, &err);
+  if (s != DTRT_OK)
+    return s;
   if (!err)
     err = ioAll(st->fd, &n, 4, true, deadline);
   if (!err)
     err = ioAll(st->fd, (void *)value, size, true, deadline);
+  char code = 0;
   if (!err)
-    err = ioAll(st->fd, &ack, 1, false, deadline);
-  if (!err && ack != 'K')
-    err = EPROTO;
-  return storeIo(st, err, "set", key);
+    err = readTag(st, 'K', deadline, &code);
+  return code ? refused(st, "set", key, code) : storeIo(st, err, "set", key);
 }
 
 DtrtStatus dtrtStoreGet(DtrtStore *st, const char *key, void *out,
                         size_t size) {
-  size_t keyLen = strlen(key);
-  if (keyLen > MAX_KEY)
-    return dtrtFail(st->context, DTRT_ERR_INVALID, "rendezvous store: key "
-                    "'%.40s' is too long", key);
   double deadline = dtrtNow() + st->context->timeoutS;
   uint32_t n = 0;
-  int err = sendHead(st, 'G', key, deadline);
+  int err = 0;
+  DtrtStatus s = sendHead(st, 'G', key, deadline, &err);
+  if (s != DTRT_OK)
+    return s;
+  char code = 0;
+  if (!err)
+    err = readTag(st, 'V', deadline, &code);
+  if (code)
+    return refused(st, "get", key, code);
   if (!err)
     err = ioAll(st->fd, &n, 4, false, deadline);
-  if (!err && n != size)
-    return dtrtFail(st->context, DTRT_ERR_INVALID, "rank %d: rendezvous "
-                    "store: '%s' holds %u bytes, not %zu", st->context->rank,
-                    key, n, size);
+  if (!err && n != size) {
+    /* Read the value all the same: the next reply starts after it. */
+    char sink[4096];
+    for (size_t left = n; left && !err; left -= left < 4096 ? left : 4096)
+      err = ioAll(st->fd, sink, left < 4096 ? left : 4096, false, deadline);
+    if (!err)
+      return dtrtFail(st->context, DTRT_ERR_INVALID, "rank %d: rendezvous "
+                      "store: '%s' holds %u bytes, not %zu",
+                      st->context->rank, key, n, size);
+  }
   if (!err)
     err = ioAll(st->fd, out, size, false, deadline);
   return storeIo(st, err, "get", key);
