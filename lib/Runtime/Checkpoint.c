@@ -9,7 +9,6 @@
 #include "CkptInternal.h"
 #include "RuntimeInternal.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,29 +158,6 @@ static DtrtStatus reducePartial(DtrtContext *c, Item *it, const void *block,
   return DTRT_OK;
 }
 
-/* Removes `dir`.tmp-* directories: saves into `dir` that crashed. */
-static void removeStaleStaging(const char *dir) {
-  char parent[4096], prefix[4096];
-  const char *slash = strrchr(dir, '/');
-  if (slash) {
-    snprintf(parent, sizeof(parent), "%.*s", (int)(slash - dir), dir);
-    if (!parent[0])
-      snprintf(parent, sizeof(parent), "/");
-  } else {
-    snprintf(parent, sizeof(parent), ".");
-  }
-  snprintf(prefix, sizeof(prefix), "%s.tmp-", slash ? slash + 1 : dir);
-  DIR *d = opendir(parent);
-  for (struct dirent *e; d && (e = readdir(d));)
-    if (!strncmp(e->d_name, prefix, strlen(prefix))) {
-      char path[8192];
-      snprintf(path, sizeof(path), "%s/%s", parent, e->d_name);
-      dtCkptRemoveDir(path);
-    }
-  if (d)
-    closedir(d);
-}
-
 DtrtStatus dtrtCheckpointSave(DtrtContext *c, const char *dir, int n,
                               const DtrtTensor *t) {
   if (!c || !c->usable)
@@ -196,9 +172,12 @@ DtrtStatus dtrtCheckpointSave(DtrtContext *c, const char *dir, int n,
     freeItems(items, n);
     return s;
   }
-  /* Rank 0 prepares the staging directory beside the target. */
+  /* Rank 0 takes the target's lock (another job saving there makes this
+   * save fail, touching nothing) and prepares the staging directory beside
+   * the target. */
   char staged[4096];
   snprintf(staged, sizeof(staged), "%s.tmp-%s", dir, c->job);
+  int lock = -1;
   if (c->rank == 0) {
     struct stat st;
     char meta[4096];
@@ -207,8 +186,10 @@ DtrtStatus dtrtCheckpointSave(DtrtContext *c, const char *dir, int n,
       snprintf(err, sizeof(err), "%s exists and is not a checkpoint (no %s); "
                "refusing to replace it", dir, DTRT_CHECKPOINT_METADATA);
       mine = DTRT_ERR_INVALID;
+    } else if ((lock = dtCkptLock(dir, err, sizeof(err))) < 0) {
+      mine = DTRT_ERR_INVALID;
     } else {
-      removeStaleStaging(dir); /* left by crashed saves */
+      dtCkptRemoveStaleStaging(dir); /* left by saves that died */
       if (mkdir(staged, 0755) != 0) {
         snprintf(err, sizeof(err), "creating %s: %s", staged,
                  strerror(errno));
@@ -217,6 +198,7 @@ DtrtStatus dtrtCheckpointSave(DtrtContext *c, const char *dir, int n,
     }
   }
   if ((s = agree(c, mine, err)) != DTRT_OK) {
+    dtCkptUnlock(lock);
     freeItems(items, n);
     return s;
   }
@@ -254,6 +236,9 @@ DtrtStatus dtrtCheckpointSave(DtrtContext *c, const char *dir, int n,
     free(reduced);
   }
   if (s != DTRT_OK) { /* a collective failed: the ranks disagree already */
+    if (c->rank == 0)
+      dtCkptRemoveDir(staged);
+    dtCkptUnlock(lock);
     dtCkptMetaFree(&meta);
     freeItems(items, n);
     return s;
@@ -285,6 +270,7 @@ DtrtStatus dtrtCheckpointSave(DtrtContext *c, const char *dir, int n,
       dtCkptRemoveDir(staged);
     }
   }
+  dtCkptUnlock(lock);
   dtCkptMetaFree(&meta);
   freeItems(items, n);
   if (s != DTRT_OK)

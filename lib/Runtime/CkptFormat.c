@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -27,6 +28,26 @@ static bool failf(char *err, size_t size, const char *format, ...) {
   vsnprintf(err, size, format, args);
   va_end(args);
   return false;
+}
+
+/* Opens `path` for reading if it is a regular file (a FIFO or device
+ * would block or never end: never waited on), with its status; -1 and a
+ * message otherwise. */
+static int openRegular(const char *path, struct stat *st, char *err,
+                       size_t errSize) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0 || fstat(fd, st) != 0) {
+    failf(err, errSize, "%s: %s", path, strerror(errno));
+  } else if (!S_ISREG(st->st_mode)) {
+    failf(err, errSize, "%s: not a regular file", path);
+  } else if (fcntl(fd, F_SETFL, 0) != 0) {
+    failf(err, errSize, "%s: %s", path, strerror(errno));
+  } else {
+    return fd;
+  }
+  if (fd >= 0)
+    close(fd);
+  return -1;
 }
 
 /* ---- types and names ------------------------------------------------------- */
@@ -447,15 +468,18 @@ bool dtCkptMetaRead(const char *dir, CkptMeta *out, char *err,
   char path[4096];
   snprintf(path, sizeof(path), "%s/%s", dir, DTRT_CHECKPOINT_METADATA);
   json_error_t jerr;
-  json_t *root = json_load_file(path, 0, &jerr);
-  if (!root) {
-    struct stat st;
-    if (stat(path, &st) != 0)
-      return failf(err, errSize, "%s: %s (is '%s' a checkpoint?)", path,
-                   strerror(errno), dir);
+  struct stat st;
+  if (stat(path, &st) != 0)
+    return failf(err, errSize, "%s: %s (is '%s' a checkpoint?)", path,
+                 strerror(errno), dir);
+  int fd = openRegular(path, &st, err, errSize);
+  if (fd < 0)
+    return false;
+  json_t *root = json_loadfd(fd, 0, &jerr);
+  close(fd);
+  if (!root)
     return failf(err, errSize, "%s:%d:%d: not valid JSON: %s", path,
                  jerr.line, jerr.column, jerr.text);
-  }
   json_t *format = json_object_get(root, "format");
   json_t *version = json_object_get(root, "version");
   json_t *tensors = json_object_get(root, "tensors");
@@ -601,14 +625,15 @@ static int overlap(int ns, const DtensorRange *s, int nd, const DtensorRange *d,
 }
 
 /* Opens a shard file for reading after checking its size; -1 and a
- * message naming it if it is missing or of the wrong size. */
+ * message naming it if it is missing, not a regular file or of the wrong
+ * size. */
 static int openShard(const char *path, int64_t bytes, char *err,
                      size_t errSize) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
   struct stat st;
-  if (fd < 0 || fstat(fd, &st) != 0) {
-    failf(err, errSize, "%s: %s", path, strerror(errno));
-  } else if (st.st_size != bytes) {
+  int fd = openRegular(path, &st, err, errSize);
+  if (fd < 0)
+    return -1;
+  if (st.st_size != bytes) {
     failf(err, errSize, "%s: %s (%lld bytes, the metadata says %lld)", path,
           st.st_size < bytes ? "truncated" : "too long",
           (long long)st.st_size, (long long)bytes);
@@ -976,4 +1001,53 @@ bool dtCkptCommit(const char *staged, const char *dir, char *err,
   syncParent(dir);
   dtCkptRemoveDir(staged); /* the previous checkpoint, now at `staged` */
   return true;
+}
+
+int dtCkptLock(const char *dir, char *err, size_t errSize) {
+  char path[4096];
+  snprintf(path, sizeof(path), "%s.lock", dir);
+  int fd = open(path, O_RDWR | O_CREAT | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC,
+                0644);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    failf(err, errSize, "locking %s for writing: %s", path,
+          fd < 0 ? strerror(errno) : "not a regular file");
+  } else if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+    return fd;
+  } else if (errno == EWOULDBLOCK) {
+    failf(err, errSize, "another save into %s is under way (%s is locked); "
+          "this one stops, and what is there stays as it is", dir, path);
+  } else {
+    failf(err, errSize, "locking %s for writing: %s", path, strerror(errno));
+  }
+  if (fd >= 0)
+    close(fd);
+  return -1;
+}
+
+void dtCkptUnlock(int fd) {
+  if (fd >= 0)
+    close(fd); /* closing releases the flock */
+}
+
+void dtCkptRemoveStaleStaging(const char *dir) {
+  char parent[4096], prefix[4096];
+  const char *slash = strrchr(dir, '/');
+  if (slash) {
+    snprintf(parent, sizeof(parent), "%.*s", (int)(slash - dir), dir);
+    if (!parent[0])
+      snprintf(parent, sizeof(parent), "/");
+  } else {
+    snprintf(parent, sizeof(parent), ".");
+  }
+  snprintf(prefix, sizeof(prefix), "%s.tmp-", slash ? slash + 1 : dir);
+  DIR *d = opendir(parent);
+  for (struct dirent *e; d && (e = readdir(d));)
+    if (!strncmp(e->d_name, prefix, strlen(prefix))) {
+      char path[8192];
+      snprintf(path, sizeof(path), "%s/%s", parent, e->d_name);
+      dtCkptRemoveDir(path);
+    }
+  if (d)
+    closedir(d);
 }

@@ -123,4 +123,18 @@ bool dtCkptCommit(const char *staged, const char *dir, char *err,
 /// Removes a directory and the files in it (not recursive beyond that).
 void dtCkptRemoveDir(const char *dir);
 
+/// Takes the exclusive lock on writing `dir` (flock on `dir`.lock, created
+/// if needed, released when the holder exits however it exits): a file
+/// descriptor for dtCkptUnlock, or -1 and a message when another writer
+/// holds it (it does not wait). Every writer of a checkpoint holds it from
+/// its staging to its commit, so staging directories of `dir` found while
+/// holding it are left by writers that died.
+int dtCkptLock(const char *dir, char *err, size_t errSize);
+
+/// Releases a lock from dtCkptLock (-1: no-op).
+void dtCkptUnlock(int fd);
+
+/// Removes `dir`.tmp-* (call while holding the lock).
+void dtCkptRemoveStaleStaging(const char *dir);
+
 #endif

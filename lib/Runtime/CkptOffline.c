@@ -198,8 +198,8 @@ static bool fillFromGlobal(void *user, int64_t device, void *block, char *why,
   return true;
 }
 
-DtrtStatus dtrtCheckpointWriteTensor(const char *dir, const DtrtTensor *in,
-                                     char *err, size_t errSize) {
+static DtrtStatus writeTensorLocked(const char *dir, const DtrtTensor *in,
+                                    char *err, size_t errSize) {
   char why[CKPT_ERROR_SIZE];
   if (!in || !in->name || !dtCkptNameIsValid(in->name) || !in->block ||
       !dtrtDtypeSize(in->dtype) || !in->mesh || !in->spec)
@@ -294,12 +294,12 @@ static bool fillFromSaved(void *user, int64_t device, void *block, char *why,
                          CKPT_READ_CHECKED, NULL, why, size);
 }
 
-DtrtStatus dtrtCheckpointConvert(const char *dir, const char *outDir,
-                                 const char *meshText, int numSpecs,
-                                 const char *const *names,
-                                 const char *const *specs,
-                                 const char *defaultSpec, char *err,
-                                 size_t errSize) {
+static DtrtStatus convertLocked(const char *dir, const char *outDir,
+                                const char *meshText, int numSpecs,
+                                const char *const *names,
+                                const char *const *specs,
+                                const char *defaultSpec, char *err,
+                                size_t errSize) {
   DtrtCheckpoint *c;
   DtrtStatus s = dtrtCheckpointOpen(dir, &c, err, errSize);
   if (s != DTRT_OK)
@@ -310,6 +310,12 @@ DtrtStatus dtrtCheckpointConvert(const char *dir, const char *outDir,
                "give spec '%s'", dir, DTRT_CHECKPOINT_METADATA, names[k],
                specs[k]);
   char staged[4096] = "", why[CKPT_ERROR_SIZE];
+  /* Every shard checked first: a shard read in part is not checksummed as
+   * it is read, and a flipped bit must not pass into the new checkpoint
+   * under a fresh checksum. */
+  for (int i = 0; i < c->meta.numTensors && s == DTRT_OK; ++i)
+    if (!dtCkptVerifyTensor(dir, &c->meta.tensors[i], why, sizeof(why)))
+      s = fail(DTRT_ERR_INVALID, err, errSize, "%s (nothing converted)", why);
   if (s == DTRT_OK)
     s = replaceable(outDir, err, errSize);
   if (s == DTRT_OK)
@@ -356,5 +362,35 @@ DtrtStatus dtrtCheckpointConvert(const char *dir, const char *outDir,
     dtCkptRemoveDir(staged);
   dtCkptMetaFree(&out);
   dtrtCheckpointClose(c);
+  return s;
+}
+
+/* The writers below hold the target's lock from staging to commit: a
+ * concurrent save into the same directory fails instead of losing one. */
+
+DtrtStatus dtrtCheckpointWriteTensor(const char *dir, const DtrtTensor *in,
+                                     char *err, size_t errSize) {
+  char why[CKPT_ERROR_SIZE];
+  int lock = dir ? dtCkptLock(dir, why, sizeof(why)) : -1;
+  if (dir && lock < 0)
+    return fail(DTRT_ERR_INVALID, err, errSize, "%s", why);
+  DtrtStatus s = writeTensorLocked(dir, in, err, errSize);
+  dtCkptUnlock(lock);
+  return s;
+}
+
+DtrtStatus dtrtCheckpointConvert(const char *dir, const char *outDir,
+                                 const char *meshText, int numSpecs,
+                                 const char *const *names,
+                                 const char *const *specs,
+                                 const char *defaultSpec, char *err,
+                                 size_t errSize) {
+  char why[CKPT_ERROR_SIZE];
+  int lock = outDir ? dtCkptLock(outDir, why, sizeof(why)) : -1;
+  if (outDir && lock < 0)
+    return fail(DTRT_ERR_INVALID, err, errSize, "%s", why);
+  DtrtStatus s = convertLocked(dir, outDir, meshText, numSpecs, names, specs,
+                               defaultSpec, err, errSize);
+  dtCkptUnlock(lock);
   return s;
 }

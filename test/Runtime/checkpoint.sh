@@ -109,6 +109,54 @@ for cmd in info verify; do
 done
 "$run" -n 1 "$prog" load-fails "$work/edit" 7 "the metadata is damaged or was edited"
 
+# Two jobs saving into one path: one wins, the other fails saying so, and
+# the checkpoint there is never lost. First against a save held by hand
+# (its lock taken, its staging directory live), which must stay untouched;
+# once it is gone, its staging directory is stale and the next save clears
+# it. Then saves that race.
+step "a save while another one is under way"
+mkdir "$ck.tmp-otherjob"
+flock "$ck.lock" sleep 4 &
+holder=$!
+sleep 0.5
+"$run" -n 2 "$prog" save-fails "$ck" 8 "another save into $ck is under way"
+test -d "$ck.tmp-otherjob" || { echo "a live staging directory was removed"; exit 1; }
+"$run" -n 2 "$prog" load "$ck" 7
+wait $holder
+step "racing saves"
+for i in 1 2 3; do
+  ra=0; rb=0
+  "$run" -n 2 "$prog" save "$ck" 10 >"$work/a.txt" 2>&1 & a=$!
+  "$run" -n 2 "$prog" save "$ck" 11 >"$work/b.txt" 2>&1 & b=$!
+  wait $a || ra=$?
+  wait $b || rb=$?
+  test $ra -eq 0 || test $rb -eq 0 || { cat "$work/a.txt" "$work/b.txt"; echo "no save won"; exit 1; }
+  test $ra -eq 0 || grep -q "is under way" "$work/a.txt" || { cat "$work/a.txt"; exit 1; }
+  test $rb -eq 0 || grep -q "is under way" "$work/b.txt" || { cat "$work/b.txt"; exit 1; }
+  "$run" -n 2 "$prog" load "$ck" 10 >/dev/null 2>&1 || "$run" -n 2 "$prog" load "$ck" 11
+done
+test ! -e "$ck.tmp-otherjob" || { echo "a stale staging directory was kept"; exit 1; }
+"$run" -n 2 "$prog" save "$ck" 7
+
+# convert checks every shard before writing anything: a flipped bit does
+# not pass into a new checkpoint under a fresh checksum.
+step "convert of a corrupted checkpoint"
+rm -rf "$work/damaged" "$work/conv2"; cp -r "$ck" "$work/damaged"
+shard=$(ls "$work/damaged" | grep '^t2\.w\.' | head -n 1)
+printf 'X' | dd of="$work/damaged/$shard" bs=1 seek=1 conv=notrunc 2>/dev/null
+if "$tool" convert "$work/damaged" "$work/conv2" --mesh 4 --spec 't2.w=[R, S0]' 2>"$work/err.txt"; then exit 1; fi
+grep -q "$shard: corrupted (checksum .*(nothing converted)" "$work/err.txt"
+test ! -e "$work/conv2" || { echo "convert wrote a checkpoint"; exit 1; }
+# A shard or metadata file that is a FIFO is refused, never waited on.
+step "FIFOs"
+rm "$work/damaged/$shard"; mkfifo "$work/damaged/$shard"
+if timeout 20 "$tool" verify "$work/damaged" 2>"$work/err.txt"; then exit 1; fi
+grep -q "$shard: not a regular file" "$work/err.txt"
+cp "$ck/$shard" "$work/damaged/$shard.x"; rm "$work/damaged/$shard"
+mv "$work/damaged/$shard.x" "$work/damaged/$shard"
+rm "$work/damaged/dtensor-checkpoint.json"; mkfifo "$work/damaged/dtensor-checkpoint.json"
+timeout 20 "$run" -n 1 "$prog" load-fails "$work/damaged" 7 "dtensor-checkpoint.json: not a regular file"
+
 # Not a checkpoint, a bad metadata file, a directory that is not ours.
 step "errors"
 "$run" -n 1 "$prog" load-fails "$work/none" 7 "is '$work/none' a checkpoint?"
