@@ -367,13 +367,28 @@ static bool readShard(json_t *js, CkptTensor *t, CkptShard *s,
     if (n == 0)
       return failf(err, errSize, "%s: shard '%s' of '%s' has no range in dim "
                    "%d", path, f, t->name, d);
-    elems *= rangesLength((int)n, s->ranges[d]);
+    /* Edited metadata can list overlapping ranges: every sum and product
+     * checked, so that no count wraps around. */
+    int64_t length = 0;
+    for (size_t r = 0; r < n; ++r)
+      if (__builtin_add_overflow(length, s->ranges[d][r].end -
+                                     s->ranges[d][r].begin, &length) ||
+          length > t->shape[d])
+        return failf(err, errSize, "%s: shard '%s' of '%s': the ranges of "
+                     "dim %d add up to more than its %lld elements", path, f,
+                     t->name, d, (long long)t->shape[d]);
+    if (__builtin_mul_overflow(elems, length, &elems))
+      return failf(err, errSize, "%s: shard '%s' of '%s' holds more elements "
+                   "than 64 bits count", path, f, t->name);
   }
-  if (s->bytes != elems * (int64_t)dtrtDtypeSize(t->dtype))
+  int64_t held;
+  if (__builtin_mul_overflow(elems, (int64_t)dtrtDtypeSize(t->dtype), &held))
+    return failf(err, errSize, "%s: shard '%s' of '%s' holds more bytes than "
+                 "64 bits count", path, f, t->name);
+  if (s->bytes != held)
     return failf(err, errSize, "%s: shard '%s' of '%s' says %lld bytes but "
                  "its ranges hold %lld", path, f, t->name,
-                 (long long)s->bytes,
-                 (long long)(elems * (int64_t)dtrtDtypeSize(t->dtype)));
+                 (long long)s->bytes, (long long)held);
   return true;
 }
 

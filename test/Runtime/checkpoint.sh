@@ -108,6 +108,20 @@ for cmd in info verify; do
   grep -q "lists 2 shards where its layout (\[R, S0\] on mesh a0=4) has 3: the metadata is damaged or was edited" "$work/err.txt"
 done
 "$run" -n 1 "$prog" load-fails "$work/edit" 7 "the metadata is damaged or was edited"
+# Ranges whose element count overflows 64 bits (UBSan caught the product):
+# refused by name.
+step "metadata with ranges that overflow"
+/usr/bin/python3 - "$work/conv/dtensor-checkpoint.json" "$work/edit/dtensor-checkpoint.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+t = m["tensors"][0]
+t.pop("meta_crc32", None)
+t["shape"] = [2 ** 58] + t["shape"][1:]
+t["shards"][0]["ranges"][0] = [[0, 2 ** 58]] * 8
+json.dump(m, open(sys.argv[2], "w"))
+PY
+if "$tool" info "$work/edit" 2>"$work/err.txt"; then exit 1; fi
+grep -q "the ranges of dim 0 add up to more than its 288230376151711744 elements" "$work/err.txt"
 
 # Two jobs saving into one path: one wins, the other fails saying so, and
 # the checkpoint there is never lost. First against a save held by hand
