@@ -16,6 +16,12 @@
 extern "C" {
 #endif
 
+/// How deep a program may nest: brackets in its text (the parse functions
+/// below refuse deeper text, located, before MLIR's recursive parser would
+/// overflow its stack) and regions in its ops (the passes refuse deeper
+/// IR at the op).
+#define DTENSOR_MAX_NESTING 1000
+
 /// Loads the dtensor dialect into `ctx` (loading the irdl dialect first);
 /// returns failure, with a diagnostic on the context, if it does not load.
 DTENSOR_EXPORT MlirLogicalResult dtensorContextLoadDialect(MlirContext ctx);

@@ -243,8 +243,6 @@ static bool noIndexArray(MlirContext ctx, const char *t, size_t n,
  * before it is parsed and the first place past the limit is reported.
  * Strings and `//` comments are skipped; `->`, `<=` and `>=` are not
  * brackets. Returns whether the nesting stays within the limit. */
-enum { kMaxNesting = 1000 };
-
 static bool nestingWithinLimit(MlirContext ctx, const char *t, size_t n,
                                MlirStringRef sourceName) {
   int depth = 0;
@@ -265,11 +263,14 @@ static bool nestingWithinLimit(MlirContext ctx, const char *t, size_t n,
         ++i;
     } else if (c == '(' || c == '[' || c == '{' ||
                (c == '<' && !(i + 1 < n && t[i + 1] == '='))) {
-      if (++depth > kMaxNesting) {
+      if (++depth > DTENSOR_MAX_NESTING) {
+        char message[128];
+        snprintf(message, sizeof(message), "nesting deeper than %d levels "
+                 "here: MLIR's parser would overflow its stack",
+                 DTENSOR_MAX_NESTING);
         mlirEmitError(
             mlirLocationFileLineColGet(ctx, sourceName, line, column),
-            "nesting deeper than 1000 levels here: MLIR's parser would "
-            "overflow its stack");
+            message);
         return false;
       }
     } else if ((c == ')' || c == ']' || c == '}' ||

@@ -196,6 +196,7 @@ typedef struct Prop {
   int numDecided;
   bool strict, why;
   bool failed;
+  int depth; /* ops being decided, one inside the other's regions */
   /* After registration the table must not grow: decisions hold pointers
    * into it. */
   bool frozen;
@@ -1505,6 +1506,66 @@ static void decideIf(Prop *p, MlirOperation op, const DtRule *r,
   free(c);
 }
 
+/* Decides `op` under its rule `r` (the body of decide). */
+static void decideOp(Prop *p, MlirOperation op, DtRule *r) {
+  if (r->kind == DT_RULE_NONE)
+    return;
+  if (r->kind == DT_RULE_INVALID) {
+    opError(p, op, "%s", r->message);
+    return;
+  }
+  Info *operands[DT_MAX_RULE_VALUES] = {NULL};
+  Info *results[DT_MAX_RULE_VALUES] = {NULL};
+  for (int i = 0; i < r->numOperands; ++i)
+    if (r->operandIsTensor[i]) {
+      operands[i] = infoOf(p, mlirOperationGetOperand(op, i));
+      if (operands[i] && !operands[i]->isTensor) {
+        operands[i] = NULL;
+        r->operandIsTensor[i] = false;
+      }
+    }
+  for (int j = 0; j < r->numResults; ++j)
+    if (r->resultIsTensor[j]) {
+      results[j] = infoOf(p, mlirOperationGetResult(op, j));
+      if (results[j] && !results[j]->isTensor) {
+        results[j] = NULL;
+        r->resultIsTensor[j] = false;
+      }
+    }
+  if ((dtIsOp(op, "dtensor.annotate") || dtIsOp(op, "dtensor.redistribute")) &&
+      operands[0] && results[0]) {
+    decideExplicit(p, op, r, operands, results);
+    return;
+  }
+  if (dtIsOp(op, "func.call")) {
+    decideCall(p, op, r, operands, results);
+    return;
+  }
+  if (dtIsOp(op, "scf.for") && r->numResults <= DT_MAX_RULE_VALUES) {
+    decideFor(p, op, r, operands, results);
+    return;
+  }
+  if (dtIsOp(op, "scf.if")) {
+    decideIf(p, op, r, operands, results);
+    return;
+  }
+  switch (r->kind) {
+  case DT_RULE_FACTORS:
+    decideFactors(p, op, r, operands, results);
+    break;
+  case DT_RULE_FREE:
+    decideFree(p, op, r, operands, results);
+    break;
+  default:
+    decideReplicated(p, op, r, operands, results);
+    break;
+  }
+}
+
+/* Decides one op; region ops (scf.for, scf.if) decide their bodies first,
+ * so this recurses once per level of region nesting: the rule, several KB,
+ * lives on the heap, and nesting deeper than DTENSOR_MAX_NESTING (the
+ * parser's limit too) is an error at the op, never a stack overflow. */
 static void decide(Prop *p, MlirOperation op) {
   if (isDecided(p, op) || p->failed)
     return;
@@ -1512,60 +1573,21 @@ static void decide(Prop *p, MlirOperation op) {
     opError(p, op, "out of memory");
     return;
   }
-  DtRule r;
-  ruleOf(p, op, &r);
-  if (r.kind == DT_RULE_NONE)
-    return;
-  if (r.kind == DT_RULE_INVALID) {
-    opError(p, op, "%s", r.message);
+  if (p->depth >= DTENSOR_MAX_NESTING) {
+    opError(p, op, "is nested in more than %d regions; dtensor-propagate "
+            "handles at most that many levels", DTENSOR_MAX_NESTING);
     return;
   }
-  Info *operands[DT_MAX_RULE_VALUES] = {NULL};
-  Info *results[DT_MAX_RULE_VALUES] = {NULL};
-  for (int i = 0; i < r.numOperands; ++i)
-    if (r.operandIsTensor[i]) {
-      operands[i] = infoOf(p, mlirOperationGetOperand(op, i));
-      if (operands[i] && !operands[i]->isTensor) {
-        operands[i] = NULL;
-        r.operandIsTensor[i] = false;
-      }
-    }
-  for (int j = 0; j < r.numResults; ++j)
-    if (r.resultIsTensor[j]) {
-      results[j] = infoOf(p, mlirOperationGetResult(op, j));
-      if (results[j] && !results[j]->isTensor) {
-        results[j] = NULL;
-        r.resultIsTensor[j] = false;
-      }
-    }
-  if ((dtIsOp(op, "dtensor.annotate") || dtIsOp(op, "dtensor.redistribute")) &&
-      operands[0] && results[0]) {
-    decideExplicit(p, op, &r, operands, results);
+  DtRule *r = malloc(sizeof(DtRule));
+  if (!r) {
+    opError(p, op, "out of memory");
     return;
   }
-  if (dtIsOp(op, "func.call")) {
-    decideCall(p, op, &r, operands, results);
-    return;
-  }
-  if (dtIsOp(op, "scf.for") && r.numResults <= DT_MAX_RULE_VALUES) {
-    decideFor(p, op, &r, operands, results);
-    return;
-  }
-  if (dtIsOp(op, "scf.if")) {
-    decideIf(p, op, &r, operands, results);
-    return;
-  }
-  switch (r.kind) {
-  case DT_RULE_FACTORS:
-    decideFactors(p, op, &r, operands, results);
-    break;
-  case DT_RULE_FREE:
-    decideFree(p, op, &r, operands, results);
-    break;
-  default:
-    decideReplicated(p, op, &r, operands, results);
-    break;
-  }
+  ruleOf(p, op, r);
+  ++p->depth;
+  decideOp(p, op, r);
+  --p->depth;
+  free(r);
 }
 
 /* Whether an op has something to go on: a known tensor operand or a result
