@@ -161,25 +161,30 @@ typedef struct SeqArg {
   void *user;
 } SeqArg;
 
+/* local_split or reduce_scatter of `seq` onto dim `d`, where the chunks
+ * nest. */
+static void splitOntoDim(const Ctx *c, const State *st, uint64_t key,
+                         const int *seq, int n, int d, const SeqArg *sa) {
+  int64_t g = groupOf(c, n, seq);
+  if (!dtChunksNest(c->shape[d], st->shards[d], g))
+    return;
+  uint64_t to = key;
+  for (int i = 0; i < n; ++i)
+    to = setCode(to, seq[i], CODE_DIM0 + d * 8 + st->numAxes[d] + i);
+  DtensorCommSpec comm = {sa->pattern, n, {0}, -1, d, DTENSOR_REDUCE_NONE};
+  memcpy(comm.axes, seq, sizeof(int) * (size_t)n);
+  if (sa->pattern == DTENSOR_COMM_REDUCE_SCATTER)
+    comm.reduce = c->kind;
+  int64_t out = st->bytes / st->padded[d] * dtCeilDiv(c->shape[d],
+                                                     st->shards[d] * g);
+  emit(c, st, &comm, to, out, sa->fn, sa->user);
+}
+
 /* local_split or reduce_scatter of `seq` onto each dim. */
 static void splitOnto(const Ctx *c, const State *st, uint64_t key,
                       const int *seq, int n, void *arg) {
-  const SeqArg *sa = arg;
-  int64_t g = groupOf(c, n, seq);
-  for (int d = 0; d < c->rank; ++d) {
-    if (!dtChunksNest(c->shape[d], st->shards[d], g))
-      continue;
-    uint64_t to = key;
-    for (int i = 0; i < n; ++i)
-      to = setCode(to, seq[i], CODE_DIM0 + d * 8 + st->numAxes[d] + i);
-    DtensorCommSpec comm = {sa->pattern, n, {0}, -1, d, DTENSOR_REDUCE_NONE};
-    memcpy(comm.axes, seq, sizeof(int) * (size_t)n);
-    if (sa->pattern == DTENSOR_COMM_REDUCE_SCATTER)
-      comm.reduce = c->kind;
-    int64_t out = st->bytes / st->padded[d] * dtCeilDiv(c->shape[d],
-                                                       st->shards[d] * g);
-    emit(c, st, &comm, to, out, sa->fn, sa->user);
-  }
+  for (int d = 0; d < c->rank; ++d)
+    splitOntoDim(c, st, key, seq, n, d, arg);
 }
 
 static void forEachEdge(const Ctx *c, uint64_t key, EdgeFn fn, void *user) {
@@ -198,7 +203,9 @@ static void forEachEdge(const Ctx *c, uint64_t key, EdgeFn fn, void *user) {
    * another dim. */
   for (int d = 0; d < c->rank; ++d) {
     int k = st.numAxes[d];
-    for (int j = 1; j <= k && j <= MAX_GROUP_AXES; ++j) {
+    /* Suffixes of up to MAX_GROUP_AXES axes, and the whole list however
+     * long (gathering a dim completely always nests). */
+    for (int j = 1; j <= k && (j <= MAX_GROUP_AXES || j == k); ++j) {
       const int *suffix = &st.axes[d][k - j];
       int64_t g = groupOf(c, j, suffix);
       int64_t coarse = st.shards[d] / g;
@@ -230,6 +237,17 @@ static void forEachEdge(const Ctx *c, uint64_t key, EdgeFn fn, void *user) {
   int seq[MAX_GROUP_AXES];
   SeqArg split = {DTENSOR_COMM_LOCAL_SPLIT, fn, user};
   sequences(c, &st, key, freeAxes, numFree, seq, 0, 0, splitOnto, &split);
+  /* A target dim over more axes than a step spans: all of them split at
+   * once onto the replicated dim (splitting from replicated always nests,
+   * so on a mesh of any rank every target stays reachable). */
+  for (int d = 0; d < c->rank; ++d) {
+    int n = c->targetNum[d];
+    bool allFree = n > MAX_GROUP_AXES && st.numAxes[d] == 0;
+    for (int i = 0; i < n && allFree; ++i)
+      allFree = ((key >> (8 * c->targetAxis[d][i])) & 0xff) == CODE_FREE;
+    if (allFree)
+      splitOntoDim(c, &st, key, c->targetAxis[d], n, d, &split);
+  }
   if (numPartial == 0)
     return;
   SeqArg scatter = {DTENSOR_COMM_REDUCE_SCATTER, fn, user};
