@@ -948,8 +948,11 @@ static void describeRedistribution(Prop *p, MlirOperation op, int i,
                 from, to);
 }
 
-/* Writes the decision of an op and sets its results. */
-static void record(Prop *p, MlirOperation op, const DtRule *r,
+/* Writes the decision of an op and sets its results. Never inlined: its
+ * buffers must not sit in the frames of decideIf and decideFor, which
+ * recurse once per level of region nesting. */
+__attribute__((noinline)) static void record(Prop *p, MlirOperation op,
+                                             const DtRule *r,
                    Info **operands, Info **results, const Choice *c,
                    Origin origin) {
   char whyText[2048];
@@ -1019,7 +1022,7 @@ static void record(Prop *p, MlirOperation op, const DtRule *r,
             mlirStringAttrGet(p->ctx, mlirStringRefCreateFromCString(whyText)));
 }
 
-static void decideFactors(Prop *p, MlirOperation op, const DtRule *r,
+__attribute__((noinline)) static void decideFactors(Prop *p, MlirOperation op, const DtRule *r,
                           Info **operands, Info **results) {
   Known *known = malloc(sizeof(Known) * 2 * DT_MAX_RULE_VALUES);
   Choice *choices = malloc(sizeof(Choice) * 2);
@@ -1122,7 +1125,7 @@ static Choice *newChoice(Prop *p, MlirOperation op) {
   return c;
 }
 
-static void decideReplicated(Prop *p, MlirOperation op, const DtRule *r,
+__attribute__((noinline)) static void decideReplicated(Prop *p, MlirOperation op, const DtRule *r,
                              Info **operands, Info **results) {
   Choice *c = newChoice(p, op);
   if (!c)
@@ -1139,7 +1142,7 @@ static void decideReplicated(Prop *p, MlirOperation op, const DtRule *r,
 }
 
 /* A free op (tensor.empty, constants) takes its demand, or replicated. */
-static void decideFree(Prop *p, MlirOperation op, const DtRule *r,
+__attribute__((noinline)) static void decideFree(Prop *p, MlirOperation op, const DtRule *r,
                        Info **operands, Info **results) {
   Choice *c = newChoice(p, op);
   if (!c)
@@ -1163,7 +1166,7 @@ static void decideFree(Prop *p, MlirOperation op, const DtRule *r,
 
 /* dtensor.annotate (the operand must have the annotation's layout, the
  * result has it) and a global-program dtensor.redistribute (src, dst). */
-static void decideExplicit(Prop *p, MlirOperation op, const DtRule *r,
+__attribute__((noinline)) static void decideExplicit(Prop *p, MlirOperation op, const DtRule *r,
                            Info **operands, Info **results) {
   Choice *c = malloc(sizeof(Choice));
   if (!c) {
@@ -1217,7 +1220,7 @@ static bool funcLayout(Prop *p, MlirOperation func, bool result, intptr_t i,
  * argument layouts and its results have the callee's result layouts. A
  * recursive call, or a callee without a body, uses the layouts its
  * signature declares and replicates the rest. */
-static void decideCall(Prop *p, MlirOperation op, const DtRule *r,
+__attribute__((noinline)) static void decideCall(Prop *p, MlirOperation op, const DtRule *r,
                        Info **operands, Info **results) {
   MlirAttribute ref = dtGetAttr(op, "callee");
   MlirOperation callee = {NULL};
@@ -1356,9 +1359,11 @@ static void resolved(DtensorShardingSpec *s) {
     s->partial[a] = DTENSOR_REDUCE_NONE;
 }
 
-/* A region's yield: operand k must have `want[k]`. */
-static void decideYield(Prop *p, MlirOperation yield,
-                        const DtensorShardingSpec *want, int count) {
+/* A region's yield: operand k must have `want[k]`. Never inlined (into
+ * decideIf and decideFor, which recurse per nesting level). */
+__attribute__((noinline)) static void decideYield(
+    Prop *p, MlirOperation yield, const DtensorShardingSpec *want,
+    int count) {
   markDecided(p, yield);
   MlirAttribute attrs[DT_MAX_RULE_VALUES];
   MlirAttribute unit = mlirUnitAttrGet(p->ctx);
@@ -1385,8 +1390,8 @@ static void decideYield(Prop *p, MlirOperation yield,
  * the yielded layouts differ, they become the iteration arguments' and the
  * body is propagated again (a fixed point, at most 4 rounds); what still
  * differs is redistributed at the yield. */
-static void decideFor(Prop *p, MlirOperation op, const DtRule *r,
-                      Info **operands, Info **results) {
+__attribute__((noinline)) static void decideFor(Prop *p, MlirOperation op, DtRule *r, Info **operands,
+                      Info **results) {
   int n = r->numResults, first = r->numOperands - n;
   MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0));
   if (first < 0 || mlirBlockIsNull(body) ||
@@ -1446,11 +1451,10 @@ static void decideFor(Prop *p, MlirOperation op, const DtRule *r,
   for (int k = 0; k < n; ++k)
     if (operands[first + k])
       c->operands[first + k] = c->results[k];
-  DtRule loopRule = *r;
-  loopRule.kind = DT_RULE_FACTORS;
-  loopRule.family = "scf.for";
+  r->kind = DT_RULE_FACTORS; /* as in decideIf */
+  r->family = "scf.for";
   if (!p->failed)
-    record(p, op, &loopRule, operands, results, c,
+    record(p, op, r, operands, results, c,
            originOf("the loop's iteration arguments"));
   free(c);
 }
@@ -1458,8 +1462,8 @@ static void decideFor(Prop *p, MlirOperation op, const DtRule *r,
 /* scf.if: both branches are propagated; each result has the layout the
  * then-branch yields (or the else-branch's, or its demand), and both yields
  * must give it. */
-static void decideIf(Prop *p, MlirOperation op, const DtRule *r,
-                     Info **operands, Info **results) {
+__attribute__((noinline)) static void decideIf(Prop *p, MlirOperation op, DtRule *r, Info **operands,
+                     Info **results) {
   MlirBlock branch[2] = {{NULL}, {NULL}};
   for (int b = 0; b < 2 && b < mlirOperationGetNumRegions(op); ++b) {
     branch[b] = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, b));
@@ -1497,16 +1501,20 @@ static void decideIf(Prop *p, MlirOperation op, const DtRule *r,
   for (int b = 0; b < 2; ++b)
     if (!mlirBlockIsNull(branch[b]) && n > 0)
       decideYield(p, mlirBlockGetTerminator(branch[b]), c->results, n);
-  DtRule ifRule = *r;
-  ifRule.kind = DT_RULE_FACTORS;
-  ifRule.family = "scf.if";
+  /* Recorded as a factor rule of its own family (the rule is decide's, on
+   * the heap: a copy here would put it in every level's frame). */
+  r->kind = DT_RULE_FACTORS;
+  r->family = "scf.if";
   if (!p->failed)
-    record(p, op, &ifRule, operands, results, c,
+    record(p, op, r, operands, results, c,
            originOf("the branches' results"));
   free(c);
 }
 
-/* Decides `op` under its rule `r` (the body of decide). */
+/* Decides `op` under its rule `r` (the body of decide). The deciders it
+ * calls are never inlined: decideOp, decideIf or decideFor and
+ * propagateBlock are on the stack once per level of region nesting, their
+ * buffers (several KB, more under ASan) must not be. */
 static void decideOp(Prop *p, MlirOperation op, DtRule *r) {
   if (r->kind == DT_RULE_NONE)
     return;
