@@ -1021,12 +1021,19 @@ bool dtCkptCommit(const char *staged, const char *dir, char *err,
 int dtCkptLock(const char *dir, char *err, size_t errSize) {
   char path[4096];
   snprintf(path, sizeof(path), "%s.lock", dir);
+  /* 0600 and ours: another user who could open it could also hold the
+   * lock and stop every save. */
   int fd = open(path, O_RDWR | O_CREAT | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC,
-                0644);
+                0600);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     failf(err, errSize, "locking %s for writing: %s", path,
           fd < 0 ? strerror(errno) : "not a regular file");
+  } else if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+    failf(err, errSize, "locking %s for writing: it belongs to user %u with "
+          "mode %04o, not to this user (%u) with mode 0600; remove it",
+          path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+          (unsigned)geteuid());
   } else if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
     return fd;
   } else if (errno == EWOULDBLOCK) {

@@ -124,7 +124,8 @@ bool dtCkptCommit(const char *staged, const char *dir, char *err,
 void dtCkptRemoveDir(const char *dir);
 
 /// Takes the exclusive lock on writing `dir` (flock on `dir`.lock, created
-/// if needed, released when the holder exits however it exits): a file
+/// if needed with mode 0600 and refused unless it is this user's and
+/// private, released when the holder exits however it exits): a file
 /// descriptor for dtCkptUnlock, or -1 and a message when another writer
 /// holds it (it does not wait). Every writer of a checkpoint holds it from
 /// its staging to its commit, so staging directories of `dir` found while

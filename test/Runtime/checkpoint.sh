@@ -150,6 +150,11 @@ for i in 1 2 3; do
   "$run" -n 2 "$prog" load "$ck" 10 >/dev/null 2>&1 || "$run" -n 2 "$prog" load "$ck" 11
 done
 test ! -e "$ck.tmp-otherjob" || { echo "a stale staging directory was kept"; exit 1; }
+# A lock file others may open (and so hold) is refused.
+test "$(stat -c %a "$ck.lock")" = 600 || { echo "lock file mode $(stat -c %a "$ck.lock")"; exit 1; }
+chmod 644 "$ck.lock"
+"$run" -n 2 "$prog" save-fails "$ck" 7 "with mode 0644, not to this user"
+chmod 600 "$ck.lock"
 "$run" -n 2 "$prog" save "$ck" 7
 
 # convert checks every shard before writing anything: a flipped bit does
