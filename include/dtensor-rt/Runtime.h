@@ -44,14 +44,24 @@ typedef enum DtrtStatus {
 /// Returns the generic message of a status (static).
 DTRT_EXPORT const char *dtrtStatusString(DtrtStatus status);
 
+/// The element types, one row each: enumerator, name (MLIR's spelling,
+/// which is also the compiler's DtensorElementType name, so the two map by
+/// name: dtensorElementTypeParse(dtrtDtypeName(t), ...)) and size in
+/// bytes. The enum, dtrtDtypeSize, dtrtDtypeName and dtrtDtypeParse all
+/// come from this list; the numbers are the ABI of compiled programs.
+#define DTRT_DTYPE_LIST(X)                                                     \
+  X(DTRT_F32, "f32", 4)                                                        \
+  X(DTRT_F64, "f64", 8)                                                        \
+  X(DTRT_F16, "f16", 2)                                                        \
+  X(DTRT_BF16, "bf16", 2)                                                      \
+  X(DTRT_I32, "i32", 4)                                                        \
+  X(DTRT_I64, "i64", 8)
+
 /// Element types.
 typedef enum DtrtDtype {
-  DTRT_F32 = 0,
-  DTRT_F64,
-  DTRT_F16,
-  DTRT_BF16,
-  DTRT_I32,
-  DTRT_I64,
+#define DTRT_DTYPE_ENUM(e, name, size) e,
+  DTRT_DTYPE_LIST(DTRT_DTYPE_ENUM)
+#undef DTRT_DTYPE_ENUM
 } DtrtDtype;
 
 /// Returns the size in bytes of one element (0 for an invalid type).
@@ -59,6 +69,9 @@ DTRT_EXPORT size_t dtrtDtypeSize(DtrtDtype dtype);
 
 /// Returns the name of an element type ("f32", "bf16", ...; "?" if invalid).
 DTRT_EXPORT const char *dtrtDtypeName(DtrtDtype dtype);
+
+/// Parses an element type name ("f32", ...); returns 0 if unknown.
+DTRT_EXPORT int dtrtDtypeParse(const char *name, DtrtDtype *outDtype);
 
 /// Converts `count` elements of `in` (type `inType`) to `outType` into
 /// `out`, which may be `in` itself (not another overlap): floats round to

@@ -52,37 +52,12 @@ static int openRegular(const char *path, struct stat *st, char *err,
 
 /* ---- types and names ------------------------------------------------------- */
 
-static const struct {
-  const char *name;
-  DtrtDtype dtype;
-  DtensorElementType element;
-} kTypes[] = {
-    {"f32", DTRT_F32, DTENSOR_F32},   {"f64", DTRT_F64, DTENSOR_F64},
-    {"f16", DTRT_F16, DTENSOR_F16},   {"bf16", DTRT_BF16, DTENSOR_BF16},
-    {"i32", DTRT_I32, DTENSOR_I32},   {"i64", DTRT_I64, DTENSOR_I64},
-};
-
 DtensorElementType dtCkptElementType(DtrtDtype dtype) {
-  for (size_t k = 0; k < sizeof(kTypes) / sizeof(kTypes[0]); ++k)
-    if (kTypes[k].dtype == dtype)
-      return kTypes[k].element;
-  return DTENSOR_F32;
-}
-
-const char *dtrtDtypeName(DtrtDtype dtype) {
-  for (size_t k = 0; k < sizeof(kTypes) / sizeof(kTypes[0]); ++k)
-    if (kTypes[k].dtype == dtype)
-      return kTypes[k].name;
-  return "?";
-}
-
-bool dtCkptDtypeParse(const char *name, DtrtDtype *out) {
-  for (size_t k = 0; k < sizeof(kTypes) / sizeof(kTypes[0]); ++k)
-    if (!strcmp(kTypes[k].name, name)) {
-      *out = kTypes[k].dtype;
-      return true;
-    }
-  return false;
+  /* The two lists share their names (Runtime.h); every runtime type has a
+   * compiler counterpart (test/Unit/DtypeTest.c). */
+  DtensorElementType et = DTENSOR_F32;
+  dtensorElementTypeParse(dtrtDtypeName(dtype), &et);
+  return et;
 }
 
 bool dtCkptNameIsValid(const char *name) {
@@ -445,7 +420,7 @@ static bool readTensor(json_t *jt, CkptTensor *t, const char *path, char *err,
     return failf(err, errSize, "%s: a tensor lacks name, dtype, shape, mesh, "
                  "spec or shards", path);
   snprintf(t->name, sizeof(t->name), "%s", json_string_value(name));
-  if (!dtCkptDtypeParse(json_string_value(dtype), &t->dtype))
+  if (!dtrtDtypeParse(json_string_value(dtype), &t->dtype))
     return failf(err, errSize, "%s: '%s' has element type '%s' (valid: f32, "
                  "f64, f16, bf16, i32, i64)", path, t->name,
                  json_string_value(dtype));

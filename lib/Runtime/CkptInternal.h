@@ -41,11 +41,8 @@ typedef struct CkptMeta {
   CkptTensor *tensors;
 } CkptMeta;
 
-/// The layout element type of a runtime type.
+/// The layout element type of a runtime type (by their shared name).
 DtensorElementType dtCkptElementType(DtrtDtype dtype);
-
-/// A runtime type from its name (dtrtDtypeName gives the name).
-bool dtCkptDtypeParse(const char *name, DtrtDtype *out);
 
 /// Whether `name` may name a tensor (it also names files).
 bool dtCkptNameIsValid(const char *name);

@@ -24,10 +24,34 @@ const char *dtrtStatusString(DtrtStatus status) {
 
 size_t dtrtDtypeSize(DtrtDtype dtype) {
   switch (dtype) {
-  case DTRT_F32: case DTRT_I32: return 4;
-  case DTRT_F64: case DTRT_I64: return 8;
-  case DTRT_F16: case DTRT_BF16: return 2;
+#define DTRT_DTYPE_CASE(e, name, size)                                         \
+  case e:                                                                      \
+    return size;
+    DTRT_DTYPE_LIST(DTRT_DTYPE_CASE)
+#undef DTRT_DTYPE_CASE
   }
+  return 0;
+}
+
+const char *dtrtDtypeName(DtrtDtype dtype) {
+  switch (dtype) {
+#define DTRT_DTYPE_CASE(e, name, size)                                         \
+  case e:                                                                      \
+    return name;
+    DTRT_DTYPE_LIST(DTRT_DTYPE_CASE)
+#undef DTRT_DTYPE_CASE
+  }
+  return "?";
+}
+
+int dtrtDtypeParse(const char *name, DtrtDtype *outDtype) {
+#define DTRT_DTYPE_TRY(e, text, size)                                          \
+  if (name && !strcmp(name, text)) {                                           \
+    *outDtype = e;                                                             \
+    return 1;                                                                  \
+  }
+  DTRT_DTYPE_LIST(DTRT_DTYPE_TRY)
+#undef DTRT_DTYPE_TRY
   return 0;
 }
 

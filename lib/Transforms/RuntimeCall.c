@@ -149,19 +149,19 @@ void dtRtCall(DtRtBuilder *b, const char *callee, MlirLocation loc, int nArgs,
 }
 
 const char *dtRtTypeName(MlirType t, int64_t *outCode) {
-  static const struct {
-    const char *name;
-    DtrtDtype code;
-  } kTypes[] = {{"f32", DTRT_F32}, {"f64", DTRT_F64}, {"f16", DTRT_F16},
-                {"bf16", DTRT_BF16}, {"i32", DTRT_I32}, {"i64", DTRT_I64}};
+  /* The compiler's and the runtime's types share their names; the
+   * runtime's list is read from its header (the compiler does not link
+   * the runtime). */
   DtensorElementType et;
   if (!dtensorElementTypeFromMlir(t, &et))
     return NULL;
   const char *name = dtensorElementTypeGetName(et);
-  for (size_t k = 0; k < sizeof(kTypes) / sizeof(kTypes[0]); ++k)
-    if (!strcmp(name, kTypes[k].name)) {
-      *outCode = kTypes[k].code;
-      return kTypes[k].name;
-    }
+#define DT_RT_TYPE(e, text, size)                                              \
+  if (!strcmp(name, text)) {                                                   \
+    *outCode = e;                                                              \
+    return text;                                                               \
+  }
+  DTRT_DTYPE_LIST(DT_RT_TYPE)
+#undef DT_RT_TYPE
   return NULL;
 }

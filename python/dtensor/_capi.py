@@ -196,6 +196,10 @@ passManagerAddPipeline = _declare(lib, "dtensorPassManagerAddPipeline",
 passManagerRunOnOp = _declare(lib, "mlirPassManagerRunOnOp", c_int8, Handle,
                               Handle)
 
+# ---- element types (libdtensor_rt's one list) ---------------------------------------
+dtypeName = _declare(rt, "dtrtDtypeName", c_char_p, c_int)
+dtypeParse = _declare(rt, "dtrtDtypeParse", c_int, c_char_p, POINTER(c_int))
+
 # ---- checkpoints (libdtensor_rt, offline) ------------------------------------------
 ckptOpen = _declare(rt, "dtrtCheckpointOpen", c_int, c_char_p,
                     POINTER(c_void_p), c_char_p, c_size_t)

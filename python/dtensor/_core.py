@@ -327,11 +327,21 @@ def compile(text, pipeline="dtensor-spmd", name="<string>"):
 
 # ---- checkpoints -------------------------------------------------------------------
 
-_DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1,
-           np.dtype(np.float16): 2, np.dtype(np.int32): 4,
-           np.dtype(np.int64): 5}
-_NAMES = {0: "f32", 1: "f64", 2: "f16", 3: "bf16", 4: "i32", 5: "i64"}
-_BY_NAME = {_NAMES[code]: dt for dt, code in _DTYPES.items()}
+def _dtype_names():
+    """The runtime's element types, code -> name, from its one list."""
+    names, code = {}, 0
+    while C.dtypeName(code) != b"?":
+        names[code] = C.dtypeName(code).decode()
+        code += 1
+    return names
+
+
+_NAMES = _dtype_names()
+_CODES = {name: code for code, name in _NAMES.items()}
+# numpy's types of the runtime's (bf16 has none: it travels as uint16 bits)
+_BY_NAME = {name: np.dtype(name.replace("f", "float").replace("i", "int"))
+            for name in _NAMES.values() if name != "bf16"}
+_DTYPES = {dt: _CODES[name] for name, dt in _BY_NAME.items()}
 
 
 def _err():

@@ -37,19 +37,13 @@ static int usage(FILE *out, int code) {
   return code;
 }
 
+/* numpy's spelling of each element type (bf16 travels as float32, which
+ * holds it exactly). */
 static const struct {
   DtrtDtype dtype;
-  const char *name, *descr;
-} kTypes[] = {{DTRT_F32, "f32", "<f4"}, {DTRT_F64, "f64", "<f8"},
-              {DTRT_F16, "f16", "<f2"}, {DTRT_BF16, "bf16", "<f4"},
-              {DTRT_I32, "i32", "<i4"}, {DTRT_I64, "i64", "<i8"}};
-
-static const char *typeName(DtrtDtype t) {
-  for (size_t k = 0; k < sizeof(kTypes) / sizeof(kTypes[0]); ++k)
-    if (kTypes[k].dtype == t)
-      return kTypes[k].name;
-  return "?";
-}
+  const char *descr;
+} kTypes[] = {{DTRT_F32, "<f4"}, {DTRT_F64, "<f8"}, {DTRT_F16, "<f2"},
+              {DTRT_BF16, "<f4"}, {DTRT_I32, "<i4"}, {DTRT_I64, "<i8"}};
 
 static void shapeText(int rank, const int64_t *shape, char *out, size_t n) {
   int k = snprintf(out, n, rank ? "" : "scalar");
@@ -78,7 +72,8 @@ static int info(const char *dir, bool layouts) {
     char shape[128];
     shapeText(t.rank, t.shape, shape, sizeof(shape));
     printf("%-24s %-5s %-16s %-12s %-20s %7d %12lld\n", t.name,
-           typeName(t.dtype), shape, t.mesh, t.spec, shards, (long long)bytes);
+           dtrtDtypeName(t.dtype), shape, t.mesh, t.spec, shards,
+           (long long)bytes);
   }
   for (int i = 0; layouts && i < n; ++i) {
     DtrtTensor t;
@@ -87,10 +82,9 @@ static int info(const char *dir, bool layouts) {
     DtensorMesh *mesh = dtensorMeshParse(t.mesh, &diag);
     DtensorShardingSpec spec;
     DtensorLayout l;
-    DtensorElementType et = t.dtype == DTRT_I32   ? DTENSOR_I32
-                            : t.dtype == DTRT_I64 ? DTENSOR_I64
-                                                  : (DtensorElementType)t.dtype;
-    if (mesh && dtensorShardingSpecParse(t.spec, mesh, &spec, &diag) &&
+    DtensorElementType et; /* the compiler's type of the same name */
+    if (mesh && dtensorElementTypeParse(dtrtDtypeName(t.dtype), &et) &&
+        dtensorShardingSpecParse(t.spec, mesh, &spec, &diag) &&
         dtensorLayoutInit(mesh, &spec, t.rank, t.shape, et, &l, &diag)) {
       size_t len = dtensorLayoutDescribe(&l, NULL, 0);
       char *text = malloc(len + 1);
@@ -281,7 +275,7 @@ static int importTensor(const char *dir, const char *name, const char *in,
   DtrtDtype dtype = DTRT_F32;
   bool known = false;
   for (size_t k = 0; k < sizeof(kTypes) / sizeof(kTypes[0]); ++k)
-    if (dtypeName ? !strcmp(kTypes[k].name, dtypeName)
+    if (dtypeName ? !strcmp(dtrtDtypeName(kTypes[k].dtype), dtypeName)
                   : !strcmp(kTypes[k].descr, descr) &&
                         kTypes[k].dtype != DTRT_BF16) {
       dtype = kTypes[k].dtype;

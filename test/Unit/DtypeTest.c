@@ -1,0 +1,38 @@
+/* The runtime's element types (DTRT_DTYPE_LIST in dtensor-rt/Runtime.h)
+ * and the compiler's (DtensorElementType) map by name: every runtime type
+ * has a compiler type of the same name and size, names parse back to their
+ * type, and the numbers are those compiled programs and the Python package
+ * pass (f32 0 ... i64 5). */
+#include "dtensor-c/Layout.h"
+#include "dtensor-rt/Runtime.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "Check.h"
+
+int main(void) {
+  static const char *const kAbi[] = {"f32", "f64", "f16", "bf16", "i32", "i64"};
+  int n = 0;
+#define DTRT_DTYPE_COUNT(e, name, size) ++n;
+  DTRT_DTYPE_LIST(DTRT_DTYPE_COUNT)
+#undef DTRT_DTYPE_COUNT
+  CHECK(n == (int)(sizeof(kAbi) / sizeof(kAbi[0])));
+  for (int code = 0; code < n; ++code) {
+    DtrtDtype t = (DtrtDtype)code, back;
+    const char *name = dtrtDtypeName(t);
+    CHECK(!strcmp(name, kAbi[code]));
+    CHECK(dtrtDtypeParse(name, &back) && back == t);
+    DtensorElementType et = DTENSOR_F32;
+    CHECK(dtensorElementTypeParse(name, &et));
+    CHECK(dtensorElementTypeGetSize(et) == dtrtDtypeSize(t));
+    CHECK(!strcmp(dtensorElementTypeGetName(et), name));
+  }
+  DtrtDtype t;
+  CHECK(!dtrtDtypeParse("f8", &t) && !dtrtDtypeParse(NULL, &t));
+  CHECK(dtrtDtypeSize((DtrtDtype)n) == 0 &&
+            !strcmp(dtrtDtypeName((DtrtDtype)n), "?"));
+  printf("dtype-test: %d types, %d passed, %d failed\n", n,
+         checks - failures, failures);
+  return failures != 0;
+}
