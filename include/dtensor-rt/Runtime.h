@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -79,14 +80,36 @@ DTRT_EXPORT int dtrtDtypeParse(const char *name, DtrtDtype *outDtype);
 DTRT_EXPORT void dtrtConvert(const void *in, DtrtDtype inType, void *out,
                              DtrtDtype outType, size_t count);
 
+/// The reductions, one row each: enumerator and name, which is also the
+/// compiler's DtensorReduceKind name and the dialect's `reduce` attribute
+/// (the two map by name); the numbers are the ABI of compiled programs.
+#define DTRT_REDUCE_LIST(X)                                                    \
+  X(DTRT_SUM, "sum")                                                           \
+  X(DTRT_MAX, "max")                                                           \
+  X(DTRT_MIN, "min")                                                           \
+  X(DTRT_AVG, "avg")                                                           \
+  X(DTRT_PROD, "prod")
+
 /// Reductions.
 typedef enum DtrtReduce {
-  DTRT_SUM = 0,
-  DTRT_MAX,
-  DTRT_MIN,
-  DTRT_AVG,
-  DTRT_PROD,
+#define DTRT_REDUCE_ENUM(e, name) e,
+  DTRT_REDUCE_LIST(DTRT_REDUCE_ENUM)
+#undef DTRT_REDUCE_ENUM
 } DtrtReduce;
+
+/// Parses a reduction name of `length` bytes ("sum", ...); 0 if unknown.
+/// Header-only, so the compiler can use it without linking the runtime.
+static inline int dtrtReduceParse(const char *name, size_t length,
+                                  DtrtReduce *outReduce) {
+#define DTRT_REDUCE_TRY(e, text)                                               \
+  if (name && length == sizeof(text) - 1 && !memcmp(name, text, length)) {     \
+    *outReduce = e;                                                            \
+    return 1;                                                                  \
+  }
+  DTRT_REDUCE_LIST(DTRT_REDUCE_TRY)
+#undef DTRT_REDUCE_TRY
+  return 0;
+}
 
 /// A process's runtime state (opaque).
 typedef struct DtrtContext DtrtContext;

@@ -60,11 +60,9 @@ static int64_t reduceCode(MlirOperation op) {
   if (mlirAttributeIsNull(a) || !mlirAttributeIsAString(a))
     return DTRT_SUM;
   MlirStringRef s = mlirStringAttrGetValue(a);
-  static const char *kNames[] = {"sum", "max", "min", "avg", "prod"};
-  for (int k = 0; k < 5; ++k)
-    if (strlen(kNames[k]) == s.length && !memcmp(kNames[k], s.data, s.length))
-      return k;
-  return DTRT_SUM;
+  DtrtReduce r = DTRT_SUM; /* the attribute's names are the runtime's */
+  dtrtReduceParse(s.data, s.length, &r);
+  return r;
 }
 
 /* The constant global holding the shape of `op`'s mesh (created once):

@@ -1,8 +1,10 @@
-/* The runtime's element types (DTRT_DTYPE_LIST in dtensor-rt/Runtime.h)
- * and the compiler's (DtensorElementType) map by name: every runtime type
- * has a compiler type of the same name and size, names parse back to their
- * type, and the numbers are those compiled programs and the Python package
- * pass (f32 0 ... i64 5). */
+/* The runtime's element types and reductions (DTRT_DTYPE_LIST and
+ * DTRT_REDUCE_LIST in dtensor-rt/Runtime.h) and the compiler's
+ * (DtensorElementType, DtensorReduceKind) map by name: every runtime type
+ * has a compiler type of the same name and size, every reduction a kind of
+ * the same name, names parse back, and the numbers are those compiled
+ * programs and the Python package pass (f32 0 ... i64 5; sum 0 ... prod
+ * 4). */
 #include "dtensor-c/Layout.h"
 #include "dtensor-rt/Runtime.h"
 
@@ -28,6 +30,23 @@ int main(void) {
     CHECK(dtensorElementTypeGetSize(et) == dtrtDtypeSize(t));
     CHECK(!strcmp(dtensorElementTypeGetName(et), name));
   }
+  /* Reductions: the compiler's kinds (but none) and the runtime's share
+   * names and order. */
+  int reductions = 0;
+#define DTRT_REDUCE_CHECK(e, name)                                             \
+  {                                                                            \
+    DtensorReduceKind kind = DTENSOR_REDUCE_NONE;                              \
+    DtrtReduce back = DTRT_PROD;                                               \
+    CHECK(dtensorReduceKindParse(name, strlen(name), &kind));                  \
+    CHECK(!strcmp(dtensorReduceKindGetName(kind), name));                      \
+    CHECK(dtrtReduceParse(name, strlen(name), &back) && back == e);            \
+    CHECK((int)e == reductions++);                                             \
+  }
+  DTRT_REDUCE_LIST(DTRT_REDUCE_CHECK)
+#undef DTRT_REDUCE_CHECK
+  CHECK(reductions == DTENSOR_NUM_REDUCE_KINDS - 1);
+  DtrtReduce r;
+  CHECK(!dtrtReduceParse("none", 4, &r) && !dtrtReduceParse("su", 2, &r));
   DtrtDtype t;
   CHECK(!dtrtDtypeParse("f8", &t) && !dtrtDtypeParse(NULL, &t));
   CHECK(dtrtDtypeSize((DtrtDtype)n) == 0 &&
