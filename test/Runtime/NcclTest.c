@@ -1,7 +1,8 @@
 /* The nccl backend on device buffers, as real processes under dtensor-run
- * --backend nccl (one rank per GPU): every collective on f32, f64, i32 and
- * i64, blocking and started, on the world and (with 4 ranks) the groups of
- * a 2x2 mesh; each rank checks its results exactly on the host. Exits 77
+ * --backend nccl (one rank per GPU): every collective on every element
+ * type of the runtime's list (f32, f64, f16, bf16, i32, i64), blocking and
+ * started, on the world and (with 4 ranks) the groups of a 2x2 mesh; each
+ * rank checks its results exactly on the host. Exits 77
  * (skipped) where fewer CUDA devices than ranks are usable, as on machines
  * without a GPU. */
 #include "dtensor-rt/Runtime.h"
@@ -16,29 +17,29 @@
 
 static double value(int r, size_t k) { return (r + 1) * 10.0 + (double)(k % 7); }
 
+/* Element k of a host buffer of type t, through the runtime's conversions
+ * (the values are small integers: exact in every type, f16 and bf16
+ * included). */
 static void put(void *h, DtrtDtype t, size_t k, double v) {
-  switch (t) {
-  case DTRT_F32: ((float *)h)[k] = (float)v; break;
-  case DTRT_F64: ((double *)h)[k] = v; break;
-  case DTRT_I32: ((int32_t *)h)[k] = (int32_t)v; break;
-  default: ((int64_t *)h)[k] = (int64_t)v; break;
-  }
+  dtrtConvert(&v, DTRT_F64, (char *)h + k * dtrtDtypeSize(t), t, 1);
 }
 
 static double at(const void *h, DtrtDtype t, size_t k) {
-  switch (t) {
-  case DTRT_F32: return ((const float *)h)[k];
-  case DTRT_F64: return ((const double *)h)[k];
-  case DTRT_I32: return ((const int32_t *)h)[k];
-  default: return (double)((const int64_t *)h)[k];
-  }
+  double v = 0;
+  dtrtConvert((const char *)h + k * dtrtDtypeSize(t), t, &v, DTRT_F64, 1);
+  return v;
 }
 
 static void testComm(DtrtComm *comm, const int *members, const char *label) {
   int n = dtrtCommSize(comm), me = dtrtCommRank(comm);
-  DtrtDtype types[4] = {DTRT_F32, DTRT_F64, DTRT_I32, DTRT_I64};
+  /* Every type of the runtime's list (the NCCL mapping of each). */
+  DtrtDtype types[] = {
+#define DTRT_DTYPE_ITEM(e, name, size) e,
+      DTRT_DTYPE_LIST(DTRT_DTYPE_ITEM)
+#undef DTRT_DTYPE_ITEM
+  };
   size_t count = 1000;
-  for (int ti = 0; ti < 4; ++ti) {
+  for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ++ti) {
     DtrtDtype t = types[ti];
     size_t es = dtrtDtypeSize(t), bytes = es * count * (size_t)n;
     char *h = malloc(bytes), *g = malloc(bytes);
