@@ -86,7 +86,7 @@ typedef enum DtensorPlanObjective {
 
 /// How a plan is searched.
 typedef enum DtensorPlanStrategy {
-  DTENSOR_STRATEGY_OPTIMAL = 0, /* minimum cost path (Dijkstra) */
+  DTENSOR_STRATEGY_OPTIMAL = 0, /* minimum cost path (A* search) */
   DTENSOR_STRATEGY_GREEDY,      /* the seed's greedy walk, for comparison */
 } DtensorPlanStrategy;
 
