@@ -5,7 +5,7 @@
 #include "mlir-c/BuiltinTypes.h"
 #include "mlir-c/Diagnostics.h"
 
-#include "Layout/Diag.h"
+#include "Support/Support.h"
 
 #include <ctype.h>
 #include <stdlib.h>

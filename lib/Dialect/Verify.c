@@ -3,6 +3,7 @@
  * offending op's location; verification goes on past the first error so a
  * user sees all of them in one run. */
 #include "DialectInternal.h"
+#include "Support/Support.h"
 
 #include "mlir-c/BuiltinAttributes.h"
 #include "mlir-c/BuiltinTypes.h"
@@ -21,51 +22,27 @@ typedef struct Checked {
 
 typedef struct Verifier {
   bool failed;
-  Checked *checked;
-  unsigned mask; /* capacity - 1; 0 when no table */
-  unsigned count;
+  DtTable checked; /* Checked entries */
 } Verifier;
 
-static unsigned hashChecked(const Checked *c) {
-  uint64_t k = (uint64_t)(uintptr_t)c->attr * 0x9e3779b97f4a7c15ULL ^
-               (uint64_t)(uintptr_t)c->type * 0xc2b2ae3d27d4eb4fULL ^
-               (uint64_t)(uintptr_t)c->module;
-  k ^= k >> 31;
-  return (unsigned)(k * 0xff51afd7ed558ccdULL >> 32);
+static uint64_t hashChecked(const Checked *c) {
+  return dtHashMix(dtHashMix(dtHashMix(0, (uint64_t)(uintptr_t)c->attr),
+                             (uint64_t)(uintptr_t)c->type),
+                   (uint64_t)(uintptr_t)c->module);
+}
+
+static bool sameChecked(const void *entry, const void *key) {
+  return !memcmp(entry, key, sizeof(Checked));
 }
 
 static bool isChecked(const Verifier *v, const Checked *c) {
-  if (!v->mask)
-    return false;
-  for (unsigned h = hashChecked(c) & v->mask; v->checked[h].attr;
-       h = (h + 1) & v->mask)
-    if (!memcmp(&v->checked[h], c, sizeof(*c)))
-      return true;
-  return false;
+  return dtTableFind(&v->checked, hashChecked(c), sameChecked, c) != NULL;
 }
 
 static void addChecked(Verifier *v, const Checked *c) {
-  if ((v->count + 1) * 2 > v->mask) {
-    unsigned size = v->mask ? 2 * (v->mask + 1) : 256;
-    Checked *table = calloc(size, sizeof(Checked));
-    if (!table)
-      return; /* only a cache */
-    for (unsigned i = 0; v->mask && i <= v->mask; ++i)
-      if (v->checked[i].attr) {
-        unsigned h = hashChecked(&v->checked[i]) & (size - 1);
-        while (table[h].attr)
-          h = (h + 1) & (size - 1);
-        table[h] = v->checked[i];
-      }
-    free(v->checked);
-    v->checked = table;
-    v->mask = size - 1;
-  }
-  unsigned h = hashChecked(c) & v->mask;
-  while (v->checked[h].attr)
-    h = (h + 1) & v->mask;
-  v->checked[h] = *c;
-  ++v->count;
+  Checked *entry = dtTableInsert(&v->checked, hashChecked(c));
+  if (entry) /* else not cached: checked again next time */
+    *entry = *c;
 }
 
 static void printShape(int rank, const int64_t *shape, char *out,
@@ -682,8 +659,8 @@ static MlirWalkResult visit(MlirOperation op, void *userData) {
 }
 
 MlirLogicalResult dtensorVerify(MlirOperation op) {
-  Verifier v = {false, NULL, 0, 0};
+  Verifier v = {false, dtTableInit(sizeof(Checked))};
   mlirOperationWalk(op, visit, &v, MlirWalkPreOrder);
-  free(v.checked);
+  dtTableFree(&v.checked);
   return v.failed ? mlirLogicalResultFailure() : mlirLogicalResultSuccess();
 }

@@ -10,7 +10,7 @@
  */
 #include "dtensor-c/Layout.h"
 
-#include "Diag.h"
+#include "Support/Support.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* DeviceMesh: shape, axis names, device ids, link model, sub-meshes. */
 #include "dtensor-c/Layout.h"
 
-#include "Diag.h"
+#include "Support/Support.h"
 
 #include <ctype.h>
 #include <stdio.h>

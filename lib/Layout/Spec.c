@@ -1,7 +1,7 @@
 /* ShardingSpec: the textual syntax, checks, and the three views. */
 #include "dtensor-c/Layout.h"
 
-#include "Diag.h"
+#include "Support/Support.h"
 
 #include <ctype.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* CommSpec: names, text form, applying a step to a spec, and its cost. */
 #include "PlannerInternal.h"
 
-#include "Layout/Diag.h"
+#include "Support/Support.h"
 
 #include <ctype.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * out. Stored plans hold only their own steps. */
 #include "PlannerInternal.h"
 
-#include "Layout/Diag.h"
+#include "Support/Support.h"
 
 #include <stddef.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
  * source's reduce kind, so the kind needs no bits. */
 #include "PlannerInternal.h"
 
-#include "Layout/Diag.h"
+#include "Support/Support.h"
 
 #include <math.h>
 #include <stdlib.h>

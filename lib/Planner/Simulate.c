@@ -11,7 +11,7 @@
  * never compared. */
 #include "PlannerInternal.h"
 
-#include "Layout/Diag.h"
+#include "Support/Support.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * lowering to loops). Written as a template per tensor type and dimension
  * (Template.h). Dynamic sizes are refused with a located error. */
 #include "Dialect/DialectInternal.h"
-#include "Layout/Diag.h"
+#include "Support/Support.h"
 #include "PassDef.h"
 #include "Table.h"
 #include "Template.h"

@@ -5,7 +5,7 @@
 #include "PassDef.h"
 #include "Table.h"
 
-#include "Layout/Diag.h"
+#include "Support/Support.h"
 #include "dtensor-c/Dialect.h"
 #include "dtensor-c/Planner.h"
 #include "mlir-c/BuiltinAttributes.h"
@@ -232,6 +232,11 @@ static MlirWalkResult collect(MlirOperation op, void *userData) {
   return MlirWalkResultAdvance;
 }
 
+static void destroyPairMesh(void *entry, void *user) {
+  (void)user;
+  dtensorMeshDestroy(((Pair *)entry)->mesh);
+}
+
 static bool runLowerRedistribute(MlirOperation root,
                                  const DtPassOptions *options) {
   DtensorPlanOptions planOptions;
@@ -256,10 +261,7 @@ static bool runLowerRedistribute(MlirOperation root,
   if (ok)
     for (size_t i = 0; i < found.count; ++i)
       ok = lowerOne(&l, found.ops[i]) && ok;
-  for (unsigned k = 0; l.pairs.mask && k <= l.pairs.mask; ++k)
-    if (l.pairs.used[k])
-      dtensorMeshDestroy(
-          ((Pair *)(void *)(l.pairs.entries + k * l.pairs.entrySize))->mesh);
+  dtTableForEach(&l.pairs, destroyPairMesh, NULL);
   dtTableFree(&l.pairs);
   dtensorPlannerDestroy(l.planner);
   free(found.ops);

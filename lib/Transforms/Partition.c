@@ -25,7 +25,7 @@
 #include "Rules.h"
 #include "Table.h"
 
-#include "Layout/Diag.h"
+#include "Support/Support.h"
 #include "dtensor-c/Dialect.h"
 #include "mlir-c/BuiltinAttributes.h"
 #include "mlir-c/BuiltinTypes.h"
@@ -1153,6 +1153,11 @@ static void partitionFunction(Part *p, MlirOperation func) {
                    entry, dtIsOp(ret, "func.return") ? ret : (MlirOperation){NULL});
 }
 
+static void freeInterned(void *entry, void *user) {
+  (void)user;
+  free(((Interned *)entry)->info);
+}
+
 static bool runPartition(MlirOperation root, const DtPassOptions *options) {
   MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0));
   bool ok = true;
@@ -1178,10 +1183,7 @@ static bool runPartition(MlirOperation root, const DtPassOptions *options) {
     partitionFunction(&p, op);
     ok = ok && !p.failed;
     dtTableFree(&p.values);
-    for (unsigned k = 0; p.interned.mask && k <= p.interned.mask; ++k)
-      if (p.interned.used[k])
-        free(((Interned *)(void *)(p.interned.entries +
-                                   k * p.interned.entrySize))->info);
+    dtTableForEach(&p.interned, freeInterned, NULL);
     dtTableFree(&p.interned);
     dtTableFree(&p.converted);
     dtTableFree(&p.meshNames);

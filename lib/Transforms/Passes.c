@@ -2,7 +2,7 @@
  * that every dtensor pass shares. */
 #include "PassDef.h"
 
-#include "Layout/Diag.h"
+#include "Support/Support.h"
 #include "dtensor-c/Dialect.h"
 #include "mlir-c/RegisterEverything.h"
 

@@ -6,7 +6,7 @@
  * options, to mlirOpPassManagerAddPipeline. */
 #include "PassDef.h"
 
-#include "Layout/Diag.h"
+#include "Support/Support.h"
 
 #include <ctype.h>
 #include <stdio.h>

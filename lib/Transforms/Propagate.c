@@ -26,7 +26,7 @@
 #include "Rules.h"
 #include "Table.h"
 
-#include "Layout/Diag.h"
+#include "Support/Support.h"
 #include "dtensor-c/Dialect.h"
 #include "dtensor-c/Planner.h"
 #include "mlir-c/BuiltinAttributes.h"
@@ -188,12 +188,8 @@ typedef struct Prop {
   DtensorPlanner *planner;
   Info *infos;
   int numInfos, capInfos;
-  int *table;
-  unsigned mask;
-  /* Ops decided so far (pointer set). */
-  void **decided;
-  unsigned decidedMask;
-  int numDecided;
+  DtTable values; /* ValueSlot: a value's index in infos */
+  DtTable decided; /* ops decided so far (a pointer set) */
   bool strict, why;
   bool failed;
   int depth; /* ops being decided, one inside the other's regions */
@@ -338,21 +334,18 @@ static unsigned hashPtr(const void *ptr) {
   return (unsigned)k;
 }
 
-static bool rehash(Prop *p) {
-  unsigned size = (p->mask + 1) * 2;
-  int *table = calloc(size, sizeof(int));
-  if (!table)
-    return false;
-  for (int i = 0; i < p->numInfos; ++i) {
-    unsigned h = hashPtr(p->infos[i].value.ptr) & (size - 1);
-    while (table[h])
-      h = (h + 1) & (size - 1);
-    table[h] = i + 1;
-  }
-  free(p->table);
-  p->table = table;
-  p->mask = size - 1;
-  return true;
+/* An entry of the value table, and of the decided set. */
+typedef struct ValueSlot {
+  const void *value;
+  int index;
+} ValueSlot;
+
+static bool sameSlotValue(const void *entry, const void *key) {
+  return ((const ValueSlot *)entry)->value == key;
+}
+
+static bool sameOp(const void *entry, const void *key) {
+  return *(const void *const *)entry == key;
 }
 
 /* Whether values of type `t` get layouts: static ranked tensors of a known
@@ -373,13 +366,10 @@ static const TypeFacts *factsOf(Prop *p, MlirType t) {
 
 /* The info of `v`, created on first use; NULL when out of memory. */
 static Info *infoOf(Prop *p, MlirValue v) {
-  unsigned h = hashPtr(v.ptr) & p->mask;
-  while (p->table[h]) {
-    Info *in = &p->infos[p->table[h] - 1];
-    if (in->value.ptr == v.ptr)
-      return in;
-    h = (h + 1) & p->mask;
-  }
+  uint64_t h = hashPtr(v.ptr);
+  const ValueSlot *slot = dtTableFind(&p->values, h, sameSlotValue, v.ptr);
+  if (slot)
+    return &p->infos[slot->index];
   if (p->frozen)
     return NULL;
   if (p->numInfos == p->capInfos) {
@@ -390,7 +380,12 @@ static Info *infoOf(Prop *p, MlirValue v) {
     p->infos = infos;
     p->capInfos = cap;
   }
-  Info *in = &p->infos[p->numInfos];
+  ValueSlot *fresh = dtTableInsert(&p->values, h);
+  if (!fresh)
+    return NULL;
+  fresh->value = v.ptr;
+  fresh->index = p->numInfos;
+  Info *in = &p->infos[p->numInfos++];
   memset(in, 0, sizeof(*in));
   in->value = v;
   const TypeFacts *f = factsOf(p, mlirValueGetType(v));
@@ -400,59 +395,25 @@ static Info *infoOf(Prop *p, MlirValue v) {
     in->rank = f->rank;
     in->origin = originOf("");
   }
-  p->table[h] = ++p->numInfos;
-  if ((unsigned)p->numInfos * 2 > p->mask && !rehash(p))
-    return NULL;
-  return &p->infos[p->numInfos - 1];
+  return in;
 }
 
-/* A removed entry of the decided set (loop bodies are decided again). */
-#define TOMBSTONE ((void *)1)
-
 static bool isDecided(const Prop *p, MlirOperation op) {
-  unsigned h = hashPtr(op.ptr) & p->decidedMask;
-  while (p->decided[h]) {
-    if (p->decided[h] == op.ptr)
-      return true;
-    h = (h + 1) & p->decidedMask;
-  }
-  return false;
+  return dtTableFind(&p->decided, hashPtr(op.ptr), sameOp, op.ptr) != NULL;
 }
 
 static bool markDecided(Prop *p, MlirOperation op) {
-  if ((unsigned)(p->numDecided + 1) * 2 > p->decidedMask) {
-    unsigned size = (p->decidedMask + 1) * 2;
-    void **table = calloc(size, sizeof(void *));
-    if (!table)
-      return false;
-    for (unsigned i = 0; i <= p->decidedMask; ++i)
-      if (p->decided[i] && p->decided[i] != TOMBSTONE) {
-        unsigned h = hashPtr(p->decided[i]) & (size - 1);
-        while (table[h])
-          h = (h + 1) & (size - 1);
-        table[h] = p->decided[i];
-      }
-    free(p->decided);
-    p->decided = table;
-    p->decidedMask = size - 1;
-  }
-  unsigned h = hashPtr(op.ptr) & p->decidedMask;
-  while (p->decided[h])
-    h = (h + 1) & p->decidedMask;
-  p->decided[h] = op.ptr;
-  ++p->numDecided;
-  return true;
+  const void **entry = dtTableInsert(&p->decided, hashPtr(op.ptr));
+  if (entry)
+    *entry = op.ptr;
+  return entry != NULL;
 }
 
+/* Loop bodies are decided again: their ops leave the set. */
 static void unmarkDecided(Prop *p, MlirOperation op) {
-  unsigned h = hashPtr(op.ptr) & p->decidedMask;
-  while (p->decided[h]) {
-    if (p->decided[h] == op.ptr) {
-      p->decided[h] = TOMBSTONE;
-      return;
-    }
-    h = (h + 1) & p->decidedMask;
-  }
+  void *entry = dtTableFind(&p->decided, hashPtr(op.ptr), sameOp, op.ptr);
+  if (entry)
+    dtTableRemove(&p->decided, entry);
 }
 
 /* ---- layouts and costs ---------------------------------------------------- */
@@ -2005,20 +1966,13 @@ static bool propagateOne(const Prop *base, MlirOperation func) {
   p.rules = dtTableInit(sizeof(RuleEntry));
   p.costs = dtTableInit(sizeof(CostEntry));
   p.fits = dtTableInit(sizeof(FitEntry));
-  p.mask = 255;
-  p.table = calloc(p.mask + 1, sizeof(int));
-  p.decidedMask = 255;
-  p.decided = calloc(p.decidedMask + 1, sizeof(void *));
-  bool ok = p.table && p.decided;
-  if (!ok)
-    mlirEmitError(mlirOperationGetLocation(func), "out of memory");
-  else {
-    p.func = func;
-    propagateFunction(&p, func);
-    ok = !p.failed;
-  }
-  free(p.table);
-  free(p.decided);
+  p.values = dtTableInit(sizeof(ValueSlot));
+  p.decided = dtTableInit(sizeof(const void *));
+  p.func = func;
+  propagateFunction(&p, func);
+  bool ok = !p.failed;
+  dtTableFree(&p.values);
+  dtTableFree(&p.decided);
   free(p.infos);
   dtTableFree(&p.attrs);
   dtTableFree(&p.arrays);

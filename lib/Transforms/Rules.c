@@ -20,7 +20,7 @@
 #include "mlir-c/BuiltinTypes.h"
 #include "mlir-c/Dialect/Linalg.h"
 
-#include "Layout/Diag.h"
+#include "Support/Support.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* The passes' hash table (Table.h). */
+/* The passes' tables over the support hash table (Table.h). */
 #include "Table.h"
 
 #include "dtensor-c/Dialect.h"
@@ -6,67 +6,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-DtTable dtTableInit(size_t entrySize) {
-  DtTable t = {entrySize, 0, 0, NULL, NULL, NULL};
-  return t;
-}
-
-void *dtTableFind(const DtTable *t, uint64_t hash,
-                  bool (*equal)(const void *entry, const void *key),
-                  const void *key) {
-  if (!t->mask)
-    return NULL;
-  for (unsigned h = (unsigned)hash & t->mask; t->used[h]; h = (h + 1) & t->mask)
-    if (t->hashes[h] == hash && equal(t->entries + h * t->entrySize, key))
-      return t->entries + h * t->entrySize;
-  return NULL;
-}
-
-static unsigned freeSlot(const DtTable *t, uint64_t hash) {
-  unsigned h = (unsigned)hash & t->mask;
-  while (t->used[h])
-    h = (h + 1) & t->mask;
-  return h;
-}
-
-void *dtTableInsert(DtTable *t, uint64_t hash) {
-  if ((t->count + 1) * 2 > t->mask) {
-    unsigned size = t->mask ? 2 * (t->mask + 1) : 64;
-    DtTable grown = {t->entrySize, size - 1, t->count,
-                     calloc(size, sizeof(uint64_t)), calloc(size, 1),
-                     calloc(size, t->entrySize)};
-    if (!grown.hashes || !grown.used || !grown.entries) {
-      dtTableFree(&grown);
-      return NULL;
-    }
-    for (unsigned i = 0; t->mask && i <= t->mask; ++i)
-      if (t->used[i]) {
-        unsigned h = freeSlot(&grown, t->hashes[i]);
-        grown.used[h] = true;
-        grown.hashes[h] = t->hashes[i];
-        memcpy(grown.entries + h * t->entrySize, t->entries + i * t->entrySize,
-               t->entrySize);
-      }
-    dtTableFree(t);
-    *t = grown;
-  }
-  unsigned h = freeSlot(t, hash);
-  t->used[h] = true;
-  t->hashes[h] = hash;
-  ++t->count;
-  return memset(t->entries + h * t->entrySize, 0, t->entrySize);
-}
-
-void dtTableFree(DtTable *t) {
-  free(t->hashes);
-  free(t->used);
-  free(t->entries);
-  t->hashes = NULL;
-  t->used = NULL;
-  t->entries = NULL;
-  t->mask = t->count = 0;
-}
 
 typedef struct LayoutEntry {
   const void *attr, *type;
@@ -167,14 +106,9 @@ MlirAttribute dtDecisionGet(const DtDecisions *d, MlirOperation op,
 void dtDecisionsFree(DtDecisions *d) { dtTableFree(&d->table); }
 
 bool dtOpListPush(DtOpList *list, MlirOperation op) {
-  if (list->count == list->capacity) {
-    size_t cap = list->capacity ? 2 * list->capacity : 64;
-    MlirOperation *ops = realloc(list->ops, sizeof(MlirOperation) * cap);
-    if (!ops)
-      return false;
-    list->ops = ops;
-    list->capacity = cap;
-  }
-  list->ops[list->count++] = op;
-  return true;
+  MlirOperation *slot = dtArrayPush((void **)&list->ops, &list->count,
+                                    &list->capacity, sizeof(MlirOperation));
+  if (slot)
+    *slot = op;
+  return slot != NULL;
 }

@@ -1,7 +1,8 @@
+/* dtDiag and the string builder of Support.h. */
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "Diag.h"
+#include "Support.h"
 
 bool dtDiag(DtensorDiag *diag, int column, const char *format, ...) {
   if (!diag)

@@ -1,0 +1,97 @@
+/* The project's support layer: plain C, no MLIR, linked by the layout
+ * algebra, the planner, the compiler library and the runtime. One home for
+ * the diagnostic of the plain-C parts (dtDiag), a bounded string builder,
+ * overflow-safe index arithmetic, an open-addressing hash table with
+ * removal and a checked growable array. */
+#ifndef DTENSOR_LIB_SUPPORT_SUPPORT_H
+#define DTENSOR_LIB_SUPPORT_SUPPORT_H
+
+#include "dtensor-c/Support.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- diagnostics and text ------------------------------------------------ */
+
+/// Fills `diag` (if not NULL) with a printf-formatted message and a column;
+/// always returns false so callers can `return dtDiag(...)`.
+bool dtDiag(DtensorDiag *diag, int column, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/// A bounded string builder with snprintf semantics: `length` counts every
+/// byte asked for, even past `capacity`.
+typedef struct DtBuf {
+  char *data;
+  size_t capacity;
+  size_t length;
+} DtBuf;
+
+/// Starts a builder on `data` (may be NULL when `capacity` is 0).
+DtBuf dtBufInit(char *data, size_t capacity);
+
+/// Appends printf-formatted text.
+void dtBufPrintf(DtBuf *buf, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ---- index arithmetic ---------------------------------------------------- */
+
+/// ceil(a / b) for a >= 0, b > 0, without the overflow of (a + b - 1) / b
+/// near INT64_MAX.
+static inline int64_t dtCeilDiv(int64_t a, int64_t b) {
+  return a / b + (a % b != 0);
+}
+
+/* ---- hash table ---------------------------------------------------------- */
+
+/// An open-addressing hash table of fixed-size entries (linear probing,
+/// removal by backward shift, so no tombstones). The table keeps each
+/// entry's hash and whether its slot is used; the caller compares keys.
+typedef struct DtTable {
+  size_t entrySize;
+  unsigned mask; /* capacity - 1; 0 before the first insert */
+  unsigned count;
+  uint64_t *hashes;
+  bool *used;
+  char *entries;
+} DtTable;
+
+/// An empty table of entries of `entrySize` bytes.
+DtTable dtTableInit(size_t entrySize);
+
+/// Returns the entry with `hash` for which `equal(entry, key)`, or NULL.
+void *dtTableFind(const DtTable *t, uint64_t hash,
+                  bool (*equal)(const void *entry, const void *key),
+                  const void *key);
+
+/// Returns a new zeroed entry for `hash` (growing the table), or NULL when
+/// out of memory. Entries stay where they are until the next insert or
+/// removal.
+void *dtTableInsert(DtTable *t, uint64_t hash);
+
+/// Removes `entry` (a pointer dtTableFind or dtTableInsert returned).
+void dtTableRemove(DtTable *t, void *entry);
+
+/// Calls `visit` on every entry, in no particular order.
+void dtTableForEach(DtTable *t, void (*visit)(void *entry, void *user),
+                    void *user);
+
+/// Frees the table's memory; the table is empty and usable again.
+void dtTableFree(DtTable *t);
+
+/// Mixes a 64-bit value into a hash.
+static inline uint64_t dtHashMix(uint64_t h, uint64_t v) {
+  h = (h ^ v) * 0x9e3779b97f4a7c15ULL;
+  return h ^ (h >> 29);
+}
+
+/* ---- growable array ------------------------------------------------------ */
+
+/// Makes room for one more element of `size` bytes in the array `*data` of
+/// `*count` elements and capacity `*capacity` (doubling, overflow checked)
+/// and returns a pointer to the new, zeroed element (counted); NULL when
+/// out of memory or the size would overflow, the array unchanged.
+void *dtArrayPush(void **data, size_t *count, size_t *capacity, size_t size);
+
+#endif

@@ -1,0 +1,96 @@
+/* lib/Support: the hash table against a plain array as the reference
+ * (random inserts, finds and removals, with keys crowded into few home
+ * slots so the backward shift of removal is exercised across wrap-around),
+ * the growable array, dtCeilDiv near INT64_MAX and the string builder. */
+#include "Support/Support.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "Check.h"
+
+typedef struct Entry {
+  uint64_t key;
+  int value;
+} Entry;
+
+static bool sameKey(const void *entry, const void *key) {
+  return ((const Entry *)entry)->key == *(const uint64_t *)key;
+}
+
+/* Few distinct hashes: long probe runs, many of them wrapping around. */
+static uint64_t crowdedHash(uint64_t key) { return (key % 7) * 9 + 60; }
+
+static void countVisit(void *entry, void *user) {
+  (void)entry;
+  ++*(int *)user;
+}
+
+int main(void) {
+  enum { KEYS = 3000 };
+  static int reference[KEYS]; /* value + 1, 0 when absent */
+  DtTable t = dtTableInit(sizeof(Entry));
+  srand(7);
+  for (int step = 0; step < 40000; ++step) {
+    uint64_t key = (uint64_t)(rand() % KEYS);
+    uint64_t h = key % 2 ? crowdedHash(key) : dtHashMix(1, key);
+    Entry *e = dtTableFind(&t, h, sameKey, &key);
+    CHECK((e != NULL) == (reference[key] != 0));
+    if (e && reference[key])
+      CHECK(e->value == reference[key] - 1);
+    if (rand() % 3 == 0 && e) {
+      dtTableRemove(&t, e);
+      reference[key] = 0;
+    } else if (!e) {
+      e = dtTableInsert(&t, h);
+      CHECK(e != NULL);
+      if (!e)
+        break;
+      e->key = key;
+      e->value = step;
+      reference[key] = step + 1;
+    }
+  }
+  int present = 0, visited = 0;
+  for (int k = 0; k < KEYS; ++k) {
+    uint64_t key = (uint64_t)k;
+    uint64_t h = key % 2 ? crowdedHash(key) : dtHashMix(1, key);
+    Entry *e = dtTableFind(&t, h, sameKey, &key);
+    CHECK((e != NULL) == (reference[k] != 0));
+    present += reference[k] != 0;
+  }
+  CHECK(t.count == (unsigned)present);
+  dtTableForEach(&t, countVisit, &visited);
+  CHECK(visited == present);
+  dtTableFree(&t);
+  CHECK(t.count == 0 && dtTableFind(&t, 1, sameKey, &(uint64_t){1}) == NULL);
+
+  /* The growable array. */
+  int *xs = NULL;
+  size_t n = 0, cap = 0;
+  for (int i = 0; i < 1000; ++i) {
+    int *slot = dtArrayPush((void **)&xs, &n, &cap, sizeof(int));
+    CHECK(slot && *slot == 0);
+    if (slot)
+      *slot = i;
+  }
+  CHECK(n == 1000 && cap >= 1000 && xs[999] == 999 && xs[0] == 0);
+  free(xs);
+  void *huge = NULL;
+  size_t hn = 0, hcap = 0;
+  CHECK(dtArrayPush(&huge, &hn, &hcap, SIZE_MAX / 2) == NULL && hn == 0);
+
+  /* Index arithmetic and text. */
+  CHECK(dtCeilDiv(INT64_MAX, 2) == INT64_MAX / 2 + 1);
+  CHECK(dtCeilDiv(10, 5) == 2 && dtCeilDiv(0, 3) == 0 && dtCeilDiv(1, 3) == 1);
+  char text[8];
+  DtBuf b = dtBufInit(text, sizeof(text));
+  dtBufPrintf(&b, "%s-%d", "abcdef", 42);
+  CHECK(b.length == 9 && !strcmp(text, "abcdef-"));
+  DtensorDiag diag;
+  CHECK(!dtDiag(&diag, 3, "at %d", 3) && diag.column == 3 &&
+        !strcmp(diag.message, "at 3"));
+  printf("support-test: %d passed, %d failed\n", checks - failures, failures);
+  return failures != 0;
+}
