@@ -47,7 +47,7 @@ size_t dtTypePrint(MlirType type, char *buffer, size_t capacity) {
 }
 
 void dtEmitError(MlirLocation loc, const char *format, ...) {
-  char message[1024];
+  char message[2304];
   va_list args;
   va_start(args, format);
   vsnprintf(message, sizeof(message), format, args);
@@ -55,14 +55,23 @@ void dtEmitError(MlirLocation loc, const char *format, ...) {
   mlirEmitError(loc, message);
 }
 
-bool dtOpIsA(MlirOperation op, const char *name) {
-  MlirStringRef opName = mlirIdentifierStr(mlirOperationGetName(op));
-  return opName.length == strlen(name) &&
-         memcmp(opName.data, name, opName.length) == 0;
+void dtOpErrorV(MlirOperation op, const char *format, va_list args) {
+  char message[2048];
+  vsnprintf(message, sizeof(message), format, args);
+  MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
+  dtEmitError(mlirOperationGetLocation(op), "'%.*s' op %s", (int)name.length,
+              name.data, message);
+}
+
+void dtOpError(MlirOperation op, const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  dtOpErrorV(op, format, args);
+  va_end(args);
 }
 
 MlirOperation dtEnclosingModule(MlirOperation op) {
-  while (!mlirOperationIsNull(op) && !dtOpIsA(op, "builtin.module"))
+  while (!mlirOperationIsNull(op) && !dtIsOp(op, "builtin.module"))
     op = mlirOperationGetParentOperation(op);
   return op;
 }
@@ -181,7 +190,7 @@ MlirOperation dtensorMeshOpLookup(MlirOperation from, MlirStringRef name) {
   MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(module, 0));
   for (MlirOperation op = mlirBlockGetFirstOperation(body);
        !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op)) {
-    if (!dtOpIsA(op, "dtensor.mesh"))
+    if (!dtIsOp(op, "dtensor.mesh"))
       continue;
     MlirAttribute sym = mlirOperationGetAttributeByName(
         op, mlirStringRefCreateFromCString("sym_name"));

@@ -5,6 +5,8 @@
 #include "dtensor-c/Dialect.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
+#include <string.h>
 
 /// Prints `attr` into `buffer` (NUL-terminated, truncated to `capacity`);
 /// returns the full length it would need.
@@ -17,8 +19,23 @@ size_t dtTypePrint(MlirType type, char *buffer, size_t capacity);
 void dtEmitError(MlirLocation loc, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
 
-/// Returns whether `op` is named `name`.
-bool dtOpIsA(MlirOperation op, const char *name);
+/// Emits an error at `op` in MLIR's op form: "'<op name>' op <message>".
+/// The one error helper of the dialect and the passes (their `opError`s
+/// add only their failed flags).
+void dtOpError(MlirOperation op, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/// dtOpError with a va_list.
+void dtOpErrorV(MlirOperation op, const char *format, va_list args)
+    __attribute__((format(printf, 2, 0)));
+
+/// Whether `op` is named `name`. Inline, so the length of a literal name is
+/// known when compiling (passes ask this of every op, several times).
+static inline bool dtIsOp(MlirOperation op, const char *name) {
+  MlirStringRef s = mlirIdentifierStr(mlirOperationGetName(op));
+  size_t n = strlen(name);
+  return s.length == n && !memcmp(s.data, name, n);
+}
 
 /// Returns the nearest builtin.module enclosing or being `op` (null if none).
 MlirOperation dtEnclosingModule(MlirOperation op);

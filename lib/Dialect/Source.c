@@ -325,7 +325,7 @@ MlirOperation dtensorSourceParse(MlirContext ctx, MlirStringRef source,
                     "the source does not parse as a module");
     return op;
   }
-  if (dtOpIsA(op, "builtin.module"))
+  if (dtIsOp(op, "builtin.module"))
     return op;
   MlirModule module = mlirModuleCreateEmpty(mlirLocationUnknownGet(ctx));
   mlirBlockAppendOwnedOperation(mlirModuleGetBody(module), op);

@@ -51,7 +51,7 @@ static void printShape(int rank, const int64_t *shape, char *out,
 static const void *moduleOf(MlirOperation op) {
   for (MlirOperation o = op; !mlirOperationIsNull(o);
        o = mlirOperationGetParentOperation(o))
-    if (dtOpIsA(o, "builtin.module"))
+    if (dtIsOp(o, "builtin.module"))
       return o.ptr;
   return NULL;
 }
@@ -63,23 +63,14 @@ static MlirAttribute getAttr(MlirOperation op, const char *name) {
                                          mlirStringRefCreateFromCString(name));
 }
 
-/* The op's name as text, for messages ("'dtensor.annotate' op ..."). */
-static void opName(MlirOperation op, char *out, size_t capacity) {
-  MlirStringRef n = mlirIdentifierStr(mlirOperationGetName(op));
-  snprintf(out, capacity, "%.*s", (int)n.length, n.data);
-}
-
 static void opError(Verifier *v, MlirOperation op, const char *format, ...)
     __attribute__((format(printf, 3, 4)));
 
 static void opError(Verifier *v, MlirOperation op, const char *format, ...) {
-  char name[128], message[900];
   va_list args;
   va_start(args, format);
-  vsnprintf(message, sizeof(message), format, args);
+  dtOpErrorV(op, format, args);
   va_end(args);
-  opName(op, name, sizeof(name));
-  dtEmitError(mlirOperationGetLocation(op), "'%s' op %s", name, message);
   v->failed = true;
 }
 
@@ -112,7 +103,7 @@ static bool checkLayout(Verifier *v, MlirOperation op, MlirAttribute attr,
 
 static void verifyMesh(Verifier *v, MlirOperation op) {
   MlirOperation parent = mlirOperationGetParentOperation(op);
-  if (mlirOperationIsNull(parent) || !dtOpIsA(parent, "builtin.module")) {
+  if (mlirOperationIsNull(parent) || !dtIsOp(parent, "builtin.module")) {
     opError(v, op, "must be at the top level of a builtin.module, where "
                    "layouts can refer to it by name");
     return;
@@ -126,7 +117,7 @@ static void verifyMesh(Verifier *v, MlirOperation op) {
   for (MlirOperation prev = mlirBlockGetFirstOperation(mlirOperationGetBlock(op));
        !mlirOperationEqual(prev, op); prev = mlirOperationGetNextInBlock(prev)) {
     MlirAttribute other = getAttr(prev, "sym_name");
-    if (dtOpIsA(prev, "dtensor.mesh") && !mlirAttributeIsNull(other) &&
+    if (dtIsOp(prev, "dtensor.mesh") && !mlirAttributeIsNull(other) &&
         mlirAttributeIsAString(other) &&
         mlirStringRefEqual(mlirStringAttrGetValue(other), name)) {
       opError(v, op, "redefines mesh '@%.*s'; mesh names must be unique in a "
@@ -494,7 +485,7 @@ static bool checkTensor(Verifier *v, MlirOperation op, MlirType type,
 }
 
 static void checkGroupPosition(Verifier *v, MlirOperation op, int64_t group) {
-  if (dtOpIsA(op, "dtensor.broadcast")) {
+  if (dtIsOp(op, "dtensor.broadcast")) {
     MlirAttribute root = getAttr(op, "root");
     int64_t r = mlirAttributeIsAInteger(root)
                     ? mlirIntegerAttrGetValueInt(root) : -1;
@@ -503,7 +494,7 @@ static void checkGroupPosition(Verifier *v, MlirOperation op, int64_t group) {
                      "to %lld)", (long long)r, (long long)group - 1);
     return;
   }
-  if (!dtOpIsA(op, "dtensor.permute"))
+  if (!dtIsOp(op, "dtensor.permute"))
     return;
   MlirAttribute pairs = getAttr(op, "pairs");
   if (!mlirAttributeIsADenseI64Array(pairs) ||
@@ -640,20 +631,20 @@ static MlirWalkResult visit(MlirOperation op, void *userData) {
   MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
   if (name.length < 8 || memcmp(name.data, "dtensor.", 8) != 0)
     return MlirWalkResultAdvance;
-  if (dtOpIsA(op, "dtensor.mesh"))
+  if (dtIsOp(op, "dtensor.mesh"))
     verifyMesh(v, op);
-  else if (dtOpIsA(op, "dtensor.annotate")) {
+  else if (dtIsOp(op, "dtensor.annotate")) {
     if (hasOneInOut(v, op))
       verifyAnnotate(v, op);
-  } else if (dtOpIsA(op, "dtensor.redistribute")) {
+  } else if (dtIsOp(op, "dtensor.redistribute")) {
     if (hasOneInOut(v, op))
       verifyRedistribute(v, op);
   }
-  else if (dtOpIsA(op, "dtensor.mesh_index"))
+  else if (dtIsOp(op, "dtensor.mesh_index"))
     verifyMeshIndex(v, op);
   else
     for (size_t i = 0; i < sizeof(kCollectives) / sizeof(kCollectives[0]); ++i)
-      if (dtOpIsA(op, kCollectives[i].name) && hasOneInOut(v, op))
+      if (dtIsOp(op, kCollectives[i].name) && hasOneInOut(v, op))
         verifyCollective(v, op, &kCollectives[i]);
   return MlirWalkResultAdvance;
 }

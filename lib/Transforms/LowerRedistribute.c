@@ -24,20 +24,6 @@ enum { NAME_GATHER_DIM, NAME_MESH, NAME_MESH_AXES, NAME_REDUCE,
 static const char *const kNames[NUM_NAMES] = {"gather_dim", "mesh", "mesh_axes",
                                               "reduce", "shard_dim"};
 
-static void emitAt(MlirOperation op, const char *format, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void emitAt(MlirOperation op, const char *format, ...) {
-  char message[1024];
-  va_list args;
-  va_start(args, format);
-  vsnprintf(message, sizeof(message), format, args);
-  va_end(args);
-  char full[1100];
-  snprintf(full, sizeof(full), "'dtensor.redistribute' op %s", message);
-  mlirEmitError(mlirOperationGetLocation(op), full);
-}
-
 /* Builds the collective of one plan step on `input`, before `before`;
  * `names` are the identifiers of kNames. */
 static MlirValue buildStep(const MlirIdentifier *names, MlirOperation before,
@@ -126,7 +112,7 @@ static const Pair *pairOf(Lower *l, MlirOperation op, MlirType globalType) {
   if (!dtensorLayoutFromAttr(op, srcAttr, globalType, &mesh, &key.from, &diag) ||
       !dtensorLayoutFromAttr(op, dstAttr, globalType, &dstMesh, &key.to,
                              &diag)) {
-    emitAt(op, "%s", diag.message);
+    dtOpError(op, "%s", diag.message);
     dtensorMeshDestroy(mesh);
     return NULL;
   }
@@ -136,7 +122,7 @@ static const Pair *pairOf(Lower *l, MlirOperation op, MlirType globalType) {
   dtensorLayoutAttrGetParts(srcAttr, &src);
   dtensorLayoutAttrGetParts(dstAttr, &dst);
   if (strcmp(src.mesh, dst.mesh)) {
-    emitAt(op, "redistributes from mesh '@%s' to mesh '@%s'; both layouts "
+    dtOpError(op, "redistributes from mesh '@%s' to mesh '@%s'; both layouts "
                "must be on one mesh", src.mesh, dst.mesh);
     dtensorMeshDestroy(mesh);
     return NULL;
@@ -146,7 +132,7 @@ static const Pair *pairOf(Lower *l, MlirOperation op, MlirType globalType) {
                                          mlirStringRefCreateFromCString(src.mesh));
   Pair *slot = dtTableInsert(&l->pairs, hash);
   if (!slot) {
-    emitAt(op, "out of memory");
+    dtOpError(op, "out of memory");
     dtensorMeshDestroy(mesh);
     return NULL;
   }
@@ -158,7 +144,7 @@ static const Pair *pairOf(Lower *l, MlirOperation op, MlirType globalType) {
 static bool lowerOne(Lower *l, MlirOperation op) {
   MlirAttribute global = dtGetAttr(op, "global_shape");
   if (mlirAttributeIsNull(global)) {
-    emitAt(op, "has no 'global_shape': it is still in a global program; "
+    dtOpError(op, "has no 'global_shape': it is still in a global program; "
                "partition the program first (dtensor-partition), or give "
                "'global_shape' and per-device types");
     return false;
@@ -182,7 +168,7 @@ static bool lowerOne(Lower *l, MlirOperation op) {
     char a[256], b[256];
     dtensorShardingSpecPrint(&pair->from.spec, a, sizeof(a));
     dtensorShardingSpecPrint(&pair->to.spec, b, sizeof(b));
-    emitAt(op, "cannot redistribute %s to %s: %s", a, b, diag.message);
+    dtOpError(op, "cannot redistribute %s to %s: %s", a, b, diag.message);
     return false;
   }
   MlirContext ctx = mlirOperationGetContext(op);

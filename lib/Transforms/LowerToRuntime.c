@@ -36,15 +36,10 @@ static void fail(Lower *l, MlirOperation op, const char *format, ...)
     __attribute__((format(printf, 3, 4)));
 
 static void fail(Lower *l, MlirOperation op, const char *format, ...) {
-  char message[512], full[640];
   va_list args;
   va_start(args, format);
-  vsnprintf(message, sizeof(message), format, args);
+  dtOpErrorV(op, format, args);
   va_end(args);
-  MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
-  snprintf(full, sizeof(full), "'%.*s' op %s", (int)name.length, name.data,
-           message);
-  mlirEmitError(mlirOperationGetLocation(op), full);
   l->failed = true;
 }
 

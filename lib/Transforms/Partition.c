@@ -101,16 +101,10 @@ static void opError(Part *p, MlirOperation op, const char *format, ...)
     __attribute__((format(printf, 3, 4)));
 
 static void opError(Part *p, MlirOperation op, const char *format, ...) {
-  char message[1024];
   va_list args;
   va_start(args, format);
-  vsnprintf(message, sizeof(message), format, args);
+  dtOpErrorV(op, format, args);
   va_end(args);
-  MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
-  char full[1200];
-  snprintf(full, sizeof(full), "'%.*s' op %s", (int)name.length, name.data,
-           message);
-  mlirEmitError(mlirOperationGetLocation(op), full);
   p->failed = true;
 }
 

@@ -273,16 +273,10 @@ static void opError(Prop *p, MlirOperation op, const char *format, ...)
     __attribute__((format(printf, 3, 4)));
 
 static void opError(Prop *p, MlirOperation op, const char *format, ...) {
-  char message[1536];
   va_list args;
   va_start(args, format);
-  vsnprintf(message, sizeof(message), format, args);
+  dtOpErrorV(op, format, args);
   va_end(args);
-  MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
-  char full[1700];
-  snprintf(full, sizeof(full), "'%.*s' op %s", (int)name.length, name.data,
-           message);
-  mlirEmitError(mlirOperationGetLocation(op), full);
   p->failed = true;
 }
 

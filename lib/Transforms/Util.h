@@ -1,7 +1,9 @@
-/* Small helpers every pass file uses. */
+/* Small helpers every pass file uses (dtIsOp comes with the dialect's
+ * internal header). */
 #ifndef DTENSOR_LIB_TRANSFORMS_UTIL_H
 #define DTENSOR_LIB_TRANSFORMS_UTIL_H
 
+#include "Dialect/DialectInternal.h"
 #include "mlir-c/IR.h"
 
 #include <stdbool.h>
@@ -11,14 +13,6 @@
 static inline MlirAttribute dtGetAttr(MlirOperation op, const char *name) {
   return mlirOperationGetAttributeByName(op,
                                          mlirStringRefCreateFromCString(name));
-}
-
-/// Whether `op` is named `name`. Inline, so the length of a literal name is
-/// known when compiling (passes ask this of every op, several times).
-static inline bool dtIsOp(MlirOperation op, const char *name) {
-  MlirStringRef s = mlirIdentifierStr(mlirOperationGetName(op));
-  size_t n = strlen(name);
-  return s.length == n && !memcmp(s.data, name, n);
 }
 
 /// Removes the dtensor.* attributes of a function's arguments and results
