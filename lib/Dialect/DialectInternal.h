@@ -8,6 +8,11 @@
 #include <stdbool.h>
 #include <string.h>
 
+/// The dialect's discardable attribute names, one spelling for every file.
+#define DT_ATTR_LAYOUT "dtensor.layout"             /* a value's layout */
+#define DT_ATTR_GLOBAL_SHAPE "dtensor.global_shape" /* partitioned arg/result */
+#define DT_ATTR_NAME "dtensor.name"                 /* an argument's name */
+
 /// Prints `attr` into `buffer` (NUL-terminated, truncated to `capacity`);
 /// returns the full length it would need.
 size_t dtAttributePrint(MlirAttribute attr, char *buffer, size_t capacity);

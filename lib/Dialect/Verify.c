@@ -140,7 +140,7 @@ static MlirAttribute dictLayout(MlirAttribute dict) {
   if (mlirAttributeIsNull(dict) || !mlirAttributeIsADictionary(dict))
     return (MlirAttribute){NULL};
   return mlirDictionaryAttrGetElementByName(
-      dict, mlirStringRefCreateFromCString("dtensor.layout"));
+      dict, mlirStringRefCreateFromCString(DT_ATTR_LAYOUT));
 }
 
 /* `arg_attrs`/`res_attrs` of any function-like op with a `function_type`. */
@@ -173,7 +173,7 @@ static void verifyFunctionLayouts(Verifier *v, MlirOperation op) {
                (long)i);
       MlirAttribute global = mlirDictionaryAttrGetElementByName(
           mlirArrayAttrGetElement(list, i),
-          mlirStringRefCreateFromCString("dtensor.global_shape"));
+          mlirStringRefCreateFromCString(DT_ATTR_GLOBAL_SHAPE));
       if (mlirAttributeIsNull(global)) {
         checkLayout(v, op, layout, t, label, NULL, NULL);
         continue;
@@ -258,7 +258,7 @@ static void verifyLayoutList(Verifier *v, MlirOperation op, const char *name,
 }
 
 static void verifyOpLayout(Verifier *v, MlirOperation op) {
-  verifyLayoutList(v, op, "dtensor.layout", true);
+  verifyLayoutList(v, op, DT_ATTR_LAYOUT, true);
   verifyLayoutList(v, op, "dtensor.operand_layouts", false);
 }
 

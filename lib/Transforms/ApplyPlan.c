@@ -225,7 +225,7 @@ static bool argName(MlirOperation func, intptr_t i, char *out, size_t size) {
   if (!mlirAttributeIsNull(attrs) && i < mlirArrayAttrGetNumElements(attrs)) {
     MlirAttribute n = mlirDictionaryAttrGetElementByName(
         mlirArrayAttrGetElement(attrs, i),
-        mlirStringRefCreateFromCString("dtensor.name"));
+        mlirStringRefCreateFromCString(DT_ATTR_NAME));
     if (!mlirAttributeIsNull(n) && mlirAttributeIsAString(n)) {
       MlirStringRef s = mlirStringAttrGetValue(n);
       snprintf(out, size, "%.*s", (int)s.length, s.data);
@@ -333,7 +333,7 @@ static void applyToFunction(Plan *p, MlirOperation func, char *names,
             ? attrs
             : mlirDictionaryAttrGetElementByName(
                   mlirArrayAttrGetElement(attrs, i),
-                  mlirStringRefCreateFromCString("dtensor.layout"));
+                  mlirStringRefCreateFromCString(DT_ATTR_LAYOUT));
     if (!mlirAttributeIsNull(have) && !mlirAttributeEqual(have, layout)) {
       DtensorLayoutAttrParts parts;
       dtensorLayoutAttrGetParts(have, &parts);
@@ -343,7 +343,7 @@ static void applyToFunction(Plan *p, MlirOperation func, char *names,
            parts.spec);
       return;
     }
-    mlirFuncSetArgAttr(func, i, mlirStringRefCreateFromCString("dtensor.layout"),
+    mlirFuncSetArgAttr(func, i, mlirStringRefCreateFromCString(DT_ATTR_LAYOUT),
                        layout);
   }
 }

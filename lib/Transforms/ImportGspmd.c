@@ -340,7 +340,7 @@ static void setLayout(MlirOperation func, const Sharding *s,
         entries[k++] = e;
     }
     entries[k++] = mlirNamedAttributeGet(
-        mlirIdentifierGet(ctx, mlirStringRefCreateFromCString("dtensor.layout")),
+        mlirIdentifierGet(ctx, mlirStringRefCreateFromCString(DT_ATTR_LAYOUT)),
         layout);
     dicts[i] = mlirDictionaryAttrGet(ctx, k, entries);
     free(entries);

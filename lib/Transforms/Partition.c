@@ -289,7 +289,7 @@ static MlirAttribute argLayout(MlirOperation func, const char *key,
     return mlirAttributeGetNull();
   return mlirDictionaryAttrGetElementByName(
       mlirArrayAttrGetElement(list, i),
-      mlirStringRefCreateFromCString("dtensor.layout"));
+      mlirStringRefCreateFromCString(DT_ATTR_LAYOUT));
 }
 
 /* Whether propagation decided for `op` (given its result layouts): an op
@@ -1031,7 +1031,7 @@ static void rewriteSignature(Part *p, MlirOperation func, MlirBlock entry,
     return;
   }
   MlirType fnType = mlirTypeAttrGetValue(dtGetAttr(func, "function_type"));
-  MlirStringRef shapeKey = mlirStringRefCreateFromCString("dtensor.global_shape");
+  MlirStringRef shapeKey = mlirStringRefCreateFromCString(DT_ATTR_GLOBAL_SHAPE);
   for (intptr_t i = 0; i < numArgs; ++i) {
     MlirValue arg = mlirBlockGetArgument(entry, i);
     types[i] = mlirValueGetType(arg);
@@ -1073,7 +1073,7 @@ static void partitionDeclaration(Part *p, MlirOperation func) {
     opError(p, func, "out of memory");
     return;
   }
-  MlirStringRef shapeKey = mlirStringRefCreateFromCString("dtensor.global_shape");
+  MlirStringRef shapeKey = mlirStringRefCreateFromCString(DT_ATTR_GLOBAL_SHAPE);
   bool changed = false;
   for (intptr_t k = 0; k < numInputs + numResults && !p->failed; ++k) {
     bool input = k < numInputs;

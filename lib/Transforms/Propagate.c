@@ -1158,7 +1158,7 @@ static bool funcLayout(Prop *p, MlirOperation func, bool result, intptr_t i,
     return false;
   MlirAttribute l = mlirDictionaryAttrGetElementByName(
       mlirArrayAttrGetElement(list, i),
-      mlirStringRefCreateFromCString("dtensor.layout"));
+      mlirStringRefCreateFromCString(DT_ATTR_LAYOUT));
   if (mlirAttributeIsNull(l))
     return false;
   MlirType fnType = mlirTypeAttrGetValue(dtGetAttr(func, "function_type"));
@@ -1198,7 +1198,7 @@ __attribute__((noinline)) static void decideCall(Prop *p, MlirOperation op, cons
       for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
         s.partial[a] = DTENSOR_REDUCE_NONE; /* arguments arrive resolved */
       mlirFuncSetArgAttr(callee, i,
-                         mlirStringRefCreateFromCString("dtensor.layout"),
+                         mlirStringRefCreateFromCString(DT_ATTR_LAYOUT),
                          layoutAttr(p, &s));
     }
     if (!propagateOne(p, callee)) {
@@ -1640,7 +1640,7 @@ static void seed(Prop *p, MlirOperation func) {
       continue;
     MlirAttribute dict = mlirArrayAttrGetElement(argAttrs, i);
     MlirAttribute l = mlirDictionaryAttrGetElementByName(
-        dict, mlirStringRefCreateFromCString("dtensor.layout"));
+        dict, mlirStringRefCreateFromCString(DT_ATTR_LAYOUT));
     if (mlirAttributeIsNull(l))
       continue;
     char what[64];
@@ -1661,7 +1661,7 @@ static void seed(Prop *p, MlirOperation func) {
            ++i) {
         MlirAttribute l = mlirDictionaryAttrGetElementByName(
             mlirArrayAttrGetElement(resAttrs, i),
-            mlirStringRefCreateFromCString("dtensor.layout"));
+            mlirStringRefCreateFromCString(DT_ATTR_LAYOUT));
         if (mlirAttributeIsNull(l))
           continue;
         char what[64];
@@ -1714,7 +1714,7 @@ static void decideReturn(Prop *p, MlirOperation func, MlirOperation ret) {
       for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
         want.partial[a] = DTENSOR_REDUCE_NONE;
       mlirFuncSetResultAttr(func, i,
-                            mlirStringRefCreateFromCString("dtensor.layout"),
+                            mlirStringRefCreateFromCString(DT_ATTR_LAYOUT),
                             layoutAttr(p, &want));
     }
     opAttrs[i] = layoutAttr(p, &want);
@@ -1750,7 +1750,7 @@ static void signatureMesh(MlirOperation func, char found[256]) {
          ++i) {
       MlirAttribute l = mlirDictionaryAttrGetElementByName(
           mlirArrayAttrGetElement(list, i),
-          mlirStringRefCreateFromCString("dtensor.layout"));
+          mlirStringRefCreateFromCString(DT_ATTR_LAYOUT));
       DtensorLayoutAttrParts parts;
       if (!mlirAttributeIsNull(l) && dtensorLayoutAttrGetParts(l, &parts))
         snprintf(found, 256, "%s", parts.mesh);
@@ -1906,7 +1906,7 @@ static void propagateFunction(Prop *p, MlirOperation func) {
       continue;
     DtensorShardingSpec cur = specOf(in);
     mlirFuncSetArgAttr(func, i,
-                       mlirStringRefCreateFromCString("dtensor.layout"),
+                       mlirStringRefCreateFromCString(DT_ATTR_LAYOUT),
                        layoutAttr(p, &cur));
   }
 }

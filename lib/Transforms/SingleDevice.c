@@ -54,9 +54,9 @@ bool dtSignatureFind(MlirOperation func, bool partitioned, char where[32]) {
     for (intptr_t i = 0; i < n; ++i) {
       MlirAttribute d = mlirArrayAttrGetElement(list, i);
       bool shape = !mlirAttributeIsNull(mlirDictionaryAttrGetElementByName(
-          d, mlirStringRefCreateFromCString("dtensor.global_shape")));
+          d, mlirStringRefCreateFromCString(DT_ATTR_GLOBAL_SHAPE)));
       bool layout = !mlirAttributeIsNull(mlirDictionaryAttrGetElementByName(
-          d, mlirStringRefCreateFromCString("dtensor.layout")));
+          d, mlirStringRefCreateFromCString(DT_ATTR_LAYOUT)));
       if (partitioned ? shape : layout && !shape) {
         snprintf(where, 32, "%s %ld", k ? "result" : "argument", (long)i);
         return true;

@@ -1,6 +1,8 @@
 /* The passes' tables over the support hash table (Table.h). */
 #include "Table.h"
 
+#include "Dialect/DialectInternal.h"
+
 #include "dtensor-c/Dialect.h"
 #include "mlir-c/BuiltinAttributes.h"
 
@@ -58,7 +60,7 @@ typedef struct DecisionEntry {
 } DecisionEntry;
 
 static const char *const kDecidedNames[DT_NUM_DECIDED] = {
-    "dtensor.layout", "dtensor.operand_layouts", "dtensor.loop_axes"};
+    DT_ATTR_LAYOUT, "dtensor.operand_layouts", "dtensor.loop_axes"};
 
 const char *dtDecidedName(DtDecided kind) { return kDecidedNames[kind]; }
 
