@@ -94,8 +94,8 @@ static int plainRead(Bench *b) {
   int fd = open(b->plain, O_RDONLY);
   size_t done = 0;
   while (fd >= 0 && done < b->bytes) {
-    ssize_t k = pread(fd, (char *)b->other + done, b->bytes - done,
-                      (off_t)done);
+    ssize_t k =
+        pread(fd, (char *)b->other + done, b->bytes - done, (off_t)done);
     if (k <= 0)
       break;
     done += (size_t)k;
@@ -165,8 +165,9 @@ int main(int argc, char **argv) {
     }
     double total = (double)b.bytes * n / 1e9;
     printf("# %d ranks, %.0f MiB f32 [%lld, 1024] split by rows, median of "
-           "%d, reads %s\n", n, total * 1e9 / 1048576, (long long)b.shape[0],
-           reps, warm ? "from the page cache" : "from the disk");
+           "%d, reads %s\n",
+           n, total * 1e9 / 1048576, (long long)b.shape[0], reps,
+           warm ? "from the page cache" : "from the disk");
     printf("%-20s %10s %10s %12s\n", "op", "seconds", "GB/s", "vs plain");
     for (int k = 0; k < 5; ++k) {
       double base = k < 2 ? med[0] : med[2];

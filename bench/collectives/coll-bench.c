@@ -107,8 +107,7 @@ int main(int argc, char **argv) {
           float sum = (float)(n * (n + 1) / 2);
           size_t m = k == AR ? count : k == RS ? per : count;
           for (size_t i = 0; i < m; ++i) {
-            float want = k == AR || k == RS ? sum
-                         : (float)(i / per + 1);
+            float want = k == AR || k == RS ? sum : (float)(i / per + 1);
             wrong += recv[i] != want;
           }
         } else {

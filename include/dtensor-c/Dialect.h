@@ -89,12 +89,10 @@ DTENSOR_EXPORT DtensorMesh *dtensorMeshCreateFromOp(MlirOperation meshOp,
 /// looks the mesh up, parses and checks the spec against the type. On
 /// success `*outMesh` is a mesh the caller owns and `outLayout` borrows it;
 /// on failure returns false and fills `outDiag`.
-DTENSOR_EXPORT bool dtensorLayoutFromAttr(MlirOperation from,
-                                          MlirAttribute attr,
-                                          MlirType tensorType,
-                                          DtensorMesh **outMesh,
-                                          DtensorLayout *outLayout,
-                                          DtensorDiag *outDiag);
+DTENSOR_EXPORT bool
+dtensorLayoutFromAttr(MlirOperation from, MlirAttribute attr,
+                      MlirType tensorType, DtensorMesh **outMesh,
+                      DtensorLayout *outLayout, DtensorDiag *outDiag);
 
 /// Converts an MLIR element type to a DtensorElementType; false if it is not
 /// one that layouts support.

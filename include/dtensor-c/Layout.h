@@ -166,11 +166,9 @@ DTENSOR_EXPORT int64_t dtensorMeshGetLinearIndex(const DtensorMesh *mesh,
 /// `device`: its devices vary along those axes only, keep their names and
 /// links, and carry the parent's device ids. Returns NULL and fills `outDiag`
 /// on a bad axis list. The caller owns the result.
-DTENSOR_EXPORT DtensorMesh *dtensorMeshCreateSubmesh(const DtensorMesh *mesh,
-                                                     int numAxes,
-                                                     const int *axes,
-                                                     int64_t device,
-                                                     DtensorDiag *outDiag);
+DTENSOR_EXPORT DtensorMesh *
+dtensorMeshCreateSubmesh(const DtensorMesh *mesh, int numAxes, const int *axes,
+                         int64_t device, DtensorDiag *outDiag);
 
 /// Prints the mesh as `dp=2,tp=4` into `buffer` (snprintf semantics: returns
 /// the length it needs, writes at most `capacity` bytes with a NUL).
@@ -194,8 +192,8 @@ typedef struct DtensorShardingSpec {
 } DtensorShardingSpec;
 
 /// Sets `outSpec` to the fully replicated spec of a tensor of `rank` dims.
-DTENSOR_EXPORT void dtensorShardingSpecInitReplicated(
-    int rank, DtensorShardingSpec *outSpec);
+DTENSOR_EXPORT void
+dtensorShardingSpecInitReplicated(int rank, DtensorShardingSpec *outSpec);
 
 /// Parses the textual syntax (`[S0, R, S(dp,tp)] Psum(1)`, see
 /// docs/layouts.md). `mesh` may be NULL, in which case axis names cannot be
@@ -224,8 +222,8 @@ DTENSOR_EXPORT bool dtensorShardingSpecCheck(const DtensorShardingSpec *spec,
                                              DtensorDiag *outDiag);
 
 /// Returns whether any mesh axis is Partial.
-DTENSOR_EXPORT bool dtensorShardingSpecIsPartial(
-    const DtensorShardingSpec *spec);
+DTENSOR_EXPORT bool
+dtensorShardingSpecIsPartial(const DtensorShardingSpec *spec);
 
 /*===----------------------------------------------------------------------===*
  * The dim→axes dictionary view
@@ -249,8 +247,9 @@ typedef struct DtensorDimDict {
 } DtensorDimDict;
 
 /// Converts a spec to its dictionary view.
-DTENSOR_EXPORT void dtensorShardingSpecToDimDict(
-    const DtensorShardingSpec *spec, DtensorDimDict *outDict);
+DTENSOR_EXPORT void
+dtensorShardingSpecToDimDict(const DtensorShardingSpec *spec,
+                             DtensorDimDict *outDict);
 
 /// Converts a dictionary back to a spec; false (with a message) when a dim
 /// is out of range or listed twice.
@@ -292,16 +291,17 @@ typedef struct DtensorPlacements {
 } DtensorPlacements;
 
 /// Converts a spec to placements for a mesh of `meshRank` axes.
-DTENSOR_EXPORT void dtensorShardingSpecToPlacements(
-    const DtensorShardingSpec *spec, int meshRank,
-    DtensorPlacements *outPlacements);
+DTENSOR_EXPORT void
+dtensorShardingSpecToPlacements(const DtensorShardingSpec *spec, int meshRank,
+                                DtensorPlacements *outPlacements);
 
 /// Converts placements back to a spec; false (with a message) when orders of
 /// one dim are not 0..k-1 exactly once, interleave factors of one dim differ,
 /// or a dim is out of range.
-DTENSOR_EXPORT bool dtensorShardingSpecFromPlacements(
-    const DtensorPlacements *placements, DtensorShardingSpec *outSpec,
-    DtensorDiag *outDiag);
+DTENSOR_EXPORT bool
+dtensorShardingSpecFromPlacements(const DtensorPlacements *placements,
+                                  DtensorShardingSpec *outSpec,
+                                  DtensorDiag *outDiag);
 
 /// Prints placements, e.g. `(Shard(0), Partial(sum), Replicate())`.
 DTENSOR_EXPORT size_t dtensorPlacementsPrint(
@@ -330,8 +330,8 @@ typedef struct DtensorLayout {
 /// Fills `outLayout` after checking the spec against mesh and shape; returns
 /// false and fills `outDiag` if they do not fit.
 DTENSOR_EXPORT bool dtensorLayoutInit(const DtensorMesh *mesh,
-                                      const DtensorShardingSpec *spec,
-                                      int rank, const int64_t *shape,
+                                      const DtensorShardingSpec *spec, int rank,
+                                      const int64_t *shape,
                                       DtensorElementType elementType,
                                       DtensorLayout *outLayout,
                                       DtensorDiag *outDiag);
@@ -397,8 +397,8 @@ DTENSOR_EXPORT int64_t dtensorLayoutGetReplicaGroup(const DtensorLayout *layout,
                                                     int64_t capacity);
 
 /// Returns the number of distinct replica groups.
-DTENSOR_EXPORT int64_t dtensorLayoutGetNumReplicaGroups(
-    const DtensorLayout *layout);
+DTENSOR_EXPORT int64_t
+dtensorLayoutGetNumReplicaGroups(const DtensorLayout *layout);
 
 /// Describes `layout` as text: mesh, shape, spec and placements, a grid of
 /// the first two dims with the devices holding each block and its size,

@@ -84,9 +84,9 @@ DTENSOR_EXPORT bool dtensorRuleRegistryAdd(DtensorRuleRegistry *registry,
 /// Creates the `dtensor-propagate` pass with `options` ("strict=true ...")
 /// that also uses the rules of `registry` (may be NULL). Returns a null pass
 /// and fills `outDiag` on bad options.
-DTENSOR_EXPORT MlirPass dtensorCreatePropagatePass(
-    const DtensorRuleRegistry *registry, MlirStringRef options,
-    DtensorDiag *outDiag);
+DTENSOR_EXPORT MlirPass
+dtensorCreatePropagatePass(const DtensorRuleRegistry *registry,
+                           MlirStringRef options, DtensorDiag *outDiag);
 
 /// Adds the `dtensor-spmd` pipeline to `pm`: dtensor-verify,
 /// dtensor-propagate, dtensor-partition, dtensor-lower-redistribute,

@@ -80,7 +80,7 @@ DTENSOR_EXPORT bool dtensorCommSpecApply(const DtensorCommSpec *comm,
 
 /// What the optimal search minimizes.
 typedef enum DtensorPlanObjective {
-  DTENSOR_OBJECTIVE_FORWARD = 0,  /* the forward cost of the plan */
+  DTENSOR_OBJECTIVE_FORWARD = 0,      /* the forward cost of the plan */
   DTENSOR_OBJECTIVE_FORWARD_BACKWARD, /* forward + backward (training) */
 } DtensorPlanObjective;
 
@@ -115,9 +115,9 @@ typedef struct DtensorCommCost {
 /// 2(n−1)/n for all_reduce, a copy for local_split. The backward cost is
 /// that of the transposed step (all_gather ↔ local_split, reduce_scatter ↔
 /// all_gather, all_to_all ↔ all_to_all, all_reduce ↔ identity).
-DTENSOR_EXPORT DtensorCommCost dtensorCommSpecGetCost(
-    const DtensorCommSpec *comm, const DtensorLayout *in,
-    const DtensorPlanOptions *options);
+DTENSOR_EXPORT DtensorCommCost
+dtensorCommSpecGetCost(const DtensorCommSpec *comm, const DtensorLayout *in,
+                       const DtensorPlanOptions *options);
 
 /*===----------------------------------------------------------------------===*
  * Plans
@@ -169,8 +169,8 @@ typedef struct DtensorPlanner DtensorPlanner;
 
 /// Creates a planner; `options` may be NULL for the defaults. The caller
 /// owns it. Returns NULL if out of memory.
-DTENSOR_EXPORT DtensorPlanner *dtensorPlannerCreate(
-    const DtensorPlanOptions *options);
+DTENSOR_EXPORT DtensorPlanner *
+dtensorPlannerCreate(const DtensorPlanOptions *options);
 
 /// Destroys a planner and its cache; NULL is a no-op.
 DTENSOR_EXPORT void dtensorPlannerDestroy(DtensorPlanner *planner);
@@ -179,9 +179,9 @@ DTENSOR_EXPORT void dtensorPlannerDestroy(DtensorPlanner *planner);
 /// when the same question was asked before. Returns the plan, borrowed from
 /// the planner (valid until it is destroyed), or NULL after filling
 /// `outDiag`. Failures are not cached.
-DTENSOR_EXPORT const DtensorPlan *dtensorPlannerPlan(
-    DtensorPlanner *planner, const DtensorLayout *source,
-    const DtensorShardingSpec *target, DtensorDiag *outDiag);
+DTENSOR_EXPORT const DtensorPlan *
+dtensorPlannerPlan(DtensorPlanner *planner, const DtensorLayout *source,
+                   const DtensorShardingSpec *target, DtensorDiag *outDiag);
 
 /// Returns the number of cache hits and misses so far.
 DTENSOR_EXPORT void dtensorPlannerGetStats(const DtensorPlanner *planner,

@@ -1,4 +1,4 @@
-/*===- dtensor-c/Target.h - ahead-of-time code generation -----------*- C -*-===*
+/*===- dtensor-c/Target.h - ahead-of-time code generation ----------*- C -*-===*
  *
  * From a module in the LLVM dialect (after dtensorAddToLLVMPipeline) to a
  * relocatable object file for the host, through MLIR's LLVM IR translation

@@ -1,4 +1,4 @@
-/*===- dtensor-rt/Checkpoint.h - sharded checkpoints ----------------*- C -*-===*
+/*===- dtensor-rt/Checkpoint.h - sharded checkpoints ---------------*- C -*-===*
  *
  * Save named tensors from each rank's local block in any layout, and load
  * them into any other layout on any number of ranks: each rank reads only
@@ -24,7 +24,7 @@ extern "C" {
 
 /// One tensor of a checkpoint as a rank holds it.
 typedef struct DtrtTensor {
-  const char *name;     /* letters, digits, '_', '-', '.'; unique */
+  const char *name; /* letters, digits, '_', '-', '.'; unique */
   DtrtDtype dtype;
   int rank;             /* 1 to 16 dims (0: a scalar) */
   const int64_t *shape; /* the global shape */
@@ -43,8 +43,8 @@ typedef struct DtrtTensor {
 /// `dir` and swapped into place at the end, so a failure or a crash leaves a
 /// previous checkpoint at `dir` intact. Returns the same status on every
 /// rank; dtrtLastError says what failed.
-DTRT_EXPORT DtrtStatus dtrtCheckpointSave(DtrtContext *context,
-                                          const char *dir, int numTensors,
+DTRT_EXPORT DtrtStatus dtrtCheckpointSave(DtrtContext *context, const char *dir,
+                                          int numTensors,
                                           const DtrtTensor *tensors);
 
 /// Loads `tensors` from `dir` into this rank's blocks under the given
@@ -57,11 +57,11 @@ DTRT_EXPORT DtrtStatus dtrtCheckpointSave(DtrtContext *context,
 /// written, on every rank, so a bad checkpoint changes no block; only an
 /// I/O error in the reads after the checks can leave blocks partly loaded.
 /// Returns the same status on every rank.
-DTRT_EXPORT DtrtStatus dtrtCheckpointLoad(DtrtContext *context,
-                                          const char *dir, int numTensors,
+DTRT_EXPORT DtrtStatus dtrtCheckpointLoad(DtrtContext *context, const char *dir,
+                                          int numTensors,
                                           const DtrtTensor *tensors);
 
-/* ---- offline: one process, no context (dtensor-ckpt, scripts) ------------- */
+/* ---- offline: one process, no context (dtensor-ckpt, scripts) ------------ */
 
 /* These report failures in `outError` (`errorSize` bytes), naming the file
  * and what is wrong, and return DTRT_ERR_INVALID (bad input or data) or
@@ -84,8 +84,7 @@ DTRT_EXPORT void dtrtCheckpointClose(DtrtCheckpoint *checkpoint);
 DTRT_EXPORT int dtrtCheckpointNumTensors(const DtrtCheckpoint *checkpoint);
 DTRT_EXPORT void dtrtCheckpointGetTensor(const DtrtCheckpoint *checkpoint,
                                          int index, DtrtTensor *outTensor,
-                                         int *outNumShards,
-                                         int64_t *outBytes);
+                                         int *outNumShards, int64_t *outBytes);
 
 /// Checks every shard file of the checkpoint: present, of the size and the
 /// CRC-32 the metadata gives.
@@ -96,8 +95,7 @@ DTRT_EXPORT DtrtStatus dtrtCheckpointVerify(const char *dir, char *outError,
 /// size) from every shard.
 DTRT_EXPORT DtrtStatus dtrtCheckpointReadTensor(const char *dir,
                                                 const char *name, void *out,
-                                                size_t outBytes,
-                                                char *outError,
+                                                size_t outBytes, char *outError,
                                                 size_t errorSize);
 
 /// Writes `tensor` (its `block` the whole tensor, row-major) into the
@@ -115,8 +113,8 @@ DTRT_EXPORT DtrtStatus dtrtCheckpointWriteTensor(const char *dir,
 /// replicated); block by block, never holding a whole tensor.
 DTRT_EXPORT DtrtStatus dtrtCheckpointConvert(
     const char *dir, const char *outDir, const char *mesh, int numSpecs,
-    const char *const *names, const char *const *specs,
-    const char *defaultSpec, char *outError, size_t errorSize);
+    const char *const *names, const char *const *specs, const char *defaultSpec,
+    char *outError, size_t errorSize);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,4 @@
-/*===- dtensor-rt/Runtime.h - the collective runtime ABI ------------*- C -*-===*
+/*===- dtensor-rt/Runtime.h - the collective runtime ABI -----------*- C -*-===*
  *
  * What compiled SPMD programs and host applications call: a context per
  * process (rank and world size from the torchrun variables), communicators
@@ -201,19 +201,17 @@ DTRT_EXPORT int dtrtCommRank(const DtrtComm *comm);
 /// j from member j. Send and receive buffers must not overlap (all_reduce
 /// and broadcast may work in place).
 DTRT_EXPORT DtrtStatus dtrtAllGather(DtrtComm *comm, const void *send,
-                                     void *recv, size_t count,
-                                     DtrtDtype dtype);
+                                     void *recv, size_t count, DtrtDtype dtype);
 DTRT_EXPORT DtrtStatus dtrtAllReduce(DtrtComm *comm, const void *send,
-                                     void *recv, size_t count,
-                                     DtrtDtype dtype, DtrtReduce op);
+                                     void *recv, size_t count, DtrtDtype dtype,
+                                     DtrtReduce op);
 DTRT_EXPORT DtrtStatus dtrtReduceScatter(DtrtComm *comm, const void *send,
                                          void *recv, size_t count,
                                          DtrtDtype dtype, DtrtReduce op);
 DTRT_EXPORT DtrtStatus dtrtAllToAll(DtrtComm *comm, const void *send,
-                                    void *recv, size_t count,
-                                    DtrtDtype dtype);
-DTRT_EXPORT DtrtStatus dtrtBroadcast(DtrtComm *comm, void *buffer,
-                                     size_t count, DtrtDtype dtype, int root);
+                                    void *recv, size_t count, DtrtDtype dtype);
+DTRT_EXPORT DtrtStatus dtrtBroadcast(DtrtComm *comm, void *buffer, size_t count,
+                                     DtrtDtype dtype, int root);
 DTRT_EXPORT DtrtStatus dtrtBarrier(DtrtComm *comm);
 
 /// Point to point within `comm`: sends `count` elements of `send` to member
@@ -223,9 +221,9 @@ DTRT_EXPORT DtrtStatus dtrtBarrier(DtrtComm *comm);
 /// that receives from none gets zeros in `recv`. Pairs must match (A sends
 /// to B exactly when B receives from A): the shm backend checks this and
 /// fails with DTRT_ERR_INVALID naming the mismatch.
-DTRT_EXPORT DtrtStatus dtrtPermute(DtrtComm *comm, const void *send,
-                                   void *recv, size_t count, DtrtDtype dtype,
-                                   int sendTo, int recvFrom);
+DTRT_EXPORT DtrtStatus dtrtPermute(DtrtComm *comm, const void *send, void *recv,
+                                   size_t count, DtrtDtype dtype, int sendTo,
+                                   int recvFrom);
 
 /* ---- asynchronous collectives -------------------------------------------- */
 
@@ -277,7 +275,7 @@ DTRT_EXPORT DtrtStatus dtrtTest(DtrtRequest *request, int *outDone);
 /// NULL is a no-op.
 DTRT_EXPORT DtrtStatus dtrtWait(DtrtRequest *request);
 
-/* ---- the entry point of compiled programs ---------------------------------- */
+/* ---- the entry point of compiled programs -------------------------------- */
 
 /// The collectives dtrt_mlir_collective performs (`kind`).
 enum {
@@ -295,11 +293,13 @@ enum {
 /// mesh axes (1-D i64). Uses a process-wide context created at the first
 /// call from the environment and finalized at exit; on failure it prints
 /// the runtime's message and exits with status 1.
-DTRT_EXPORT void dtrt_mlir_collective(
-    int64_t kind, int64_t dtype, int64_t reduce, int64_t gatherDim,
-    int64_t shardDim, int64_t root, int64_t inRank, void *inDesc,
-    int64_t outRank, void *outDesc, int64_t meshRank, void *meshDesc,
-    int64_t axesRank, void *axesDesc);
+DTRT_EXPORT void dtrt_mlir_collective(int64_t kind, int64_t dtype,
+                                      int64_t reduce, int64_t gatherDim,
+                                      int64_t shardDim, int64_t root,
+                                      int64_t inRank, void *inDesc,
+                                      int64_t outRank, void *outDesc,
+                                      int64_t meshRank, void *meshDesc,
+                                      int64_t axesRank, void *axesDesc);
 
 /// The process-wide context compiled programs use: created from the
 /// environment at the first call (of this or of a compiled collective) and
@@ -358,7 +358,7 @@ DTRT_EXPORT void dtrt_mlir_init(int64_t meshRank, void *meshDesc);
 DTRT_EXPORT int64_t dtrt_mlir_mesh_coord(int64_t axis, int64_t meshRank,
                                          void *meshDesc);
 
-/* ---- the local compute of compiled programs -------------------------------- */
+/* ---- the local compute of compiled programs ------------------------------ */
 
 /// The element types of the contractions compiled programs run on BLAS, as
 /// (A, B, C) triples: f32 and f64 natively, bf16 and f16 in f32 (their

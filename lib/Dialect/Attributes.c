@@ -8,8 +8,8 @@
 #include "Support/Support.h"
 
 #include <ctype.h>
-#include <stdlib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct PrintSink {
@@ -210,21 +210,22 @@ DtensorMesh *dtensorMeshCreateFromOp(MlirOperation meshOp,
                                      DtensorDiag *outDiag) {
   MlirAttribute shapeAttr = getAttr(meshOp, "shape");
   MlirAttribute namesAttr = getAttr(meshOp, "axis_names");
-  if (mlirAttributeIsNull(shapeAttr) || !mlirAttributeIsADenseI64Array(shapeAttr)) {
+  if (mlirAttributeIsNull(shapeAttr) ||
+      !mlirAttributeIsADenseI64Array(shapeAttr)) {
     dtDiag(outDiag, -1, "'shape' must be an array<i64: ...> of axis sizes");
     return NULL;
   }
   intptr_t rank = mlirDenseArrayGetNumElements(shapeAttr);
   if (rank < 1 || rank > DTENSOR_MAX_MESH_RANK) {
     dtDiag(outDiag, -1, "a mesh has 1 to %d axes, not %ld",
-                 DTENSOR_MAX_MESH_RANK, (long)rank);
+           DTENSOR_MAX_MESH_RANK, (long)rank);
     return NULL;
   }
   if (mlirAttributeIsNull(namesAttr) || !mlirAttributeIsAArray(namesAttr) ||
       mlirArrayAttrGetNumElements(namesAttr) != rank) {
     dtDiag(outDiag, -1,
-                 "'axis_names' must be an array of %ld strings, one per axis",
-                 (long)rank);
+           "'axis_names' must be an array of %ld strings, one per axis",
+           (long)rank);
     return NULL;
   }
   int64_t shape[DTENSOR_MAX_MESH_RANK];
@@ -239,9 +240,10 @@ DtensorMesh *dtensorMeshCreateFromOp(MlirOperation meshOp,
     }
     MlirStringRef s = mlirStringAttrGetValue(n);
     if (s.length >= DTENSOR_MAX_AXIS_NAME) {
-      dtDiag(outDiag, -1, "mesh axis name '%.*s' is longer than %d "
-                   "characters", (int)s.length, s.data,
-                   DTENSOR_MAX_AXIS_NAME - 1);
+      dtDiag(outDiag, -1,
+             "mesh axis name '%.*s' is longer than %d "
+             "characters",
+             (int)s.length, s.data, DTENSOR_MAX_AXIS_NAME - 1);
       return NULL;
     }
     if (s.length) /* an empty name may have no data pointer */
@@ -261,8 +263,10 @@ DtensorMesh *dtensorMeshCreateFromOp(MlirOperation meshOp,
       continue;
     if (!mlirAttributeIsADenseF64Array(link[k]) ||
         mlirDenseArrayGetNumElements(link[k]) != rank) {
-      dtDiag(outDiag, -1, "'%s' must be an array<f64: ...> of %ld values, "
-                   "one per axis", which[k], (long)rank);
+      dtDiag(outDiag, -1,
+             "'%s' must be an array<f64: ...> of %ld values, "
+             "one per axis",
+             which[k], (long)rank);
       dtensorMeshDestroy(mesh);
       return NULL;
     }
@@ -313,12 +317,23 @@ bool dtensorElementTypeFromMlir(MlirType type, DtensorElementType *outType) {
     *outType = DTENSOR_BF16;
   else if (mlirTypeIsAInteger(type)) {
     switch (mlirIntegerTypeGetWidth(type)) {
-    case 1: *outType = DTENSOR_I1; break;
-    case 8: *outType = DTENSOR_I8; break;
-    case 16: *outType = DTENSOR_I16; break;
-    case 32: *outType = DTENSOR_I32; break;
-    case 64: *outType = DTENSOR_I64; break;
-    default: return false;
+    case 1:
+      *outType = DTENSOR_I1;
+      break;
+    case 8:
+      *outType = DTENSOR_I8;
+      break;
+    case 16:
+      *outType = DTENSOR_I16;
+      break;
+    case 32:
+      *outType = DTENSOR_I32;
+      break;
+    case 64:
+      *outType = DTENSOR_I64;
+      break;
+    default:
+      return false;
     }
   } else
     return false;
@@ -331,14 +346,17 @@ bool dtensorLayoutFromAttr(MlirOperation from, MlirAttribute attr,
   DtensorLayoutAttrParts parts;
   *outMesh = NULL;
   if (!dtensorLayoutAttrGetParts(attr, &parts))
-    return dtDiag(outDiag, -1, "expected a #dtensor.layout<@mesh, \"spec\"> "
-                        "attribute");
+    return dtDiag(outDiag, -1,
+                  "expected a #dtensor.layout<@mesh, \"spec\"> "
+                  "attribute");
   MlirOperation meshOp =
       dtensorMeshOpLookup(from, mlirStringRefCreateFromCString(parts.mesh));
   if (mlirOperationIsNull(meshOp))
-    return dtDiag(outDiag, -1, "unknown mesh '@%s': declare it with "
-                        "\"dtensor.mesh\"() {sym_name = \"%s\", ...} in the "
-                        "enclosing module", parts.mesh, parts.mesh);
+    return dtDiag(outDiag, -1,
+                  "unknown mesh '@%s': declare it with "
+                  "\"dtensor.mesh\"() {sym_name = \"%s\", ...} in the "
+                  "enclosing module",
+                  parts.mesh, parts.mesh);
   DtensorMesh *mesh = dtensorMeshCreateFromOp(meshOp, outDiag);
   if (!mesh)
     return false;
@@ -347,27 +365,33 @@ bool dtensorLayoutFromAttr(MlirOperation from, MlirAttribute attr,
     char detail[DTENSOR_DIAG_MESSAGE_SIZE];
     snprintf(detail, sizeof(detail), "%s", outDiag ? outDiag->message : "");
     dtensorMeshDestroy(mesh);
-    return dtDiag(outDiag, -1, "malformed sharding spec \"%s\" (column %d): "
-                        "%s", parts.spec, outDiag ? outDiag->column + 1 : 0,
-                        detail);
+    return dtDiag(outDiag, -1,
+                  "malformed sharding spec \"%s\" (column %d): "
+                  "%s",
+                  parts.spec, outDiag ? outDiag->column + 1 : 0, detail);
   }
   if (!mlirTypeIsARankedTensor(tensorType)) {
     dtensorMeshDestroy(mesh);
-    return dtDiag(outDiag, -1, "a layout applies to a ranked tensor, not "
-                        "this type");
+    return dtDiag(outDiag, -1,
+                  "a layout applies to a ranked tensor, not "
+                  "this type");
   }
   int rank = (int)mlirShapedTypeGetRank(tensorType);
   if (rank > DTENSOR_MAX_TENSOR_RANK) {
     dtensorMeshDestroy(mesh);
-    return dtDiag(outDiag, -1, "tensors of rank %d are not supported (at "
-                        "most %d)", rank, DTENSOR_MAX_TENSOR_RANK);
+    return dtDiag(outDiag, -1,
+                  "tensors of rank %d are not supported (at "
+                  "most %d)",
+                  rank, DTENSOR_MAX_TENSOR_RANK);
   }
   int64_t shape[DTENSOR_MAX_TENSOR_RANK];
   for (int d = 0; d < rank; ++d) {
     if (mlirShapedTypeIsDynamicDim(tensorType, d)) {
       dtensorMeshDestroy(mesh);
-      return dtDiag(outDiag, -1, "dim %d is dynamic; sharded tensors need "
-                          "static shapes", d);
+      return dtDiag(outDiag, -1,
+                    "dim %d is dynamic; sharded tensors need "
+                    "static shapes",
+                    d);
     }
     shape[d] = mlirShapedTypeGetDimSize(tensorType, d);
   }
@@ -375,8 +399,9 @@ bool dtensorLayoutFromAttr(MlirOperation from, MlirAttribute attr,
   if (!dtensorElementTypeFromMlir(mlirShapedTypeGetElementType(tensorType),
                                   &et)) {
     dtensorMeshDestroy(mesh);
-    return dtDiag(outDiag, -1, "unsupported element type (valid: f32, f64, "
-                        "f16, bf16, i1, i8, i16, i32, i64)");
+    return dtDiag(outDiag, -1,
+                  "unsupported element type (valid: f32, f64, "
+                  "f16, bf16, i1, i8, i16, i32, i64)");
   }
   if (!dtensorLayoutInit(mesh, &spec, rank, shape, et, outLayout, outDiag)) {
     dtensorMeshDestroy(mesh);

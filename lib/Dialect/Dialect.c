@@ -12,8 +12,8 @@ MlirLogicalResult dtensorContextLoadDialect(MlirContext ctx) {
           ctx, mlirStringRefCreateFromCString("dtensor.mesh")))
     return mlirLogicalResultSuccess();
   mlirDialectHandleLoadDialect(mlirGetDialectHandle__irdl__(), ctx);
-  MlirModule definition = mlirModuleCreateParse(
-      ctx, mlirStringRefCreateFromCString(dtIrdlSource));
+  MlirModule definition =
+      mlirModuleCreateParse(ctx, mlirStringRefCreateFromCString(dtIrdlSource));
   if (mlirModuleIsNull(definition))
     return mlirLogicalResultFailure();
   MlirLogicalResult result = mlirLoadIRDLDialects(definition);

@@ -8,10 +8,12 @@
 #include <stdbool.h>
 #include <string.h>
 
-/// The dialect's discardable attribute names, one spelling for every file.
-#define DT_ATTR_LAYOUT "dtensor.layout"             /* a value's layout */
-#define DT_ATTR_GLOBAL_SHAPE "dtensor.global_shape" /* partitioned arg/result */
-#define DT_ATTR_NAME "dtensor.name"                 /* an argument's name */
+/// The dialect's discardable attribute names, one spelling for every file:
+/// a value's layout, a partitioned argument's or result's global shape,
+/// an argument's name.
+#define DT_ATTR_LAYOUT "dtensor.layout"
+#define DT_ATTR_GLOBAL_SHAPE "dtensor.global_shape"
+#define DT_ATTR_NAME "dtensor.name"
 
 /// Prints `attr` into `buffer` (NUL-terminated, truncated to `capacity`);
 /// returns the full length it would need.

@@ -19,8 +19,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdlib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -73,8 +73,8 @@ static MlirLogicalResult swallowAll(MlirDiagnostic d, void *userData) {
   return mlirLogicalResultSuccess();
 }
 
-/* `loc` with the file "-" or "" renamed to the source's name, or a null location if
- * it names another file (one the user wrote in a loc(...)). */
+/* `loc` with the file "-" or "" renamed to the source's name, or a null
+ * location if it names another file (one the user wrote in a loc(...)). */
 static MlirLocation renamed(const Parse *p, MlirLocation loc) {
   if (!mlirLocationIsAFileLineColRange(loc))
     return (MlirLocation){NULL};
@@ -115,8 +115,8 @@ static bool startsWithModule(MlirStringRef source) {
   size_t i = 0, n = source.length;
   const char *t = source.data;
   for (;;) {
-    while (i < n && (t[i] == ' ' || t[i] == '\t' || t[i] == '\n' ||
-                     t[i] == '\r'))
+    while (i < n &&
+           (t[i] == ' ' || t[i] == '\t' || t[i] == '\n' || t[i] == '\r'))
       ++i;
     if (i + 1 < n && t[i] == '/' && t[i + 1] == '/') {
       while (i < n && t[i] != '\n')
@@ -164,10 +164,10 @@ static void reportSilentFailure(MlirContext ctx, MlirStringRef source,
         ++i;
       continue;
     }
-    bool start = i == 0 || !(isalnum((unsigned char)t[i - 1]) ||
-                             t[i - 1] == '_' || t[i - 1] == '.' ||
-                             t[i - 1] == '#' || t[i - 1] == '!' ||
-                             t[i - 1] == '@' || t[i - 1] == '%');
+    bool start =
+        i == 0 || !(isalnum((unsigned char)t[i - 1]) || t[i - 1] == '_' ||
+                    t[i - 1] == '.' || t[i - 1] == '#' || t[i - 1] == '!' ||
+                    t[i - 1] == '@' || t[i - 1] == '%');
     if (!start || n - i < 9 || memcmp(t + i, "dtensor.", 8))
       continue;
     size_t e = i + 8;
@@ -199,8 +199,8 @@ static void reportSilentFailure(MlirContext ctx, MlirStringRef source,
  * Returns whether the text is free of them. */
 static bool noIndexArray(MlirContext ctx, const char *t, size_t n,
                          MlirStringRef sourceName) {
-  for (const char *hit = t; (hit = memmem(hit, (size_t)(t + n - hit),
-                                          "array<", 6)) != NULL;
+  for (const char *hit = t;
+       (hit = memmem(hit, (size_t)(t + n - hit), "array<", 6)) != NULL;
        hit += 6) {
     const char *q = hit + 6, *end = t + n;
     while (q < end && (*q == ' ' || *q == '\t'))
@@ -265,12 +265,12 @@ static bool nestingWithinLimit(MlirContext ctx, const char *t, size_t n,
                (c == '<' && !(i + 1 < n && t[i + 1] == '='))) {
       if (++depth > DTENSOR_MAX_NESTING) {
         char message[128];
-        snprintf(message, sizeof(message), "nesting deeper than %d levels "
+        snprintf(message, sizeof(message),
+                 "nesting deeper than %d levels "
                  "here: MLIR's parser would overflow its stack",
                  DTENSOR_MAX_NESTING);
-        mlirEmitError(
-            mlirLocationFileLineColGet(ctx, sourceName, line, column),
-            message);
+        mlirEmitError(mlirLocationFileLineColGet(ctx, sourceName, line, column),
+                      message);
         return false;
       }
     } else if ((c == ')' || c == ']' || c == '}' ||
@@ -431,8 +431,8 @@ MlirOperation dtensorSourceParseFile(MlirContext ctx, const char *path,
   }
   FILE *f = fopen(path, "rb");
   if (!f) {
-    snprintf(outDiag->message, sizeof(outDiag->message),
-             "cannot read '%s': %s", path, strerror(errno));
+    snprintf(outDiag->message, sizeof(outDiag->message), "cannot read '%s': %s",
+             path, strerror(errno));
     return (MlirOperation){NULL};
   }
   size_t cap = 1 << 16, n = 0;
@@ -450,9 +450,8 @@ MlirOperation dtensorSourceParseFile(MlirContext ctx, const char *path,
   fclose(f);
   if (bad) {
     free(text);
-    snprintf(outDiag->message, sizeof(outDiag->message),
-             "cannot read '%s': %s", path,
-             text ? "read error" : "out of memory");
+    snprintf(outDiag->message, sizeof(outDiag->message), "cannot read '%s': %s",
+             path, text ? "read error" : "out of memory");
     return (MlirOperation){NULL};
   }
   MlirOperation module = dtensorSourceParse(

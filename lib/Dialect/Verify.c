@@ -104,8 +104,9 @@ static bool checkLayout(Verifier *v, MlirOperation op, MlirAttribute attr,
 static void verifyMesh(Verifier *v, MlirOperation op) {
   MlirOperation parent = mlirOperationGetParentOperation(op);
   if (mlirOperationIsNull(parent) || !dtIsOp(parent, "builtin.module")) {
-    opError(v, op, "must be at the top level of a builtin.module, where "
-                   "layouts can refer to it by name");
+    opError(v, op,
+            "must be at the top level of a builtin.module, where "
+            "layouts can refer to it by name");
     return;
   }
   MlirAttribute sym = getAttr(op, "sym_name");
@@ -114,14 +115,18 @@ static void verifyMesh(Verifier *v, MlirOperation op) {
     return;
   }
   MlirStringRef name = mlirStringAttrGetValue(sym);
-  for (MlirOperation prev = mlirBlockGetFirstOperation(mlirOperationGetBlock(op));
-       !mlirOperationEqual(prev, op); prev = mlirOperationGetNextInBlock(prev)) {
+  for (MlirOperation prev =
+           mlirBlockGetFirstOperation(mlirOperationGetBlock(op));
+       !mlirOperationEqual(prev, op);
+       prev = mlirOperationGetNextInBlock(prev)) {
     MlirAttribute other = getAttr(prev, "sym_name");
     if (dtIsOp(prev, "dtensor.mesh") && !mlirAttributeIsNull(other) &&
         mlirAttributeIsAString(other) &&
         mlirStringRefEqual(mlirStringAttrGetValue(other), name)) {
-      opError(v, op, "redefines mesh '@%.*s'; mesh names must be unique in a "
-                     "module", (int)name.length, name.data);
+      opError(v, op,
+              "redefines mesh '@%.*s'; mesh names must be unique in a "
+              "module",
+              (int)name.length, name.data);
       return;
     }
   }
@@ -184,8 +189,9 @@ static void verifyFunctionLayouts(Verifier *v, MlirOperation op) {
           !mlirTypeIsARankedTensor(t) ||
           mlirDenseArrayGetNumElements(global) != mlirShapedTypeGetRank(t) ||
           mlirShapedTypeGetRank(t) > DTENSOR_MAX_TENSOR_RANK) {
-        opError(v, op, "dtensor.global_shape of %s %ld must be an "
-                       "array<i64: ...> with one entry per dim of its type",
+        opError(v, op,
+                "dtensor.global_shape of %s %ld must be an "
+                "array<i64: ...> with one entry per dim of its type",
                 what[k], (long)i);
         continue;
       }
@@ -207,8 +213,9 @@ static void verifyFunctionLayouts(Verifier *v, MlirOperation op) {
       if (!same) {
         char want[256];
         printShape(rank, local, want, sizeof(want));
-        opError(v, op, "%s %ld has global shape %s... whose local block under "
-                       "its layout is %s, but its type is not",
+        opError(v, op,
+                "%s %ld has global shape %s... whose local block under "
+                "its layout is %s, but its type is not",
                 what[k], (long)i, "(dtensor.global_shape)", want);
       }
     }
@@ -229,8 +236,10 @@ static void verifyLayoutList(Verifier *v, MlirOperation op, const char *name,
   const char *what = results ? "result" : "operand";
   if (results && dtensorAttributeIsALayout(attr)) {
     if (count != 1) {
-      opError(v, op, "has %ld results, so its '%s' must be an array of %ld "
-                     "layouts", (long)count, name, (long)count);
+      opError(v, op,
+              "has %ld results, so its '%s' must be an array of %ld "
+              "layouts",
+              (long)count, name, (long)count);
       return;
     }
     checkLayout(v, op, attr, mlirValueGetType(mlirOperationGetResult(op, 0)),
@@ -239,8 +248,9 @@ static void verifyLayoutList(Verifier *v, MlirOperation op, const char *name,
   }
   if (!mlirAttributeIsAArray(attr) ||
       mlirArrayAttrGetNumElements(attr) != count) {
-    opError(v, op, "'%s' must be %san array of %ld entries, one per %s (a "
-                   "#dtensor.layout, or unit for a non-tensor %s)",
+    opError(v, op,
+            "'%s' must be %san array of %ld entries, one per %s (a "
+            "#dtensor.layout, or unit for a non-tensor %s)",
             name, results ? "a #dtensor.layout (one result) or " : "",
             (long)count, what, what);
     return;
@@ -273,8 +283,9 @@ static void verifyAnnotate(Verifier *v, MlirOperation op) {
   if (!mlirAttributeIsAInteger(priority) ||
       !mlirTypeIsAInteger(mlirAttributeGetType(priority)) ||
       mlirIntegerAttrGetValueInt(priority) < 0)
-    opError(v, op, "'priority' must be a non-negative integer (0 is the "
-                   "strongest constraint)");
+    opError(v, op,
+            "'priority' must be a non-negative integer (0 is the "
+            "strongest constraint)");
 }
 
 static bool sameMeshName(MlirAttribute a, MlirAttribute b) {
@@ -300,15 +311,17 @@ static void verifyRedistribute(Verifier *v, MlirOperation op) {
   MlirType inType = mlirValueGetType(mlirOperationGetOperand(op, 0));
   MlirType outType = mlirValueGetType(mlirOperationGetResult(op, 0));
   if (!sameMeshName(src, dst)) {
-    opError(v, op, "'src' and 'dst' must be layouts on the same mesh; "
-                   "moving a tensor between meshes is not a redistribution");
+    opError(v, op,
+            "'src' and 'dst' must be layouts on the same mesh; "
+            "moving a tensor between meshes is not a redistribution");
     return;
   }
   MlirAttribute global = getAttr(op, "global_shape");
   if (mlirAttributeIsNull(global)) {
     if (!mlirTypeEqual(inType, outType)) {
-      opError(v, op, "input and result types must be equal (global shapes); "
-                     "after partitioning add 'global_shape'");
+      opError(v, op,
+              "input and result types must be equal (global shapes); "
+              "after partitioning add 'global_shape'");
       return;
     }
     checkLayout(v, op, src, inType, "src", NULL, NULL);
@@ -320,8 +333,9 @@ static void verifyRedistribute(Verifier *v, MlirOperation op) {
       mlirDenseArrayGetNumElements(global) != mlirShapedTypeGetRank(inType) ||
       mlirShapedTypeGetRank(inType) != mlirShapedTypeGetRank(outType) ||
       mlirShapedTypeGetRank(inType) > DTENSOR_MAX_TENSOR_RANK) {
-    opError(v, op, "'global_shape' must be an array<i64: ...> with one entry "
-                   "per dim of the (ranked, equal-rank) input and result");
+    opError(v, op,
+            "'global_shape' must be an array<i64: ...> with one entry "
+            "per dim of the (ranked, equal-rank) input and result");
     return;
   }
   int rank = (int)mlirShapedTypeGetRank(inType);
@@ -333,8 +347,8 @@ static void verifyRedistribute(Verifier *v, MlirOperation op) {
     opError(v, op, "input and result element types differ");
     return;
   }
-  MlirType globalType = mlirRankedTensorTypeGet(rank, shape, elt,
-                                                mlirAttributeGetNull());
+  MlirType globalType =
+      mlirRankedTensorTypeGet(rank, shape, elt, mlirAttributeGetNull());
   MlirAttribute sides[2] = {src, dst};
   MlirType local[2] = {inType, outType};
   const char *names[2] = {"src", "dst"};
@@ -354,8 +368,9 @@ static void verifyRedistribute(Verifier *v, MlirOperation op) {
       char want[256], got[512];
       printShape(rank, expect, want, sizeof(want));
       dtTypePrint(local[s], got, sizeof(got));
-      opError(v, op, "%s type %s does not match the local shape %s of "
-                     "'%s' on the global shape",
+      opError(v, op,
+              "%s type %s does not match the local shape %s of "
+              "'%s' on the global shape",
               values[s], got, want, names[s]);
     }
   }
@@ -392,8 +407,10 @@ static DtensorMesh *meshOf(Verifier *v, MlirOperation op) {
   MlirStringRef name = mlirFlatSymbolRefAttrGetValue(ref);
   MlirOperation meshOp = dtensorMeshOpLookup(op, name);
   if (mlirOperationIsNull(meshOp)) {
-    opError(v, op, "unknown mesh '@%.*s': declare it with \"dtensor.mesh\" "
-                   "in the enclosing module", (int)name.length, name.data);
+    opError(v, op,
+            "unknown mesh '@%.*s': declare it with \"dtensor.mesh\" "
+            "in the enclosing module",
+            (int)name.length, name.data);
     return NULL;
   }
   DtensorDiag diag;
@@ -418,8 +435,10 @@ static int64_t checkMeshAxes(Verifier *v, MlirOperation op,
   }
   intptr_t n = mlirDenseArrayGetNumElements(axes);
   if (n == 0 || n > rank) {
-    opError(v, op, "'mesh_axes' must list 1 to %d distinct axes of the "
-                   "mesh, not %ld", rank, (long)n);
+    opError(v, op,
+            "'mesh_axes' must list 1 to %d distinct axes of the "
+            "mesh, not %ld",
+            rank, (long)n);
     return 0;
   }
   bool seen[DTENSOR_MAX_MESH_RANK] = {false};
@@ -427,8 +446,10 @@ static int64_t checkMeshAxes(Verifier *v, MlirOperation op,
   for (intptr_t i = 0; i < n; ++i) {
     int64_t a = mlirDenseI64ArrayGetElement(axes, i);
     if (a < 0 || a >= rank) {
-      opError(v, op, "mesh axis %lld is out of range: the mesh has axes 0 to "
-                     "%d", (long long)a, rank - 1);
+      opError(v, op,
+              "mesh axis %lld is out of range: the mesh has axes 0 to "
+              "%d",
+              (long long)a, rank - 1);
       return 0;
     }
     if (seen[a]) {
@@ -452,9 +473,10 @@ static int64_t checkDim(Verifier *v, MlirOperation op, const char *name,
   }
   int64_t d = mlirIntegerAttrGetValueInt(attr);
   if (d < 0 || d >= rank) {
-    opError(v, op, "'%s' is %lld, out of range for a rank-%ld tensor (valid: "
-                   "0 to %ld)", name, (long long)d, (long)rank,
-            (long)rank - 1);
+    opError(v, op,
+            "'%s' is %lld, out of range for a rank-%ld tensor (valid: "
+            "0 to %ld)",
+            name, (long long)d, (long)rank, (long)rank - 1);
     return -1;
   }
   return d;
@@ -469,16 +491,19 @@ static bool checkReduce(Verifier *v, MlirOperation op) {
         kind != DTENSOR_REDUCE_NONE)
       return true;
   }
-  opError(v, op, "'reduce' must be one of \"sum\", \"max\", \"min\", \"avg\", "
-                 "\"prod\"");
+  opError(v, op,
+          "'reduce' must be one of \"sum\", \"max\", \"min\", \"avg\", "
+          "\"prod\"");
   return false;
 }
 
 static bool checkTensor(Verifier *v, MlirOperation op, MlirType type,
                         const char *what) {
   if (!mlirTypeIsARankedTensor(type) || !mlirShapedTypeHasStaticShape(type)) {
-    opError(v, op, "%s must be a statically shaped tensor: collectives run "
-                   "on per-device shapes", what);
+    opError(v, op,
+            "%s must be a statically shaped tensor: collectives run "
+            "on per-device shapes",
+            what);
     return false;
   }
   return true;
@@ -487,11 +512,13 @@ static bool checkTensor(Verifier *v, MlirOperation op, MlirType type,
 static void checkGroupPosition(Verifier *v, MlirOperation op, int64_t group) {
   if (dtIsOp(op, "dtensor.broadcast")) {
     MlirAttribute root = getAttr(op, "root");
-    int64_t r = mlirAttributeIsAInteger(root)
-                    ? mlirIntegerAttrGetValueInt(root) : -1;
+    int64_t r =
+        mlirAttributeIsAInteger(root) ? mlirIntegerAttrGetValueInt(root) : -1;
     if (r < 0 || r >= group)
-      opError(v, op, "'root' %lld is not a position in the group (valid: 0 "
-                     "to %lld)", (long long)r, (long long)group - 1);
+      opError(v, op,
+              "'root' %lld is not a position in the group (valid: 0 "
+              "to %lld)",
+              (long long)r, (long long)group - 1);
     return;
   }
   if (!dtIsOp(op, "dtensor.permute"))
@@ -499,8 +526,9 @@ static void checkGroupPosition(Verifier *v, MlirOperation op, int64_t group) {
   MlirAttribute pairs = getAttr(op, "pairs");
   if (!mlirAttributeIsADenseI64Array(pairs) ||
       mlirDenseArrayGetNumElements(pairs) % 2 != 0) {
-    opError(v, op, "'pairs' must be an array<i64: src0, dst0, src1, dst1, "
-                   "...> of group positions");
+    opError(v, op,
+            "'pairs' must be an array<i64: src0, dst0, src1, dst1, "
+            "...> of group positions");
     return;
   }
   if (group > MAX_GROUP_DEVICES) {
@@ -517,9 +545,10 @@ static void checkGroupPosition(Verifier *v, MlirOperation op, int64_t group) {
     for (int role = 0; role < 2; ++role) {
       int64_t p = mlirDenseI64ArrayGetElement(pairs, 2 * i + role);
       if (p < 0 || p >= group) {
-        opError(v, op, "pair %ld: position %lld is not in the group (valid: "
-                       "0 to %lld)", (long)i, (long long)p,
-                (long long)group - 1);
+        opError(v, op,
+                "pair %ld: position %lld is not in the group (valid: "
+                "0 to %lld)",
+                (long)i, (long long)p, (long long)group - 1);
         free(used);
         return;
       }
@@ -559,8 +588,9 @@ static void verifyCollective(Verifier *v, MlirOperation op,
   if (mlirShapedTypeGetRank(out) != rank ||
       !mlirTypeEqual(mlirShapedTypeGetElementType(in),
                      mlirShapedTypeGetElementType(out))) {
-    opError(v, op, "operand and result must have the same rank and element "
-                   "type");
+    opError(v, op,
+            "operand and result must have the same rank and element "
+            "type");
     return;
   }
   int64_t gatherDim = -1, shardDim = -1;
@@ -579,18 +609,22 @@ static void verifyCollective(Verifier *v, MlirOperation op,
     int64_t a = mlirShapedTypeGetDimSize(in, d);
     int64_t b = mlirShapedTypeGetDimSize(out, d);
     if (d == gatherDim && ceilDiv(b, group) != a)
-      opError(v, op, "result dim %ld (%lld) gathered over %lld devices needs "
-                     "an operand dim of %lld, not %lld", (long)d,
-              (long long)b, (long long)group, (long long)ceilDiv(b, group),
-              (long long)a);
+      opError(v, op,
+              "result dim %ld (%lld) gathered over %lld devices needs "
+              "an operand dim of %lld, not %lld",
+              (long)d, (long long)b, (long long)group,
+              (long long)ceilDiv(b, group), (long long)a);
     else if (d == shardDim && ceilDiv(a, group) != b)
-      opError(v, op, "operand dim %ld (%lld) split over %lld devices gives "
-                     "a result dim of %lld, not %lld", (long)d, (long long)a,
-              (long long)group, (long long)ceilDiv(a, group), (long long)b);
+      opError(v, op,
+              "operand dim %ld (%lld) split over %lld devices gives "
+              "a result dim of %lld, not %lld",
+              (long)d, (long long)a, (long long)group,
+              (long long)ceilDiv(a, group), (long long)b);
     else if (d != gatherDim && d != shardDim && a != b)
-      opError(v, op, "operand and result differ in dim %ld (%lld vs %lld), "
-                     "which this collective does not change", (long)d,
-              (long long)a, (long long)b);
+      opError(v, op,
+              "operand and result differ in dim %ld (%lld vs %lld), "
+              "which this collective does not change",
+              (long)d, (long long)a, (long long)b);
   }
 }
 
@@ -602,7 +636,8 @@ static void verifyMeshIndex(Verifier *v, MlirOperation op) {
   intptr_t expect = mlirAttributeIsNull(axes)
                         ? dtensorMeshGetRank(mesh)
                         : (mlirAttributeIsADenseI64Array(axes)
-                               ? mlirDenseArrayGetNumElements(axes) : 0);
+                               ? mlirDenseArrayGetNumElements(axes)
+                               : 0);
   if (checkMeshAxes(v, op, mesh, false) != 0 &&
       mlirOperationGetNumResults(op) != expect)
     opError(v, op, "returns %ld indices but the %s has %ld axes",
@@ -639,8 +674,7 @@ static MlirWalkResult visit(MlirOperation op, void *userData) {
   } else if (dtIsOp(op, "dtensor.redistribute")) {
     if (hasOneInOut(v, op))
       verifyRedistribute(v, op);
-  }
-  else if (dtIsOp(op, "dtensor.mesh_index"))
+  } else if (dtIsOp(op, "dtensor.mesh_index"))
     verifyMeshIndex(v, op);
   else
     for (size_t i = 0; i < sizeof(kCollectives) / sizeof(kCollectives[0]); ++i)

@@ -138,7 +138,7 @@ static void drawGrid(Out *o, const DtensorLayout *l) {
 }
 
 size_t dtensorLayoutDescribe(const DtensorLayout *layout, char *buffer,
-                              size_t capacity) {
+                             size_t capacity) {
   Out out = {buffer, capacity, 0};
   Out *o = &out;
   if (capacity)
@@ -153,14 +153,15 @@ size_t dtensorLayoutDescribe(const DtensorLayout *layout, char *buffer,
     put(o, "%s%lld", d ? "x" : "", (long long)layout->shape[d]);
   dtensorShardingSpecPrint(&layout->spec, buf, sizeof(buf));
   put(o, "x%s, spec %s%s\n", dtype, buf,
-         dtensorLayoutIsEven(layout) ? "" : " (uneven)");
+      dtensorLayoutIsEven(layout) ? "" : " (uneven)");
   DtensorPlacements pl;
   dtensorShardingSpecToPlacements(&layout->spec, dtensorMeshGetRank(mesh), &pl);
   dtensorPlacementsPrint(&pl, buf, sizeof(buf));
   put(o, "placements %s\n", buf);
   if (dtensorMeshGetNumDevices(mesh) > MAX_DESCRIBED_DEVICES) {
-    put(o, "(%lld devices: the grid and the device table are drawn for "
-           "meshes of at most %d)\n",
+    put(o,
+        "(%lld devices: the grid and the device table are drawn for "
+        "meshes of at most %d)\n",
         (long long)dtensorMeshGetNumDevices(mesh), MAX_DESCRIBED_DEVICES);
     return out.used;
   }

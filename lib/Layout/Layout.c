@@ -37,10 +37,10 @@ bool dtensorElementTypeParse(const char *name, DtensorElementType *outType) {
   return false;
 }
 
-bool dtensorLayoutInit(const DtensorMesh *mesh,
-                       const DtensorShardingSpec *spec, int rank,
-                       const int64_t *shape, DtensorElementType elementType,
-                       DtensorLayout *outLayout, DtensorDiag *outDiag) {
+bool dtensorLayoutInit(const DtensorMesh *mesh, const DtensorShardingSpec *spec,
+                       int rank, const int64_t *shape,
+                       DtensorElementType elementType, DtensorLayout *outLayout,
+                       DtensorDiag *outDiag) {
   if (rank < 0 || rank > DTENSOR_MAX_TENSOR_RANK)
     return dtDiag(outDiag, -1, "tensor rank %d is out of range (0..%d)", rank,
                   DTENSOR_MAX_TENSOR_RANK);
@@ -58,8 +58,10 @@ bool dtensorLayoutInit(const DtensorMesh *mesh,
       for (int k = 0; k < rank; ++k)
         n += snprintf(text + n, sizeof(text) - (size_t)n, "%s%lld",
                       k ? "x" : "", (long long)shape[k]);
-      return dtDiag(outDiag, -1, "a tensor of shape %s is too large: its "
-                    "size in bytes does not fit in 64 bits", text);
+      return dtDiag(outDiag, -1,
+                    "a tensor of shape %s is too large: its "
+                    "size in bytes does not fit in 64 bits",
+                    text);
     }
   memset(outLayout, 0, sizeof(*outLayout));
   outLayout->mesh = mesh;
@@ -116,7 +118,8 @@ void dtensorLayoutGetLocalShape(const DtensorLayout *layout, int64_t device,
   int64_t coords[DTENSOR_MAX_MESH_RANK];
   dtensorMeshGetCoords(layout->mesh, device, coords);
   for (int d = 0; d < layout->rank; ++d) {
-    DtensorRange r = chunkOf(layout, d, shardIndexFromCoords(layout, coords, d));
+    DtensorRange r =
+        chunkOf(layout, d, shardIndexFromCoords(layout, coords, d));
     outShape[d] = (r.end - r.begin) * groups(layout, d);
   }
 }
@@ -226,7 +229,8 @@ int64_t dtensorLayoutGetOwners(const DtensorLayout *layout,
   return count;
 }
 
-/* Axes along which devices hold identical data: neither sharding nor Partial. */
+/* Axes along which devices hold identical data: neither sharding nor Partial.
+ */
 static bool isReplicaAxis(const DtensorLayout *layout, int axis) {
   if (layout->spec.partial[axis] != DTENSOR_REDUCE_NONE)
     return false;

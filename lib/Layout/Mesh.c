@@ -129,8 +129,10 @@ DtensorMesh *dtensorMeshParse(const char *text, DtensorDiag *outDiag) {
     char *end;
     long long v = strtoll(p, &end, 10);
     if (v < 1 || v > ((long long)1 << 40)) {
-      dtDiag(outDiag, (int)(p - text), "mesh axis %d has size %lld; sizes must "
-             "be >= 1", rank, v);
+      dtDiag(outDiag, (int)(p - text),
+             "mesh axis %d has size %lld; sizes must "
+             "be >= 1",
+             rank, v);
       return NULL;
     }
     shape[rank++] = v;
@@ -140,8 +142,10 @@ DtensorMesh *dtensorMeshParse(const char *text, DtensorDiag *outDiag) {
     if (*p == '\0')
       break;
     if (*p != sep) {
-      dtDiag(outDiag, (int)(p - text), "expected '%c' or the end of the mesh, "
-             "got '%c'", sep, *p);
+      dtDiag(outDiag, (int)(p - text),
+             "expected '%c' or the end of the mesh, "
+             "got '%c'",
+             sep, *p);
       return NULL;
     }
     ++p;
@@ -329,7 +333,8 @@ DtensorMesh *dtensorMeshCreateSubmesh(const DtensorMesh *mesh, int numAxes,
     memcpy(coords, base, sizeof(coords));
     for (int i = 0; i < numAxes; ++i)
       coords[axes[i]] = subCoords[i];
-    ids[s] = dtensorMeshGetDeviceId(mesh, dtensorMeshGetLinearIndex(mesh, coords));
+    ids[s] =
+        dtensorMeshGetDeviceId(mesh, dtensorMeshGetLinearIndex(mesh, coords));
   }
   sub->deviceIds = ids;
   return sub;

@@ -28,8 +28,7 @@ bool dtensorReduceKindParse(const char *name, size_t length,
   return false;
 }
 
-void dtensorShardingSpecInitReplicated(int rank,
-                                       DtensorShardingSpec *outSpec) {
+void dtensorShardingSpecInitReplicated(int rank, DtensorShardingSpec *outSpec) {
   memset(outSpec, 0, sizeof(*outSpec));
   outSpec->rank = rank;
 }
@@ -118,8 +117,9 @@ static bool parseDim(Parser *ps, int dim, DtensorShardingSpec *spec) {
     return true;
   }
   if (*ps->p != 'S')
-    return fail(ps, what, "'R' (replicated) or 'S<axes>' (sharded, e.g. S0, "
-                          "S01, S(dp,tp))");
+    return fail(ps, what,
+                "'R' (replicated) or 'S<axes>' (sharded, e.g. S0, "
+                "S01, S(dp,tp))");
   ++ps->p;
   int n = 0;
   if (*ps->p == '(') {
@@ -211,8 +211,8 @@ static bool parsePartial(Parser *ps, DtensorShardingSpec *spec) {
     if (spec->partial[axis] != DTENSOR_REDUCE_NONE) {
       ps->p = axisStart;
       skipSpace(ps);
-      return dtDiag(ps->diag, column(ps),
-                    "%s: mesh axis %d is Partial twice", what, axis);
+      return dtDiag(ps->diag, column(ps), "%s: mesh axis %d is Partial twice",
+                    what, axis);
     }
     spec->partial[axis] = kind;
     skipSpace(ps);
@@ -324,9 +324,8 @@ bool dtensorShardingSpecEqual(const DtensorShardingSpec *a,
     for (int i = 0; i < a->numAxes[d]; ++i)
       if (a->axes[d][i] != b->axes[d][i])
         return false;
-    if (a->numAxes[d] &&
-        effectiveInterleave(a->interleave[d]) !=
-            effectiveInterleave(b->interleave[d]))
+    if (a->numAxes[d] && effectiveInterleave(a->interleave[d]) !=
+                             effectiveInterleave(b->interleave[d]))
       return false;
   }
   for (int m = 0; m < DTENSOR_MAX_MESH_RANK; ++m)
@@ -438,9 +437,8 @@ void dtensorShardingSpecToDimDict(const DtensorShardingSpec *spec,
     e->dim = d;
     e->numAxes = spec->numAxes[d];
     memcpy(e->axes, spec->axes[d], sizeof(e->axes));
-    e->interleave = effectiveInterleave(spec->interleave[d]) > 1
-                        ? spec->interleave[d]
-                        : 0;
+    e->interleave =
+        effectiveInterleave(spec->interleave[d]) > 1 ? spec->interleave[d] : 0;
   }
   memcpy(outDict->partial, spec->partial, sizeof(outDict->partial));
 }
@@ -539,8 +537,8 @@ bool dtensorShardingSpecFromPlacements(const DtensorPlacements *placements,
                                        DtensorDiag *outDiag) {
   int meshRank = placements->meshRank, rank = placements->tensorRank;
   if (meshRank < 1 || meshRank > DTENSOR_MAX_MESH_RANK)
-    return dtDiag(outDiag, -1, "mesh rank %d is out of range (1..%d)",
-                  meshRank, DTENSOR_MAX_MESH_RANK);
+    return dtDiag(outDiag, -1, "mesh rank %d is out of range (1..%d)", meshRank,
+                  DTENSOR_MAX_MESH_RANK);
   if (rank < 0 || rank > DTENSOR_MAX_TENSOR_RANK)
     return dtDiag(outDiag, -1, "tensor rank %d is out of range (0..%d)", rank,
                   DTENSOR_MAX_TENSOR_RANK);
@@ -557,8 +555,7 @@ bool dtensorShardingSpecFromPlacements(const DtensorPlacements *placements,
       if (p->reduce <= DTENSOR_REDUCE_NONE ||
           (int)p->reduce >= DTENSOR_NUM_REDUCE_KINDS)
         return dtDiag(outDiag, -1,
-                      "mesh axis %d is Partial without a valid reduce kind",
-                      m);
+                      "mesh axis %d is Partial without a valid reduce kind", m);
       spec.partial[m] = p->reduce;
       break;
     case DTENSOR_PLACEMENT_SHARD:
@@ -604,8 +601,8 @@ bool dtensorShardingSpecFromPlacements(const DtensorPlacements *placements,
   return true;
 }
 
-size_t dtensorPlacementsPrint(const DtensorPlacements *placements,
-                              char *buffer, size_t capacity) {
+size_t dtensorPlacementsPrint(const DtensorPlacements *placements, char *buffer,
+                              size_t capacity) {
   DtBuf buf = dtBufInit(buffer, capacity);
   dtBufPrintf(&buf, "(");
   for (int m = 0; m < placements->meshRank; ++m) {

@@ -8,7 +8,7 @@
 #include <string.h>
 
 static const char *const kPatternNames[] = {
-    "identity",   "all_gather", "all_to_all",
+    "identity",    "all_gather", "all_to_all",
     "local_split", "all_reduce", "reduce_scatter",
 };
 enum { kNumPatterns = sizeof(kPatternNames) / sizeof(kPatternNames[0]) };
@@ -155,7 +155,8 @@ bool dtensorCommSpecParse(const char *text, DtensorCommSpec *outComm,
       } else {
         return dtDiag(outDiag, (int)keyPos,
                       "unknown key '%.*s' (valid: axes, gather_dim, "
-                      "shard_dim, reduce)", (int)k, key);
+                      "shard_dim, reduce)",
+                      (int)k, key);
       }
       if (*seen)
         return dtDiag(outDiag, (int)keyPos, "key '%.*s' given twice", (int)k,
@@ -186,7 +187,6 @@ bool dtensorCommSpecParse(const char *text, DtensorCommSpec *outComm,
 
 /* ---- chunks and shapes --------------------------------------------------- */
 
-
 static int64_t minI64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 bool dtChunksNest(int64_t size, int64_t coarse, int64_t group) {
@@ -198,8 +198,8 @@ bool dtChunksNest(int64_t size, int64_t coarse, int64_t group) {
   for (int64_t l = 0; l < coarse; ++l) {
     int64_t cb = minI64(l * chc, size), ce = minI64(cb + chc, size);
     int64_t fb = minI64(l * group * chf, size);
-    int64_t fe = minI64(minI64((l * group + group - 1) * chf, size) + chf,
-                        size);
+    int64_t fe =
+        minI64(minI64((l * group + group - 1) * chf, size) + chf, size);
     if (cb != fb || ce != fe)
       return false;
     if (ce == size)
@@ -226,7 +226,7 @@ void dtSpecPaddedShape(const DtensorMesh *mesh, const DtensorShardingSpec *spec,
     outShape[d] = dtCeilDiv(shape[d], dtSpecNumShards(mesh, spec, d));
 }
 
-/* ---- applying a step ------------------------------------------------------ */
+/* ---- applying a step ----------------------------------------------------- */
 
 /* Where mesh axis `a` is used by `spec`: the dim it shards, or -1. */
 static int dimOfAxis(const DtensorShardingSpec *spec, int a) {
@@ -249,8 +249,8 @@ static bool checkNotInterleaved(const DtensorShardingSpec *spec, int dim,
   if (spec->numAxes[dim] > 0 && spec->interleave[dim] > 1)
     return dtDiag(diag, -1,
                   "dim %d is interleaved (/%lld); the planner does not "
-                  "redistribute interleaved shards yet", dim,
-                  (long long)spec->interleave[dim]);
+                  "redistribute interleaved shards yet",
+                  dim, (long long)spec->interleave[dim]);
   return true;
 }
 
@@ -264,8 +264,8 @@ static bool removeSuffix(const DtensorCommSpec *comm, DtensorShardingSpec *spec,
   if (!ok)
     return dtDiag(diag, -1,
                   "the axes of %s must be the minor-most axes that shard dim "
-                  "%d, in order", dtensorCommPatternGetName(comm->pattern),
-                  dim);
+                  "%d, in order",
+                  dtensorCommPatternGetName(comm->pattern), dim);
   spec->numAxes[dim] = k - n;
   return true;
 }
@@ -289,8 +289,9 @@ static bool checkNest(const DtensorLayout *in, const DtensorShardingSpec *fine,
   return dtDiag(diag, -1,
                 "dim %d of size %lld: its %lld chunks do not nest in %lld "
                 "chunks, so this step would not produce the layout's blocks "
-                "(uneven shards)", dim, (long long)in->shape[dim],
-                (long long)n, (long long)(n / group));
+                "(uneven shards)",
+                dim, (long long)in->shape[dim], (long long)n,
+                (long long)(n / group));
 }
 
 bool dtensorCommSpecApply(const DtensorCommSpec *comm, const DtensorLayout *in,
@@ -383,7 +384,7 @@ bool dtensorCommSpecApply(const DtensorCommSpec *comm, const DtensorLayout *in,
   return true;
 }
 
-/* ---- cost ----------------------------------------------------------------- */
+/* ---- cost ---------------------------------------------------------------- */
 
 static double copyCost(int64_t bytes, const DtensorPlanOptions *options) {
   return (double)bytes / (options->copyBandwidthGBps * 1e3);
@@ -451,9 +452,9 @@ DtensorCommCost dtCommCost(const DtensorCommSpec *comm, const DtensorMesh *mesh,
     return (DtensorCommCost){0.0, 0.0, 0};
   double alpha, beta;
   dtGroupLink(mesh, comm->numAxes, comm->axes, &alpha, &beta);
-  return dtCommCostOnGroup(
-      comm->pattern, (double)dtGroupSize(mesh, comm->numAxes, comm->axes),
-      alpha, beta, bytesIn, bytesOut, options);
+  return dtCommCostOnGroup(comm->pattern,
+                           (double)dtGroupSize(mesh, comm->numAxes, comm->axes),
+                           alpha, beta, bytesIn, bytesOut, options);
 }
 
 static int64_t paddedBytes(const DtensorLayout *in,

@@ -28,8 +28,8 @@ typedef struct Ctx {
   int64_t shape[DTENSOR_MAX_TENSOR_RANK];
   int64_t eltSize;
   DtensorReduceKind partialKind[DTENSOR_MAX_MESH_RANK]; /* of the source */
-  bool keep[DTENSOR_MAX_MESH_RANK]; /* Partial in the target too */
-  DtensorReduceKind kind;           /* the kind being resolved */
+  bool keep[DTENSOR_MAX_MESH_RANK];         /* Partial in the target too */
+  DtensorReduceKind kind;                   /* the kind being resolved */
   double minLatency[DTENSOR_MAX_MESH_RANK]; /* (n_a - 1) α_a */
   const DtensorPlanOptions *options;
   /* The target, for the lower bound: its axes per dim. */
@@ -50,7 +50,6 @@ typedef struct State {
   int64_t padded[DTENSOR_MAX_TENSOR_RANK];
   int64_t bytes;
 } State;
-
 
 static uint64_t encodeSpec(const Ctx *c, const DtensorShardingSpec *s) {
   uint64_t key = 0;
@@ -128,9 +127,9 @@ static void emit(const Ctx *c, const State *st, DtensorCommSpec *comm,
   unsigned mask = 0;
   for (int i = 0; i < comm->numAxes; ++i)
     mask |= 1u << comm->axes[i];
-  e.cost = dtCommCostOnGroup(comm->pattern, c->groupN[mask],
-                             c->groupAlpha[mask], c->groupBeta[mask],
-                             st->bytes, bytesOut, c->options);
+  e.cost =
+      dtCommCostOnGroup(comm->pattern, c->groupN[mask], c->groupAlpha[mask],
+                        c->groupBeta[mask], st->bytes, bytesOut, c->options);
   fn(&e, user);
 }
 
@@ -175,8 +174,8 @@ static void splitOntoDim(const Ctx *c, const State *st, uint64_t key,
   memcpy(comm.axes, seq, sizeof(int) * (size_t)n);
   if (sa->pattern == DTENSOR_COMM_REDUCE_SCATTER)
     comm.reduce = c->kind;
-  int64_t out = st->bytes / st->padded[d] * dtCeilDiv(c->shape[d],
-                                                     st->shards[d] * g);
+  int64_t out =
+      st->bytes / st->padded[d] * dtCeilDiv(c->shape[d], st->shards[d] * g);
   emit(c, st, &comm, to, out, sa->fn, sa->user);
 }
 
@@ -225,8 +224,8 @@ static void forEachEdge(const Ctx *c, uint64_t key, EdgeFn fn, void *user) {
         uint64_t to = gathered;
         for (int i = 0; i < j; ++i)
           to = setCode(to, suffix[i], CODE_DIM0 + e * 8 + st.numAxes[e] + i);
-        int64_t out = grown / st.padded[e] *
-                      dtCeilDiv(c->shape[e], st.shards[e] * g);
+        int64_t out =
+            grown / st.padded[e] * dtCeilDiv(c->shape[e], st.shards[e] * g);
         DtensorCommSpec a2a = {DTENSOR_COMM_ALL_TO_ALL, j, {0}, d, e,
                                DTENSOR_REDUCE_NONE};
         memcpy(a2a.axes, suffix, sizeof(int) * (size_t)j);
@@ -304,13 +303,13 @@ static double lowerBound(const Ctx *c, uint64_t key) {
   return h;
 }
 
-/* ---- the optimal search ---------------------------------------------------- */
+/* ---- the optimal search -------------------------------------------------- */
 
 typedef struct Node {
   uint64_t key;
-  double g;      /* cost so far */
+  double g; /* cost so far */
   int steps;
-  int parent;    /* node index, -1 for the source */
+  int parent; /* node index, -1 for the source */
   DtensorCommSpec via;
   DtensorCommCost cost;
   bool closed;
@@ -524,7 +523,7 @@ static bool searchOptimal(const Ctx *c, uint64_t source, uint64_t target,
   return ok;
 }
 
-/* ---- the greedy walk ------------------------------------------------------- */
+/* ---- the greedy walk ----------------------------------------------------- */
 
 /* How far a spec is from the target, as the seed's spec difference: per
  * dim, the axes past the longest common prefix with the target's list must
@@ -629,8 +628,10 @@ static bool searchGreedy(const Ctx *c, uint64_t source, uint64_t target,
   plan->forwardUs = plan->backwardUs = 0.0;
   plan->statesVisited = numVisited;
   if (ok && depth > DTENSOR_MAX_PLAN_STEPS)
-    ok = dtDiag(diag, -1, "the greedy walk took %d steps, more than a plan "
-                          "holds (%d)", depth, DTENSOR_MAX_PLAN_STEPS);
+    ok = dtDiag(diag, -1,
+                "the greedy walk took %d steps, more than a plan "
+                "holds (%d)",
+                depth, DTENSOR_MAX_PLAN_STEPS);
   for (int i = 0; ok && i < depth; ++i) {
     DtensorPlanStep *step = &plan->steps[plan->numSteps++];
     step->comm = path[i].comm;
@@ -644,7 +645,7 @@ static bool searchGreedy(const Ctx *c, uint64_t source, uint64_t target,
   return ok;
 }
 
-/* ---- the entry point --------------------------------------------------------- */
+/* ---- the entry point ----------------------------------------------------- */
 
 void dtensorPlanOptionsInit(DtensorPlanOptions *outOptions) {
   outOptions->strategy = DTENSOR_STRATEGY_OPTIMAL;
@@ -692,9 +693,8 @@ static bool prepare(const DtensorLayout *source,
     c->groupN[m] = c->groupN[rest] * (double)c->axisSize[a];
     c->groupAlpha[m] =
         l.latencyUs > c->groupAlpha[rest] ? l.latencyUs : c->groupAlpha[rest];
-    c->groupBeta[m] = l.bandwidthGBps < c->groupBeta[rest]
-                          ? l.bandwidthGBps
-                          : c->groupBeta[rest];
+    c->groupBeta[m] = l.bandwidthGBps < c->groupBeta[rest] ? l.bandwidthGBps
+                                                           : c->groupBeta[rest];
   }
   const DtensorShardingSpec *s = &source->spec;
   for (int a = 0; a < c->meshRank; ++a) {
@@ -705,13 +705,14 @@ static bool prepare(const DtensorLayout *source,
       return dtDiag(diag, -1,
                     "mesh axis %d (%s): the target is Partial(%s) but the "
                     "source is not; a redistribution only resolves pending "
-                    "reductions, it cannot create one", a, axisName,
-                    dtensorReduceKindGetName(to));
+                    "reductions, it cannot create one",
+                    a, axisName, dtensorReduceKindGetName(to));
     if (to != DTENSOR_REDUCE_NONE && from != to)
       return dtDiag(diag, -1,
                     "mesh axis %d (%s): Partial(%s) cannot become Partial(%s): "
                     "reductions of different kinds do not convert into each "
-                    "other", a, axisName, dtensorReduceKindGetName(from),
+                    "other",
+                    a, axisName, dtensorReduceKindGetName(from),
                     dtensorReduceKindGetName(to));
     c->keep[a] = to != DTENSOR_REDUCE_NONE;
   }
@@ -737,15 +738,16 @@ static bool prepare(const DtensorLayout *source,
   c->kind = resolves ? first : DTENSOR_REDUCE_NONE;
   if ((interleaved(s) || interleaved(target)) &&
       !dtensorShardingSpecEqual(s, target))
-    return dtDiag(diag, -1, "the planner does not redistribute interleaved "
-                            "shards (S0/k) yet");
+    return dtDiag(diag, -1,
+                  "the planner does not redistribute interleaved "
+                  "shards (S0/k) yet");
   return true;
 }
 
 bool dtensorPlanCompute(const DtensorLayout *source,
                         const DtensorShardingSpec *target,
-                        const DtensorPlanOptions *options,
-                        DtensorPlan *outPlan, DtensorDiag *outDiag) {
+                        const DtensorPlanOptions *options, DtensorPlan *outPlan,
+                        DtensorDiag *outDiag) {
   DtensorPlanOptions defaults;
   if (!options) {
     dtensorPlanOptionsInit(&defaults);
@@ -772,7 +774,7 @@ bool dtensorPlanCompute(const DtensorLayout *source,
              : searchOptimal(&c, from, to, outPlan, outDiag);
 }
 
-/* ---- printing ---------------------------------------------------------------- */
+/* ---- printing ------------------------------------------------------------ */
 
 size_t dtensorPlanPrint(const DtensorPlan *plan, const DtensorMesh *mesh,
                         char *buffer, size_t capacity) {
@@ -791,7 +793,7 @@ size_t dtensorPlanPrint(const DtensorPlan *plan, const DtensorMesh *mesh,
                 i + 1, comm, spec, s->cost.forwardUs, s->cost.backwardUs,
                 (long long)s->cost.bytesPerDevice);
   }
-  dtBufPrintf(&b, "total: %d steps, fwd %.3f us, bwd %.3f us\n",
-              plan->numSteps, plan->forwardUs, plan->backwardUs);
+  dtBufPrintf(&b, "total: %d steps, fwd %.3f us, bwd %.3f us\n", plan->numSteps,
+              plan->forwardUs, plan->backwardUs);
   return b.length;
 }

@@ -22,7 +22,7 @@ typedef struct Blocks {
   int64_t padded[DTENSOR_MAX_TENSOR_RANK];
   int64_t elems; /* per device */
   int64_t numDevices;
-  double *data;  /* numDevices * elems */
+  double *data; /* numDevices * elems */
 } Blocks;
 
 static double weight(int64_t p, int64_t n) {
@@ -34,12 +34,23 @@ static double contribution(double v, const DtensorLayout *l,
   for (int a = 0; a < dtensorMeshGetRank(l->mesh); ++a) {
     int64_t n = dtensorMeshGetAxisSize(l->mesh, a), p = coords[a];
     switch (l->spec.partial[a]) {
-    case DTENSOR_REDUCE_SUM: v *= weight(p, n); break;
-    case DTENSOR_REDUCE_AVG: v *= (double)n * weight(p, n); break;
-    case DTENSOR_REDUCE_MAX: v -= (double)((p + 1) % n); break;
-    case DTENSOR_REDUCE_MIN: v += (double)((p + 1) % n); break;
-    case DTENSOR_REDUCE_PROD: v = p == 0 ? v : 1.0; break;
-    default: break;
+    case DTENSOR_REDUCE_SUM:
+      v *= weight(p, n);
+      break;
+    case DTENSOR_REDUCE_AVG:
+      v *= (double)n * weight(p, n);
+      break;
+    case DTENSOR_REDUCE_MAX:
+      v -= (double)((p + 1) % n);
+      break;
+    case DTENSOR_REDUCE_MIN:
+      v += (double)((p + 1) % n);
+      break;
+    case DTENSOR_REDUCE_PROD:
+      v = p == 0 ? v : 1.0;
+      break;
+    default:
+      break;
     }
   }
   return v;
@@ -120,10 +131,14 @@ static int64_t groupMember(const DtensorMesh *mesh, const DtensorCommSpec *c,
 
 static double combine(DtensorReduceKind k, double a, double b) {
   switch (k) {
-  case DTENSOR_REDUCE_MAX: return a > b ? a : b;
-  case DTENSOR_REDUCE_MIN: return a < b ? a : b;
-  case DTENSOR_REDUCE_PROD: return a * b;
-  default: return a + b;
+  case DTENSOR_REDUCE_MAX:
+    return a > b ? a : b;
+  case DTENSOR_REDUCE_MIN:
+    return a < b ? a : b;
+  case DTENSOR_REDUCE_PROD:
+    return a * b;
+  default:
+    return a + b;
   }
 }
 
@@ -163,8 +178,7 @@ static void applyStep(const DtensorCommSpec *c, const Blocks *in, Blocks *out) {
           c->pattern == DTENSOR_COMM_REDUCE_SCATTER) {
         double acc = 0.0;
         for (int64_t j = 0; j < g; ++j) {
-          double v =
-              in->data[groupMember(mesh, c, coords, j) * in->elems + at];
+          double v = in->data[groupMember(mesh, c, coords, j) * in->elems + at];
           acc = j == 0 ? v : combine(c->reduce, acc, v);
         }
         block[e] = c->reduce == DTENSOR_REDUCE_AVG ? acc / (double)g : acc;
@@ -195,8 +209,10 @@ bool dtensorPlanSimulate(const DtensorLayout *source, const DtensorPlan *plan,
     if (!dtensorShardingSpecEqual(&next, &step->after)) {
       dtensorShardingSpecPrint(&next, text, sizeof(text));
       free(cur.data);
-      return dtDiag(outDiag, -1, "step %d produces %s, not the spec the plan "
-                                 "records", s + 1, text);
+      return dtDiag(outDiag, -1,
+                    "step %d produces %s, not the spec the plan "
+                    "records",
+                    s + 1, text);
     }
     DtensorLayout nextLayout = cur.layout;
     nextLayout.spec = next;
@@ -215,8 +231,7 @@ bool dtensorPlanSimulate(const DtensorLayout *source, const DtensorPlan *plan,
   if (!dtensorShardingSpecEqual(&cur.layout.spec, target)) {
     dtensorShardingSpecPrint(&cur.layout.spec, text, sizeof(text));
     free(cur.data);
-    return dtDiag(outDiag, -1, "the plan ends at %s, not at the target",
-                  text);
+    return dtDiag(outDiag, -1, "the plan ends at %s, not at the target", text);
   }
   if (!blocksInit(&expect, &want)) {
     free(cur.data);

@@ -42,8 +42,9 @@ static DtrtStatus agree(DtrtContext *c, DtrtStatus mine, const char *message) {
       char text[MESSAGE_INTS * 4 + 1];
       memcpy(text, &rec[1], MESSAGE_INTS * 4);
       text[MESSAGE_INTS * 4] = 0;
-      s = r == c->rank ? dtrtFail(c, (DtrtStatus)rec[0], "%s", text)
-                       : dtrtFail(c, (DtrtStatus)rec[0], "rank %d: %s", r, text);
+      s = r == c->rank
+              ? dtrtFail(c, (DtrtStatus)rec[0], "%s", text)
+              : dtrtFail(c, (DtrtStatus)rec[0], "rank %d: %s", r, text);
       break;
     }
   }
@@ -65,8 +66,8 @@ static void freeItems(Item *items, int n) {
 }
 
 static bool checkTensors(DtrtContext *c, const char *dir, int n,
-                         const DtrtTensor *t, Item *items, bool load,
-                         char *err, size_t errSize) {
+                         const DtrtTensor *t, Item *items, bool load, char *err,
+                         size_t errSize) {
   if (!dir || !*dir) {
     snprintf(err, errSize, "no checkpoint directory");
     return false;
@@ -78,8 +79,10 @@ static bool checkTensors(DtrtContext *c, const char *dir, int n,
   for (int i = 0; i < n; ++i) {
     const char *name = t[i].name ? t[i].name : "(null)";
     if (!t[i].name || !dtCkptNameIsValid(t[i].name)) {
-      snprintf(err, errSize, "tensor %d: name '%s' (valid: 1 to 100 letters, "
-               "digits, '_', '-', '.', not starting with '.')", i, name);
+      snprintf(err, errSize,
+               "tensor %d: name '%s' (valid: 1 to 100 letters, "
+               "digits, '_', '-', '.', not starting with '.')",
+               i, name);
       return false;
     }
     for (int j = 0; j < i; ++j)
@@ -89,27 +92,31 @@ static bool checkTensors(DtrtContext *c, const char *dir, int n,
       }
     if (!dtrtDtypeSize(t[i].dtype) || !t[i].mesh || !t[i].spec ||
         (t[i].rank > 0 && !t[i].shape) || !t[i].block) {
-      snprintf(err, errSize, "tensor '%s': invalid element type, or a NULL "
-               "mesh, spec, shape or block", name);
+      snprintf(err, errSize,
+               "tensor '%s': invalid element type, or a NULL "
+               "mesh, spec, shape or block",
+               name);
       return false;
     }
     char why[CKPT_ERROR_SIZE];
-    if (!dtCkptLayout(t[i].mesh, t[i].spec, t[i].dtype, t[i].rank,
-                      t[i].shape, &items[i].mesh, &items[i].layout, why,
-                      sizeof(why))) {
+    if (!dtCkptLayout(t[i].mesh, t[i].spec, t[i].dtype, t[i].rank, t[i].shape,
+                      &items[i].mesh, &items[i].layout, why, sizeof(why))) {
       snprintf(err, errSize, "tensor '%s': %s", name, why);
       return false;
     }
     int64_t devices = dtensorMeshGetNumDevices(items[i].mesh);
     if (devices != c->worldSize) {
-      snprintf(err, errSize, "tensor '%s': mesh '%s' has %lld devices but "
-               "the job has %d ranks", name, t[i].mesh, (long long)devices,
-               c->worldSize);
+      snprintf(err, errSize,
+               "tensor '%s': mesh '%s' has %lld devices but "
+               "the job has %d ranks",
+               name, t[i].mesh, (long long)devices, c->worldSize);
       return false;
     }
     if (load && dtensorShardingSpecIsPartial(&items[i].layout.spec)) {
-      snprintf(err, errSize, "tensor '%s': a loaded value is whole; spec "
-               "'%s' is Partial", name, t[i].spec);
+      snprintf(err, errSize,
+               "tensor '%s': a loaded value is whole; spec "
+               "'%s' is Partial",
+               name, t[i].spec);
       return false;
     }
     int64_t pad[DTENSOR_MAX_TENSOR_RANK], elems = 1;
@@ -147,9 +154,8 @@ static DtrtStatus reducePartial(DtrtContext *c, Item *it, const void *block,
     DtrtComm *group;
     DtrtStatus s = dtrtCommForMeshAxes(c, meshRank, shape, 1, &a, &group);
     if (s == DTRT_OK)
-      s = dtrtAllReduce(group, out, out,
-                        it->paddedBytes / dtrtDtypeSize(dtype), dtype,
-                        reduceOf(l->spec.partial[a]));
+      s = dtrtAllReduce(group, out, out, it->paddedBytes / dtrtDtypeSize(dtype),
+                        dtype, reduceOf(l->spec.partial[a]));
     if (s != DTRT_OK)
       return s;
     l->spec.partial[a] = DTENSOR_REDUCE_NONE;
@@ -182,16 +188,17 @@ DtrtStatus dtrtCheckpointSave(DtrtContext *c, const char *dir, int n,
     char meta[4096];
     snprintf(meta, sizeof(meta), "%s/%s", dir, DTRT_CHECKPOINT_METADATA);
     if (stat(dir, &st) == 0 && (!S_ISDIR(st.st_mode) || stat(meta, &st) != 0)) {
-      snprintf(err, sizeof(err), "%s exists and is not a checkpoint (no %s); "
-               "refusing to replace it", dir, DTRT_CHECKPOINT_METADATA);
+      snprintf(err, sizeof(err),
+               "%s exists and is not a checkpoint (no %s); "
+               "refusing to replace it",
+               dir, DTRT_CHECKPOINT_METADATA);
       mine = DTRT_ERR_INVALID;
     } else if ((lock = dtCkptLock(dir, err, sizeof(err))) < 0) {
       mine = DTRT_ERR_INVALID;
     } else {
       dtCkptRemoveStaleStaging(dir); /* left by saves that died */
       if (mkdir(staged, 0755) != 0) {
-        snprintf(err, sizeof(err), "creating %s: %s", staged,
-                 strerror(errno));
+        snprintf(err, sizeof(err), "creating %s: %s", staged, strerror(errno));
         mine = DTRT_ERR_SYSTEM;
       }
     }
@@ -210,8 +217,7 @@ DtrtStatus dtrtCheckpointSave(DtrtContext *c, const char *dir, int n,
     void *reduced = NULL;
     if (dtensorShardingSpecIsPartial(&items[i].layout.spec)) {
       reduced = malloc(items[i].paddedBytes + 1);
-      s = reduced ? reducePartial(c, &items[i], t[i].block, reduced,
-                                  t[i].dtype)
+      s = reduced ? reducePartial(c, &items[i], t[i].block, reduced, t[i].dtype)
                   : dtrtFail(c, DTRT_ERR_NOMEM, "out of memory");
       block = reduced;
     }
@@ -284,8 +290,8 @@ DtrtStatus dtrtCheckpointLoad(DtrtContext *c, const char *dir, int n,
   char err[CKPT_ERROR_SIZE] = "";
   DtrtStatus mine = DTRT_OK;
   Item *items = calloc((size_t)(n > 0 ? n : 1), sizeof(Item));
-  const CkptTensor **saved = calloc((size_t)(n > 0 ? n : 1),
-                                    sizeof(CkptTensor *));
+  const CkptTensor **saved =
+      calloc((size_t)(n > 0 ? n : 1), sizeof(CkptTensor *));
   CkptMeta meta = {0, 0, NULL};
   if (!checkTensors(c, dir, n, t, items, true, err, sizeof(err)) ||
       !dtCkptMetaRead(dir, &meta, err, sizeof(err)))
@@ -306,8 +312,7 @@ DtrtStatus dtrtCheckpointLoad(DtrtContext *c, const char *dir, int n,
       mine = DTRT_ERR_INVALID;
     } else if (st->dtype != t[i].dtype) {
       snprintf(err, sizeof(err), "%s: '%s' was saved as %s, not %s", metaPath,
-               t[i].name, dtrtDtypeName(st->dtype),
-               dtrtDtypeName(t[i].dtype));
+               t[i].name, dtrtDtypeName(st->dtype), dtrtDtypeName(t[i].dtype));
       mine = DTRT_ERR_INVALID;
     } else if (!sameShape) {
       char have[160] = "", want[160] = "";

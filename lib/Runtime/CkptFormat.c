@@ -1,13 +1,15 @@
 /* The checkpoint format (docs/checkpoint.md): the metadata file in JSON
- * (jansson), CRC-32 checksums (ISA-L), the shards of a layout, and moving blocks between memory and
- * shard files: a block is read from every saved shard that overlaps it,
- * each only where it overlaps, in runs as long as both layouts allow. */
+ * (jansson), CRC-32 checksums (ISA-L), the shards of a layout, and moving
+ * blocks between memory and shard files: a block is read from every saved shard
+ * that overlaps it, each only where it overlaps, in runs as long as both
+ * layouts allow. */
 #define _GNU_SOURCE
 #include "CkptInternal.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <isa-l/crc.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,7 +19,6 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
-#include <isa-l/crc.h>
 
 static bool failf(char *err, size_t size, const char *format, ...)
     __attribute__((format(printf, 3, 4)));
@@ -50,7 +51,7 @@ static int openRegular(const char *path, struct stat *st, char *err,
   return -1;
 }
 
-/* ---- types and names ------------------------------------------------------- */
+/* ---- types and names ----------------------------------------------------- */
 
 DtensorElementType dtCkptElementType(DtrtDtype dtype) {
   /* The two lists share their names (Runtime.h); every runtime type has a
@@ -77,7 +78,7 @@ uint32_t dtCkptCrc(uint32_t crc, const void *data, size_t n) {
   return crc32_gzip_refl(crc, data, n);
 }
 
-/* ---- layouts and shards ----------------------------------------------------- */
+/* ---- layouts and shards -------------------------------------------------- */
 
 bool dtCkptLayout(const char *meshText, const char *specText, DtrtDtype dtype,
                   int rank, const int64_t *shape, DtensorMesh **outMesh,
@@ -95,8 +96,8 @@ bool dtCkptLayout(const char *meshText, const char *specText, DtrtDtype dtype,
       !dtensorLayoutInit(mesh, &spec, rank, shape, dtCkptElementType(dtype),
                          outLayout, &diag)) {
     dtensorMeshDestroy(mesh);
-    return failf(err, errSize, "spec '%s' on mesh '%s': %s", specText,
-                 meshText, diag.message);
+    return failf(err, errSize, "spec '%s' on mesh '%s': %s", specText, meshText,
+                 diag.message);
   }
   *outMesh = mesh;
   return true;
@@ -135,16 +136,20 @@ static int64_t deviceRanges(const DtensorLayout *l, int64_t device,
 bool dtCkptPlanShards(const DtensorLayout *l, CkptTensor *t, char *err,
                       size_t errSize) {
   if (dtensorShardingSpecIsPartial(&l->spec))
-    return failf(err, errSize, "'%s' is Partial: reduce it before planning "
-                 "its shards", t->name);
+    return failf(err, errSize,
+                 "'%s' is Partial: reduce it before planning "
+                 "its shards",
+                 t->name);
   int64_t devices = dtensorMeshGetNumDevices(l->mesh);
   t->numShards = 0;
   t->shards = calloc((size_t)devices, sizeof(CkptShard));
   int64_t *group = malloc(sizeof(int64_t) * (size_t)devices);
   if (!t->shards || !group) {
     free(group);
-    return failf(err, errSize, "'%s': out of memory planning the shards of "
-                 "%lld devices", t->name, (long long)devices);
+    return failf(err, errSize,
+                 "'%s': out of memory planning the shards of "
+                 "%lld devices",
+                 t->name, (long long)devices);
   }
   size_t es = dtensorElementTypeGetSize(l->elementType);
   for (int64_t dev = 0; dev < devices; ++dev) {
@@ -161,15 +166,14 @@ bool dtCkptPlanShards(const DtensorLayout *l, CkptTensor *t, char *err,
     }
     s->device = dev;
     s->bytes = elems * (int64_t)es;
-    snprintf(s->file, sizeof(s->file), "%s.%lld.bin", t->name,
-             (long long)dev);
+    snprintf(s->file, sizeof(s->file), "%s.%lld.bin", t->name, (long long)dev);
     ++t->numShards;
   }
   free(group);
   return true;
 }
 
-/* ---- metadata ---------------------------------------------------------------- */
+/* ---- metadata ------------------------------------------------------------ */
 
 void dtCkptMetaFree(CkptMeta *m) {
   for (int i = 0; i < m->numTensors; ++i)
@@ -305,20 +309,26 @@ static bool readInts(json_t *a, int max, int64_t *out, int *outN) {
   return true;
 }
 
-static bool readShard(json_t *js, CkptTensor *t, CkptShard *s,
-                      const char *path, char *err, size_t errSize) {
-  json_t *file = json_object_get(js, "file"), *dev = json_object_get(js, "device");
-  json_t *ranges = json_object_get(js, "ranges"), *bytes = json_object_get(js, "bytes");
+static bool readShard(json_t *js, CkptTensor *t, CkptShard *s, const char *path,
+                      char *err, size_t errSize) {
+  json_t *file = json_object_get(js, "file"),
+         *dev = json_object_get(js, "device");
+  json_t *ranges = json_object_get(js, "ranges"),
+         *bytes = json_object_get(js, "bytes");
   json_t *crc = json_object_get(js, "crc32");
-  if (!json_is_string(file) || !json_is_integer(dev) || !json_is_array(ranges) ||
-      !json_is_integer(bytes) || !json_is_integer(crc) ||
-      (int)json_array_size(ranges) != t->rank)
-    return failf(err, errSize, "%s: a shard of '%s' lacks file, device, "
-                 "ranges (one list per dim), bytes or crc32", path, t->name);
+  if (!json_is_string(file) || !json_is_integer(dev) ||
+      !json_is_array(ranges) || !json_is_integer(bytes) ||
+      !json_is_integer(crc) || (int)json_array_size(ranges) != t->rank)
+    return failf(err, errSize,
+                 "%s: a shard of '%s' lacks file, device, "
+                 "ranges (one list per dim), bytes or crc32",
+                 path, t->name);
   const char *f = json_string_value(file);
   if (!dtCkptNameIsValid(f) || strlen(f) >= sizeof(s->file))
-    return failf(err, errSize, "%s: shard file name '%s' of '%s' is not a "
-                 "plain file name", path, f, t->name);
+    return failf(err, errSize,
+                 "%s: shard file name '%s' of '%s' is not a "
+                 "plain file name",
+                 path, f, t->name);
   snprintf(s->file, sizeof(s->file), "%s", f);
   s->device = json_integer_value(dev);
   s->bytes = json_integer_value(bytes);
@@ -334,36 +344,45 @@ static bool readShard(json_t *js, CkptTensor *t, CkptShard *s,
       int got = 0;
       if (!readInts(json_array_get(list, r), 2, be, &got) || got != 2 ||
           be[0] < 0 || be[1] <= be[0] || be[1] > t->shape[d])
-        return failf(err, errSize, "%s: shard '%s' of '%s': dim %d has a "
-                     "range that is not [begin, end) within 0..%lld", path, f,
-                     t->name, d, (long long)t->shape[d]);
+        return failf(err, errSize,
+                     "%s: shard '%s' of '%s': dim %d has a "
+                     "range that is not [begin, end) within 0..%lld",
+                     path, f, t->name, d, (long long)t->shape[d]);
       s->ranges[d][r] = (DtensorRange){be[0], be[1]};
     }
     if (n == 0)
-      return failf(err, errSize, "%s: shard '%s' of '%s' has no range in dim "
-                   "%d", path, f, t->name, d);
+      return failf(err, errSize,
+                   "%s: shard '%s' of '%s' has no range in dim "
+                   "%d",
+                   path, f, t->name, d);
     /* Edited metadata can list overlapping ranges: every sum and product
      * checked, so that no count wraps around. */
     int64_t length = 0;
     for (size_t r = 0; r < n; ++r)
-      if (__builtin_add_overflow(length, s->ranges[d][r].end -
-                                     s->ranges[d][r].begin, &length) ||
+      if (__builtin_add_overflow(
+              length, s->ranges[d][r].end - s->ranges[d][r].begin, &length) ||
           length > t->shape[d])
-        return failf(err, errSize, "%s: shard '%s' of '%s': the ranges of "
-                     "dim %d add up to more than its %lld elements", path, f,
-                     t->name, d, (long long)t->shape[d]);
+        return failf(err, errSize,
+                     "%s: shard '%s' of '%s': the ranges of "
+                     "dim %d add up to more than its %lld elements",
+                     path, f, t->name, d, (long long)t->shape[d]);
     if (__builtin_mul_overflow(elems, length, &elems))
-      return failf(err, errSize, "%s: shard '%s' of '%s' holds more elements "
-                   "than 64 bits count", path, f, t->name);
+      return failf(err, errSize,
+                   "%s: shard '%s' of '%s' holds more elements "
+                   "than 64 bits count",
+                   path, f, t->name);
   }
   int64_t held;
   if (__builtin_mul_overflow(elems, (int64_t)dtrtDtypeSize(t->dtype), &held))
-    return failf(err, errSize, "%s: shard '%s' of '%s' holds more bytes than "
-                 "64 bits count", path, f, t->name);
+    return failf(err, errSize,
+                 "%s: shard '%s' of '%s' holds more bytes than "
+                 "64 bits count",
+                 path, f, t->name);
   if (s->bytes != held)
-    return failf(err, errSize, "%s: shard '%s' of '%s' says %lld bytes but "
-                 "its ranges hold %lld", path, f, t->name,
-                 (long long)s->bytes, (long long)held);
+    return failf(err, errSize,
+                 "%s: shard '%s' of '%s' says %lld bytes but "
+                 "its ranges hold %lld",
+                 path, f, t->name, (long long)s->bytes, (long long)held);
   return true;
 }
 
@@ -386,10 +405,12 @@ static bool shardsMatchLayout(const CkptTensor *t, const char *path, char *err,
   bool ok = dtCkptPlanShards(&layout, &planned, why, sizeof(why)) ||
             failf(err, errSize, "%s: %s", path, why);
   if (ok && planned.numShards != t->numShards)
-    ok = failf(err, errSize, "%s: '%s' lists %d shards where its layout "
-               "(%s on mesh %s) has %d: the metadata is damaged or was "
-               "edited", path, t->name, t->numShards, t->spec, t->mesh,
-               planned.numShards);
+    ok =
+        failf(err, errSize,
+              "%s: '%s' lists %d shards where its layout "
+              "(%s on mesh %s) has %d: the metadata is damaged or was "
+              "edited",
+              path, t->name, t->numShards, t->spec, t->mesh, planned.numShards);
   for (int i = 0; ok && i < t->numShards; ++i) {
     const CkptShard *a = &t->shards[i], *b = &planned.shards[i];
     bool same = a->device == b->device;
@@ -400,10 +421,12 @@ static bool shardsMatchLayout(const CkptTensor *t, const char *path, char *err,
                a->ranges[d][r].end == b->ranges[d][r].end;
     }
     if (!same)
-      ok = failf(err, errSize, "%s: shard '%s' of '%s' is not the block of "
-                 "device %lld under its layout (%s on mesh %s): the metadata "
-                 "is damaged or was edited", path, a->file, t->name,
-                 (long long)b->device, t->spec, t->mesh);
+      ok =
+          failf(err, errSize,
+                "%s: shard '%s' of '%s' is not the block of "
+                "device %lld under its layout (%s on mesh %s): the metadata "
+                "is damaged or was edited",
+                path, a->file, t->name, (long long)b->device, t->spec, t->mesh);
   }
   dtCkptTensorFree(&planned);
   dtensorMeshDestroy(mesh);
@@ -412,21 +435,29 @@ static bool shardsMatchLayout(const CkptTensor *t, const char *path, char *err,
 
 static bool readTensor(json_t *jt, CkptTensor *t, const char *path, char *err,
                        size_t errSize) {
-  json_t *name = json_object_get(jt, "name"), *dtype = json_object_get(jt, "dtype");
-  json_t *shape = json_object_get(jt, "shape"), *mesh = json_object_get(jt, "mesh");
-  json_t *spec = json_object_get(jt, "spec"), *shards = json_object_get(jt, "shards");
-  if (!json_is_string(name) || !json_is_string(dtype) || !json_is_string(mesh) ||
-      !json_is_string(spec) || !json_is_array(shards))
-    return failf(err, errSize, "%s: a tensor lacks name, dtype, shape, mesh, "
-                 "spec or shards", path);
+  json_t *name = json_object_get(jt, "name"),
+         *dtype = json_object_get(jt, "dtype");
+  json_t *shape = json_object_get(jt, "shape"),
+         *mesh = json_object_get(jt, "mesh");
+  json_t *spec = json_object_get(jt, "spec"),
+         *shards = json_object_get(jt, "shards");
+  if (!json_is_string(name) || !json_is_string(dtype) ||
+      !json_is_string(mesh) || !json_is_string(spec) || !json_is_array(shards))
+    return failf(err, errSize,
+                 "%s: a tensor lacks name, dtype, shape, mesh, "
+                 "spec or shards",
+                 path);
   snprintf(t->name, sizeof(t->name), "%s", json_string_value(name));
   if (!dtrtDtypeParse(json_string_value(dtype), &t->dtype))
-    return failf(err, errSize, "%s: '%s' has element type '%s' (valid: f32, "
-                 "f64, f16, bf16, i32, i64)", path, t->name,
-                 json_string_value(dtype));
+    return failf(err, errSize,
+                 "%s: '%s' has element type '%s' (valid: f32, "
+                 "f64, f16, bf16, i32, i64)",
+                 path, t->name, json_string_value(dtype));
   if (!readInts(shape, DTENSOR_MAX_TENSOR_RANK, t->shape, &t->rank))
-    return failf(err, errSize, "%s: the shape of '%s' is not a list of at "
-                 "most %d integers", path, t->name, DTENSOR_MAX_TENSOR_RANK);
+    return failf(err, errSize,
+                 "%s: the shape of '%s' is not a list of at "
+                 "most %d integers",
+                 path, t->name, DTENSOR_MAX_TENSOR_RANK);
   for (int d = 0; d < t->rank; ++d)
     if (t->shape[d] < 1)
       return failf(err, errSize, "%s: '%s' has dim %d of size %lld", path,
@@ -446,14 +477,15 @@ static bool readTensor(json_t *jt, CkptTensor *t, const char *path, char *err,
   json_t *digest = json_object_get(jt, "meta_crc32");
   if (digest && (!json_is_integer(digest) ||
                  (uint32_t)json_integer_value(digest) != metaDigest(t)))
-    return failf(err, errSize, "%s: the metadata of '%s' does not match its "
+    return failf(err, errSize,
+                 "%s: the metadata of '%s' does not match its "
                  "checksum (meta_crc32): it is damaged or was edited (remove "
-                 "meta_crc32 to accept an edit)", path, t->name);
+                 "meta_crc32 to accept an edit)",
+                 path, t->name);
   return shardsMatchLayout(t, path, err, errSize);
 }
 
-bool dtCkptMetaRead(const char *dir, CkptMeta *out, char *err,
-                    size_t errSize) {
+bool dtCkptMetaRead(const char *dir, CkptMeta *out, char *err, size_t errSize) {
   memset(out, 0, sizeof(*out));
   char path[4096];
   snprintf(path, sizeof(path), "%s/%s", dir, DTRT_CHECKPOINT_METADATA);
@@ -468,20 +500,24 @@ bool dtCkptMetaRead(const char *dir, CkptMeta *out, char *err,
   json_t *root = json_loadfd(fd, 0, &jerr);
   close(fd);
   if (!root)
-    return failf(err, errSize, "%s:%d:%d: not valid JSON: %s", path,
-                 jerr.line, jerr.column, jerr.text);
+    return failf(err, errSize, "%s:%d:%d: not valid JSON: %s", path, jerr.line,
+                 jerr.column, jerr.text);
   json_t *format = json_object_get(root, "format");
   json_t *version = json_object_get(root, "version");
   json_t *tensors = json_object_get(root, "tensors");
   bool ok = true;
   if (!json_is_string(format) ||
       strcmp(json_string_value(format), "dtensor-checkpoint"))
-    ok = failf(err, errSize, "%s: not a dtensor checkpoint (no \"format\": "
-               "\"dtensor-checkpoint\")", path);
+    ok = failf(err, errSize,
+               "%s: not a dtensor checkpoint (no \"format\": "
+               "\"dtensor-checkpoint\")",
+               path);
   else if (!json_is_integer(version) || json_integer_value(version) < 1 ||
            json_integer_value(version) > DTRT_CHECKPOINT_VERSION)
-    ok = failf(err, errSize, "%s: format version %lld; this runtime reads "
-               "1 to %d", path,
+    ok = failf(err, errSize,
+               "%s: format version %lld; this runtime reads "
+               "1 to %d",
+               path,
                json_is_integer(version) ? (long long)json_integer_value(version)
                                         : -1LL,
                DTRT_CHECKPOINT_VERSION);
@@ -507,7 +543,7 @@ bool dtCkptMetaRead(const char *dir, CkptMeta *out, char *err,
   return ok;
 }
 
-/* ---- blocks and shard files ---------------------------------------------------- */
+/* ---- blocks and shard files ---------------------------------------------- */
 
 /* Writes (`writing`) or reads all `n` bytes at `off`, through short
  * transfers and interruptions. */
@@ -515,8 +551,8 @@ static bool ioAll(int fd, void *data, size_t n, int64_t off, bool writing) {
   char *p = data;
   while (n) {
     size_t k = n > (1u << 30) ? (1u << 30) : n;
-    ssize_t done = writing ? pwrite(fd, p, k, (off_t)off)
-                           : pread(fd, p, k, (off_t)off);
+    ssize_t done =
+        writing ? pwrite(fd, p, k, (off_t)off) : pread(fd, p, k, (off_t)off);
     if (done < 0 && errno == EINTR)
       continue;
     if (done <= 0)
@@ -572,8 +608,8 @@ bool dtCkptWriteShard(const char *dir, const DtensorLayout *l,
   uint32_t crc = 0;
   const size_t chunk = 8u << 20;
   for (size_t off = 0; ok && off < (size_t)shard->bytes; off += chunk) {
-    size_t n = (size_t)shard->bytes - off < chunk ? (size_t)shard->bytes - off
-                                                  : chunk;
+    size_t n =
+        (size_t)shard->bytes - off < chunk ? (size_t)shard->bytes - off : chunk;
     ok = ioAll(fd, data + off, n, (int64_t)off, true);
     if (ok)
       sync_file_range(fd, (off_t)off, (off_t)n, SYNC_FILE_RANGE_WRITE);
@@ -605,8 +641,8 @@ static int overlap(int ns, const DtensorRange *s, int nd, const DtensorRange *d,
       int64_t lo = s[i].begin > d[j].begin ? s[i].begin : d[j].begin;
       int64_t hi = s[i].end < d[j].end ? s[i].end : d[j].end;
       if (lo < hi)
-        out[n++] = (Segment){sOff + lo - s[i].begin, dOff + lo - d[j].begin,
-                             hi - lo};
+        out[n++] =
+            (Segment){sOff + lo - s[i].begin, dOff + lo - d[j].begin, hi - lo};
       dOff += d[j].end - d[j].begin;
     }
     sOff += s[i].end - s[i].begin;
@@ -625,8 +661,8 @@ static int openShard(const char *path, int64_t bytes, char *err,
     return -1;
   if (st.st_size != bytes) {
     failf(err, errSize, "%s: %s (%lld bytes, the metadata says %lld)", path,
-          st.st_size < bytes ? "truncated" : "too long",
-          (long long)st.st_size, (long long)bytes);
+          st.st_size < bytes ? "truncated" : "too long", (long long)st.st_size,
+          (long long)bytes);
   } else {
     return fd;
   }
@@ -649,8 +685,10 @@ static bool checkFile(int fd, const char *path, const CkptShard *sh, char *buf,
     off += (int64_t)n;
   }
   if (crc != sh->crc)
-    return failf(err, errSize, "%s: corrupted (checksum %08x, the metadata "
-                 "says %08x)", path, crc, sh->crc);
+    return failf(err, errSize,
+                 "%s: corrupted (checksum %08x, the metadata "
+                 "says %08x)",
+                 path, crc, sh->crc);
   return true;
 }
 
@@ -683,8 +721,8 @@ static bool flushRuns(Batch *b, int fd) {
   size_t total = 0;
   for (int i = 0; i < b->count; ++i) {
     if (i) {
-      size_t gap = (size_t)(b->runs[i].src - b->runs[i - 1].src) -
-                   b->runs[i - 1].len;
+      size_t gap =
+          (size_t)(b->runs[i].src - b->runs[i - 1].src) - b->runs[i - 1].len;
       if (gap)
         iov[n++] = (struct iovec){b->sink, gap};
       total += gap;
@@ -754,8 +792,8 @@ static bool readShardPart(const char *dir, const char *memory,
   int64_t srcShape[DTENSOR_MAX_TENSOR_RANK];
   bool touches = true, whole = true;
   for (int d = 0; d < rank; ++d) {
-    segs[d] = malloc(sizeof(Segment) *
-                     (size_t)(sh->numRanges[d] * numWanted[d] + 1));
+    segs[d] =
+        malloc(sizeof(Segment) * (size_t)(sh->numRanges[d] * numWanted[d] + 1));
     numSegs[d] = overlap(sh->numRanges[d], sh->ranges[d], numWanted[d],
                          wanted[d], segs[d]);
     srcShape[d] = rangesLength(sh->numRanges[d], sh->ranges[d]);
@@ -802,8 +840,8 @@ static bool readShardPart(const char *dir, const char *memory,
   /* Runs: the trailing dims where one segment spans both blocks whole are
    * contiguous in both; the run goes over dims t.. */
   int tdim = rank - 1;
-  while (tdim > 0 && numSegs[tdim] == 1 && segs[tdim][0].len == srcShape[tdim] &&
-         segs[tdim][0].len == pad[tdim])
+  while (tdim > 0 && numSegs[tdim] == 1 &&
+         segs[tdim][0].len == srcShape[tdim] && segs[tdim][0].len == pad[tdim])
     --tdim;
   int64_t run = 1;
   for (int d = tdim; d < rank; ++d)
@@ -822,8 +860,8 @@ static bool readShardPart(const char *dir, const char *memory,
       src = src * srcShape[d] + g->src + i;
       dst = dst * pad[d] + g->dst + i;
     }
-    int64_t len = rank ? (run / segs[tdim][0].len) * segs[tdim][segIdx[tdim]].len
-                       : 1;
+    int64_t len =
+        rank ? (run / segs[tdim][0].len) * segs[tdim][segIdx[tdim]].len : 1;
     char *to = block + (size_t)dst * es;
     if (memory) {
       memcpy(to, memory + (size_t)src * es, (size_t)len * es);
@@ -867,8 +905,10 @@ static bool readShardPart(const char *dir, const char *memory,
     goto done;
   }
   if (whole && crc != sh->crc)
-    ok = failf(err, errSize, "%s: corrupted (checksum %08x, the metadata "
-               "says %08x)", path, crc, sh->crc);
+    ok = failf(err, errSize,
+               "%s: corrupted (checksum %08x, the metadata "
+               "says %08x)",
+               path, crc, sh->crc);
 done:
   if (fd >= 0)
     close(fd);
@@ -891,9 +931,8 @@ bool dtCkptReadBlock(const char *dir, const CkptTensor *saved,
   int64_t bytes = 0;
   bool ok = true;
   for (int s = 0; s < saved->numShards && ok; ++s)
-    ok = readShardPart(dir, NULL, saved, &saved->shards[s], l->rank,
-                       numWanted, wanted, pad, block, mode, &bytes, err,
-                       errSize);
+    ok = readShardPart(dir, NULL, saved, &saved->shards[s], l->rank, numWanted,
+                       wanted, pad, block, mode, &bytes, err, errSize);
   for (int d = 0; d < l->rank; ++d)
     free(wanted[d]);
   if (outBytesRead)
@@ -918,8 +957,8 @@ void dtCkptBlockFromGlobal(const CkptTensor *t, const DtensorLayout *l,
   deviceRanges(l, device, numWanted, wanted);
   dtensorLayoutGetMaxLocalShape(l, pad);
   char err[8];
-  readShardPart("", global, t, &whole, l->rank, numWanted, wanted, pad,
-                block, CKPT_READ, &bytes, err, sizeof(err));
+  readShardPart("", global, t, &whole, l->rank, numWanted, wanted, pad, block,
+                CKPT_READ, &bytes, err, sizeof(err));
   for (int d = 0; d < l->rank; ++d)
     free(wanted[d]);
 }
@@ -941,7 +980,7 @@ bool dtCkptVerifyTensor(const char *dir, const CkptTensor *t, char *err,
   return ok;
 }
 
-/* ---- the atomic swap ------------------------------------------------------------ */
+/* ---- the atomic swap ----------------------------------------------------- */
 
 void dtCkptRemoveDir(const char *dir) {
   DIR *d = opendir(dir);
@@ -998,22 +1037,25 @@ int dtCkptLock(const char *dir, char *err, size_t errSize) {
   snprintf(path, sizeof(path), "%s.lock", dir);
   /* 0600 and ours: another user who could open it could also hold the
    * lock and stop every save. */
-  int fd = open(path, O_RDWR | O_CREAT | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC,
-                0600);
+  int fd =
+      open(path, O_RDWR | O_CREAT | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC, 0600);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     failf(err, errSize, "locking %s for writing: %s", path,
           fd < 0 ? strerror(errno) : "not a regular file");
   } else if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
-    failf(err, errSize, "locking %s for writing: it belongs to user %u with "
+    failf(err, errSize,
+          "locking %s for writing: it belongs to user %u with "
           "mode %04o, not to this user (%u) with mode 0600; remove it",
           path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
           (unsigned)geteuid());
   } else if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
     return fd;
   } else if (errno == EWOULDBLOCK) {
-    failf(err, errSize, "another save into %s is under way (%s is locked); "
-          "this one stops, and what is there stays as it is", dir, path);
+    failf(err, errSize,
+          "another save into %s is under way (%s is locked); "
+          "this one stops, and what is there stays as it is",
+          dir, path);
   } else {
     failf(err, errSize, "locking %s for writing: %s", path, strerror(errno));
   }

@@ -30,8 +30,8 @@ static DtrtStatus fail(DtrtStatus s, char *err, size_t size, const char *fmt,
   return s;
 }
 
-DtrtStatus dtrtCheckpointOpen(const char *dir, DtrtCheckpoint **out,
-                              char *err, size_t errSize) {
+DtrtStatus dtrtCheckpointOpen(const char *dir, DtrtCheckpoint **out, char *err,
+                              size_t errSize) {
   *out = NULL;
   DtrtCheckpoint *c = calloc(1, sizeof(DtrtCheckpoint));
   if (!c)
@@ -59,8 +59,8 @@ int dtrtCheckpointNumTensors(const DtrtCheckpoint *c) {
 void dtrtCheckpointGetTensor(const DtrtCheckpoint *c, int i, DtrtTensor *out,
                              int *outNumShards, int64_t *outBytes) {
   const CkptTensor *t = &c->meta.tensors[i];
-  *out = (DtrtTensor){t->name, t->dtype, t->rank, t->shape, t->mesh, t->spec,
-                      NULL};
+  *out = (DtrtTensor){t->name, t->dtype, t->rank, t->shape,
+                      t->mesh, t->spec,  NULL};
   int64_t bytes = 0;
   for (int s = 0; s < t->numShards; ++s)
     bytes += t->shards[s].bytes;
@@ -164,9 +164,10 @@ static DtrtStatus replaceable(const char *dir, char *err, size_t errSize) {
   char meta[4096];
   snprintf(meta, sizeof(meta), "%s/%s", dir, DTRT_CHECKPOINT_METADATA);
   if (stat(dir, &st) == 0 && (!S_ISDIR(st.st_mode) || stat(meta, &st) != 0))
-    return fail(DTRT_ERR_INVALID, err, errSize, "%s exists and is not a "
-                "checkpoint (no %s); refusing to replace it", dir,
-                DTRT_CHECKPOINT_METADATA);
+    return fail(DTRT_ERR_INVALID, err, errSize,
+                "%s exists and is not a "
+                "checkpoint (no %s); refusing to replace it",
+                dir, DTRT_CHECKPOINT_METADATA);
   return DTRT_OK;
 }
 
@@ -203,7 +204,8 @@ static DtrtStatus writeTensorLocked(const char *dir, const DtrtTensor *in,
   char why[CKPT_ERROR_SIZE];
   if (!in || !in->name || !dtCkptNameIsValid(in->name) || !in->block ||
       !dtrtDtypeSize(in->dtype) || !in->mesh || !in->spec)
-    return fail(DTRT_ERR_INVALID, err, errSize, "a tensor needs a valid "
+    return fail(DTRT_ERR_INVALID, err, errSize,
+                "a tensor needs a valid "
                 "name, element type, mesh, spec and data");
   DtensorMesh *mesh;
   DtensorLayout l;
@@ -212,8 +214,10 @@ static DtrtStatus writeTensorLocked(const char *dir, const DtrtTensor *in,
     return fail(DTRT_ERR_INVALID, err, errSize, "'%s': %s", in->name, why);
   if (dtensorShardingSpecIsPartial(&l.spec)) {
     dtensorMeshDestroy(mesh);
-    return fail(DTRT_ERR_INVALID, err, errSize, "'%s': a whole tensor has no "
-                "Partial layout ('%s')", in->name, in->spec);
+    return fail(DTRT_ERR_INVALID, err, errSize,
+                "'%s': a whole tensor has no "
+                "Partial layout ('%s')",
+                in->name, in->spec);
   }
   DtrtStatus s = replaceable(dir, err, errSize);
   CkptMeta meta = {DTRT_CHECKPOINT_VERSION, 0, NULL};
@@ -239,7 +243,8 @@ static DtrtStatus writeTensorLocked(const char *dir, const DtrtTensor *in,
     }
     for (int k = 0; k < meta.tensors[i].numShards && s == DTRT_OK; ++k) {
       char from[4096], to[4096];
-      snprintf(from, sizeof(from), "%s/%s", dir, meta.tensors[i].shards[k].file);
+      snprintf(from, sizeof(from), "%s/%s", dir,
+               meta.tensors[i].shards[k].file);
       snprintf(to, sizeof(to), "%s/%s", staged, meta.tensors[i].shards[k].file);
       if (link(from, to) != 0)
         s = fail(DTRT_ERR_SYSTEM, err, errSize, "linking %s: %s", from,
@@ -247,8 +252,8 @@ static DtrtStatus writeTensorLocked(const char *dir, const DtrtTensor *in,
     }
   }
   if (index == meta.numTensors) {
-    CkptTensor *grown = realloc(meta.tensors,
-                                sizeof(CkptTensor) * (size_t)(index + 1));
+    CkptTensor *grown =
+        realloc(meta.tensors, sizeof(CkptTensor) * (size_t)(index + 1));
     if (grown) {
       meta.tensors = grown;
       memset(&meta.tensors[index], 0, sizeof(CkptTensor));
@@ -294,21 +299,20 @@ static bool fillFromSaved(void *user, int64_t device, void *block, char *why,
                          CKPT_READ_CHECKED, NULL, why, size);
 }
 
-static DtrtStatus convertLocked(const char *dir, const char *outDir,
-                                const char *meshText, int numSpecs,
-                                const char *const *names,
-                                const char *const *specs,
-                                const char *defaultSpec, char *err,
-                                size_t errSize) {
+static DtrtStatus
+convertLocked(const char *dir, const char *outDir, const char *meshText,
+              int numSpecs, const char *const *names, const char *const *specs,
+              const char *defaultSpec, char *err, size_t errSize) {
   DtrtCheckpoint *c;
   DtrtStatus s = dtrtCheckpointOpen(dir, &c, err, errSize);
   if (s != DTRT_OK)
     return s;
   for (int k = 0; k < numSpecs && s == DTRT_OK; ++k)
     if (!dtCkptMetaFind(&c->meta, names[k]))
-      s = fail(DTRT_ERR_INVALID, err, errSize, "%s/%s: no tensor '%s' to "
-               "give spec '%s'", dir, DTRT_CHECKPOINT_METADATA, names[k],
-               specs[k]);
+      s = fail(DTRT_ERR_INVALID, err, errSize,
+               "%s/%s: no tensor '%s' to "
+               "give spec '%s'",
+               dir, DTRT_CHECKPOINT_METADATA, names[k], specs[k]);
   char staged[4096] = "", why[CKPT_ERROR_SIZE];
   /* Every shard checked first: a shard read in part is not checksummed as
    * it is read, and a flipped bit must not pass into the new checkpoint
@@ -350,8 +354,10 @@ static DtrtStatus convertLocked(const char *dir, const char *outDir,
     dtensorShardingSpecPrint(&l.spec, t->spec, sizeof(t->spec));
     FromSaved f = {dir, saved, &l};
     if (dtensorShardingSpecIsPartial(&l.spec))
-      s = fail(DTRT_ERR_INVALID, err, errSize, "'%s': a saved tensor is "
-               "whole; spec '%s' is Partial", saved->name, spec);
+      s = fail(DTRT_ERR_INVALID, err, errSize,
+               "'%s': a saved tensor is "
+               "whole; spec '%s' is Partial",
+               saved->name, spec);
     else if (!writeTensor(staged, t, &l, fillFromSaved, &f, why, sizeof(why)))
       s = fail(DTRT_ERR_INVALID, err, errSize, "%s", why);
     dtensorMeshDestroy(mesh);

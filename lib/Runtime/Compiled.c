@@ -45,9 +45,11 @@ DtrtContext *dtrtProcessContext(void) {
       die("init");
     atexit(finalizeProcess);
     if (dtrtUsesDeviceMemory(process)) {
-      fprintf(stderr, "dtensor runtime: compiled programs work on host "
+      fprintf(stderr,
+              "dtensor runtime: compiled programs work on host "
               "memory; the %s backend takes device buffers (use shm or "
-              "mpi)\n", dtrtBackendName(process));
+              "mpi)\n",
+              dtrtBackendName(process));
       exit(1);
     }
   }
@@ -123,13 +125,15 @@ void dtrt_mlir_collective(int64_t kind, int64_t dtypeCode, int64_t reduce,
   DtrtStatus s = DTRT_OK;
   switch (kind) {
   case DTRT_MLIR_ALL_REDUCE: {
-    View in = viewOf(inRank, inDesc, 0, es), out = viewOf(outRank, outDesc, 0, es);
+    View in = viewOf(inRank, inDesc, 0, es),
+         out = viewOf(outRank, outDesc, 0, es);
     s = dtrtAllReduce(comm, in.data, out.data, (size_t)elements(inRank, inDesc),
                       dtype, (DtrtReduce)reduce);
     break;
   }
   case DTRT_MLIR_BROADCAST: {
-    View in = viewOf(inRank, inDesc, 0, es), out = viewOf(outRank, outDesc, 0, es);
+    View in = viewOf(inRank, inDesc, 0, es),
+         out = viewOf(outRank, outDesc, 0, es);
     size_t n = (size_t)elements(inRank, inDesc);
     memcpy(out.data, in.data, n * es);
     s = dtrtBroadcast(comm, out.data, n, dtype, (int)root);
@@ -157,8 +161,8 @@ void dtrt_mlir_collective(int64_t kind, int64_t dtypeCode, int64_t reduce,
       int64_t start = j * in.mid;
       int64_t rows = out.mid - start < in.mid ? out.mid - start : in.mid;
       if (rows > 0)
-        copyRows(out.data, out.mid, start, tmp + (size_t)j * block * es,
-                 in.mid, 0, in.outer, rows, in.inner, es);
+        copyRows(out.data, out.mid, start, tmp + (size_t)j * block * es, in.mid,
+                 0, in.outer, rows, in.inner, es);
     }
     free(tmp);
     break;
@@ -244,7 +248,8 @@ void dtrt_mlir_permute(int64_t inRank, void *inDesc, int64_t outRank,
     if (p[2 * i + 1] == pos)
       recvFrom = (int)p[2 * i];
   }
-  View in = viewOf(inRank, inDesc, 0, es), out = viewOf(outRank, outDesc, 0, es);
+  View in = viewOf(inRank, inDesc, 0, es),
+       out = viewOf(outRank, outDesc, 0, es);
   if (dtrtPermute(comm, in.data, out.data, (size_t)elements(inRank, inDesc),
                   dtype, sendTo, recvFrom) != DTRT_OK)
     die("permute");
@@ -270,7 +275,8 @@ void dtrt_mlir_init(int64_t meshRank, void *meshDesc) {
   const int64_t *shape;
   int64_t total = meshShapeOf(meshDesc, &axes, &shape);
   if (total != dtrtWorldSize(c)) {
-    fprintf(stderr, "dtensor runtime: the program's mesh has %lld devices "
+    fprintf(stderr,
+            "dtensor runtime: the program's mesh has %lld devices "
             "but the job has %d ranks (WORLD_SIZE); run it on %lld\n",
             (long long)total, dtrtWorldSize(c), (long long)total);
     exit(1);
@@ -284,9 +290,10 @@ int64_t dtrt_mlir_mesh_coord(int64_t axis, int64_t meshRank, void *meshDesc) {
   const int64_t *shape;
   int64_t total = meshShapeOf(meshDesc, &numMesh, &shape);
   if (axis < 0 || axis >= numMesh || total != c->worldSize) {
-    fprintf(stderr, "dtensor runtime: mesh_index: axis %lld of a mesh of %lld "
-            "devices on a world of %d ranks\n", (long long)axis,
-            (long long)total, c->worldSize);
+    fprintf(stderr,
+            "dtensor runtime: mesh_index: axis %lld of a mesh of %lld "
+            "devices on a world of %d ranks\n",
+            (long long)axis, (long long)total, c->worldSize);
     exit(1);
   }
   int64_t r = c->rank;
@@ -315,11 +322,10 @@ DTRT_TYPED(i32)
 DTRT_TYPED(i64)
 
 #define DTRT_TYPED_PERMUTE(suffix, code)                                       \
-  void dtrt_mlir_permute_##suffix(int64_t inRank, void *inDesc,                \
-                                  int64_t outRank, void *outDesc,              \
-                                  int64_t meshRank, void *meshDesc,            \
-                                  int64_t axesRank, void *axesDesc,            \
-                                  int64_t pairsRank, void *pairsDesc) {        \
+  void dtrt_mlir_permute_##suffix(                                             \
+      int64_t inRank, void *inDesc, int64_t outRank, void *outDesc,            \
+      int64_t meshRank, void *meshDesc, int64_t axesRank, void *axesDesc,      \
+      int64_t pairsRank, void *pairsDesc) {                                    \
     dtrt_mlir_permute(inRank, inDesc, outRank, outDesc, code, meshRank,        \
                       meshDesc, axesRank, axesDesc, pairsRank, pairsDesc);     \
   }
@@ -330,7 +336,7 @@ DTRT_TYPED_PERMUTE(bf16, DTRT_BF16)
 DTRT_TYPED_PERMUTE(i32, DTRT_I32)
 DTRT_TYPED_PERMUTE(i64, DTRT_I64)
 
-/* ---- memory of compiled programs ------------------------------------------- */
+/* ---- memory of compiled programs ----------------------------------------- */
 
 /* Buffers of a step are freed and allocated again at the next: glibc maps
  * large ones afresh each time (mmap above its threshold, at most 32 MiB)
@@ -355,9 +361,11 @@ static void tuneHeap(void) {
 static void *checkedAlloc(void *p, uint64_t size) {
   if (!p && size) {
     const char *rank = getenv("RANK");
-    fprintf(stderr, "dtensor runtime: rank %s: out of memory: a buffer of "
+    fprintf(stderr,
+            "dtensor runtime: rank %s: out of memory: a buffer of "
             "%llu bytes (%.2f GiB) of the compiled program could not be "
-            "allocated\n", rank ? rank : "0", (unsigned long long)size,
+            "allocated\n",
+            rank ? rank : "0", (unsigned long long)size,
             (double)size / (1024.0 * 1024.0 * 1024.0));
     exit(1);
   }

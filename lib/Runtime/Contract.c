@@ -37,7 +37,7 @@ static void fatal(const char *format, const char *detail) {
   exit(1);
 }
 
-/* ---- threads --------------------------------------------------------------- */
+/* ---- threads ------------------------------------------------------------- */
 
 void dtrtSetComputeThreads(int threads) {
   openblas_set_num_threads(threads > 0 ? threads : 1);
@@ -74,7 +74,7 @@ static void initThreads(void) {
  * that already ran a contraction (dtensor-run's reference) sets its own. */
 static pid_t threadsSetFor;
 
-/* ---- BLAS in one compute type ---------------------------------------------- */
+/* ---- BLAS in one compute type -------------------------------------------- */
 
 static int blasInt(int64_t v) {
   if (v > INT_MAX)
@@ -85,9 +85,9 @@ static int blasInt(int64_t v) {
 /* Row-major C(m x n) = op(A) op(B) + beta C (beta 0 or 1): `ta`/`tb` say
  * whether A/B are stored transposed (their unit stride is the row
  * stride). */
-static void gemm(DtrtDtype t, bool ta, bool tb, int64_t m, int64_t n,
-                 int64_t k, const void *a, int64_t lda, const void *b,
-                 int64_t ldb, int beta, void *c, int64_t ldc) {
+static void gemm(DtrtDtype t, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                 const void *a, int64_t lda, const void *b, int64_t ldb,
+                 int beta, void *c, int64_t ldc) {
   enum CBLAS_TRANSPOSE opA = ta ? CblasTrans : CblasNoTrans;
   enum CBLAS_TRANSPOSE opB = tb ? CblasTrans : CblasNoTrans;
   if (t == DTRT_F32)
@@ -106,12 +106,12 @@ static void gemv(DtrtDtype t, bool ta, int64_t m, int64_t k, const void *a,
                  int64_t incy) {
   int rows = blasInt(ta ? k : m), cols = blasInt(ta ? m : k);
   if (t == DTRT_F32)
-    cblas_sgemv(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, rows, cols,
-                1.0f, a, blasInt(lda), x, blasInt(incx), (float)beta, y,
+    cblas_sgemv(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, rows, cols, 1.0f,
+                a, blasInt(lda), x, blasInt(incx), (float)beta, y,
                 blasInt(incy));
   else
-    cblas_dgemv(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, rows, cols,
-                1.0, a, blasInt(lda), x, blasInt(incx), (double)beta, y,
+    cblas_dgemv(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, rows, cols, 1.0,
+                a, blasInt(lda), x, blasInt(incx), (double)beta, y,
                 blasInt(incy));
 }
 
@@ -126,7 +126,7 @@ static void dot(DtrtDtype t, int64_t k, const void *x, int64_t incx,
   }
 }
 
-/* ---- views BLAS can read --------------------------------------------------- */
+/* ---- views BLAS can read ------------------------------------------------- */
 
 enum { PACK = 0, ROW = 1, COL = 2 };
 
@@ -226,8 +226,7 @@ static void multiply(DtrtDtype t, Mat a, Mat b, int beta, Mat c) {
   /* In place or packed, a vector's stride is at least 1 here (a
    * broadcast operand, stride 0, is packed). */
   if (m == 1 && n == 1) {
-    dot(t, k, ra.p, k == 1 ? 1 : ra.cs, rb.p, k == 1 ? 1 : rb.rs, beta,
-        rc.p);
+    dot(t, k, ra.p, k == 1 ? 1 : ra.cs, rb.p, k == 1 ? 1 : rb.rs, beta, rc.p);
   } else if (n == 1) {
     gemv(t, oa == COL, m, k, ra.p, lda, rb.p, k == 1 ? 1 : rb.rs, beta, rc.p,
          rc.rs);
@@ -242,7 +241,7 @@ static void multiply(DtrtDtype t, Mat a, Mat b, int beta, Mat c) {
   free(ownC);
 }
 
-/* ---- the loop nest around the BLAS call ------------------------------------ */
+/* ---- the loop nest around the BLAS call ---------------------------------- */
 
 /* A strided memref descriptor as MLIR lowers it. */
 typedef struct Descriptor {
@@ -433,12 +432,24 @@ static void contract(DtrtDtype ta, DtrtDtype tb, DtrtDtype tc,
         off += idx[i] * nest.stride[o][outer[i]];
       p[o] = nest.base[o] + off * (int64_t)es[o];
     }
-    Mat a = {p[A], ta, extentOf(&nest, m), extentOf(&nest, k),
-             strideOf(&nest, A, m), strideOf(&nest, A, k)};
-    Mat b = {p[B], tb, extentOf(&nest, k), extentOf(&nest, n),
-             strideOf(&nest, B, k), strideOf(&nest, B, n)};
-    Mat c = {p[C], tc, extentOf(&nest, m), extentOf(&nest, n),
-             strideOf(&nest, C, m), strideOf(&nest, C, n)};
+    Mat a = {p[A],
+             ta,
+             extentOf(&nest, m),
+             extentOf(&nest, k),
+             strideOf(&nest, A, m),
+             strideOf(&nest, A, k)};
+    Mat b = {p[B],
+             tb,
+             extentOf(&nest, k),
+             extentOf(&nest, n),
+             strideOf(&nest, B, k),
+             strideOf(&nest, B, n)};
+    Mat c = {p[C],
+             tc,
+             extentOf(&nest, m),
+             extentOf(&nest, n),
+             strideOf(&nest, C, m),
+             strideOf(&nest, C, n)};
     multiply(compute, a, b, beta, c);
   } while (nextPoint(&nest, outer, numOuter, idx));
 }

@@ -1,13 +1,13 @@
 /* The MPI backend (built when CMake finds MPI): the world is MPI_COMM_WORLD
  * (or the communicator a host application hands in) and a communicator is
  * MPI_Comm_create_group over its members, which only the members call.
- * Started collectives are MPI's nonblocking ones (MPI_Iallreduce, ...). Collectives map to their MPI namesakes; f16/bf16
- * reductions use MPI ops made from the runtime's own arithmetic, and avg
- * is a sum divided by the group size. MPI has no timed waits: started
- * collectives are tested until done or the timeout; a blocking one (and
- * the creation of a communicator) runs under a watchdog thread that, past
- * the context's timeout, says where this rank was stuck and ends the
- * process, so that mpirun stops the job. */
+ * Started collectives are MPI's nonblocking ones (MPI_Iallreduce, ...).
+ * Collectives map to their MPI namesakes; f16/bf16 reductions use MPI ops made
+ * from the runtime's own arithmetic, and avg is a sum divided by the group
+ * size. MPI has no timed waits: started collectives are tested until done or
+ * the timeout; a blocking one (and the creation of a communicator) runs under a
+ * watchdog thread that, past the context's timeout, says where this rank was
+ * stuck and ends the process, so that mpirun stops the job. */
 #include "RuntimeInternal.h"
 
 #include <mpi.h>
@@ -49,9 +49,11 @@ static void *watch(void *arg) {
     long long deadline = atomic_load(&w->deadlineUs);
     if (deadline && dtrtNow() * 1e6 > (double)deadline) {
       /* The collective cannot be cancelled: end the rank, loudly. */
-      fprintf(stderr, "dtensor-rt: rank %d: timed out after %g s in %s "
+      fprintf(stderr,
+              "dtensor-rt: rank %d: timed out after %g s in %s "
               "waiting for the other ranks of a group of %d; ending this "
-              "rank\n", w->rank, w->timeoutS, atomic_load(&w->what),
+              "rank\n",
+              w->rank, w->timeoutS, atomic_load(&w->what),
               atomic_load(&w->groupSize));
       fflush(stderr);
       _exit(1);
@@ -119,7 +121,8 @@ DtrtStatus dtrtMpiAdopt(DtrtContext *c, const void *mpiComm) {
   int ready = 0;
   MPI_Initialized(&ready);
   if (!ready)
-    return dtrtFail(c, DTRT_ERR_INVALID, "MPI is not initialized: the host "
+    return dtrtFail(c, DTRT_ERR_INVALID,
+                    "MPI is not initialized: the host "
                     "application calls MPI_Init before handing in a "
                     "communicator");
   MpiWorld *w = calloc(1, sizeof(MpiWorld));
@@ -193,12 +196,17 @@ static MPI_Comm mpiComm(DtrtComm *comm) { return ((Mpi *)comm->backend)->comm; }
  * without a case here fails the build (-Wswitch -Werror). */
 static MPI_Datatype mpiType(DtrtDtype t) {
   switch (t) {
-  case DTRT_F32: return MPI_FLOAT;
-  case DTRT_F64: return MPI_DOUBLE;
-  case DTRT_I32: return MPI_INT32_T;
-  case DTRT_I64: return MPI_INT64_T;
+  case DTRT_F32:
+    return MPI_FLOAT;
+  case DTRT_F64:
+    return MPI_DOUBLE;
+  case DTRT_I32:
+    return MPI_INT32_T;
+  case DTRT_I64:
+    return MPI_INT64_T;
   case DTRT_F16: /* 16-bit floats: reduced by our own ops */
-  case DTRT_BF16: return MPI_UINT16_T;
+  case DTRT_BF16:
+    return MPI_UINT16_T;
   }
   return MPI_DATATYPE_NULL;
 }
@@ -249,10 +257,18 @@ static DtrtStatus reduceOp(DtrtComm *comm, DtrtDtype t, DtrtReduce op,
                                : mpiFail(comm->context, code, "MPI_Op_create");
   }
   switch (op) {
-  case DTRT_MAX: *out = MPI_MAX; break;
-  case DTRT_MIN: *out = MPI_MIN; break;
-  case DTRT_PROD: *out = MPI_PROD; break;
-  default: *out = MPI_SUM; break;
+  case DTRT_MAX:
+    *out = MPI_MAX;
+    break;
+  case DTRT_MIN:
+    *out = MPI_MIN;
+    break;
+  case DTRT_PROD:
+    *out = MPI_PROD;
+    break;
+  default:
+    *out = MPI_SUM;
+    break;
   }
   return DTRT_OK;
 }
@@ -274,10 +290,14 @@ static size_t bytesOf(const DtrtComm *comm, const DtrtCollective *op,
                       bool input) {
   size_t n = op->count * dtrtDtypeSize(op->dtype), p = (size_t)comm->size;
   switch (op->kind) {
-  case DTRT_COLL_ALL_GATHER: return input ? n : n * p;
-  case DTRT_COLL_REDUCE_SCATTER: return input ? n * p : n;
-  case DTRT_COLL_ALL_TO_ALL: return n * p;
-  default: return n;
+  case DTRT_COLL_ALL_GATHER:
+    return input ? n : n * p;
+  case DTRT_COLL_REDUCE_SCATTER:
+    return input ? n * p : n;
+  case DTRT_COLL_ALL_TO_ALL:
+    return n * p;
+  default:
+    return n;
   }
 }
 
@@ -297,7 +317,8 @@ static const void *inputFor(const DtrtComm *comm, const DtrtCollective *op,
     return MPI_IN_PLACE;
   f->scratch = malloc(inBytes ? inBytes : 1);
   if (!f->scratch) {
-    *outStatus = dtrtFail(comm->context, DTRT_ERR_NOMEM, "rank %d: out of "
+    *outStatus = dtrtFail(comm->context, DTRT_ERR_NOMEM,
+                          "rank %d: out of "
                           "memory copying an input that overlaps its output",
                           comm->context->rank);
     return NULL;
@@ -319,8 +340,8 @@ static DtrtStatus post(DtrtComm *comm, const DtrtCollective *op, bool async,
   const void *send = inputFor(comm, op, f, &inStatus);
   if (inStatus)
     return inStatus;
-  bool reduces = op->kind == DTRT_COLL_ALL_REDUCE ||
-                 op->kind == DTRT_COLL_REDUCE_SCATTER;
+  bool reduces =
+      op->kind == DTRT_COLL_ALL_REDUCE || op->kind == DTRT_COLL_REDUCE_SCATTER;
   if (reduces) {
     DtrtStatus s = reduceOp(comm, op->dtype, op->reduce, &f->op, &f->customOp);
     if (s)
@@ -339,10 +360,8 @@ static DtrtStatus post(DtrtComm *comm, const DtrtCollective *op, bool async,
     break;
   case DTRT_COLL_ALL_GATHER:
     what = "MPI_Allgather";
-    code = async ? MPI_Iallgather(send, n, f->type, op->recv, n, f->type,
-                                  mc, r)
-                 : MPI_Allgather(send, n, f->type, op->recv, n, f->type,
-                                 mc);
+    code = async ? MPI_Iallgather(send, n, f->type, op->recv, n, f->type, mc, r)
+                 : MPI_Allgather(send, n, f->type, op->recv, n, f->type, mc);
     break;
   case DTRT_COLL_ALL_REDUCE:
     what = "MPI_Allreduce";
@@ -351,17 +370,15 @@ static DtrtStatus post(DtrtComm *comm, const DtrtCollective *op, bool async,
     break;
   case DTRT_COLL_REDUCE_SCATTER:
     what = "MPI_Reduce_scatter_block";
-    code = async ? MPI_Ireduce_scatter_block(send, op->recv, n, f->type,
-                                             f->op, mc, r)
-                 : MPI_Reduce_scatter_block(send, op->recv, n, f->type,
-                                            f->op, mc);
+    code =
+        async ? MPI_Ireduce_scatter_block(send, op->recv, n, f->type, f->op, mc,
+                                          r)
+              : MPI_Reduce_scatter_block(send, op->recv, n, f->type, f->op, mc);
     break;
   case DTRT_COLL_ALL_TO_ALL:
     what = "MPI_Alltoall";
-    code = async ? MPI_Ialltoall(send, n, f->type, op->recv, n, f->type,
-                                 mc, r)
-                 : MPI_Alltoall(send, n, f->type, op->recv, n, f->type,
-                                mc);
+    code = async ? MPI_Ialltoall(send, n, f->type, op->recv, n, f->type, mc, r)
+                 : MPI_Alltoall(send, n, f->type, op->recv, n, f->type, mc);
     break;
   case DTRT_COLL_BROADCAST:
     what = "MPI_Bcast";
@@ -375,8 +392,8 @@ static DtrtStatus post(DtrtComm *comm, const DtrtCollective *op, bool async,
     if (op->recvFrom < 0)
       memset(op->recv, 0, op->count * dtrtDtypeSize(op->dtype));
     if (!async) {
-      code = MPI_Sendrecv(send, n, f->type, to, 77, op->recv, n, f->type,
-                          from, 77, mc, MPI_STATUS_IGNORE);
+      code = MPI_Sendrecv(send, n, f->type, to, 77, op->recv, n, f->type, from,
+                          77, mc, MPI_STATUS_IGNORE);
     } else {
       /* Posted requests are counted even on failure: they must complete
        * or be cancelled before the buffers are given back. */
@@ -406,10 +423,10 @@ static void finish(DtrtComm *comm, const DtrtCollective *op, InFlight *f,
   f->customOp = f->ownedType = false;
   free(f->scratch);
   f->scratch = NULL;
-  size_t n = op->kind == DTRT_COLL_ALL_REDUCE ||
-                     op->kind == DTRT_COLL_REDUCE_SCATTER
-                 ? op->count
-                 : 0;
+  size_t n =
+      op->kind == DTRT_COLL_ALL_REDUCE || op->kind == DTRT_COLL_REDUCE_SCATTER
+          ? op->count
+          : 0;
   if (ok && n && op->reduce == DTRT_AVG)
     dtrtScale(op->recv, n, op->dtype, comm->size);
 }
@@ -471,7 +488,8 @@ static DtrtStatus mpiWait(DtrtRequest *r) {
     if (spins > 1000)
       sched_yield();
     if ((spins & 1023) == 0 && dtrtNow() - start > c->timeoutS) {
-      s = dtrtFail(c, DTRT_ERR_TIMEOUT, "rank %d: timed out after %g s "
+      s = dtrtFail(c, DTRT_ERR_TIMEOUT,
+                   "rank %d: timed out after %g s "
                    "waiting for a started collective of a group of %d",
                    c->rank, c->timeoutS, r->comm->size);
       break;

@@ -25,9 +25,9 @@
 
 typedef struct NcclWorld {
   int device;
-  ncclComm_t host;  /* the handed-in communicator, or NULL */
-  void *idScratch;  /* device buffer for ids sent over `host` */
-  int *barrierBuf;  /* one device int for barriers */
+  ncclComm_t host; /* the handed-in communicator, or NULL */
+  void *idScratch; /* device buffer for ids sent over `host` */
+  int *barrierBuf; /* one device int for barriers */
 } NcclWorld;
 
 typedef struct Nccl {
@@ -72,8 +72,7 @@ static DtrtStatus newWorld(DtrtContext *c, int device) {
   c->backendState = w;
   w->device = device;
   CUDA_CHECK(c, cudaSetDevice(device), "cudaSetDevice");
-  CUDA_CHECK(c, cudaMalloc((void **)&w->barrierBuf, sizeof(int)),
-             "cudaMalloc");
+  CUDA_CHECK(c, cudaMalloc((void **)&w->barrierBuf, sizeof(int)), "cudaMalloc");
   return DTRT_OK;
 }
 
@@ -81,15 +80,18 @@ static DtrtStatus ncclInit(DtrtContext *c) {
   int devices = 0;
   cudaError_t e = cudaGetDeviceCount(&devices);
   if (e != cudaSuccess || devices == 0)
-    return dtrtFail(c, DTRT_ERR_UNSUPPORTED, "rank %d: DTENSOR_BACKEND is "
-                    "'nccl' but no CUDA device is usable: %s", c->rank,
+    return dtrtFail(c, DTRT_ERR_UNSUPPORTED,
+                    "rank %d: DTENSOR_BACKEND is "
+                    "'nccl' but no CUDA device is usable: %s",
+                    c->rank,
                     e != cudaSuccess ? cudaGetErrorString(e) : "none found");
   DtrtStatus s = newWorld(c, c->localRank % devices);
   if (s != DTRT_OK)
     return s;
   const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
   if (!addr || !*addr || !port || !*port)
-    return dtrtFail(c, DTRT_ERR_ENV, "the nccl backend needs MASTER_ADDR and "
+    return dtrtFail(c, DTRT_ERR_ENV,
+                    "the nccl backend needs MASTER_ADDR and "
                     "MASTER_PORT (its rendezvous); run under dtensor-run or "
                     "torchrun");
   return dtrtStoreCreate(c, addr, atoi(port), &c->store);
@@ -127,8 +129,10 @@ static DtrtStatus syncStream(DtrtComm *comm, cudaStream_t stream,
   Nccl *n = comm->backend;
   double start = dtrtNow();
   if (!n->comm)
-    return dtrtFail(c, DTRT_ERR_PEER, "rank %d: the group's communicator was "
-                    "aborted after an earlier failure", c->rank);
+    return dtrtFail(c, DTRT_ERR_PEER,
+                    "rank %d: the group's communicator was "
+                    "aborted after an earlier failure",
+                    c->rank);
   for (unsigned spins = 0;; ++spins) {
     cudaError_t e = event ? cudaEventQuery(event) : cudaStreamQuery(stream);
     if (e == cudaSuccess)
@@ -147,7 +151,8 @@ static DtrtStatus syncStream(DtrtComm *comm, cudaStream_t stream,
     if (dtrtNow() - start > c->timeoutS) {
       ncclCommAbort(n->comm);
       n->comm = NULL;
-      return dtrtFail(c, DTRT_ERR_TIMEOUT, "rank %d: timed out after %g s in "
+      return dtrtFail(c, DTRT_ERR_TIMEOUT,
+                      "rank %d: timed out after %g s in "
                       "%s waiting for the other ranks of a group of %d",
                       c->rank, c->timeoutS, what, comm->size);
     }
@@ -253,23 +258,34 @@ static void ncclCommFree(DtrtComm *comm, bool clean) {
 
 static ncclDataType_t ncclType(DtrtDtype t) {
   switch (t) {
-  case DTRT_F32: return ncclFloat32;
-  case DTRT_F64: return ncclFloat64;
-  case DTRT_F16: return ncclFloat16;
-  case DTRT_BF16: return ncclBfloat16;
-  case DTRT_I32: return ncclInt32;
-  case DTRT_I64: return ncclInt64;
+  case DTRT_F32:
+    return ncclFloat32;
+  case DTRT_F64:
+    return ncclFloat64;
+  case DTRT_F16:
+    return ncclFloat16;
+  case DTRT_BF16:
+    return ncclBfloat16;
+  case DTRT_I32:
+    return ncclInt32;
+  case DTRT_I64:
+    return ncclInt64;
   }
   return ncclFloat32;
 }
 
 static ncclRedOp_t ncclOp(DtrtReduce op) {
   switch (op) {
-  case DTRT_SUM: return ncclSum;
-  case DTRT_MAX: return ncclMax;
-  case DTRT_MIN: return ncclMin;
-  case DTRT_AVG: return ncclAvg;
-  case DTRT_PROD: return ncclProd;
+  case DTRT_SUM:
+    return ncclSum;
+  case DTRT_MAX:
+    return ncclMax;
+  case DTRT_MIN:
+    return ncclMin;
+  case DTRT_AVG:
+    return ncclAvg;
+  case DTRT_PROD:
+    return ncclProd;
   }
   return ncclSum;
 }
@@ -279,8 +295,10 @@ static DtrtStatus enqueue(DtrtComm *comm, const DtrtCollective *op) {
   DtrtContext *c = comm->context;
   Nccl *n = comm->backend;
   if (!n->comm)
-    return dtrtFail(c, DTRT_ERR_PEER, "rank %d: the group's communicator was "
-                    "aborted after an earlier failure", c->rank);
+    return dtrtFail(c, DTRT_ERR_PEER,
+                    "rank %d: the group's communicator was "
+                    "aborted after an earlier failure",
+                    c->rank);
   ncclComm_t nc = n->comm;
   cudaStream_t st = n->stream;
   ncclDataType_t t = ncclType(op->dtype);
@@ -288,9 +306,9 @@ static DtrtStatus enqueue(DtrtComm *comm, const DtrtCollective *op) {
   CUDA_CHECK(c, cudaSetDevice(worldOf(c)->device), "cudaSetDevice");
   switch (op->kind) {
   case DTRT_COLL_BARRIER:
-    NCCL_CHECK(c, nc, ncclAllReduce(worldOf(c)->barrierBuf,
-                                    worldOf(c)->barrierBuf, 1, ncclInt32,
-                                    ncclSum, nc, st),
+    NCCL_CHECK(c, nc,
+               ncclAllReduce(worldOf(c)->barrierBuf, worldOf(c)->barrierBuf, 1,
+                             ncclInt32, ncclSum, nc, st),
                "ncclAllReduce (barrier)");
     break;
   case DTRT_COLL_ALL_GATHER:
@@ -298,13 +316,15 @@ static DtrtStatus enqueue(DtrtComm *comm, const DtrtCollective *op) {
                "ncclAllGather");
     break;
   case DTRT_COLL_ALL_REDUCE:
-    NCCL_CHECK(c, nc, ncclAllReduce(op->send, op->recv, cnt, t,
-                                    ncclOp(op->reduce), nc, st),
-               "ncclAllReduce");
+    NCCL_CHECK(
+        c, nc,
+        ncclAllReduce(op->send, op->recv, cnt, t, ncclOp(op->reduce), nc, st),
+        "ncclAllReduce");
     break;
   case DTRT_COLL_REDUCE_SCATTER:
-    NCCL_CHECK(c, nc, ncclReduceScatter(op->send, op->recv, cnt, t,
-                                        ncclOp(op->reduce), nc, st),
+    NCCL_CHECK(c, nc,
+               ncclReduceScatter(op->send, op->recv, cnt, t, ncclOp(op->reduce),
+                                 nc, st),
                "ncclReduceScatter");
     break;
   case DTRT_COLL_ALL_TO_ALL:
@@ -312,8 +332,8 @@ static DtrtStatus enqueue(DtrtComm *comm, const DtrtCollective *op) {
                "ncclAlltoAll");
     break;
   case DTRT_COLL_BROADCAST:
-    NCCL_CHECK(c, nc, ncclBroadcast(op->recv, op->recv, cnt, t, op->root, nc,
-                                    st),
+    NCCL_CHECK(c, nc,
+               ncclBroadcast(op->recv, op->recv, cnt, t, op->root, nc, st),
                "ncclBroadcast");
     break;
   case DTRT_COLL_PERMUTE:
@@ -368,7 +388,8 @@ static DtrtStatus ncclTest(DtrtRequest *r, bool *outDone) {
 
 static DtrtStatus ncclWait(DtrtRequest *r) {
   cudaEvent_t event = r->backend;
-  DtrtStatus s = syncStream(r->comm, NULL, event, dtrtCollectiveName(r->op.kind));
+  DtrtStatus s =
+      syncStream(r->comm, NULL, event, dtrtCollectiveName(r->op.kind));
   cudaEventDestroy(event);
   r->backend = NULL;
   return s;

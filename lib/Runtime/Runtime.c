@@ -96,23 +96,27 @@ DtrtStatus dtrtSetTimeout(DtrtContext *c, double seconds) {
   return DTRT_OK;
 }
 
-/* ---- environment ---------------------------------------------------------- */
+/* ---- environment --------------------------------------------------------- */
 
 static bool envInt(const char *name, int *out, bool required, DtrtContext *c,
                    DtrtStatus *status) {
   const char *v = getenv(name);
   if (!v || !*v) {
     if (required)
-      *status = dtrtFail(c, DTRT_ERR_ENV, "%s is not set; run under "
+      *status = dtrtFail(c, DTRT_ERR_ENV,
+                         "%s is not set; run under "
                          "dtensor-run (or torchrun), which sets RANK and "
-                         "WORLD_SIZE", name);
+                         "WORLD_SIZE",
+                         name);
     return !required;
   }
   char *end;
   long x = strtol(v, &end, 10);
   if (*end || x < 0 || x > 1 << 20) {
-    *status = dtrtFail(c, DTRT_ERR_ENV, "%s is '%s', not a rank count or "
-                       "index", name, v);
+    *status = dtrtFail(c, DTRT_ERR_ENV,
+                       "%s is '%s', not a rank count or "
+                       "index",
+                       name, v);
     return false;
   }
   *out = (int)x;
@@ -138,8 +142,10 @@ static DtrtStatus newContext(DtrtContext **outContext) {
     char *end;
     double t = strtod(timeout, &end);
     if (*end || !(t > 0))
-      return dtrtFail(c, DTRT_ERR_ENV, "DTENSOR_TIMEOUT_S is '%s', not a "
-                      "number of seconds > 0", timeout);
+      return dtrtFail(c, DTRT_ERR_ENV,
+                      "DTENSOR_TIMEOUT_S is '%s', not a "
+                      "number of seconds > 0",
+                      timeout);
     c->timeoutS = t;
   }
   /* The job's token (from the launcher; never derived from the port, which
@@ -147,14 +153,18 @@ static DtrtStatus newContext(DtrtContext **outContext) {
    * (Shm.c). */
   const char *job = getenv("DTENSOR_JOB");
   if (job && strlen(job) >= sizeof(c->job))
-    return dtrtFail(c, DTRT_ERR_ENV, "DTENSOR_JOB is longer than %zu "
-                    "characters", sizeof(c->job) - 1);
+    return dtrtFail(c, DTRT_ERR_ENV,
+                    "DTENSOR_JOB is longer than %zu "
+                    "characters",
+                    sizeof(c->job) - 1);
   snprintf(c->job, sizeof(c->job), "%s", job ? job : "");
   for (const char *p = c->job; *p; ++p)
     if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
           (*p >= '0' && *p <= '9') || *p == '-' || *p == '_'))
-      return dtrtFail(c, DTRT_ERR_ENV, "the job name '%s' may only hold "
-                      "letters, digits, '-' and '_'", c->job);
+      return dtrtFail(c, DTRT_ERR_ENV,
+                      "the job name '%s' may only hold "
+                      "letters, digits, '-' and '_'",
+                      c->job);
   return DTRT_OK;
 }
 
@@ -212,7 +222,8 @@ DtrtStatus dtrtInit(DtrtContext **outContext) {
 #ifdef DTENSOR_HAVE_MPI
     c->backend = &dtrtMpiBackend;
 #else
-    return dtrtFail(c, DTRT_ERR_UNSUPPORTED, "DTENSOR_BACKEND is 'mpi' but "
+    return dtrtFail(c, DTRT_ERR_UNSUPPORTED,
+                    "DTENSOR_BACKEND is 'mpi' but "
                     "this build has no MPI (install libopenmpi-dev and "
                     "rebuild)");
 #endif
@@ -220,13 +231,16 @@ DtrtStatus dtrtInit(DtrtContext **outContext) {
 #ifdef DTENSOR_HAVE_NCCL
     c->backend = &dtrtNcclBackend;
 #else
-    return dtrtFail(c, DTRT_ERR_UNSUPPORTED, "DTENSOR_BACKEND is 'nccl' but "
+    return dtrtFail(c, DTRT_ERR_UNSUPPORTED,
+                    "DTENSOR_BACKEND is 'nccl' but "
                     "this build has no NCCL (CUDA and NCCL were not found "
                     "at configure time)");
 #endif
   } else {
-    return dtrtFail(c, DTRT_ERR_UNSUPPORTED, "DTENSOR_BACKEND is '%s' (valid: "
-                    "shm, mpi, nccl)", backend);
+    return dtrtFail(c, DTRT_ERR_UNSUPPORTED,
+                    "DTENSOR_BACKEND is '%s' (valid: "
+                    "shm, mpi, nccl)",
+                    backend);
   }
   /* MPI knows rank and size itself; the others read the torchrun
    * variables first. */
@@ -257,7 +271,8 @@ DtrtStatus dtrtInitFromMpiComm(const void *mpiComm, DtrtContext **outContext) {
   return openWorld(c);
 #else
   (void)mpiComm;
-  return dtrtFail(c, DTRT_ERR_UNSUPPORTED, "this build has no MPI (install "
+  return dtrtFail(c, DTRT_ERR_UNSUPPORTED,
+                  "this build has no MPI (install "
                   "libopenmpi-dev and rebuild)");
 #endif
 }
@@ -276,7 +291,8 @@ DtrtStatus dtrtInitFromNcclComm(void *ncclComm, DtrtContext **outContext) {
   return openWorld(c);
 #else
   (void)ncclComm;
-  return dtrtFail(c, DTRT_ERR_UNSUPPORTED, "this build has no NCCL (CUDA and "
+  return dtrtFail(c, DTRT_ERR_UNSUPPORTED,
+                  "this build has no NCCL (CUDA and "
                   "NCCL were not found at configure time)");
 #endif
 }
@@ -320,8 +336,10 @@ DtrtStatus dtrtCommGet(DtrtContext *c, int numRanks, const int *ranks,
   int me = -1;
   for (int i = 0; i < numRanks; ++i) {
     if (ranks[i] < 0 || ranks[i] >= c->worldSize)
-      return dtrtFail(c, DTRT_ERR_INVALID, "rank %d is not in the world of "
-                      "%d", ranks[i], c->worldSize);
+      return dtrtFail(c, DTRT_ERR_INVALID,
+                      "rank %d is not in the world of "
+                      "%d",
+                      ranks[i], c->worldSize);
     for (int j = 0; j < i; ++j)
       if (ranks[j] == ranks[i])
         return dtrtFail(c, DTRT_ERR_INVALID, "rank %d is listed twice",
@@ -330,8 +348,10 @@ DtrtStatus dtrtCommGet(DtrtContext *c, int numRanks, const int *ranks,
       me = i;
   }
   if (numRanks < 1 || me < 0)
-    return dtrtFail(c, DTRT_ERR_INVALID, "a communicator must include the "
-                    "calling rank %d", c->rank);
+    return dtrtFail(c, DTRT_ERR_INVALID,
+                    "a communicator must include the "
+                    "calling rank %d",
+                    c->rank);
   for (int i = 0; i < c->numComms; ++i) {
     DtrtComm *k = c->comms[i];
     if (k->size == numRanks &&
@@ -370,9 +390,10 @@ DtrtStatus dtrtCommForMeshAxes(DtrtContext *c, int meshRank,
   for (int a = 0; a < meshRank; ++a)
     total *= meshShape[a] > 0 ? meshShape[a] : 0;
   if (meshRank < 1 || meshRank > 16 || total != c->worldSize)
-    return dtrtFail(c, DTRT_ERR_INVALID, "a mesh of %lld devices does not "
-                    "match the world of %d ranks", (long long)total,
-                    c->worldSize);
+    return dtrtFail(c, DTRT_ERR_INVALID,
+                    "a mesh of %lld devices does not "
+                    "match the world of %d ranks",
+                    (long long)total, c->worldSize);
   int64_t coords[16];
   for (int a = meshRank - 1, r = c->rank; a >= 0; --a) {
     coords[a] = r % meshShape[a];
@@ -469,29 +490,45 @@ static uint16_t floatToBf16(float f) {
     T *a_ = (T *)(acc);                                                        \
     const T *b_ = (const T *)(in);                                             \
     switch (op) {                                                              \
-    case DTRT_MAX: COMBINE_LOOP(T, a_, b_, n, y_ > x_ ? y_ : x_) break;        \
-    case DTRT_MIN: COMBINE_LOOP(T, a_, b_, n, y_ < x_ ? y_ : x_) break;        \
-    case DTRT_PROD: COMBINE_LOOP(T, a_, b_, n, x_ * y_) break;                 \
-    default: COMBINE_LOOP(T, a_, b_, n, x_ + y_) break;                        \
+    case DTRT_MAX:                                                             \
+      COMBINE_LOOP(T, a_, b_, n, y_ > x_ ? y_ : x_) break;                     \
+    case DTRT_MIN:                                                             \
+      COMBINE_LOOP(T, a_, b_, n, y_ < x_ ? y_ : x_) break;                     \
+    case DTRT_PROD:                                                            \
+      COMBINE_LOOP(T, a_, b_, n, x_ * y_) break;                               \
+    default:                                                                   \
+      COMBINE_LOOP(T, a_, b_, n, x_ + y_) break;                               \
     }                                                                          \
   } while (0)
 
 static float combineFloat(float a, float b, DtrtReduce op) {
   switch (op) {
-  case DTRT_MAX: return b > a ? b : a;
-  case DTRT_MIN: return b < a ? b : a;
-  case DTRT_PROD: return a * b;
-  default: return a + b;
+  case DTRT_MAX:
+    return b > a ? b : a;
+  case DTRT_MIN:
+    return b < a ? b : a;
+  case DTRT_PROD:
+    return a * b;
+  default:
+    return a + b;
   }
 }
 
 void dtrtCombine(void *acc, const void *in, size_t n, DtrtDtype dtype,
                  DtrtReduce op) {
   switch (dtype) {
-  case DTRT_F32: COMBINE(float, acc, in, n, op); break;
-  case DTRT_F64: COMBINE(double, acc, in, n, op); break;
-  case DTRT_I32: COMBINE(int32_t, acc, in, n, op); break;
-  case DTRT_I64: COMBINE(int64_t, acc, in, n, op); break;
+  case DTRT_F32:
+    COMBINE(float, acc, in, n, op);
+    break;
+  case DTRT_F64:
+    COMBINE(double, acc, in, n, op);
+    break;
+  case DTRT_I32:
+    COMBINE(int32_t, acc, in, n, op);
+    break;
+  case DTRT_I64:
+    COMBINE(int64_t, acc, in, n, op);
+    break;
   case DTRT_F16:
   case DTRT_BF16: {
     uint16_t *a = acc;
@@ -510,29 +547,47 @@ void dtrtCombine(void *acc, const void *in, size_t n, DtrtDtype dtype,
 
 static double loadAny(const void *p, DtrtDtype t, size_t i) {
   switch (t) {
-  case DTRT_F32: return ((const float *)p)[i];
-  case DTRT_F64: return ((const double *)p)[i];
-  case DTRT_I32: return ((const int32_t *)p)[i];
-  case DTRT_I64: return (double)((const int64_t *)p)[i];
-  case DTRT_F16: return halfToFloat(((const uint16_t *)p)[i]);
-  case DTRT_BF16: return bf16ToFloat(((const uint16_t *)p)[i]);
+  case DTRT_F32:
+    return ((const float *)p)[i];
+  case DTRT_F64:
+    return ((const double *)p)[i];
+  case DTRT_I32:
+    return ((const int32_t *)p)[i];
+  case DTRT_I64:
+    return (double)((const int64_t *)p)[i];
+  case DTRT_F16:
+    return halfToFloat(((const uint16_t *)p)[i]);
+  case DTRT_BF16:
+    return bf16ToFloat(((const uint16_t *)p)[i]);
   }
   return 0;
 }
 
 static void storeAny(void *p, DtrtDtype t, size_t i, double v) {
   switch (t) {
-  case DTRT_F32: ((float *)p)[i] = (float)v; break;
-  case DTRT_F64: ((double *)p)[i] = v; break;
-  case DTRT_I32: ((int32_t *)p)[i] = (int32_t)v; break;
-  case DTRT_I64: ((int64_t *)p)[i] = (int64_t)v; break;
-  case DTRT_F16: ((uint16_t *)p)[i] = floatToHalf((float)v); break;
-  case DTRT_BF16: ((uint16_t *)p)[i] = floatToBf16((float)v); break;
+  case DTRT_F32:
+    ((float *)p)[i] = (float)v;
+    break;
+  case DTRT_F64:
+    ((double *)p)[i] = v;
+    break;
+  case DTRT_I32:
+    ((int32_t *)p)[i] = (int32_t)v;
+    break;
+  case DTRT_I64:
+    ((int64_t *)p)[i] = (int64_t)v;
+    break;
+  case DTRT_F16:
+    ((uint16_t *)p)[i] = floatToHalf((float)v);
+    break;
+  case DTRT_BF16:
+    ((uint16_t *)p)[i] = floatToBf16((float)v);
+    break;
   }
 }
 
-void dtrtConvert(const void *in, DtrtDtype inType, void *out,
-                 DtrtDtype outType, size_t count) {
+void dtrtConvert(const void *in, DtrtDtype inType, void *out, DtrtDtype outType,
+                 size_t count) {
   if (inType == outType) {
     memmove(out, in, count * dtrtDtypeSize(inType));
     return;
@@ -548,10 +603,18 @@ void dtrtConvert(const void *in, DtrtDtype inType, void *out,
 void dtrtScale(void *buf, size_t n, DtrtDtype dtype, int divisor) {
   for (size_t i = 0; i < n; ++i)
     switch (dtype) {
-    case DTRT_F32: ((float *)buf)[i] /= (float)divisor; break;
-    case DTRT_F64: ((double *)buf)[i] /= (double)divisor; break;
-    case DTRT_I32: ((int32_t *)buf)[i] /= divisor; break;
-    case DTRT_I64: ((int64_t *)buf)[i] /= divisor; break;
+    case DTRT_F32:
+      ((float *)buf)[i] /= (float)divisor;
+      break;
+    case DTRT_F64:
+      ((double *)buf)[i] /= (double)divisor;
+      break;
+    case DTRT_I32:
+      ((int32_t *)buf)[i] /= divisor;
+      break;
+    case DTRT_I64:
+      ((int64_t *)buf)[i] /= divisor;
+      break;
     case DTRT_F16: {
       uint16_t *h = buf;
       h[i] = floatToHalf(halfToFloat(h[i]) / (float)divisor);
@@ -565,7 +628,7 @@ void dtrtScale(void *buf, size_t n, DtrtDtype dtype, int divisor) {
     }
 }
 
-/* ---- the public collectives: checks, then the backend ---------------------- */
+/* ---- the public collectives: checks, then the backend -------------------- */
 
 const char *dtrtCollectiveName(DtrtCollectiveKind k) {
   static const char *names[] = {"all_gather", "all_reduce", "reduce_scatter",
@@ -598,17 +661,22 @@ static DtrtStatus checkCollective(DtrtComm *comm, const DtrtCollective *op) {
                     (int)op->reduce);
   if (op->kind == DTRT_COLL_BROADCAST &&
       (op->root < 0 || op->root >= comm->size))
-    return dtrtFail(c, DTRT_ERR_INVALID, "root %d is not a member position "
-                    "(0 to %d)", op->root, comm->size - 1);
+    return dtrtFail(c, DTRT_ERR_INVALID,
+                    "root %d is not a member position "
+                    "(0 to %d)",
+                    op->root, comm->size - 1);
   if (op->kind == DTRT_COLL_PERMUTE &&
       (op->sendTo < -1 || op->sendTo >= comm->size || op->recvFrom < -1 ||
        op->recvFrom >= comm->size))
-    return dtrtFail(c, DTRT_ERR_INVALID, "permute: send to %d, receive from "
+    return dtrtFail(c, DTRT_ERR_INVALID,
+                    "permute: send to %d, receive from "
                     "%d: each must be a member position (0 to %d) or -1",
                     op->sendTo, op->recvFrom, comm->size - 1);
   if (op->count > (size_t)INT32_MAX && c->backend != &dtrtShmBackend)
-    return dtrtFail(c, DTRT_ERR_INVALID, "%s: %zu elements is more than %s "
-                    "takes in one call", what, op->count, c->backend->name);
+    return dtrtFail(c, DTRT_ERR_INVALID,
+                    "%s: %zu elements is more than %s "
+                    "takes in one call",
+                    what, op->count, c->backend->name);
   return DTRT_OK;
 }
 
@@ -629,52 +697,70 @@ DtrtStatus dtrtBarrier(DtrtComm *comm) {
 
 DtrtStatus dtrtAllGather(DtrtComm *comm, const void *send, void *recv,
                          size_t count, DtrtDtype dtype) {
-  DtrtCollective op = {.kind = DTRT_COLL_ALL_GATHER, .send = send,
-                       .recv = recv, .count = count, .dtype = dtype};
+  DtrtCollective op = {.kind = DTRT_COLL_ALL_GATHER,
+                       .send = send,
+                       .recv = recv,
+                       .count = count,
+                       .dtype = dtype};
   return runCollective(comm, &op);
 }
 
 DtrtStatus dtrtAllReduce(DtrtComm *comm, const void *send, void *recv,
                          size_t count, DtrtDtype dtype, DtrtReduce reduce) {
-  DtrtCollective op = {.kind = DTRT_COLL_ALL_REDUCE, .send = send,
-                       .recv = recv, .count = count, .dtype = dtype,
+  DtrtCollective op = {.kind = DTRT_COLL_ALL_REDUCE,
+                       .send = send,
+                       .recv = recv,
+                       .count = count,
+                       .dtype = dtype,
                        .reduce = reduce};
   return runCollective(comm, &op);
 }
 
 DtrtStatus dtrtReduceScatter(DtrtComm *comm, const void *send, void *recv,
-                             size_t count, DtrtDtype dtype,
-                             DtrtReduce reduce) {
-  DtrtCollective op = {.kind = DTRT_COLL_REDUCE_SCATTER, .send = send,
-                       .recv = recv, .count = count, .dtype = dtype,
+                             size_t count, DtrtDtype dtype, DtrtReduce reduce) {
+  DtrtCollective op = {.kind = DTRT_COLL_REDUCE_SCATTER,
+                       .send = send,
+                       .recv = recv,
+                       .count = count,
+                       .dtype = dtype,
                        .reduce = reduce};
   return runCollective(comm, &op);
 }
 
 DtrtStatus dtrtAllToAll(DtrtComm *comm, const void *send, void *recv,
                         size_t count, DtrtDtype dtype) {
-  DtrtCollective op = {.kind = DTRT_COLL_ALL_TO_ALL, .send = send,
-                       .recv = recv, .count = count, .dtype = dtype};
+  DtrtCollective op = {.kind = DTRT_COLL_ALL_TO_ALL,
+                       .send = send,
+                       .recv = recv,
+                       .count = count,
+                       .dtype = dtype};
   return runCollective(comm, &op);
 }
 
 DtrtStatus dtrtBroadcast(DtrtComm *comm, void *buffer, size_t count,
                          DtrtDtype dtype, int root) {
-  DtrtCollective op = {.kind = DTRT_COLL_BROADCAST, .recv = buffer,
-                       .count = count, .dtype = dtype, .root = root};
+  DtrtCollective op = {.kind = DTRT_COLL_BROADCAST,
+                       .recv = buffer,
+                       .count = count,
+                       .dtype = dtype,
+                       .root = root};
   return runCollective(comm, &op);
 }
 
 DtrtStatus dtrtPermute(DtrtComm *comm, const void *send, void *recv,
                        size_t count, DtrtDtype dtype, int sendTo,
                        int recvFrom) {
-  DtrtCollective op = {.kind = DTRT_COLL_PERMUTE, .send = send, .recv = recv,
-                       .count = count, .dtype = dtype, .sendTo = sendTo,
+  DtrtCollective op = {.kind = DTRT_COLL_PERMUTE,
+                       .send = send,
+                       .recv = recv,
+                       .count = count,
+                       .dtype = dtype,
+                       .sendTo = sendTo,
                        .recvFrom = recvFrom};
   return runCollective(comm, &op);
 }
 
-/* ---- asynchronous collectives ---------------------------------------------- */
+/* ---- asynchronous collectives -------------------------------------------- */
 
 /* Backends without native asynchronous collectives (shm) get a progress
  * thread per communicator that runs started collectives in order; a
@@ -766,9 +852,10 @@ static DtrtStatus drain(DtrtComm *comm) {
   bool idle = w->pending == 0;
   pthread_mutex_unlock(&w->lock);
   return idle ? DTRT_OK
-              : dtrtFail(c, DTRT_ERR_TIMEOUT, "rank %d: timed out waiting for "
-                         "the started collectives of a group of %d", c->rank,
-                         comm->size);
+              : dtrtFail(c, DTRT_ERR_TIMEOUT,
+                         "rank %d: timed out waiting for "
+                         "the started collectives of a group of %d",
+                         c->rank, comm->size);
 }
 
 DtrtStatus dtrtStart(DtrtComm *comm, const DtrtCollective *op,
@@ -847,8 +934,10 @@ DtrtStatus dtrtWait(DtrtRequest *r) {
     if (!atomic_load(&r->done))
       /* The request stays queued (the thread still owns it): leaked on
        * purpose rather than freed under the thread. */
-      return dtrtFail(c, DTRT_ERR_TIMEOUT, "rank %d: timed out waiting for "
-                      "a started %s", c->rank, dtrtCollectiveName(r->op.kind));
+      return dtrtFail(c, DTRT_ERR_TIMEOUT,
+                      "rank %d: timed out waiting for "
+                      "a started %s",
+                      c->rank, dtrtCollectiveName(r->op.kind));
     s = r->status;
     if (s != DTRT_OK)
       dtrtFail(c, s, "%s", r->error);

@@ -29,7 +29,7 @@ struct DtrtRequest {
   DtrtStatus status;
   atomic_bool done;
   char error[DTRT_ERROR_SIZE];
-  void *backend; /* the backend's in-flight state */
+  void *backend;     /* the backend's in-flight state */
   DtrtRequest *next; /* the worker's queue */
 };
 
@@ -72,8 +72,8 @@ struct DtrtContext {
 
 /// Records a failure message in the context (or, on a progress thread, in
 /// its request) and returns `status`.
-DtrtStatus dtrtFail(DtrtContext *c, DtrtStatus status, const char *format,
-                    ...) __attribute__((format(printf, 3, 4)));
+DtrtStatus dtrtFail(DtrtContext *c, DtrtStatus status, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /// The name of a collective kind ("all_gather", ...), for messages.
 const char *dtrtCollectiveName(DtrtCollectiveKind kind);

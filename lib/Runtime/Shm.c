@@ -48,8 +48,8 @@
 typedef struct Header {
   _Atomic unsigned arrived;
   _Atomic unsigned generation;
-  _Atomic int failed;    /* 1 + the member position that failed */
-  _Atomic int noDirect;  /* a member could not read a peer's memory */
+  _Atomic int failed;     /* 1 + the member position that failed */
+  _Atomic int noDirect;   /* a member could not read a peer's memory */
   _Atomic uint32_t ready; /* SEGMENT_MAGIC once the fields below are set */
   uint32_t size;          /* members */
   uint64_t members;       /* hashMembers */
@@ -62,7 +62,7 @@ _Static_assert(sizeof(Header) == 64, "the header is one cache line");
 typedef struct Meta {
   _Atomic int dest; /* permute destination */
   int pid;
-  uint64_t send, recv; /* published buffer addresses, in its own memory */
+  uint64_t send, recv;      /* published buffer addresses, in its own memory */
   _Atomic unsigned entered; /* barriers this member has entered */
   char pad[64 - 3 * sizeof(int) - 2 * sizeof(uint64_t)];
 } Meta;
@@ -76,8 +76,8 @@ typedef struct Shm {
   Meta *meta;
   char *slots;
   char *scratch;
-  unsigned smallCount; /* small collectives so far: picks the half */
-  bool lastSmall;      /* the last collective was a small one */
+  unsigned smallCount;     /* small collectives so far: picks the half */
+  bool lastSmall;          /* the last collective was a small one */
   volatile uint64_t probe; /* what peers read to test direct access */
 } Shm;
 
@@ -105,10 +105,12 @@ static DtrtStatus createSegment(DtrtComm *comm, Shm *s, int *outFd) {
   DtrtContext *c = comm->context;
   int fd = shm_open(s->name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0 && errno == EEXIST)
-    return dtrtFail(c, DTRT_ERR_SYSTEM, "rank %d: the shared-memory segment "
+    return dtrtFail(c, DTRT_ERR_SYSTEM,
+                    "rank %d: the shared-memory segment "
                     "%s exists already and this job did not create it (a "
                     "second job with the same DTENSOR_JOB, or another user's "
-                    "segment): refusing to use it", c->rank, s->name);
+                    "segment): refusing to use it",
+                    c->rank, s->name);
   if (fd < 0)
     return dtrtFail(c, DTRT_ERR_SYSTEM, "shm_open(%s): %s", s->name,
                     strerror(errno));
@@ -143,7 +145,8 @@ static DtrtStatus openSegment(DtrtComm *comm, Shm *s, int *outFd) {
       }
       if (info.st_uid != geteuid() || (info.st_mode & 07777) != 0600) {
         close(fd);
-        return dtrtFail(c, DTRT_ERR_SYSTEM, "rank %d: the shared-memory "
+        return dtrtFail(c, DTRT_ERR_SYSTEM,
+                        "rank %d: the shared-memory "
                         "segment %s belongs to user %u with mode %04o, not to "
                         "this job (user %u, 0600): refusing to attach",
                         c->rank, s->name, (unsigned)info.st_uid,
@@ -155,16 +158,19 @@ static DtrtStatus openSegment(DtrtComm *comm, Shm *s, int *outFd) {
       }
       close(fd);
       if (info.st_size != 0) /* 0: created, not yet sized */
-        return dtrtFail(c, DTRT_ERR_SYSTEM, "rank %d: the shared-memory "
+        return dtrtFail(c, DTRT_ERR_SYSTEM,
+                        "rank %d: the shared-memory "
                         "segment %s holds %lld bytes, not the %zu this group "
-                        "needs: refusing to attach", c->rank, s->name,
-                        (long long)info.st_size, s->totalBytes);
+                        "needs: refusing to attach",
+                        c->rank, s->name, (long long)info.st_size,
+                        s->totalBytes);
     }
     if (dtrtNow() > deadline)
-      return dtrtFail(c, DTRT_ERR_TIMEOUT, "rank %d: timed out after %g s "
+      return dtrtFail(c, DTRT_ERR_TIMEOUT,
+                      "rank %d: timed out after %g s "
                       "waiting for rank %d to create the group's shared "
-                      "memory %s", c->rank, c->timeoutS, comm->members[0],
-                      s->name);
+                      "memory %s",
+                      c->rank, c->timeoutS, comm->members[0], s->name);
     pause1ms();
   }
 }
@@ -177,17 +183,20 @@ static DtrtStatus checkHeader(DtrtComm *comm, Shm *s) {
   while (atomic_load_explicit(&h->ready, memory_order_acquire) !=
          SEGMENT_MAGIC) {
     if (dtrtNow() > deadline)
-      return dtrtFail(c, DTRT_ERR_TIMEOUT, "rank %d: the shared-memory "
+      return dtrtFail(c, DTRT_ERR_TIMEOUT,
+                      "rank %d: the shared-memory "
                       "segment %s was never initialized by its creator "
-                      "(rank %d) within %g s", c->rank, s->name,
-                      comm->members[0], c->timeoutS);
+                      "(rank %d) within %g s",
+                      c->rank, s->name, comm->members[0], c->timeoutS);
     pause1ms();
   }
   if (h->size != (uint32_t)comm->size || h->members != hashMembers(comm) ||
       h->totalBytes != s->totalBytes)
-    return dtrtFail(c, DTRT_ERR_SYSTEM, "rank %d: the shared-memory segment "
+    return dtrtFail(c, DTRT_ERR_SYSTEM,
+                    "rank %d: the shared-memory segment "
                     "%s belongs to another group (%u members): refusing to "
-                    "use it", c->rank, s->name, h->size);
+                    "use it",
+                    c->rank, s->name, h->size);
   return DTRT_OK;
 }
 
@@ -203,7 +212,8 @@ static DtrtStatus shmCommInit(DtrtComm *comm) {
     /* A group of one needs no agreement on the name; a larger one needs
      * the token the launcher hands every rank. */
     if (comm->size > 1)
-      return dtrtFail(c, DTRT_ERR_ENV, "DTENSOR_JOB is not set: the shm "
+      return dtrtFail(c, DTRT_ERR_ENV,
+                      "DTENSOR_JOB is not set: the shm "
                       "backend's ranks need a job token they share and no "
                       "one else can guess (dtensor-run sets one; under "
                       "another launcher, export DTENSOR_JOB=$(od -An -N16 "
@@ -227,18 +237,17 @@ static DtrtStatus shmCommInit(DtrtComm *comm) {
   dtrtShmSegmentName(c->job, comm, s->name, sizeof(s->name));
   bool creator = comm->rank == 0;
   int fd = -1;
-  DtrtStatus st = creator ? createSegment(comm, s, &fd)
-                          : openSegment(comm, s, &fd);
+  DtrtStatus st =
+      creator ? createSegment(comm, s, &fd) : openSegment(comm, s, &fd);
   if (st != DTRT_OK) {
     free(s);
     return st;
   }
-  void *map = mmap(NULL, s->totalBytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-                   fd, 0);
+  void *map =
+      mmap(NULL, s->totalBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (map == MAP_FAILED) {
-    st = dtrtFail(c, DTRT_ERR_SYSTEM, "mmap(%s): %s", s->name,
-                  strerror(errno));
+    st = dtrtFail(c, DTRT_ERR_SYSTEM, "mmap(%s): %s", s->name, strerror(errno));
     if (creator)
       shm_unlink(s->name);
     free(s);
@@ -295,8 +304,7 @@ static void *slot(DtrtComm *comm, int member) {
 static void markFailed(DtrtComm *comm) {
   Shm *s = comm->backend;
   int expected = 0;
-  atomic_compare_exchange_strong(&s->header->failed, &expected,
-                                 comm->rank + 1);
+  atomic_compare_exchange_strong(&s->header->failed, &expected, comm->rank + 1);
 }
 
 /* The global ranks of the members that have not reached barrier number
@@ -336,23 +344,26 @@ static DtrtStatus shmBarrier(DtrtComm *comm, const char *what) {
   for (unsigned spins = 0; atomic_load(&h->generation) == gen; ++spins) {
     int failed = atomic_load(&h->failed);
     if (failed)
-      return dtrtFail(c, DTRT_ERR_PEER, "rank %d: rank %d of the group "
-                      "failed during %s", c->rank,
-                      comm->members[failed - 1], what);
+      return dtrtFail(c, DTRT_ERR_PEER,
+                      "rank %d: rank %d of the group "
+                      "failed during %s",
+                      c->rank, comm->members[failed - 1], what);
     if (spins < 1000)
       continue;
     sched_yield();
     if ((spins & 1023) == 0 && dtrtNow() - start > c->timeoutS) {
       markFailed(comm);
-      return dtrtFail(c, DTRT_ERR_TIMEOUT, "rank %d: timed out after %g s in "
-                      "%s waiting for %s of a group of %d", c->rank,
-                      c->timeoutS, what, lagging(comm, entered), comm->size);
+      return dtrtFail(c, DTRT_ERR_TIMEOUT,
+                      "rank %d: timed out after %g s in "
+                      "%s waiting for %s of a group of %d",
+                      c->rank, c->timeoutS, what, lagging(comm, entered),
+                      comm->size);
     }
   }
   return DTRT_OK;
 }
 
-/* ---- collectives over the exchange slots ----------------------------------- */
+/* ---- collectives over the exchange slots --------------------------------- */
 
 /* Every collective goes in rounds: each member writes (part of) its input
  * into its own slot, all wait, each reads what it needs from the slots, all
@@ -360,7 +371,7 @@ static DtrtStatus shmBarrier(DtrtComm *comm, const char *what) {
  * per member; larger buffers take several rounds. */
 
 static DtrtStatus slotAllGather(DtrtComm *comm, const void *send, void *recv,
-                         size_t count, DtrtDtype dtype) {
+                                size_t count, DtrtDtype dtype) {
   DtrtStatus s = DTRT_OK;
   size_t es = dtrtDtypeSize(dtype), bytes = count * es;
   size_t step = slotBytes(comm) / es * es;
@@ -385,14 +396,13 @@ static void reduceSlots(DtrtComm *comm, void *out, size_t n, DtrtDtype dtype,
   size_t es = dtrtDtypeSize(dtype);
   memcpy(out, (char *)slot(comm, 0) + slotOffset, n);
   for (int j = 1; j < comm->size; ++j)
-    dtrtCombine(out, (char *)slot(comm, j) + slotOffset, n / es, dtype,
-                op);
+    dtrtCombine(out, (char *)slot(comm, j) + slotOffset, n / es, dtype, op);
   if (op == DTRT_AVG)
     dtrtScale(out, n / es, dtype, comm->size);
 }
 
 static DtrtStatus slotAllReduce(DtrtComm *comm, const void *send, void *recv,
-                         size_t count, DtrtDtype dtype, DtrtReduce op) {
+                                size_t count, DtrtDtype dtype, DtrtReduce op) {
   DtrtStatus s = DTRT_OK;
   size_t es = dtrtDtypeSize(dtype), bytes = count * es;
   size_t step = slotBytes(comm) / es * es;
@@ -405,22 +415,21 @@ static DtrtStatus slotAllReduce(DtrtComm *comm, const void *send, void *recv,
     memcpy(slot(comm, comm->rank), (const char *)send + off, n);
     if ((s = shmBarrier(comm, "all_reduce")))
       return s;
-    size_t elems = n / es, part = (elems + (size_t)comm->size - 1) /
-                                  (size_t)comm->size;
+    size_t elems = n / es,
+           part = (elems + (size_t)comm->size - 1) / (size_t)comm->size;
     if (n < (64u << 10) || comm->size == 1) {
       reduceSlots(comm, (char *)recv + off, n, dtype, op, 0);
     } else {
       size_t first = part * (size_t)comm->rank;
-      size_t mine = first >= elems ? 0
-                    : (elems - first < part ? elems - first : part);
+      size_t mine =
+          first >= elems ? 0 : (elems - first < part ? elems - first : part);
       char *out = (char *)recv + off + first * es;
       if (mine)
         reduceSlots(comm, out, mine * es, dtype, op, first * es);
       /* Only this member reads its part of its own slot: no wait needed
        * before overwriting it with the result. */
       if (mine)
-        memcpy((char *)slot(comm, comm->rank) + first * es, out,
-               mine * es);
+        memcpy((char *)slot(comm, comm->rank) + first * es, out, mine * es);
       if ((s = shmBarrier(comm, "all_reduce")))
         return s;
       for (int j = 0; j < comm->size; ++j) {
@@ -428,8 +437,8 @@ static DtrtStatus slotAllReduce(DtrtComm *comm, const void *send, void *recv,
         if (j == comm->rank || f >= elems)
           continue;
         size_t m = elems - f < part ? elems - f : part;
-        memcpy((char *)recv + off + f * es,
-               (char *)slot(comm, j) + f * es, m * es);
+        memcpy((char *)recv + off + f * es, (char *)slot(comm, j) + f * es,
+               m * es);
       }
     }
     if ((s = shmBarrier(comm, "all_reduce")))
@@ -460,8 +469,10 @@ static DtrtStatus slotBlockwise(DtrtComm *comm, const void *send, void *recv,
   size_t es = dtrtDtypeSize(dtype), bytes = count * es;
   size_t step = slotBytes(comm) / (size_t)comm->size / es * es;
   if (step == 0)
-    return dtrtFail(comm->context, DTRT_ERR_INVALID, "the exchange slot is "
-                    "too small for %d members", comm->size);
+    return dtrtFail(comm->context, DTRT_ERR_INVALID,
+                    "the exchange slot is "
+                    "too small for %d members",
+                    comm->size);
   for (size_t off = 0; off < bytes; off += step) {
     size_t n = bytes - off < step ? bytes - off : step;
     packBlocks(comm, send, bytes, off, n);
@@ -481,7 +492,7 @@ static DtrtStatus slotBlockwise(DtrtComm *comm, const void *send, void *recv,
 }
 
 static DtrtStatus slotBroadcast(DtrtComm *comm, void *buffer, size_t count,
-                         DtrtDtype dtype, int root) {
+                                DtrtDtype dtype, int root) {
   DtrtStatus s = DTRT_OK;
   size_t es = dtrtDtypeSize(dtype), bytes = count * es;
   size_t step = slotBytes(comm) / es * es;
@@ -498,7 +509,6 @@ static DtrtStatus slotBroadcast(DtrtComm *comm, void *buffer, size_t count,
   }
   return DTRT_OK;
 }
-
 
 /* Each member publishes its destination and data, all wait, each receiver
  * checks that its source sends to it and copies, all wait again. */
@@ -521,9 +531,10 @@ static DtrtStatus slotPermute(DtrtComm *comm, const void *send, void *recv,
       int dest = atomic_load(&sh->meta[recvFrom].dest);
       if (dest != comm->rank) {
         markFailed(comm);
-        return dtrtFail(comm->context, DTRT_ERR_INVALID, "permute: member %d "
-                        "receives from member %d, which sends to %d", comm->rank,
-                        recvFrom, dest);
+        return dtrtFail(comm->context, DTRT_ERR_INVALID,
+                        "permute: member %d "
+                        "receives from member %d, which sends to %d",
+                        comm->rank, recvFrom, dest);
       }
       memcpy((char *)recv + off, slot(comm, recvFrom), n);
     } else {
@@ -536,7 +547,7 @@ static DtrtStatus slotPermute(DtrtComm *comm, const void *send, void *recv,
   return DTRT_OK;
 }
 
-/* ---- small collectives: one wait ----------------------------------------------
+/* ---- small collectives: one wait --------------------------------------------
  *
  * A collective whose data fits half a slot takes one wait instead of two:
  * small collectives alternate between the two halves of the slots, and a
@@ -584,8 +595,8 @@ static DtrtStatus smallCollective(DtrtComm *comm, const DtrtCollective *op) {
   switch (op->kind) {
   case DTRT_COLL_ALL_GATHER:
     for (int j = 0; j < comm->size; ++j)
-      memcpy((char *)op->recv + (size_t)j * bytes,
-             (char *)slot(comm, j) + half, bytes);
+      memcpy((char *)op->recv + (size_t)j * bytes, (char *)slot(comm, j) + half,
+             bytes);
     break;
   case DTRT_COLL_ALL_REDUCE:
     reduceSlots(comm, op->recv, bytes, op->dtype, op->reduce, half);
@@ -597,8 +608,7 @@ static DtrtStatus smallCollective(DtrtComm *comm, const DtrtCollective *op) {
   case DTRT_COLL_ALL_TO_ALL:
     for (int j = 0; j < comm->size; ++j)
       memcpy((char *)op->recv + (size_t)j * bytes,
-             (char *)slot(comm, j) + half + (size_t)comm->rank * bytes,
-             bytes);
+             (char *)slot(comm, j) + half + (size_t)comm->rank * bytes, bytes);
     break;
   case DTRT_COLL_BROADCAST:
     if (!root)
@@ -610,7 +620,7 @@ static DtrtStatus smallCollective(DtrtComm *comm, const DtrtCollective *op) {
   return DTRT_OK;
 }
 
-/* ---- direct (cross-memory) collectives ------------------------------------- */
+/* ---- direct (cross-memory) collectives ----------------------------------- */
 
 /* Reads `n` bytes at `remote` in member `j`'s memory into `local`. */
 static DtrtStatus readPeer(DtrtComm *comm, int j, uint64_t remote, void *local,
@@ -630,8 +640,8 @@ static DtrtStatus readPeer(DtrtComm *comm, int j, uint64_t remote, void *local,
       /* The peer is gone (ESRCH) or its buffer is: it failed. */
       int e = got < 0 ? errno : EIO;
       markFailed(comm);
-      return dtrtFail(comm->context, e == ESRCH ? DTRT_ERR_PEER
-                                                : DTRT_ERR_SYSTEM,
+      return dtrtFail(comm->context,
+                      e == ESRCH ? DTRT_ERR_PEER : DTRT_ERR_SYSTEM,
                       "rank %d: reading the buffer of rank %d: %s",
                       comm->context->rank, comm->members[j], strerror(e));
     }
@@ -727,8 +737,8 @@ static DtrtStatus reduceFromPeers(DtrtComm *comm, void *out, uint64_t off,
   for (size_t at = 0; at < n; at += step) {
     size_t m = n - at < step ? n - at : step;
     char *dst = (char *)out + at;
-    const char *own = (const char *)(uintptr_t)(sendOf(comm, comm->rank) +
-                                                off + at);
+    const char *own =
+        (const char *)(uintptr_t)(sendOf(comm, comm->rank) + off + at);
     DtrtStatus s = DTRT_OK;
     if (own != dst) /* in place, the own part is there already */
       memcpy(dst, own, m);
@@ -747,8 +757,8 @@ static DtrtStatus reduceFromPeers(DtrtComm *comm, void *out, uint64_t off,
 }
 
 static DtrtStatus directReduceScatter(DtrtComm *comm, const void *send,
-                                      void *recv, size_t count,
-                                      DtrtDtype dtype, DtrtReduce op) {
+                                      void *recv, size_t count, DtrtDtype dtype,
+                                      DtrtReduce op) {
   size_t bytes = count * dtrtDtypeSize(dtype);
   publish(comm, send, recv);
   DtrtStatus s = shmBarrier(comm, "reduce_scatter");
@@ -771,8 +781,8 @@ static DtrtStatus directAllReduce(DtrtComm *comm, const void *send, void *recv,
   publish(comm, send, recv);
   DtrtStatus s = shmBarrier(comm, "all_reduce");
   size_t first = part * (size_t)comm->rank;
-  size_t mine = first >= count ? 0 : (count - first < part ? count - first
-                                                           : part);
+  size_t mine =
+      first >= count ? 0 : (count - first < part ? count - first : part);
   if (s == DTRT_OK && mine)
     s = reduceFromPeers(comm, (char *)recv + first * es, first * es, mine * es,
                         dtype, op);
@@ -806,9 +816,8 @@ static DtrtStatus shmRun(DtrtComm *comm, const DtrtCollective *op) {
   Shm *sh = comm->backend;
   size_t bytes = op->count * dtrtDtypeSize(op->dtype);
   /* all_reduce compares a member's part, the others a whole block. */
-  size_t block = op->kind == DTRT_COLL_ALL_REDUCE
-                     ? bytes / (size_t)comm->size
-                     : bytes;
+  size_t block =
+      op->kind == DTRT_COLL_ALL_REDUCE ? bytes / (size_t)comm->size : bytes;
   if (fitsSmall(comm, op) && block < sh->directBytes)
     return smallCollective(comm, op);
   if (op->kind == DTRT_COLL_BARRIER) {
@@ -822,8 +831,8 @@ static DtrtStatus shmRun(DtrtComm *comm, const DtrtCollective *op) {
     case DTRT_COLL_ALL_TO_ALL:
       return directAllToAll(comm, op->send, op->recv, bytes);
     case DTRT_COLL_REDUCE_SCATTER:
-      return directReduceScatter(comm, op->send, op->recv, op->count,
-                                 op->dtype, op->reduce);
+      return directReduceScatter(comm, op->send, op->recv, op->count, op->dtype,
+                                 op->reduce);
     case DTRT_COLL_ALL_REDUCE:
       return directAllReduce(comm, op->send, op->recv, op->count, op->dtype,
                              op->reduce);

@@ -17,11 +17,10 @@
  * bounded; a set beyond the bounds is refused with a reason.
  *
  * Wire format, in host byte order (every peer is the same build):
- *   request  'A' u32 len secret                      -> reply 'K', or closed
- *            'S' u32 keyLen key u32 valueLen value   -> reply 'K' | 'E' code
- *            'G' u32 keyLen key                       -> reply 'V' u32 len value
- *                                                        | 'E' code
- *            'Q' (quit: this client is done)          -> no reply */
+ *   'A' u32 len secret                     -> 'K', or the connection closed
+ *   'S' u32 keyLen key u32 valueLen value  -> 'K' | 'E' code
+ *   'G' u32 keyLen key                     -> 'V' u32 len value | 'E' code
+ *   'Q' (quit: this client is done)        -> no reply */
 #include "RuntimeInternal.h"
 
 #include <arpa/inet.h>
@@ -62,10 +61,10 @@ typedef struct Entry {
 typedef struct Client {
   int fd;
   bool authenticated, quit;
-  double deadline;          /* 0: nothing pending */
-  char *in;                 /* received bytes not yet a whole request */
+  double deadline; /* 0: nothing pending */
+  char *in;        /* received bytes not yet a whole request */
   size_t inLen, inCap;
-  char *out;                /* replies not yet sent */
+  char *out; /* replies not yet sent */
   size_t outLen, outSent, outCap;
   char waitKey[MAX_KEY + 1]; /* a parked get, "" if none */
 } Client;
@@ -91,7 +90,7 @@ struct DtrtStore {
   Server *server;
 };
 
-/* ---- blocking I/O with the context's timeout (the client) ----------------- */
+/* ---- blocking I/O with the context's timeout (the client) ---------------- */
 
 static int ioAll(int fd, void *buf, size_t n, bool writing, double deadline) {
   char *p = buf;
@@ -121,8 +120,8 @@ static bool sameSecret(const char *expected, size_t expectedLen,
                        const char *got, size_t gotLen) {
   unsigned diff = (unsigned)(expectedLen != gotLen);
   for (size_t i = 0; i < expectedLen; ++i)
-    diff |= (unsigned char)expected[i] ^
-            (unsigned char)(i < gotLen ? got[i] : 0);
+    diff |=
+        (unsigned char)expected[i] ^ (unsigned char)(i < gotLen ? got[i] : 0);
   return diff == 0;
 }
 
@@ -131,21 +130,24 @@ static bool sameSecret(const char *expected, size_t expectedLen,
 static DtrtStatus readSecret(DtrtContext *c, char *out, size_t *outLen) {
   const char *secret = getenv("DTENSOR_SECRET");
   if (!secret || !*secret)
-    return dtrtFail(c, DTRT_ERR_ENV, "DTENSOR_SECRET is not set: the "
+    return dtrtFail(c, DTRT_ERR_ENV,
+                    "DTENSOR_SECRET is not set: the "
                     "rendezvous store admits only the job's ranks, which "
                     "share a secret (dtensor-run sets one; under another "
                     "launcher, export DTENSOR_SECRET=$(od -An -N16 -tx1 "
                     "/dev/urandom | tr -d ' \\n') for every rank)");
   size_t n = strlen(secret);
   if (n > MAX_SECRET)
-    return dtrtFail(c, DTRT_ERR_ENV, "DTENSOR_SECRET is longer than %d "
-                    "bytes", MAX_SECRET);
+    return dtrtFail(c, DTRT_ERR_ENV,
+                    "DTENSOR_SECRET is longer than %d "
+                    "bytes",
+                    MAX_SECRET);
   memcpy(out, secret, n);
   *outLen = n;
   return DTRT_OK;
 }
 
-/* ---- the server ----------------------------------------------------------- */
+/* ---- the server ---------------------------------------------------------- */
 
 static Entry *findEntry(Server *s, const char *key) {
   for (int i = 0; i < s->numEntries; ++i)
@@ -347,9 +349,8 @@ static bool readClient(Server *s, int i) {
   /* A request begun must end within REQUEST_S; an unauthenticated client
    * keeps its hello deadline from when it connected. */
   if (cl->authenticated)
-    cl->deadline = cl->inLen ? (cl->deadline ? cl->deadline
-                                             : dtrtNow() + REQUEST_S)
-                             : 0;
+    cl->deadline =
+        cl->inLen ? (cl->deadline ? cl->deadline : dtrtNow() + REQUEST_S) : 0;
   return true;
 }
 
@@ -381,8 +382,7 @@ static void acceptClient(Server *s) {
   int unauthenticated = 0;
   for (int i = 0; i < s->numClients; ++i)
     unauthenticated += !s->clients[i].authenticated;
-  if (s->numClients >= MAX_CLIENTS ||
-      unauthenticated >= MAX_UNAUTHENTICATED) {
+  if (s->numClients >= MAX_CLIENTS || unauthenticated >= MAX_UNAUTHENTICATED) {
     close(fd);
     return;
   }
@@ -419,8 +419,8 @@ static void *serve(void *arg) {
     for (int i = 0; i < s->numClients; ++i) {
       Client *cl = &s->clients[i];
       bool sending = cl->outSent < cl->outLen;
-      pfds[i + 2] = (struct pollfd){cl->fd, POLLIN | (sending ? POLLOUT : 0),
-                                    0};
+      pfds[i + 2] =
+          (struct pollfd){cl->fd, POLLIN | (sending ? POLLOUT : 0), 0};
       if (cl->deadline && cl->deadline < next)
         next = cl->deadline;
     }
@@ -475,7 +475,8 @@ static DtrtStatus startServer(DtrtContext *c, const struct addrinfo *ai,
     setsockopt(s->listenFd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (s->listenFd < 0 || bind(s->listenFd, ai->ai_addr, ai->ai_addrlen) ||
       listen(s->listenFd, 128) || pipe(s->wake)) {
-    DtrtStatus st = dtrtFail(c, DTRT_ERR_SYSTEM, "rank 0: serving the "
+    DtrtStatus st = dtrtFail(c, DTRT_ERR_SYSTEM,
+                             "rank 0: serving the "
                              "rendezvous store: %s (is MASTER_PORT in use?)",
                              strerror(errno));
     if (s->listenFd >= 0)
@@ -512,7 +513,7 @@ static void stopServer(Server *s) {
   free(s);
 }
 
-/* ---- the client ----------------------------------------------------------- */
+/* ---- the client ---------------------------------------------------------- */
 
 static int hello(int fd, const char *secret, size_t n, double deadline) {
   char op = 'A', reply = 0;
@@ -580,18 +581,20 @@ DtrtStatus dtrtStoreCreate(DtrtContext *c, const char *addr, int port,
   }
   freeaddrinfo(ai);
   if (st->fd < 0) {
-    s = dtrtFail(c, DTRT_ERR_TIMEOUT, "rank %d: no rendezvous store at "
-                 "%s:%d after %g s: %s", c->rank, addr, port, c->timeoutS,
-                 strerror(err));
+    s = dtrtFail(c, DTRT_ERR_TIMEOUT,
+                 "rank %d: no rendezvous store at "
+                 "%s:%d after %g s: %s",
+                 c->rank, addr, port, c->timeoutS, strerror(err));
     dtrtStoreDestroy(st);
     return s;
   }
   if ((err = hello(st->fd, secret, secretLen, dtrtNow() + c->timeoutS))) {
-    s = dtrtFail(c, err == ETIMEDOUT ? DTRT_ERR_TIMEOUT : DTRT_ERR_ENV,
-                 "rank %d: the rendezvous store at %s:%d %s", c->rank, addr,
-                 port, err == ETIMEDOUT ? "did not answer"
-                       : "refused this rank's DTENSOR_SECRET (not this "
-                         "job's store, or another secret)");
+    s = dtrtFail(
+        c, err == ETIMEDOUT ? DTRT_ERR_TIMEOUT : DTRT_ERR_ENV,
+        "rank %d: the rendezvous store at %s:%d %s", c->rank, addr, port,
+        err == ETIMEDOUT ? "did not answer"
+                         : "refused this rank's DTENSOR_SECRET (not this "
+                           "job's store, or another secret)");
     dtrtStoreDestroy(st);
     return s;
   }
@@ -612,8 +615,7 @@ void dtrtStoreDestroy(DtrtStore *st) {
      * reading a value), or the timeout. */
     double deadline = dtrtNow() + st->context->timeoutS;
     int world = st->context->worldSize;
-    while (atomic_load(&st->server->quitted) < world &&
-           dtrtNow() < deadline) {
+    while (atomic_load(&st->server->quitted) < world && dtrtNow() < deadline) {
       struct timespec pause = {0, 2 * 1000 * 1000};
       nanosleep(&pause, NULL);
     }
@@ -634,8 +636,10 @@ static DtrtStatus storeIo(DtrtStore *st, int err, const char *what,
 
 static DtrtStatus refused(DtrtStore *st, const char *what, const char *key,
                           char code) {
-  return dtrtFail(st->context, DTRT_ERR_INVALID, "rank %d: rendezvous store "
-                  "%s '%.40s': refused (%s)", st->context->rank, what, key,
+  return dtrtFail(st->context, DTRT_ERR_INVALID,
+                  "rank %d: rendezvous store "
+                  "%s '%.40s': refused (%s)",
+                  st->context->rank, what, key,
                   code == REFUSE_KEY     ? "a key is 1 to 200 bytes"
                   : code == REFUSE_VALUE ? "a value is at most 1 MiB"
                                          : "the store holds at most 64 MiB");
@@ -656,8 +660,10 @@ static DtrtStatus sendHead(DtrtStore *st, char op, const char *key,
                            double deadline, int *outErr) {
   size_t keyLen = strlen(key);
   if (keyLen == 0 || keyLen > MAX_KEY)
-    return dtrtFail(st->context, DTRT_ERR_INVALID, "rendezvous store: key "
-                    "'%.40s' is not 1 to %d bytes", key, MAX_KEY);
+    return dtrtFail(st->context, DTRT_ERR_INVALID,
+                    "rendezvous store: key "
+                    "'%.40s' is not 1 to %d bytes",
+                    key, MAX_KEY);
   uint32_t k = (uint32_t)keyLen;
   int err = ioAll(st->fd, &op, 1, true, deadline);
   if (!err)
@@ -669,8 +675,10 @@ static DtrtStatus sendHead(DtrtStore *st, char op, const char *key,
 DtrtStatus dtrtStoreSet(DtrtStore *st, const char *key, const void *value,
                         size_t size) {
   if (size > MAX_VALUE)
-    return dtrtFail(st->context, DTRT_ERR_INVALID, "rendezvous store: the "
-                    "%zu-byte value of '%.40s' is over 1 MiB", size, key);
+    return dtrtFail(st->context, DTRT_ERR_INVALID,
+                    "rendezvous store: the "
+                    "%zu-byte value of '%.40s' is over 1 MiB",
+                    size, key);
   double deadline = dtrtNow() + st->context->timeoutS;
   uint32_t n = (uint32_t)size;
   int err = 0;
@@ -708,7 +716,8 @@ DtrtStatus dtrtStoreGet(DtrtStore *st, const char *key, void *out,
     for (size_t left = n; left && !err; left -= left < 4096 ? left : 4096)
       err = ioAll(st->fd, sink, left < 4096 ? left : 4096, false, deadline);
     if (!err)
-      return dtrtFail(st->context, DTRT_ERR_INVALID, "rank %d: rendezvous "
+      return dtrtFail(st->context, DTRT_ERR_INVALID,
+                      "rank %d: rendezvous "
                       "store: '%s' holds %u bytes, not %zu",
                       st->context->rank, key, n, size);
   }

@@ -30,9 +30,9 @@ static unsigned freeSlot(const DtTable *t, uint64_t hash) {
 void *dtTableInsert(DtTable *t, uint64_t hash) {
   if ((t->count + 1) * 2 > t->mask) {
     unsigned size = t->mask ? 2 * (t->mask + 1) : 64;
-    DtTable grown = {t->entrySize, size - 1, t->count,
-                     calloc(size, sizeof(uint64_t)), calloc(size, 1),
-                     calloc(size, t->entrySize)};
+    DtTable grown = {t->entrySize,    size - 1,
+                     t->count,        calloc(size, sizeof(uint64_t)),
+                     calloc(size, 1), calloc(size, t->entrySize)};
     if (!grown.hashes || !grown.used || !grown.entries) {
       dtTableFree(&grown);
       return NULL;
@@ -63,8 +63,8 @@ void dtTableRemove(DtTable *t, void *entry) {
    * is not between the hole and it, so every probe still finds it. */
   for (unsigned i = (hole + 1) & t->mask; t->used[i]; i = (i + 1) & t->mask) {
     unsigned home = (unsigned)t->hashes[i] & t->mask;
-    bool stays = hole <= i ? (hole < home && home <= i)
-                           : (hole < home || home <= i);
+    bool stays =
+        hole <= i ? (hole < home && home <= i) : (hole < home || home <= i);
     if (stays)
       continue;
     t->used[hole] = true;

@@ -60,8 +60,7 @@ MlirLogicalResult dtensorEmitModule(MlirOperation module, MlirStringRef path,
                                     DtensorEmitKind kind, int optLevel,
                                     DtensorDiag *outDiag) {
   if (optLevel < 0 || optLevel > 3)
-    return failWith(outDiag, "optimization level %d (valid: 0 to 3)",
-                    optLevel);
+    return failWith(outDiag, "optimization level %d (valid: 0 to 3)", optLevel);
   if (LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter())
     return failWith(outDiag, "this LLVM has no code generator for the host");
   mlirRegisterAllLLVMTranslations(mlirOperationGetContext(module));
@@ -70,8 +69,8 @@ MlirLogicalResult dtensorEmitModule(MlirOperation module, MlirStringRef path,
   if (!m) {
     LLVMContextDispose(llctx);
     return failWith(outDiag, "the module does not translate to LLVM IR (is "
-                    "it in the LLVM dialect? run the dtensor-to-llvm "
-                    "pipeline first)");
+                             "it in the LLVM dialect? run the dtensor-to-llvm "
+                             "pipeline first)");
   }
   char *triple = LLVMGetDefaultTargetTriple();
   char *cpu = LLVMGetHostCPUName(), *features = LLVMGetHostCPUFeatures();
@@ -87,9 +86,8 @@ MlirLogicalResult dtensorEmitModule(MlirOperation module, MlirStringRef path,
   static const LLVMCodeGenOptLevel kLevels[4] = {
       LLVMCodeGenLevelNone, LLVMCodeGenLevelLess, LLVMCodeGenLevelDefault,
       LLVMCodeGenLevelAggressive};
-  tm = LLVMCreateTargetMachine(target, triple, cpu, features,
-                               kLevels[optLevel], LLVMRelocPIC,
-                               LLVMCodeModelDefault);
+  tm = LLVMCreateTargetMachine(target, triple, cpu, features, kLevels[optLevel],
+                               LLVMRelocPIC, LLVMCodeModelDefault);
   LLVMSetTarget(m, triple);
   LLVMTargetDataRef layout = LLVMCreateTargetDataLayout(tm);
   char *layoutText = LLVMCopyStringRepOfTargetData(layout);
@@ -110,11 +108,11 @@ MlirLogicalResult dtensorEmitModule(MlirOperation module, MlirStringRef path,
   if (kind == DTENSOR_EMIT_LLVM_IR) {
     if (LLVMPrintModuleToFile(m, file, &error))
       result = failWith(outDiag, "writing '%s': %s", file, error);
-  } else if (LLVMTargetMachineEmitToFile(
-                 tm, m, file,
-                 kind == DTENSOR_EMIT_ASSEMBLY ? LLVMAssemblyFile
-                                               : LLVMObjectFile,
-                 &error)) {
+  } else if (LLVMTargetMachineEmitToFile(tm, m, file,
+                                         kind == DTENSOR_EMIT_ASSEMBLY
+                                             ? LLVMAssemblyFile
+                                             : LLVMObjectFile,
+                                         &error)) {
     result = failWith(outDiag, "writing '%s': %s", file, error);
   }
 done:

@@ -79,8 +79,10 @@ static int axisOf(Plan *p, json_t *axis, int rule, int dflt) {
   for (int a = 0, k = 0; a < rank; ++a)
     k += snprintf(names + k, sizeof(names) - (size_t)k, "%s%s", a ? ", " : "",
                   dtensorMeshGetAxisName(p->mesh, a));
-  fail(p, moduleLoc(p), "plan '%s': rule %d: axis %s is not an axis of mesh "
-       "@%s (its axes: %s)", p->path, rule,
+  fail(p, moduleLoc(p),
+       "plan '%s': rule %d: axis %s is not an axis of mesh "
+       "@%s (its axes: %s)",
+       p->path, rule,
        json_is_string(axis) ? json_string_value(axis) : "(not a name)",
        p->meshName, names);
   return -1;
@@ -95,15 +97,19 @@ static bool readMesh(Plan *p, json_t *mesh) {
                          ? json_string_value(json_object_get(mesh, "name"))
                          : NULL;
   if (!name) {
-    fail(p, loc, "plan '%s': \"mesh\" must be a mesh's name or {\"name\", "
-         "\"shape\", \"axes\"}", p->path);
+    fail(p, loc,
+         "plan '%s': \"mesh\" must be a mesh's name or {\"name\", "
+         "\"shape\", \"axes\"}",
+         p->path);
     return false;
   }
   if (name[0] == '@')
     ++name;
   if (!name[0]) {
-    fail(p, loc, "plan '%s': the mesh's name is empty (a dtensor.mesh needs "
-         "a symbol name: \"mesh\": {\"name\": \"mesh\", ...})", p->path);
+    fail(p, loc,
+         "plan '%s': the mesh's name is empty (a dtensor.mesh needs "
+         "a symbol name: \"mesh\": {\"name\": \"mesh\", ...})",
+         p->path);
     return false;
   }
   snprintf(p->meshName, sizeof(p->meshName), "%s", name);
@@ -120,15 +126,19 @@ static bool readMesh(Plan *p, json_t *mesh) {
   json_t *axes = json_is_object(mesh) ? json_object_get(mesh, "axes") : NULL;
   size_t rank = json_is_array(shape) ? json_array_size(shape) : 0;
   if (rank > DTENSOR_MAX_MESH_RANK) {
-    fail(p, loc, "plan '%s': mesh @%s has %zu axes; at most %d are "
-         "supported", p->path, name, rank, DTENSOR_MAX_MESH_RANK);
+    fail(p, loc,
+         "plan '%s': mesh @%s has %zu axes; at most %d are "
+         "supported",
+         p->path, name, rank, DTENSOR_MAX_MESH_RANK);
     return false;
   }
   if (!rank ||
       (axes && (!json_is_array(axes) || json_array_size(axes) != rank))) {
-    fail(p, loc, "plan '%s': the module has no mesh @%s, and the plan does "
+    fail(p, loc,
+         "plan '%s': the module has no mesh @%s, and the plan does "
          "not declare it (\"mesh\": {\"name\": \"%s\", \"shape\": [2, 4], "
-         "\"axes\": [\"dp\", \"tp\"]})", p->path, name, name);
+         "\"axes\": [\"dp\", \"tp\"]})",
+         p->path, name, name);
     return false;
   }
   int64_t dims[DTENSOR_MAX_MESH_RANK];
@@ -155,12 +165,13 @@ static bool readMesh(Plan *p, json_t *mesh) {
 static bool readRules(Plan *p, json_t *rules) {
   if (!json_is_array(rules) || json_array_size(rules) == 0 ||
       json_array_size(rules) > MAX_RULES) {
-    fail(p, moduleLoc(p), "plan '%s': \"rules\" must be a list of 1 to %d "
-         "rules", p->path, MAX_RULES);
+    fail(p, moduleLoc(p),
+         "plan '%s': \"rules\" must be a list of 1 to %d "
+         "rules",
+         p->path, MAX_RULES);
     return false;
   }
-  static const char *kKeys[] = {"match", "function", "layout", "style",
-                                "axis"};
+  static const char *kKeys[] = {"match", "function", "layout", "style", "axis"};
   for (size_t i = 0; i < json_array_size(rules); ++i) {
     json_t *r = json_array_get(rules, i);
     int n = (int)i + 1;
@@ -175,8 +186,10 @@ static bool readRules(Plan *p, json_t *rules) {
       for (size_t k = 0; k < sizeof(kKeys) / sizeof(kKeys[0]); ++k)
         known |= !strcmp(key, kKeys[k]);
       if (!known) {
-        fail(p, moduleLoc(p), "plan '%s': rule %d: unknown key \"%s\" "
-             "(valid: match, function, layout, style, axis)", p->path, n, key);
+        fail(p, moduleLoc(p),
+             "plan '%s': rule %d: unknown key \"%s\" "
+             "(valid: match, function, layout, style, axis)",
+             p->path, n, key);
         return false;
       }
     }
@@ -187,13 +200,17 @@ static bool readRules(Plan *p, json_t *rules) {
     rule->layout = json_string_value(json_object_get(r, "layout"));
     rule->style = json_string_value(json_object_get(r, "style"));
     if (!rule->match) {
-      fail(p, moduleLoc(p), "plan '%s': rule %d has no \"match\" (a glob "
-           "over argument names)", p->path, n);
+      fail(p, moduleLoc(p),
+           "plan '%s': rule %d has no \"match\" (a glob "
+           "over argument names)",
+           p->path, n);
       return false;
     }
     if (!rule->layout == !rule->style) {
-      fail(p, moduleLoc(p), "plan '%s': rule %d ('%s') needs exactly one of "
-           "\"layout\" and \"style\"", p->path, n, rule->match);
+      fail(p, moduleLoc(p),
+           "plan '%s': rule %d ('%s') needs exactly one of "
+           "\"layout\" and \"style\"",
+           p->path, n, rule->match);
       return false;
     }
     if (rule->style) {
@@ -201,9 +218,10 @@ static bool readRules(Plan *p, json_t *rules) {
       for (size_t k = 0; k < sizeof(kStyles) / sizeof(kStyles[0]); ++k)
         known |= !strcmp(rule->style, kStyles[k]);
       if (!known) {
-        fail(p, moduleLoc(p), "plan '%s': rule %d ('%s'): unknown style '%s' "
-             "(valid: colwise, rowwise, replicate, data_parallel)", p->path,
-             n, rule->match, rule->style);
+        fail(p, moduleLoc(p),
+             "plan '%s': rule %d ('%s'): unknown style '%s' "
+             "(valid: colwise, rowwise, replicate, data_parallel)",
+             p->path, n, rule->match, rule->style);
         return false;
       }
       /* Tensor parallel styles default to the last axis, data parallel to
@@ -217,7 +235,7 @@ static bool readRules(Plan *p, json_t *rules) {
   return true;
 }
 
-/* ---- arguments ------------------------------------------------------------ */
+/* ---- arguments ----------------------------------------------------------- */
 
 /* An argument's name: its dtensor.name, else its name location. */
 static bool argName(MlirOperation func, intptr_t i, char *out, size_t size) {
@@ -291,7 +309,8 @@ static void applyToFunction(Plan *p, MlirOperation func, char *names,
         continue;
       ++rule->matched;
       if (!mlirTypeIsARankedTensor(type)) {
-        fail(p, mlirOperationGetLocation(func), "plan '%s': rule %d ('%s') "
+        fail(p, mlirOperationGetLocation(func),
+             "plan '%s': rule %d ('%s') "
              "matches argument '%s' of @%s, which is not a ranked tensor",
              p->path, r + 1, rule->match, name, fn);
         return;
@@ -302,10 +321,12 @@ static void applyToFunction(Plan *p, MlirOperation func, char *names,
         chosen = r;
         snprintf(spec, sizeof(spec), "%s", other);
       } else if (strcmp(spec, other)) {
-        fail(p, mlirOperationGetLocation(func), "plan '%s': conflicting "
+        fail(p, mlirOperationGetLocation(func),
+             "plan '%s': conflicting "
              "rules for argument '%s' of @%s: rule %d ('%s') gives %s, rule "
-             "%d ('%s') gives %s", p->path, name, fn, chosen + 1,
-             p->rules[chosen].match, spec, r + 1, rule->match, other);
+             "%d ('%s') gives %s",
+             p->path, name, fn, chosen + 1, p->rules[chosen].match, spec, r + 1,
+             rule->match, other);
         return;
       }
     }
@@ -319,9 +340,11 @@ static void applyToFunction(Plan *p, MlirOperation func, char *names,
       shape[d] = mlirShapedTypeGetDimSize(type, d);
     if (!dtensorShardingSpecParse(spec, p->mesh, &parsed, &diag) ||
         !dtensorShardingSpecCheck(&parsed, p->mesh, rank, shape, &diag)) {
-      fail(p, mlirOperationGetLocation(func), "plan '%s': rule %d ('%s') "
-           "gives argument '%s' of @%s the layout %s: %s", p->path,
-           chosen + 1, p->rules[chosen].match, name, fn, spec, diag.message);
+      fail(p, mlirOperationGetLocation(func),
+           "plan '%s': rule %d ('%s') "
+           "gives argument '%s' of @%s the layout %s: %s",
+           p->path, chosen + 1, p->rules[chosen].match, name, fn, spec,
+           diag.message);
       return;
     }
     MlirAttribute layout = dtensorLayoutAttrGet(
@@ -337,9 +360,11 @@ static void applyToFunction(Plan *p, MlirOperation func, char *names,
     if (!mlirAttributeIsNull(have) && !mlirAttributeEqual(have, layout)) {
       DtensorLayoutAttrParts parts;
       dtensorLayoutAttrGetParts(have, &parts);
-      fail(p, mlirOperationGetLocation(func), "plan '%s': rule %d ('%s') "
+      fail(p, mlirOperationGetLocation(func),
+           "plan '%s': rule %d ('%s') "
            "gives argument '%s' of @%s the layout %s, but it is annotated "
-           "%s", p->path, chosen + 1, p->rules[chosen].match, name, fn, spec,
+           "%s",
+           p->path, chosen + 1, p->rules[chosen].match, name, fn, spec,
            parts.spec);
       return;
     }
@@ -371,8 +396,10 @@ static bool runApplyPlan(MlirOperation module, const DtPassOptions *options) {
   if (!p->failed)
     json_object_foreach(root, key, value) if (strcmp(key, "mesh") &&
                                               strcmp(key, "rules")) {
-      fail(p, moduleLoc(p), "plan '%s': unknown key \"%s\" (valid: mesh, "
-           "rules)", p->path, key);
+      fail(p, moduleLoc(p),
+           "plan '%s': unknown key \"%s\" (valid: mesh, "
+           "rules)",
+           p->path, key);
       break;
     }
   if (!p->failed && readMesh(p, json_object_get(root, "mesh")) &&
@@ -382,15 +409,16 @@ static bool runApplyPlan(MlirOperation module, const DtPassOptions *options) {
     for (MlirOperation f = mlirBlockGetFirstOperation(top);
          !mlirOperationIsNull(f) && !p->failed;
          f = mlirOperationGetNextInBlock(f))
-      if (dtIsOp(f, "func.func") &&
-          !mlirBlockIsNull(mlirRegionGetFirstBlock(mlirOperationGetRegion(f, 0))))
+      if (dtIsOp(f, "func.func") && !mlirBlockIsNull(mlirRegionGetFirstBlock(
+                                        mlirOperationGetRegion(f, 0))))
         applyToFunction(p, f, names, sizeof(names));
     for (int r = 0; r < p->numRules && !p->failed; ++r)
       if (!p->rules[r].matched)
-        fail(p, moduleLoc(p), "plan '%s': rule %d ('%s') matches no argument "
+        fail(p, moduleLoc(p),
+             "plan '%s': rule %d ('%s') matches no argument "
              "(names come from a dtensor.name attribute or a name location; "
-             "the module's named arguments: %s)", p->path, r + 1,
-             p->rules[r].match, names[0] ? names : "none");
+             "the module's named arguments: %s)",
+             p->path, r + 1, p->rules[r].match, names[0] ? names : "none");
   }
   bool ok = !p->failed;
   json_decref(root);

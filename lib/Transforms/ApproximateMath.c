@@ -5,8 +5,8 @@
  * scalar calls LLVM cannot vectorize). Ops of other types (f64, vectors,
  * f16/bf16) stay as they are. Accuracy: docs/runtime.md. */
 #include "PassDef.h"
-#include "Template.h"
 #include "Table.h"
+#include "Template.h"
 #include "Util.h"
 
 #include "mlir-c/BuiltinAttributes.h"
@@ -51,8 +51,8 @@ static bool runApproximateMath(MlirOperation root,
                                const DtPassOptions *options) {
   (void)options;
   MlirContext ctx = mlirOperationGetContext(root);
-  MlirModule lib =
-      mlirModuleCreateParse(ctx, mlirStringRefCreateFromCString(dtMathLibSource));
+  MlirModule lib = mlirModuleCreateParse(
+      ctx, mlirStringRefCreateFromCString(dtMathLibSource));
   if (mlirModuleIsNull(lib)) {
     mlirEmitError(mlirOperationGetLocation(root),
                   "dtensor-approximate-math: its math library does not parse");

@@ -48,7 +48,8 @@ static bool isMulAddBody(MlirOperation op) {
   MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0));
   if (mlirBlockIsNull(body) || mlirBlockGetNumArguments(body) != 3)
     return false;
-  MlirValue a = mlirBlockGetArgument(body, 0), b = mlirBlockGetArgument(body, 1),
+  MlirValue a = mlirBlockGetArgument(body, 0),
+            b = mlirBlockGetArgument(body, 1),
             c = mlirBlockGetArgument(body, 2);
   MlirValue product = {NULL}, sum = {NULL};
   for (MlirOperation o = mlirBlockGetFirstOperation(body);
@@ -134,4 +135,3 @@ bool dtContractionMatchBlas(MlirOperation op, const char *names[3],
   return runtimeTakes(names[0], names[1], names[2]) &&
          readMaps(op, maps, numMaps);
 }
-

@@ -5,8 +5,8 @@
  * lowering to loops). Written as a template per tensor type and dimension
  * (Template.h). Dynamic sizes are refused with a located error. */
 #include "Dialect/DialectInternal.h"
-#include "Support/Support.h"
 #include "PassDef.h"
+#include "Support/Support.h"
 #include "Table.h"
 #include "Template.h"
 #include "Util.h"
@@ -86,32 +86,40 @@ static bool softmaxTemplate(MlirType type, int dim, DtBuf *t) {
   dtBufPrintf(t, "  %%e = tensor.empty() : %s\n", R);
   dtBufPrintf(t, "  %%lowest = arith.constant %s : %s\n", lowest, E);
   dtBufPrintf(t, "  %%zero = arith.constant 0.0 : %s\n", E);
-  dtBufPrintf(t, "  %%m0 = linalg.fill ins(%%lowest : %s) outs(%%e : %s) -> %s\n",
+  dtBufPrintf(t,
+              "  %%m0 = linalg.fill ins(%%lowest : %s) outs(%%e : %s) -> %s\n",
               E, R, R);
-  dtBufPrintf(t, "  %%m = linalg.generic {indexing_maps = [%s, %s], "
-              "iterator_types = [%s]} ins(%%x : %s) outs(%%m0 : %s) {\n"
-              "  ^bb0(%%v: %s, %%a: %s):\n    %%r = arith.maximumf %%a, %%v : %s\n"
-              "    linalg.yield %%r : %s\n  } -> %s\n",
-              id, proj, red, T, R, E, E, E, E, R);
-  dtBufPrintf(t, "  %%ex = linalg.generic {indexing_maps = [%s, %s, %s], "
-              "iterator_types = [%s]} ins(%%x, %%m : %s, %s) outs(%%out : %s) {\n"
-              "  ^bb0(%%v: %s, %%mx: %s, %%o: %s):\n"
-              "    %%c = arith.subf %%v, %%mx : %s\n    %%r = math.exp %%c : %s\n"
-              "    linalg.yield %%r : %s\n  } -> %s\n",
-              id, proj, id, par, T, R, T, E, E, E, E, E, E, T);
+  dtBufPrintf(
+      t,
+      "  %%m = linalg.generic {indexing_maps = [%s, %s], "
+      "iterator_types = [%s]} ins(%%x : %s) outs(%%m0 : %s) {\n"
+      "  ^bb0(%%v: %s, %%a: %s):\n    %%r = arith.maximumf %%a, %%v : %s\n"
+      "    linalg.yield %%r : %s\n  } -> %s\n",
+      id, proj, red, T, R, E, E, E, E, R);
+  dtBufPrintf(
+      t,
+      "  %%ex = linalg.generic {indexing_maps = [%s, %s, %s], "
+      "iterator_types = [%s]} ins(%%x, %%m : %s, %s) outs(%%out : %s) {\n"
+      "  ^bb0(%%v: %s, %%mx: %s, %%o: %s):\n"
+      "    %%c = arith.subf %%v, %%mx : %s\n    %%r = math.exp %%c : %s\n"
+      "    linalg.yield %%r : %s\n  } -> %s\n",
+      id, proj, id, par, T, R, T, E, E, E, E, E, E, T);
   dtBufPrintf(t, "  %%s0 = linalg.fill ins(%%zero : %s) outs(%%e : %s) -> %s\n",
               E, R, R);
-  dtBufPrintf(t, "  %%s = linalg.generic {indexing_maps = [%s, %s], "
+  dtBufPrintf(t,
+              "  %%s = linalg.generic {indexing_maps = [%s, %s], "
               "iterator_types = [%s]} ins(%%ex : %s) outs(%%s0 : %s) {\n"
               "  ^bb0(%%v: %s, %%a: %s):\n    %%r = arith.addf %%a, %%v : %s\n"
               "    linalg.yield %%r : %s\n  } -> %s\n",
               id, proj, red, T, R, E, E, E, E, R);
-  dtBufPrintf(t, "  %%y = linalg.generic {indexing_maps = [%s, %s, %s], "
-              "iterator_types = [%s]} ins(%%ex, %%s : %s, %s) outs(%%out : %s) {\n"
-              "  ^bb0(%%v: %s, %%sum: %s, %%o: %s):\n"
-              "    %%r = arith.divf %%v, %%sum : %s\n"
-              "    linalg.yield %%r : %s\n  } -> %s\n",
-              id, proj, id, par, T, R, T, E, E, E, E, E, T);
+  dtBufPrintf(
+      t,
+      "  %%y = linalg.generic {indexing_maps = [%s, %s, %s], "
+      "iterator_types = [%s]} ins(%%ex, %%s : %s, %s) outs(%%out : %s) {\n"
+      "  ^bb0(%%v: %s, %%sum: %s, %%o: %s):\n"
+      "    %%r = arith.divf %%v, %%sum : %s\n"
+      "    linalg.yield %%r : %s\n  } -> %s\n",
+      id, proj, id, par, T, R, T, E, E, E, E, E, T);
   dtBufPrintf(t, "  return %%y : %s\n}\n", T);
   return true;
 }

@@ -28,13 +28,13 @@
 
 typedef struct Sharding {
   MlirOperation func;
-  int index;     /* argument or result position */
+  int index; /* argument or result position */
   bool isResult;
-  bool tiled;    /* else replicated */
-  int numTiles;  /* tile counts, the replica count last if replicated */
+  bool tiled;   /* else replicated */
+  int numTiles; /* tile counts, the replica count last if replicated */
   int64_t tiles[MAX_DIMS];
   bool lastReplicated;
-  int rank;      /* of the tensor */
+  int rank; /* of the tensor */
 } Sharding;
 
 typedef struct Import {
@@ -44,9 +44,10 @@ typedef struct Import {
   bool failed;
 } Import;
 
-#define fail(im, loc, ...) (dtEmitError((loc), __VA_ARGS__), (im)->failed = true)
+#define fail(im, loc, ...)                                                     \
+  (dtEmitError((loc), __VA_ARGS__), (im)->failed = true)
 
-/* ---- the sharding strings ---------------------------------------------------- */
+/* ---- the sharding strings ------------------------------------------------ */
 
 static const char *skipSpace(const char *p) {
   while (*p == ' ')
@@ -91,7 +92,8 @@ static bool parseSharding(const char *text, Sharding *s, char *why,
     p = skipSpace(p + 10);
   } else if (!strncmp(p, "maximal", 7) || !strncmp(p, "manual", 6) ||
              !strncmp(p, "unknown", 7)) {
-    snprintf(why, size, "'%.*s' shardings have no dtensor layout (a value on "
+    snprintf(why, size,
+             "'%.*s' shardings have no dtensor layout (a value on "
              "one device, or manually partitioned); only tiled and "
              "replicated ones are imported",
              (int)strcspn(p, " }"), p);
@@ -117,7 +119,8 @@ static bool parseSharding(const char *text, Sharding *s, char *why,
         return false;
       }
       if (*p == 'T') {
-        snprintf(why, size, "a transposed device order (<=[...]T(...)) is "
+        snprintf(why, size,
+                 "a transposed device order (<=[...]T(...)) is "
                  "not supported: the devices must be in iota order");
         return false;
       }
@@ -126,9 +129,11 @@ static bool parseSharding(const char *text, Sharding *s, char *why,
         char *end;
         long long v = strtoll(p, &end, 10);
         if (end == p || v != d) {
-          snprintf(why, size, "device %lld is listed where device %lld "
+          snprintf(why, size,
+                   "device %lld is listed where device %lld "
                    "would be: only devices in iota order (0, 1, 2, ...) "
-                   "are supported", end == p ? -1LL : v, (long long)d);
+                   "are supported",
+                   end == p ? -1LL : v, (long long)d);
           return false;
         }
         p = end;
@@ -145,12 +150,15 @@ static bool parseSharding(const char *text, Sharding *s, char *why,
       s->lastReplicated = true;
       p = skipSpace(p + 27);
     } else if (!strncmp(p, "last_tile_dims=", 15)) {
-      snprintf(why, size, "subgroups other than {replicated} (%.*s) are not "
-               "supported", (int)strcspn(p, " }") , p);
+      snprintf(why, size,
+               "subgroups other than {replicated} (%.*s) are not "
+               "supported",
+               (int)strcspn(p, " }"), p);
       return false;
     }
   } else {
-    snprintf(why, size, "expected replicated, devices=[...], maximal or "
+    snprintf(why, size,
+             "expected replicated, devices=[...], maximal or "
              "manual");
     return false;
   }
@@ -174,7 +182,7 @@ static bool parseSharding(const char *text, Sharding *s, char *why,
   return true;
 }
 
-/* ---- the mesh ----------------------------------------------------------------- */
+/* ---- the mesh ------------------------------------------------------------ */
 
 /* The mesh of all tiled shardings: the union of their running products,
  * which must form a chain of divisors of the device count. */
@@ -197,7 +205,8 @@ static int meshOf(Import *im, int64_t *axes, int64_t *outDevices) {
         bounds[nb++] = prod;
     }
     if (devices && prod != devices) {
-      fail(im, mlirOperationGetLocation(s->func), "GSPMD shardings use %lld "
+      fail(im, mlirOperationGetLocation(s->func),
+           "GSPMD shardings use %lld "
            "and %lld devices in one module; they must use the same devices",
            (long long)devices, (long long)prod);
       return -1;
@@ -217,15 +226,18 @@ static int meshOf(Import *im, int64_t *axes, int64_t *outDevices) {
   int64_t prev = 1;
   for (int b = 0; b < nb; ++b) {
     if (bounds[b] % prev) {
-      fail(im, mlirOperationGetLocation(first->func), "the GSPMD shardings "
+      fail(im, mlirOperationGetLocation(first->func),
+           "the GSPMD shardings "
            "of this module split the devices in orders no one mesh has (tile "
            "products %lld and %lld do not divide each other)",
            (long long)prev, (long long)bounds[b]);
       return -1;
     }
     if (n == DTENSOR_MAX_MESH_RANK) {
-      fail(im, mlirOperationGetLocation(first->func), "the GSPMD shardings "
-           "need a mesh of more than %d axes", DTENSOR_MAX_MESH_RANK);
+      fail(im, mlirOperationGetLocation(first->func),
+           "the GSPMD shardings "
+           "need a mesh of more than %d axes",
+           DTENSOR_MAX_MESH_RANK);
       return -1;
     }
     axes[n++] = bounds[b] / prev;
@@ -251,9 +263,10 @@ static bool specOf(Import *im, const Sharding *s, const int64_t *axes,
       ++a;
     }
     if (got != want) {
-      fail(im, mlirOperationGetLocation(s->func), "%s %d: a tile count of %lld "
-           "does not fit the mesh", s->isResult ? "result" : "argument",
-           s->index, (long long)want);
+      fail(im, mlirOperationGetLocation(s->func),
+           "%s %d: a tile count of %lld "
+           "does not fit the mesh",
+           s->isResult ? "result" : "argument", s->index, (long long)want);
       return false;
     }
     k += snprintf(out + k, size - (size_t)k, "%s%s%s", d ? ", " : "",
@@ -263,7 +276,7 @@ static bool specOf(Import *im, const Sharding *s, const int64_t *axes,
   return true;
 }
 
-/* ---- the pass ---------------------------------------------------------------- */
+/* ---- the pass ------------------------------------------------------------ */
 
 static void collect(Import *im, MlirOperation func, bool results) {
   MlirAttribute list = dtGetAttr(func, results ? "res_attrs" : "arg_attrs");
@@ -280,8 +293,10 @@ static void collect(Import *im, MlirOperation func, bool results) {
                             : mlirFunctionTypeGetInput(fnType, i);
     const char *what = results ? "result" : "argument";
     if (!mlirAttributeIsAString(s) || !mlirTypeIsARankedTensor(type)) {
-      fail(im, mlirOperationGetLocation(func), "%s %d: mhlo.sharding must be "
-           "a string on a ranked tensor", what, (int)i);
+      fail(im, mlirOperationGetLocation(func),
+           "%s %d: mhlo.sharding must be "
+           "a string on a ranked tensor",
+           what, (int)i);
       continue;
     }
     if (im->numValues == MAX_VALUES) {
@@ -299,16 +314,19 @@ static void collect(Import *im, MlirOperation func, bool results) {
     char buf[1024], why[512];
     snprintf(buf, sizeof(buf), "%.*s", (int)text.length, text.data);
     if (!parseSharding(buf, sh, why, sizeof(why))) {
-      fail(im, mlirOperationGetLocation(func), "%s %d: mhlo.sharding \"%s\": "
-           "%s", what, (int)i, buf, why);
+      fail(im, mlirOperationGetLocation(func),
+           "%s %d: mhlo.sharding \"%s\": "
+           "%s",
+           what, (int)i, buf, why);
       continue;
     }
-    int dims = sh->tiled ? sh->numTiles - (sh->lastReplicated ? 1 : 0)
-                         : sh->rank;
+    int dims =
+        sh->tiled ? sh->numTiles - (sh->lastReplicated ? 1 : 0) : sh->rank;
     if (dims != sh->rank) {
-      fail(im, mlirOperationGetLocation(func), "%s %d: mhlo.sharding \"%s\" "
-           "tiles %d dims of a tensor of %d", what, (int)i, buf, dims,
-           sh->rank);
+      fail(im, mlirOperationGetLocation(func),
+           "%s %d: mhlo.sharding \"%s\" "
+           "tiles %d dims of a tensor of %d",
+           what, (int)i, buf, dims, sh->rank);
       continue;
     }
     ++im->numValues;
@@ -369,7 +387,8 @@ static bool runImportGspmd(MlirOperation module, const DtPassOptions *options) {
   if (!im->failed && im->numValues && devices == 0) {
     /* Only replicated values: the device count must be given. */
     if (wanted < 1)
-      fail(im, mlirOperationGetLocation(im->values[0].func), "every GSPMD "
+      fail(im, mlirOperationGetLocation(im->values[0].func),
+           "every GSPMD "
            "sharding here is replicated, which does not say how many devices "
            "there are: give devices=N");
     else {
@@ -378,7 +397,8 @@ static bool runImportGspmd(MlirOperation module, const DtPassOptions *options) {
       devices = wanted;
     }
   } else if (!im->failed && wanted > 0 && wanted != devices) {
-    fail(im, mlirOperationGetLocation(im->values[0].func), "the GSPMD "
+    fail(im, mlirOperationGetLocation(im->values[0].func),
+         "the GSPMD "
          "shardings use %lld devices, not the %lld of devices=",
          (long long)devices, (long long)wanted);
   }
@@ -396,8 +416,10 @@ static bool runImportGspmd(MlirOperation module, const DtPassOptions *options) {
   MlirOperation existing =
       dtensorMeshOpLookup(module, mlirStringRefCreateFromCString(meshName));
   if (!mlirOperationIsNull(existing)) {
-    fail(im, mlirOperationGetLocation(existing), "a mesh @%s exists already; "
-         "name the imported one with mesh=NAME", meshName);
+    fail(im, mlirOperationGetLocation(existing),
+         "a mesh @%s exists already; "
+         "name the imported one with mesh=NAME",
+         meshName);
     free(im);
     return false;
   }
@@ -410,13 +432,15 @@ static bool runImportGspmd(MlirOperation module, const DtPassOptions *options) {
   DtensorDiag meshDiag;
   DtensorMesh *mesh = dtensorMeshCreate(numAxes, axes, axisNames, &meshDiag);
   if (!mesh) {
-    fail(im, mlirOperationGetLocation(im->values[0].func), "the imported "
-         "mesh: %s", meshDiag.message);
+    fail(im, mlirOperationGetLocation(im->values[0].func),
+         "the imported "
+         "mesh: %s",
+         meshDiag.message);
     free(im);
     return false;
   }
-  dtMeshOpCreate(module, mlirOperationGetLocation(im->values[0].func),
-                 meshName, mesh);
+  dtMeshOpCreate(module, mlirOperationGetLocation(im->values[0].func), meshName,
+                 mesh);
   dtensorMeshDestroy(mesh);
   for (int v = 0; v < im->numValues && !im->failed; ++v) {
     const Sharding *s = &im->values[v];
@@ -431,8 +455,8 @@ static bool runImportGspmd(MlirOperation module, const DtPassOptions *options) {
       break;
     }
     setLayout(s->func, s,
-              dtensorLayoutAttrGet(ctx, mlirStringRefCreateFromCString(meshName),
-                                   &parsed));
+              dtensorLayoutAttrGet(
+                  ctx, mlirStringRefCreateFromCString(meshName), &parsed));
   }
   bool ok = !im->failed;
   free(im);

@@ -117,10 +117,12 @@ static bool runImportShard(MlirOperation module, const DtPassOptions *options) {
       continue;
     }
     MlirStringRef n = mlirIdentifierStr(mlirOperationGetName(op));
-    dtEmitError(mlirOperationGetLocation(op), "'%.*s' op is not imported: "
+    dtEmitError(mlirOperationGetLocation(op),
+                "'%.*s' op is not imported: "
                 "dtensor-import-shard takes shard.grid, shard.sharding and "
                 "shard.shard (state layouts with them; dtensor-spmd inserts "
-                "the collectives)", (int)n.length, n.data);
+                "the collectives)",
+                (int)n.length, n.data);
     ok = false;
   }
   /* Meshes: same name and shape, axes named a0, a1, ... (so that a spec
@@ -135,8 +137,8 @@ static bool runImportShard(MlirOperation module, const DtPassOptions *options) {
     for (int a = 0; a < rank && !dynamic; ++a)
       dynamic = (dims[a] = mlirDenseI64ArrayGetElement(shape, a)) < 1;
     DtensorDiag diag;
-    DtensorMesh *mesh = dynamic ? NULL
-                                : dtensorMeshCreate(rank, dims, NULL, &diag);
+    DtensorMesh *mesh =
+        dynamic ? NULL : dtensorMeshCreate(rank, dims, NULL, &diag);
     if (!mesh) {
       dtEmitError(mlirOperationGetLocation(g), "shard.grid @%.*s: %s",
                   (int)name.length, name.data,
@@ -148,8 +150,8 @@ static bool runImportShard(MlirOperation module, const DtPassOptions *options) {
     }
     char sym[256];
     snprintf(sym, sizeof(sym), "%.*s", (int)name.length, name.data);
-    MlirOperation meshOp = dtMeshOpCreate(module, mlirOperationGetLocation(g),
-                                          sym, mesh);
+    MlirOperation meshOp =
+        dtMeshOpCreate(module, mlirOperationGetLocation(g), sym, mesh);
     /* In place of the grid, so that symbol order is kept. */
     mlirOperationMoveBefore(meshOp, g);
     dtensorMeshDestroy(mesh);
@@ -159,7 +161,8 @@ static bool runImportShard(MlirOperation module, const DtPassOptions *options) {
     MlirOperation s = f.shardings.ops[i];
     if (mlirOperationGetNumOperands(s) || !emptyArray(s, "static_halo_sizes") ||
         !emptyArray(s, "static_sharded_dims_offsets")) {
-      dtEmitError(mlirOperationGetLocation(s), "shard.sharding with halo "
+      dtEmitError(mlirOperationGetLocation(s),
+                  "shard.sharding with halo "
                   "sizes, explicit shard offsets or dynamic sizes has no "
                   "dtensor layout; only split_axes are imported");
       ok = false;
@@ -177,7 +180,8 @@ static bool runImportShard(MlirOperation module, const DtPassOptions *options) {
     MlirType type = mlirValueGetType(value);
     if (mlirOperationIsNull(sharding) || !dtIsOp(sharding, "shard.sharding") ||
         !mlirTypeIsARankedTensor(type)) {
-      dtEmitError(mlirOperationGetLocation(sh), "shard.shard of a value whose "
+      dtEmitError(mlirOperationGetLocation(sh),
+                  "shard.shard of a value whose "
                   "sharding is not a shard.sharding op in this function, or "
                   "of a non-tensor, is not imported");
       ok = false;
@@ -187,11 +191,12 @@ static bool runImportShard(MlirOperation module, const DtPassOptions *options) {
     int rank = (int)mlirShapedTypeGetRank(type);
     if (!specOf(sharding, rank, spec, sizeof(spec))) {
       dtEmitError(mlirOperationGetLocation(sh), "the split_axes of its "
-                  "shard.sharding do not read");
+                                                "shard.sharding do not read");
       ok = false;
       break;
     }
-    MlirStringRef grid = mlirFlatSymbolRefAttrGetValue(dtGetAttr(sharding, "grid"));
+    MlirStringRef grid =
+        mlirFlatSymbolRefAttrGetValue(dtGetAttr(sharding, "grid"));
     DtensorShardingSpec parsed;
     DtensorDiag diag;
     if (!dtensorShardingSpecParse(spec, NULL, &parsed, &diag)) {
@@ -223,7 +228,8 @@ static bool runImportShard(MlirOperation module, const DtPassOptions *options) {
     for (size_t i = 0; i < f.shardings.count; ++i) {
       MlirValue r = mlirOperationGetResult(f.shardings.ops[i], 0);
       if (!mlirOpOperandIsNull(mlirValueGetFirstUse(r))) {
-        dtEmitError(mlirOperationGetLocation(f.shardings.ops[i]), "this "
+        dtEmitError(mlirOperationGetLocation(f.shardings.ops[i]),
+                    "this "
                     "shard.sharding is used by an op other than shard.shard; "
                     "it is not imported");
         ok = false;

@@ -1,9 +1,9 @@
 /* dtensor-lower-redistribute: each per-device `dtensor.redistribute` becomes
  * the collectives of its plan (the LayoutConverter), each with its padded
  * per-device result type. One planner (and its cache) per run. */
-#include "Util.h"
 #include "PassDef.h"
 #include "Table.h"
+#include "Util.h"
 
 #include "Support/Support.h"
 #include "dtensor-c/Dialect.h"
@@ -19,17 +19,22 @@
 
 /* The attribute names of a collective, in the order MLIR keeps them
  * (sorted: attributes given in that order need no sorting). */
-enum { NAME_GATHER_DIM, NAME_MESH, NAME_MESH_AXES, NAME_REDUCE,
-       NAME_SHARD_DIM, NUM_NAMES };
+enum {
+  NAME_GATHER_DIM,
+  NAME_MESH,
+  NAME_MESH_AXES,
+  NAME_REDUCE,
+  NAME_SHARD_DIM,
+  NUM_NAMES
+};
 static const char *const kNames[NUM_NAMES] = {"gather_dim", "mesh", "mesh_axes",
                                               "reduce", "shard_dim"};
 
 /* Builds the collective of one plan step on `input`, before `before`;
  * `names` are the identifiers of kNames. */
 static MlirValue buildStep(const MlirIdentifier *names, MlirOperation before,
-                           MlirAttribute meshRef,
-                           const DtensorPlanStep *step, MlirValue input,
-                           const DtensorLayout *after) {
+                           MlirAttribute meshRef, const DtensorPlanStep *step,
+                           MlirValue input, const DtensorLayout *after) {
   MlirContext ctx = mlirOperationGetContext(before);
   MlirLocation loc = mlirOperationGetLocation(before);
   const DtensorCommSpec *c = &step->comm;
@@ -109,7 +114,8 @@ static const Pair *pairOf(Lower *l, MlirOperation op, MlirType globalType) {
     return known;
   DtensorMesh *mesh = NULL, *dstMesh = NULL;
   DtensorDiag diag;
-  if (!dtensorLayoutFromAttr(op, srcAttr, globalType, &mesh, &key.from, &diag) ||
+  if (!dtensorLayoutFromAttr(op, srcAttr, globalType, &mesh, &key.from,
+                             &diag) ||
       !dtensorLayoutFromAttr(op, dstAttr, globalType, &dstMesh, &key.to,
                              &diag)) {
     dtOpError(op, "%s", diag.message);
@@ -122,14 +128,16 @@ static const Pair *pairOf(Lower *l, MlirOperation op, MlirType globalType) {
   dtensorLayoutAttrGetParts(srcAttr, &src);
   dtensorLayoutAttrGetParts(dstAttr, &dst);
   if (strcmp(src.mesh, dst.mesh)) {
-    dtOpError(op, "redistributes from mesh '@%s' to mesh '@%s'; both layouts "
-               "must be on one mesh", src.mesh, dst.mesh);
+    dtOpError(op,
+              "redistributes from mesh '@%s' to mesh '@%s'; both layouts "
+              "must be on one mesh",
+              src.mesh, dst.mesh);
     dtensorMeshDestroy(mesh);
     return NULL;
   }
   key.mesh = mesh;
-  key.meshRef = mlirFlatSymbolRefAttrGet(mlirOperationGetContext(op),
-                                         mlirStringRefCreateFromCString(src.mesh));
+  key.meshRef = mlirFlatSymbolRefAttrGet(
+      mlirOperationGetContext(op), mlirStringRefCreateFromCString(src.mesh));
   Pair *slot = dtTableInsert(&l->pairs, hash);
   if (!slot) {
     dtOpError(op, "out of memory");
@@ -145,8 +153,8 @@ static bool lowerOne(Lower *l, MlirOperation op) {
   MlirAttribute global = dtGetAttr(op, "global_shape");
   if (mlirAttributeIsNull(global)) {
     dtOpError(op, "has no 'global_shape': it is still in a global program; "
-               "partition the program first (dtensor-partition), or give "
-               "'global_shape' and per-device types");
+                  "partition the program first (dtensor-partition), or give "
+                  "'global_shape' and per-device types");
     return false;
   }
   MlirValue input = mlirOperationGetOperand(op, 0);
@@ -155,9 +163,9 @@ static bool lowerOne(Lower *l, MlirOperation op) {
   int64_t shape[DTENSOR_MAX_TENSOR_RANK];
   for (int d = 0; d < rank; ++d)
     shape[d] = mlirDenseI64ArrayGetElement(global, d);
-  MlirType globalType = mlirRankedTensorTypeGet(
-      rank, shape, mlirShapedTypeGetElementType(inType),
-      mlirAttributeGetNull());
+  MlirType globalType =
+      mlirRankedTensorTypeGet(rank, shape, mlirShapedTypeGetElementType(inType),
+                              mlirAttributeGetNull());
   const Pair *pair = pairOf(l, op, globalType);
   if (!pair)
     return false;
@@ -177,8 +185,8 @@ static bool lowerOne(Lower *l, MlirOperation op) {
   MlirOperation last = {NULL};
   for (int i = 0; i < plan->numSteps; ++i) {
     after.spec = plan->steps[i].after;
-    value = buildStep(l->names, op, pair->meshRef, &plan->steps[i], value,
-                      &after);
+    value =
+        buildStep(l->names, op, pair->meshRef, &plan->steps[i], value, &after);
     last = mlirOpResultGetOwner(value);
   }
   if (l->report && !mlirOperationIsNull(last)) {
@@ -234,8 +242,10 @@ static bool runLowerRedistribute(MlirOperation root,
   bool report = dtPassOptionsGetBool(options, "report");
   Collected found = {NULL, 0, 0, false};
   mlirOperationWalk(root, collect, &found, MlirWalkPostOrder);
-  Lower l = {dtensorPlannerCreate(&planOptions), report,
-             dtTableInit(sizeof(Pair)), {{NULL}}};
+  Lower l = {dtensorPlannerCreate(&planOptions),
+             report,
+             dtTableInit(sizeof(Pair)),
+             {{NULL}}};
   for (int k = 0; k < NUM_NAMES; ++k)
     l.names[k] = mlirIdentifierGet(mlirOperationGetContext(root),
                                    mlirStringRefCreateFromCString(kNames[k]));

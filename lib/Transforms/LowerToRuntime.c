@@ -8,8 +8,8 @@
  * (nothing below needs them). Then the usual bufferization and LLVM
  * conversion apply (pipeline dtensor-to-llvm, docs/runtime.md). */
 #include "PassDef.h"
-#include "Table.h"
 #include "RuntimeCall.h"
+#include "Table.h"
 #include "Util.h"
 
 #include "dtensor-c/Dialect.h"
@@ -84,10 +84,10 @@ static void lowerMeshIndex(Lower *l, MlirOperation op) {
   MlirAttribute axesAttr = dtGetAttr(op, "mesh_axes");
   MlirType i64 = mlirIntegerTypeGet(l->b.ctx, 64);
   MlirType index = mlirIndexTypeGet(l->b.ctx);
-  MlirType inputs[2] = {
-      i64, mlirUnrankedMemRefTypeGet(i64, mlirAttributeGetNull())};
+  MlirType inputs[2] = {i64,
+                        mlirUnrankedMemRefTypeGet(i64, mlirAttributeGetNull())};
   dtRtEnsureCallee(&l->b, "dtrt_mlir_mesh_coord",
-               mlirFunctionTypeGet(l->b.ctx, 2, inputs, 1, &i64), loc);
+                   mlirFunctionTypeGet(l->b.ctx, 2, inputs, 1, &i64), loc);
   MlirNamedAttribute callee = dtNamedAttr(
       l->b.ctx, "callee",
       mlirFlatSymbolRefAttrGet(
@@ -99,9 +99,12 @@ static void lowerMeshIndex(Lower *l, MlirOperation op) {
     MlirValue args[2] = {dtRtConstI64(&l->b, axis, op),
                          dtRtGlobal(&l->b, meshSym, meshRank, op)};
     MlirValue coord = mlirOperationGetResult(
-        dtRtBuild(&l->b, "func.call", loc, 2, args, 1, &i64, 1, &callee, op), 0);
-    MlirValue cast = mlirOperationGetResult(
-        dtRtBuild(&l->b, "arith.index_cast", loc, 1, &coord, 1, &index, 0, NULL, op), 0);
+        dtRtBuild(&l->b, "func.call", loc, 2, args, 1, &i64, 1, &callee, op),
+        0);
+    MlirValue cast =
+        mlirOperationGetResult(dtRtBuild(&l->b, "arith.index_cast", loc, 1,
+                                         &coord, 1, &index, 0, NULL, op),
+                               0);
     mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(op, k), cast);
   }
   mlirOperationDestroy(op);
@@ -117,10 +120,12 @@ static void lowerCollective(Lower *l, MlirOperation op, int64_t kind) {
   MlirType inType = mlirValueGetType(in);
   MlirType outType = mlirValueGetType(mlirOperationGetResult(op, 0));
   int64_t code;
-  const char *suffix = dtRtTypeName(mlirShapedTypeGetElementType(inType), &code);
+  const char *suffix =
+      dtRtTypeName(mlirShapedTypeGetElementType(inType), &code);
   if (!suffix) {
-    fail(l, op, "has an element type the runtime does not carry (valid: "
-                "f32, f64, f16, bf16, i32, i64)");
+    fail(l, op,
+         "has an element type the runtime does not carry (valid: "
+         "f32, f64, f16, bf16, i32, i64)");
     return;
   }
   /* The mesh and the group's axes, as globals. */
@@ -143,8 +148,10 @@ static void lowerCollective(Lower *l, MlirOperation op, int64_t kind) {
     MlirAttribute pairsAttr = dtGetAttr(op, "pairs");
     numPairs = (int)mlirDenseArrayGetNumElements(pairsAttr);
     if (numPairs > 256 || numPairs % 2) {
-      fail(l, op, "has %d pair entries; the runtime takes an even number up "
-                  "to 256", numPairs);
+      fail(l, op,
+           "has %d pair entries; the runtime takes an even number up "
+           "to 256",
+           numPairs);
       return;
     }
     int64_t pairs[256];
@@ -161,15 +168,16 @@ static void lowerCollective(Lower *l, MlirOperation op, int64_t kind) {
   snprintf(callee, sizeof(callee), "dtrt_mlir_%s_%s",
            permute ? "permute" : "collective", suffix);
   MlirType i64 = mlirIntegerTypeGet(l->b.ctx, 64);
-  MlirType data = mlirUnrankedMemRefTypeGet(mlirShapedTypeGetElementType(inType),
-                                            mlirAttributeGetNull());
+  MlirType data = mlirUnrankedMemRefTypeGet(
+      mlirShapedTypeGetElementType(inType), mlirAttributeGetNull());
   MlirType ints = mlirUnrankedMemRefTypeGet(i64, mlirAttributeGetNull());
   MlirType inputs[10] = {i64, i64, i64, i64, i64, i64, data, data, ints, ints};
   MlirType permuteInputs[5] = {data, data, ints, ints, ints};
-  dtRtEnsureCallee(&l->b, callee,
-               permute ? mlirFunctionTypeGet(l->b.ctx, 5, permuteInputs, 0, NULL)
-                       : mlirFunctionTypeGet(l->b.ctx, 10, inputs, 0, NULL),
-               loc);
+  dtRtEnsureCallee(
+      &l->b, callee,
+      permute ? mlirFunctionTypeGet(l->b.ctx, 5, permuteInputs, 0, NULL)
+              : mlirFunctionTypeGet(l->b.ctx, 10, inputs, 0, NULL),
+      loc);
   /* The buffers. */
   int rank = (int)mlirShapedTypeGetRank(inType);
   int64_t inShape[16], outShape[16];
@@ -178,21 +186,25 @@ static void lowerCollective(Lower *l, MlirOperation op, int64_t kind) {
     outShape[d] = mlirShapedTypeGetDimSize(outType, d);
   }
   MlirType elt = mlirShapedTypeGetElementType(inType);
-  MlirType inMem = mlirMemRefTypeContiguousGet(elt, rank, inShape,
-                                               mlirAttributeGetNull());
-  MlirType outMem = mlirMemRefTypeContiguousGet(elt, rank, outShape,
-                                                mlirAttributeGetNull());
-  MlirValue inBuf = mlirOperationGetResult(
-      dtRtBuild(&l->b, "bufferization.to_buffer", loc, 1, &in, 1, &inMem, 0, NULL, op),
-      0);
+  MlirType inMem =
+      mlirMemRefTypeContiguousGet(elt, rank, inShape, mlirAttributeGetNull());
+  MlirType outMem =
+      mlirMemRefTypeContiguousGet(elt, rank, outShape, mlirAttributeGetNull());
+  MlirValue inBuf =
+      mlirOperationGetResult(dtRtBuild(&l->b, "bufferization.to_buffer", loc, 1,
+                                       &in, 1, &inMem, 0, NULL, op),
+                             0);
   int32_t segments[2] = {0, 0};
-  MlirNamedAttribute allocAttrs[1] = {dtNamedAttr(
-      l->b.ctx, "operandSegmentSizes",
-      mlirDenseI32ArrayGet(l->b.ctx, 2, segments))};
-  MlirValue outBuf = mlirOperationGetResult(
-      dtRtBuild(&l->b, "memref.alloc", loc, 0, NULL, 1, &outMem, 1, allocAttrs, op), 0);
+  MlirNamedAttribute allocAttrs[1] = {
+      dtNamedAttr(l->b.ctx, "operandSegmentSizes",
+                  mlirDenseI32ArrayGet(l->b.ctx, 2, segments))};
+  MlirValue outBuf =
+      mlirOperationGetResult(dtRtBuild(&l->b, "memref.alloc", loc, 0, NULL, 1,
+                                       &outMem, 1, allocAttrs, op),
+                             0);
   if (permute) {
-    MlirValue args[5] = {dtRtCastUnranked(&l->b, inBuf, op), dtRtCastUnranked(&l->b, outBuf, op),
+    MlirValue args[5] = {dtRtCastUnranked(&l->b, inBuf, op),
+                         dtRtCastUnranked(&l->b, outBuf, op),
                          dtRtGlobal(&l->b, meshSym, meshRank, op),
                          dtRtGlobal(&l->b, axesSym, numAxes, op),
                          dtRtGlobal(&l->b, pairsSym, numPairs, op)};
@@ -216,8 +228,8 @@ static void lowerCollective(Lower *l, MlirOperation op, int64_t kind) {
       dtNamedAttr(l->b.ctx, "restrict", mlirUnitAttrGet(l->b.ctx)),
       dtNamedAttr(l->b.ctx, "writable", mlirUnitAttrGet(l->b.ctx))};
   MlirValue out = mlirOperationGetResult(
-      dtRtBuild(&l->b, "bufferization.to_tensor", loc, 1, &outBuf, 1, &outType, 2,
-            tensorAttrs, op),
+      dtRtBuild(&l->b, "bufferization.to_tensor", loc, 1, &outBuf, 1, &outType,
+                2, tensorAttrs, op),
       0);
   mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(op, 0), out);
   mlirOperationDestroy(op);
@@ -255,7 +267,7 @@ static void ensureInit(Lower *l, MlirOperation op, Inited *done, int *numDone,
   MlirType ints = mlirUnrankedMemRefTypeGet(mlirIntegerTypeGet(l->b.ctx, 64),
                                             mlirAttributeGetNull());
   dtRtEnsureCallee(&l->b, "dtrt_mlir_init",
-               mlirFunctionTypeGet(l->b.ctx, 1, &ints, 0, NULL), loc);
+                   mlirFunctionTypeGet(l->b.ctx, 1, &ints, 0, NULL), loc);
   MlirBlock entry = mlirRegionGetFirstBlock(mlirOperationGetRegion(func, 0));
   MlirOperation first = mlirBlockGetFirstOperation(entry);
   MlirValue shape = dtRtGlobal(&l->b, meshSym, meshRank, first);
@@ -327,9 +339,11 @@ static bool runLowerToRuntime(MlirOperation root,
        * under a signature that claims blocks. */
       char where[32];
       if (dtSignatureFind(f, false, where))
-        fail(&l, f, "was not partitioned: %s has a dtensor.layout but no "
+        fail(&l, f,
+             "was not partitioned: %s has a dtensor.layout but no "
              "dtensor.global_shape; run dtensor-spmd (or dtensor-partition) "
-             "first", where);
+             "first",
+             where);
       dtStripSignatureAttrs(f);
     }
   /* The meshes have served; nothing below the runtime calls needs them. */

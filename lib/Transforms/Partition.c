@@ -20,10 +20,10 @@
  *    coordinate 0, the neutral element elsewhere).
  *  - adds the device's block offset to linalg.index of sharded loops.
  * A sharded non-splat constant is an error at the op. */
-#include "Util.h"
 #include "PassDef.h"
 #include "Rules.h"
 #include "Table.h"
+#include "Util.h"
 
 #include "Support/Support.h"
 #include "dtensor-c/Dialect.h"
@@ -82,9 +82,9 @@ typedef struct Part {
   MlirOperation func;
   DtensorMesh *mesh;
   char meshName[256];
-  DtTable meshNames;      /* layout attributes known to be on the mesh */
-  DtTable values;   /* ValueEntry by value pointer */
-  DtTable interned; /* Interned by (layout attribute, type) */
+  DtTable meshNames; /* layout attributes known to be on the mesh */
+  DtTable values;    /* ValueEntry by value pointer */
+  DtTable interned;  /* Interned by (layout attribute, type) */
   DtTable converted; /* Converted by (value, target layout) */
   DtLayoutCache layouts;
   MlirOperation *ops;
@@ -237,8 +237,10 @@ static const Value *recordAs(Part *p, MlirOperation at, MlirValue v,
   } else if (!sameMesh(p, attr)) {
     DtensorLayoutAttrParts parts;
     dtensorLayoutAttrGetParts(attr, &parts);
-    opError(p, at, "uses mesh '@%s' and '@%s'; a function is partitioned "
-                   "on one mesh", p->meshName, parts.mesh);
+    opError(p, at,
+            "uses mesh '@%s' and '@%s'; a function is partitioned "
+            "on one mesh",
+            p->meshName, parts.mesh);
     return NULL;
   }
   DtensorLayout layout;
@@ -318,14 +320,18 @@ static bool notPropagated(Part *p, MlirOperation op, MlirAttribute layouts) {
     if (dtIsOp(up, "scf.for") || dtIsOp(up, "scf.if"))
       continue;
     MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(up));
-    opError(p, op, "has no %s layout: it is inside '%.*s', which "
-                   "dtensor-propagate does not enter (it handles regions of "
-                   "scf.for and scf.if; a linalg body must not read whole "
-                   "tensors)", what, (int)name.length, name.data);
+    opError(p, op,
+            "has no %s layout: it is inside '%.*s', which "
+            "dtensor-propagate does not enter (it handles regions of "
+            "scf.for and scf.if; a linalg body must not read whole "
+            "tensors)",
+            what, (int)name.length, name.data);
     return false;
   }
-  opError(p, op, "has no %s layout: it was not propagated; run "
-                 "dtensor-propagate before dtensor-partition", what);
+  opError(p, op,
+          "has no %s layout: it was not propagated; run "
+          "dtensor-propagate before dtensor-partition",
+          what);
   return false;
 }
 
@@ -358,7 +364,7 @@ static MlirWalkResult collect(MlirOperation op, void *userData) {
   return p->failed ? MlirWalkResultInterrupt : MlirWalkResultAdvance;
 }
 
-/* ---- building ops ---------------------------------------------------------- */
+/* ---- building ops -------------------------------------------------------- */
 
 static MlirOperation create(MlirOperation before, const char *name,
                             int nOperands, const MlirValue *operands,
@@ -372,7 +378,8 @@ static MlirOperation create(MlirOperation before, const char *name,
   if (nAttrs)
     mlirOperationStateAddAttributes(&st, nAttrs, attrs);
   MlirOperation op = mlirOperationCreate(&st);
-  mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(before), before, op);
+  mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(before), before,
+                                      op);
   return op;
 }
 
@@ -392,11 +399,11 @@ static MlirValue binary(Part *p, MlirOperation before, const char *name,
                         MlirValue a, MlirValue b) {
   MlirValue ops[2] = {a, b};
   MlirType index = mlirIndexTypeGet(p->ctx);
-  return mlirOperationGetResult(create(before, name, 2, ops, 1, &index, 0, NULL),
-                                0);
+  return mlirOperationGetResult(
+      create(before, name, 2, ops, 1, &index, 0, NULL), 0);
 }
 
-/* ---- rewriting -------------------------------------------------------------- */
+/* ---- rewriting ----------------------------------------------------------- */
 
 static MlirAttribute i64Array(Part *p, int n, const int64_t *v) {
   return mlirDenseI64ArrayGet(p->ctx, n, v);
@@ -520,8 +527,9 @@ static void keepOnFirst(Part *p, MlirOperation op, intptr_t i, unsigned axes,
       types[n++] = mlirIndexTypeGet(p->ctx);
     }
   MlirNamedAttribute attrs[2] = {
-      named(p, "mesh", mlirFlatSymbolRefAttrGet(
-                           p->ctx, mlirStringRefCreateFromCString(p->meshName))),
+      named(p, "mesh",
+            mlirFlatSymbolRefAttrGet(
+                p->ctx, mlirStringRefCreateFromCString(p->meshName))),
       named(p, "mesh_axes", mlirDenseI64ArrayGet(p->ctx, n, list))};
   MlirOperation coords =
       create(at, "dtensor.mesh_index", 0, NULL, n, types, 2, attrs);
@@ -538,8 +546,8 @@ static void keepOnFirst(Part *p, MlirOperation op, intptr_t i, unsigned axes,
   MlirValue x = mlirOperationGetOperand(op, i);
   MlirType t = mlirValueGetType(x);
   MlirType elt = mlirShapedTypeGetElementType(t);
-  MlirNamedAttribute value = named(
-      p, "value", mlirDenseElementsAttrSplatGet(t, neutral(elt, kind)));
+  MlirNamedAttribute value =
+      named(p, "value", mlirDenseElementsAttrSplatGet(t, neutral(elt, kind)));
   MlirValue other = mlirOperationGetResult(
       create(op, "arith.constant", 0, NULL, 1, &t, 1, &value), 0);
   MlirValue ops[3] = {first, x, other};
@@ -555,8 +563,10 @@ static void convertOperand(Part *p, MlirOperation op, intptr_t i,
   MlirValue v = mlirOperationGetOperand(op, i);
   const Value *have = valueOf(p, v);
   if (!have) {
-    opError(p, op, "operand %ld has no layout; run dtensor-propagate before "
-                   "dtensor-partition", (long)i);
+    opError(p, op,
+            "operand %ld has no layout; run dtensor-propagate before "
+            "dtensor-partition",
+            (long)i);
     return;
   }
   DtensorDiag diag;
@@ -578,8 +588,9 @@ static void convertOperand(Part *p, MlirOperation op, intptr_t i,
       if (!neutralInit(v, need.partial[a])) {
         if (createdKind != DTENSOR_REDUCE_NONE &&
             createdKind != need.partial[a]) {
-          opError(p, op, "operand %ld must become Partial of two kinds (%s "
-                         "and %s) at once, which no local step gives",
+          opError(p, op,
+                  "operand %ld must become Partial of two kinds (%s "
+                  "and %s) at once, which no local step gives",
                   (long)i, dtensorReduceKindGetName(createdKind),
                   dtensorReduceKindGetName(need.partial[a]));
           return;
@@ -605,8 +616,9 @@ static void splitConstant(Part *p, MlirOperation op) {
   const Value *v = valueOf(p, c);
   MlirType global = mlirAttributeGetType(dtGetAttr(op, "value"));
   if (!v) {
-    opError(p, op, "has no layout; run dtensor-propagate before "
-                   "dtensor-partition");
+    opError(p, op,
+            "has no layout; run dtensor-propagate before "
+            "dtensor-partition");
     return;
   }
   for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
@@ -681,8 +693,8 @@ static void fixSizes(Part *p, MlirOperation op) {
     }
     mlirOperationSetInherentAttributeByName(
         op, mlirStringRefCreateFromCString("value"),
-        mlirDenseElementsAttrSplatGet(t,
-                                      mlirDenseElementsAttrGetSplatValue(value)));
+        mlirDenseElementsAttrSplatGet(
+            t, mlirDenseElementsAttrGetSplatValue(value)));
   }
 }
 
@@ -752,16 +764,19 @@ static MlirValue shardIndex(Part *p, int numAxes, const int *axes) {
     types[k] = mlirIndexTypeGet(p->ctx);
   }
   MlirNamedAttribute attrs[2] = {
-      named(p, "mesh", mlirFlatSymbolRefAttrGet(
-                           p->ctx, mlirStringRefCreateFromCString(p->meshName))),
+      named(p, "mesh",
+            mlirFlatSymbolRefAttrGet(
+                p->ctx, mlirStringRefCreateFromCString(p->meshName))),
       named(p, "mesh_axes", mlirDenseI64ArrayGet(p->ctx, numAxes, list))};
   MlirOperation coords =
       create(at, "dtensor.mesh_index", 0, NULL, numAxes, types, 2, attrs);
   MlirValue shard = mlirOperationGetResult(coords, 0);
   for (int k = 1; k < numAxes; ++k) {
-    MlirValue size = indexConst(p, at, dtensorMeshGetAxisSize(p->mesh, axes[k]));
-    shard = binary(p, at, "arith.addi", binary(p, at, "arith.muli", shard, size),
-                   mlirOperationGetResult(coords, k));
+    MlirValue size =
+        indexConst(p, at, dtensorMeshGetAxisSize(p->mesh, axes[k]));
+    shard =
+        binary(p, at, "arith.addi", binary(p, at, "arith.muli", shard, size),
+               mlirOperationGetResult(coords, k));
   }
   if (slot)
     *slot = shard;
@@ -791,10 +806,10 @@ static MlirValue realExtent(Part *p, int64_t size, int64_t chunk, int numAxes,
   MlirOperation at = p->entryFirst;
   MlirValue rem = binary(p, at, "arith.subi", indexConst(p, at, size),
                          blockOffset(p, chunk, numAxes, axes));
-  MlirValue real = binary(
-      p, at, "arith.minsi",
-      binary(p, at, "arith.maxsi", rem, indexConst(p, at, 0)),
-      indexConst(p, at, chunk));
+  MlirValue real =
+      binary(p, at, "arith.minsi",
+             binary(p, at, "arith.maxsi", rem, indexConst(p, at, 0)),
+             indexConst(p, at, chunk));
   if (slot)
     *slot = real;
   return real;
@@ -823,14 +838,15 @@ static void sliceOperand(Part *p, MlirOperation op, intptr_t i, int d,
       named(p, "static_offsets", mlirDenseI64ArrayGet(p->ctx, rank, offsets)),
       named(p, "static_sizes", mlirDenseI64ArrayGet(p->ctx, rank, sizes)),
       named(p, "static_strides", mlirDenseI64ArrayGet(p->ctx, rank, strides)),
-      named(p, "operandSegmentSizes", mlirDenseI32ArrayGet(p->ctx, 4, segments)),
+      named(p, "operandSegmentSizes",
+            mlirDenseI32ArrayGet(p->ctx, 4, segments)),
   };
   MlirValue operands[2] = {x, real};
   mlirOperationSetOperand(
       op, i,
-      mlirOperationGetResult(create(op, "tensor.extract_slice", 2, operands, 1,
-                                    &sliced, 4, attrs),
-                             0));
+      mlirOperationGetResult(
+          create(op, "tensor.extract_slice", 2, operands, 1, &sliced, 4, attrs),
+          0));
 }
 
 static int64_t numShards(const Part *p, const DtensorShardingSpec *s, int d) {
@@ -861,9 +877,9 @@ static void sliceReductions(Part *p, MlirOperation op) {
   dtRuleGet(op, NULL, &r);
   if (r.kind != DT_RULE_FACTORS)
     return;
-  bool linalg = mlirOperationGetNumRegions(op) == 1 &&
-                !strncmp(mlirIdentifierStr(mlirOperationGetName(op)).data,
-                         "linalg.", 7);
+  bool linalg =
+      mlirOperationGetNumRegions(op) == 1 &&
+      !strncmp(mlirIdentifierStr(mlirOperationGetName(op)).data, "linalg.", 7);
   for (int i = 0; i < r.numOperands && !p->failed; ++i) {
     if (!r.operandIsTensor[i] || r.isInit[i])
       continue;
@@ -880,9 +896,11 @@ static void sliceReductions(Part *p, MlirOperation op) {
           v->shape[d] % numShards(p, &v->spec, d) == 0)
         continue;
       if (!linalg) {
-        opError(p, op, "reduces over dim %d of operand %d, sharded unevenly "
-                       "(%lld over %lld); only linalg ops run reductions on "
-                       "uneven shards so far", d, i, (long long)v->shape[d],
+        opError(p, op,
+                "reduces over dim %d of operand %d, sharded unevenly "
+                "(%lld over %lld); only linalg ops run reductions on "
+                "uneven shards so far",
+                d, i, (long long)v->shape[d],
                 (long long)numShards(p, &v->spec, d));
         return;
       }
@@ -901,14 +919,16 @@ static void offsetIndices(Part *p, MlirOperation op) {
     return;
   bool sharded = false;
   for (intptr_t f = 0; f < mlirArrayAttrGetNumElements(loops); ++f)
-    sharded |= mlirDenseArrayGetNumElements(mlirArrayAttrGetElement(loops, f)) > 0;
+    sharded |=
+        mlirDenseArrayGetNumElements(mlirArrayAttrGetElement(loops, f)) > 0;
   if (!sharded)
     return;
   Indices found = {.count = 0, .overflow = false};
   mlirOperationWalk(op, findIndex, &found, MlirWalkPreOrder);
   if (found.overflow) {
-    opError(p, op, "reads more than 64 linalg.index in a body whose loops "
-                   "are sharded");
+    opError(p, op,
+            "reads more than 64 linalg.index in a body whose loops "
+            "are sharded");
     return;
   }
   if (!found.count)
@@ -941,8 +961,10 @@ static void offsetIndices(Part *p, MlirOperation op) {
           size = v->shape[d];
     }
     if (size < 0) {
-      opError(p, op, "reads linalg.index %lld of a sharded loop that no "
-                     "operand spans", (long long)f);
+      opError(p, op,
+              "reads linalg.index %lld of a sharded loop that no "
+              "operand spans",
+              (long long)f);
       return;
     }
     MlirValue offset =
@@ -950,13 +972,14 @@ static void offsetIndices(Part *p, MlirOperation op) {
     MlirValue local = mlirOperationGetResult(index, 0);
     MlirValue ops[2] = {local, offset};
     MlirType indexType = mlirIndexTypeGet(p->ctx);
-    MlirOperationState st = mlirOperationStateGet(
-        mlirStringRefCreateFromCString("arith.addi"),
-        mlirOperationGetLocation(index));
+    MlirOperationState st =
+        mlirOperationStateGet(mlirStringRefCreateFromCString("arith.addi"),
+                              mlirOperationGetLocation(index));
     mlirOperationStateAddOperands(&st, 2, ops);
     mlirOperationStateAddResults(&st, 1, &indexType);
     MlirOperation add = mlirOperationCreate(&st);
-    mlirBlockInsertOwnedOperationAfter(mlirOperationGetBlock(index), index, add);
+    mlirBlockInsertOwnedOperationAfter(mlirOperationGetBlock(index), index,
+                                       add);
     mlirValueReplaceAllUsesExcept(local, mlirOperationGetResult(add, 0), 1,
                                   &add);
   }
@@ -1013,7 +1036,8 @@ static void rewriteOp(Part *p, MlirOperation op) {
   for (int k = 0; anyDiscardable && k < NUM_PROPAGATION_ATTRS; ++k) {
     /* Looking up is cheaper than removing (which builds the name). */
     MlirStringRef key = mlirStringRefCreateFromCString(propagationAttr(k));
-    if (!mlirAttributeIsNull(mlirOperationGetDiscardableAttributeByName(op, key)))
+    if (!mlirAttributeIsNull(
+            mlirOperationGetDiscardableAttributeByName(op, key)))
       mlirOperationRemoveDiscardableAttributeByName(op, key);
   }
 }
@@ -1023,9 +1047,10 @@ static void rewriteOp(Part *p, MlirOperation op) {
 static void rewriteSignature(Part *p, MlirOperation func, MlirBlock entry,
                              MlirOperation ret) {
   intptr_t numArgs = mlirBlockGetNumArguments(entry);
-  intptr_t numResults = mlirOperationIsNull(ret) ? 0
-                                                 : mlirOperationGetNumOperands(ret);
-  MlirType *types = malloc(sizeof(MlirType) * (size_t)(numArgs + numResults + 1));
+  intptr_t numResults =
+      mlirOperationIsNull(ret) ? 0 : mlirOperationGetNumOperands(ret);
+  MlirType *types =
+      malloc(sizeof(MlirType) * (size_t)(numArgs + numResults + 1));
   if (!types) {
     opError(p, func, "out of memory");
     return;
@@ -1051,8 +1076,8 @@ static void rewriteSignature(Part *p, MlirOperation func, MlirBlock entry,
       mlirFuncSetResultAttr(func, j, shapeKey, i64Array(p, rank, shape));
     }
   }
-  MlirType newType = mlirFunctionTypeGet(p->ctx, numArgs, types, numResults,
-                                         types + numArgs);
+  MlirType newType =
+      mlirFunctionTypeGet(p->ctx, numArgs, types, numResults, types + numArgs);
   mlirOperationSetInherentAttributeByName(
       func, mlirStringRefCreateFromCString("function_type"),
       mlirTypeAttrGet(newType));
@@ -1104,8 +1129,10 @@ static void partitionDeclaration(Part *p, MlirOperation func) {
 static void partitionFunction(Part *p, MlirOperation func) {
   char where[32];
   if (dtSignatureFind(func, true, where)) {
-    opError(p, func, "is already partitioned (%s has a dtensor.global_shape: "
-                     "its type is a device's block)", where);
+    opError(p, func,
+            "is already partitioned (%s has a dtensor.global_shape: "
+            "its type is a device's block)",
+            where);
     return;
   }
   MlirBlock entry = mlirRegionGetFirstBlock(mlirOperationGetRegion(func, 0));
@@ -1143,8 +1170,8 @@ static void partitionFunction(Part *p, MlirOperation func) {
                                   mlirOperationGetOperand(op, 0));
     mlirOperationDestroy(op);
   }
-  rewriteSignature(p, func,
-                   entry, dtIsOp(ret, "func.return") ? ret : (MlirOperation){NULL});
+  rewriteSignature(p, func, entry,
+                   dtIsOp(ret, "func.return") ? ret : (MlirOperation){NULL});
 }
 
 static void freeInterned(void *entry, void *user) {
@@ -1155,8 +1182,9 @@ static void freeInterned(void *entry, void *user) {
 static bool runPartition(MlirOperation root, const DtPassOptions *options) {
   MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0));
   bool ok = true;
-  for (MlirOperation op = mlirBlockIsNull(top) ? (MlirOperation){NULL}
-                                               : mlirBlockGetFirstOperation(top);
+  for (MlirOperation op = mlirBlockIsNull(top)
+                              ? (MlirOperation){NULL}
+                              : mlirBlockGetFirstOperation(top);
        !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op)) {
     if (!dtIsOp(op, "func.func") || mlirOperationGetNumRegions(op) != 1)
       continue;

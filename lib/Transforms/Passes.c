@@ -100,22 +100,28 @@ static bool checkValue(const DtensorPassInfo *info, int index,
   switch (o->type) {
   case DTENSOR_OPTION_BOOL:
     if (!isBoolText(value))
-      return dtDiag(diag, column, "option '%s' of '%s' takes true or false, "
-                    "not '%s'", o->name, info->argument, value);
+      return dtDiag(diag, column,
+                    "option '%s' of '%s' takes true or false, "
+                    "not '%s'",
+                    o->name, info->argument, value);
     break;
   case DTENSOR_OPTION_INT: {
     char *end;
     errno = 0;
     strtoll(value, &end, 10);
     if (!*value || *end || errno)
-      return dtDiag(diag, column, "option '%s' of '%s' takes an integer, "
-                    "not '%s'", o->name, info->argument, value);
+      return dtDiag(diag, column,
+                    "option '%s' of '%s' takes an integer, "
+                    "not '%s'",
+                    o->name, info->argument, value);
     break;
   }
   case DTENSOR_OPTION_ENUM:
     if (!isEnumValue(o->values, value))
-      return dtDiag(diag, column, "option '%s' of '%s' takes one of %s, not "
-                    "'%s'", o->name, info->argument, o->values, value);
+      return dtDiag(diag, column,
+                    "option '%s' of '%s' takes one of %s, not "
+                    "'%s'",
+                    o->name, info->argument, o->values, value);
     break;
   case DTENSOR_OPTION_STRING:
     break;
@@ -149,8 +155,7 @@ static bool parseOptions(const DtensorPassInfo *info, MlirStringRef text,
         dtBufPrintf(&valid, "%s%s", k ? ", " : "", info->options[k].name);
       return dtDiag(diag, (int)keyStart, "'%s' has no option '%.*s' (%s%s)",
                     info->argument, (int)(i - keyStart), s + keyStart,
-                    info->numOptions ? "valid: " : "it takes no options",
-                    list);
+                    info->numOptions ? "valid: " : "it takes no options", list);
     }
     char value[DT_MAX_OPTION_VALUE];
     size_t valueStart = i;
@@ -163,15 +168,18 @@ static bool parseOptions(const DtensorPassInfo *info, MlirStringRef text,
         while (i < n && s[i] != quote && len + 1 < sizeof(value))
           value[len++] = s[i++];
         if (i == n || s[i] != quote)
-          return dtDiag(diag, (int)valueStart, "unterminated quoted value "
-                        "for option '%s'", info->options[index].name);
+          return dtDiag(diag, (int)valueStart,
+                        "unterminated quoted value "
+                        "for option '%s'",
+                        info->options[index].name);
         ++i;
       } else {
         int depth = 0;
         while (i < n && (depth > 0 || !isspace((unsigned char)s[i]))) {
           depth += s[i] == '{' ? 1 : s[i] == '}' ? -1 : 0;
           if (len + 1 >= sizeof(value))
-            return dtDiag(diag, (int)valueStart, "value of option '%s' is "
+            return dtDiag(diag, (int)valueStart,
+                          "value of option '%s' is "
                           "longer than %d characters",
                           info->options[index].name, DT_MAX_OPTION_VALUE - 1);
           value[len++] = s[i++];
@@ -181,8 +189,10 @@ static bool parseOptions(const DtensorPassInfo *info, MlirStringRef text,
     } else if (info->options[index].type == DTENSOR_OPTION_BOOL) {
       strcpy(value, "true");
     } else {
-      return dtDiag(diag, (int)i, "option '%s' of '%s' needs a value "
-                    "('%s=...')", info->options[index].name, info->argument,
+      return dtDiag(diag, (int)i,
+                    "option '%s' of '%s' needs a value "
+                    "('%s=...')",
+                    info->options[index].name, info->argument,
                     info->options[index].name);
     }
     if (!checkValue(info, index, value, (int)valueStart, diag))
@@ -192,7 +202,7 @@ static bool parseOptions(const DtensorPassInfo *info, MlirStringRef text,
   return true;
 }
 
-/* ---- the external pass wrapper -------------------------------------------- */
+/* ---- the external pass wrapper ------------------------------------------- */
 
 typedef struct PassState {
   const DtPassDef *def;

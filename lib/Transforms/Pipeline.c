@@ -78,7 +78,8 @@ static bool parseElement(Parser *p, MlirOpPassManager pm) {
     ++p->pos;
   size_t nameLength = p->pos - start;
   if (nameLength == 0)
-    return dtDiag(p->diag, (int)start, "expected a pass name or an op name "
+    return dtDiag(p->diag, (int)start,
+                  "expected a pass name or an op name "
                   "followed by '('");
   MlirStringRef name = {p->text + start, nameLength};
   skipSpace(p);
@@ -102,7 +103,8 @@ static bool parseElement(Parser *p, MlirOpPassManager pm) {
       return false;
     optionsEnd = p->pos;
   }
-  if (mlirStringRefEqual(name, mlirStringRefCreateFromCString("dtensor-spmd"))) {
+  if (mlirStringRefEqual(name,
+                         mlirStringRefCreateFromCString("dtensor-spmd"))) {
     MlirStringRef options = {"", 0};
     if (optionsEnd > optionsStart)
       options = (MlirStringRef){p->text + optionsStart + 1,
@@ -120,8 +122,7 @@ static bool parseElement(Parser *p, MlirOpPassManager pm) {
     if (optionsEnd > optionsStart)
       return dtDiag(p->diag, (int)optionsStart,
                     "'dtensor-to-llvm' takes no options");
-    return mlirLogicalResultIsSuccess(
-        dtensorAddToLLVMPipeline(pm, p->diag));
+    return mlirLogicalResultIsSuccess(dtensorAddToLLVMPipeline(pm, p->diag));
   }
   if (dtensorPassLookup(name)) {
     MlirStringRef options = {"", 0};
@@ -167,8 +168,10 @@ static bool parseList(Parser *p, MlirOpPassManager pm, bool nested) {
     skipSpace(p);
   }
   if (!nested && !atEnd(p))
-    return dtDiag(p->diag, (int)p->pos, "expected ',' or the end of the "
-                  "pipeline, found '%c'", peek(p));
+    return dtDiag(p->diag, (int)p->pos,
+                  "expected ',' or the end of the "
+                  "pipeline, found '%c'",
+                  peek(p));
   if (nested && peek(p) != ')')
     return dtDiag(p->diag, (int)p->pos, "expected ',' or ')'%s",
                   atEnd(p) ? " before the end of the pipeline" : "");
@@ -249,7 +252,8 @@ MlirLogicalResult dtensorAddToLLVMPipeline(MlirOpPassManager pm,
   return dtensorPassManagerAddPipeline(
       pm,
       mlirStringRefCreateFromCString(
-          "func.func(convert-elementwise-to-linalg), dtensor-decompose-softmax, "
+          "func.func(convert-elementwise-to-linalg), "
+          "dtensor-decompose-softmax, "
           "dtensor-prepare-contractions, "
           "linalg-fuse-elementwise-ops, "
           "one-shot-bufferize{bufferize-function-boundaries "

@@ -67,13 +67,12 @@ static MlirValue freshFill(DtRtBuilder *b, MlirOperation fill,
   MlirLocation loc = mlirOperationGetLocation(fill);
   MlirType type = mlirValueGetType(mlirOperationGetResult(fill, 0));
   MlirValue empty = mlirOperationGetResult(
-      dtRtBuild(b, "tensor.empty", loc, 0, NULL, 1, &type, 0, NULL, before),
-      0);
+      dtRtBuild(b, "tensor.empty", loc, 0, NULL, 1, &type, 0, NULL, before), 0);
   MlirValue operands[2] = {mlirOperationGetOperand(fill, 0), empty};
-  return mlirOperationGetResult(
-      namedLinalg(b->ctx, "linalg.fill", loc, 1, operands, type,
-                  mlirAttributeGetNull(), before),
-      0);
+  return mlirOperationGetResult(namedLinalg(b->ctx, "linalg.fill", loc, 1,
+                                            operands, type,
+                                            mlirAttributeGetNull(), before),
+                                0);
 }
 
 /* linalg.contract takes these maps: every loop in the output or in both
@@ -82,8 +81,8 @@ static bool contractTakes(MlirOperation op, const int64_t *maps) {
   bool in[3][DT_CONTRACTION_MAX_LOOPS] = {{false}};
   int at = 1;
   for (int o = 0; o < 3; ++o) {
-    intptr_t rank = mlirShapedTypeGetRank(
-        mlirValueGetType(mlirOperationGetOperand(op, o)));
+    intptr_t rank =
+        mlirShapedTypeGetRank(mlirValueGetType(mlirOperationGetOperand(op, o)));
     for (intptr_t d = 0; d < rank; ++d)
       in[o][maps[at++]] = true;
   }
@@ -102,11 +101,11 @@ static MlirOperation toContract(MlirOperation generic) {
   MlirValue operands[3];
   for (int i = 0; i < 3; ++i)
     operands[i] = mlirOperationGetOperand(generic, i);
-  MlirOperation contract = namedLinalg(
-      mlirOperationGetContext(generic), "linalg.contract",
-      mlirOperationGetLocation(generic), 2, operands,
-      mlirValueGetType(mlirOperationGetResult(generic, 0)),
-      dtGetAttr(generic, "indexing_maps"), generic);
+  MlirOperation contract =
+      namedLinalg(mlirOperationGetContext(generic), "linalg.contract",
+                  mlirOperationGetLocation(generic), 2, operands,
+                  mlirValueGetType(mlirOperationGetResult(generic, 0)),
+                  dtGetAttr(generic, "indexing_maps"), generic);
   mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(generic, 0),
                                 mlirOperationGetResult(contract, 0));
   mlirOperationDestroy(generic);
@@ -133,8 +132,7 @@ static bool runPrepareContractions(MlirOperation root,
         !mlirShapedTypeHasStaticShape(mlirValueGetType(init)))
       continue;
     MlirOperation fill = mlirOpResultGetOwner(init);
-    if (!dtIsZeroFill(fill) ||
-        !mlirTypeIsARankedTensor(mlirValueGetType(init)))
+    if (!dtIsZeroFill(fill) || !mlirTypeIsARankedTensor(mlirValueGetType(init)))
       continue;
     /* Already its own: the fill's only use, right before it. */
     MlirOpOperand use = mlirValueGetFirstUse(init);

@@ -21,10 +21,10 @@
  *  - `dtensor.operand_layouts` on every op with tensor operands: the layout
  *    each tensor operand must have (`unit` for the others);
  *  - `dtensor.loop_axes` on linalg ops: the mesh axes of each loop. */
-#include "Util.h"
 #include "PassDef.h"
 #include "Rules.h"
 #include "Table.h"
+#include "Util.h"
 
 #include "Support/Support.h"
 #include "dtensor-c/Dialect.h"
@@ -188,7 +188,7 @@ typedef struct Prop {
   DtensorPlanner *planner;
   Info *infos;
   int numInfos, capInfos;
-  DtTable values; /* ValueSlot: a value's index in infos */
+  DtTable values;  /* ValueSlot: a value's index in infos */
   DtTable decided; /* ops decided so far (a pointer set) */
   bool strict, why;
   bool failed;
@@ -318,7 +318,7 @@ static const char *keep(Prop *p, const char *format, ...) {
   return copy;
 }
 
-/* ---- value table ---------------------------------------------------------- */
+/* ---- value table --------------------------------------------------------- */
 
 static unsigned hashPtr(const void *ptr) {
   uint64_t k = (uint64_t)(uintptr_t)ptr;
@@ -410,7 +410,7 @@ static void unmarkDecided(Prop *p, MlirOperation op) {
     dtTableRemove(&p->decided, entry);
 }
 
-/* ---- layouts and costs ---------------------------------------------------- */
+/* ---- layouts and costs --------------------------------------------------- */
 
 /* Reads a layout attribute for a value of `type`; the mesh must be the
  * function's. */
@@ -474,9 +474,10 @@ static bool readLayoutUncached(Prop *p, MlirOperation at, MlirAttribute attr,
     return false;
   }
   if (strcmp(parts.mesh, p->meshName) != 0) {
-    opError(p, at, "%s is on mesh '@%s' but this function is propagated on "
-                   "'@%s'; a function uses one mesh", what, parts.mesh,
-            p->meshName);
+    opError(p, at,
+            "%s is on mesh '@%s' but this function is propagated on "
+            "'@%s'; a function uses one mesh",
+            what, parts.mesh, p->meshName);
     return false;
   }
   DtensorMesh *mesh = NULL;
@@ -490,9 +491,10 @@ static bool readLayoutUncached(Prop *p, MlirOperation at, MlirAttribute attr,
   dtensorMeshDestroy(mesh);
   for (int d = 0; d < out->rank; ++d)
     if (out->numAxes[d] > 0 && out->interleave[d] > 1) {
-      opError(p, at, "%s is interleaved (S0i%lld); dtensor-propagate does not "
-                     "propagate interleaved shards yet", what,
-              (long long)out->interleave[d]);
+      opError(p, at,
+              "%s is interleaved (S0i%lld); dtensor-propagate does not "
+              "propagate interleaved shards yet",
+              what, (long long)out->interleave[d]);
       return false;
     }
   return true;
@@ -571,9 +573,12 @@ static double convertCost(Prop *p, const Info *in,
   /* The same conversions recur on every block of a model: each is costed
    * once per type (the cost depends on the shape and element type). */
   key.type = mlirValueGetType(in->value).ptr;
-  uint64_t hash = dtHashMix(dtHashMix(dtHashMix(dtHashMix(
-      (uint64_t)(uintptr_t)key.type, key.from.code), key.from.partial),
-      key.to.code), key.to.partial);
+  uint64_t hash =
+      dtHashMix(dtHashMix(dtHashMix(dtHashMix((uint64_t)(uintptr_t)key.type,
+                                              key.from.code),
+                                    key.from.partial),
+                          key.to.code),
+                key.to.partial);
   const CostEntry *hit = dtTableFind(&p->costs, hash, sameCost, &key);
   if (hit)
     return hit->cost;
@@ -598,7 +603,7 @@ static double convertCost(Prop *p, const Info *in,
   return key.cost;
 }
 
-/* ---- strategies --------------------------------------------------------------- */
+/* ---- strategies ---------------------------------------------------------- */
 
 typedef struct Strategy {
   int numAxes[DT_MAX_FACTORS];
@@ -716,8 +721,9 @@ static bool fits(Prop *p, const Info *in, const DtensorShardingSpec *s) {
   FitEntry key;
   key.type = mlirValueGetType(in->value).ptr;
   pack(s, &key.spec);
-  uint64_t hash = dtHashMix(dtHashMix((uint64_t)(uintptr_t)key.type,
-                                      key.spec.code), key.spec.partial);
+  uint64_t hash =
+      dtHashMix(dtHashMix((uint64_t)(uintptr_t)key.type, key.spec.code),
+                key.spec.partial);
   const FitEntry *hit = dtTableFind(&p->fits, hash, sameFit, &key);
   if (hit)
     return hit->fits;
@@ -767,8 +773,8 @@ static bool specsOf(Prop *p, const DtRule *r, Info **operands, Info **results,
         first = m;
       allAlike &= m == first && sums;
     }
-    if (r->flow == DT_FLOW_ALL_SUM && allAlike && first && !(first & st->used) &&
-        count == r->numOperands)
+    if (r->flow == DT_FLOW_ALL_SUM && allAlike && first &&
+        !(first & st->used) && count == r->numOperands)
       pass = first;
     else if (r->flow == DT_FLOW_ALL_SUM)
       pass = 0;
@@ -830,7 +836,7 @@ static double choiceCost(Prop *p, const DtRule *r, Info **operands,
   return cost;
 }
 
-/* ---- deciding ops ---------------------------------------------------------------- */
+/* ---- deciding ops -------------------------------------------------------- */
 
 static void decide(Prop *p, MlirOperation op);
 static void ruleOf(Prop *p, MlirOperation op, DtRule *out);
@@ -866,10 +872,10 @@ static void adopt(Prop *p, Info *in, const DtensorShardingSpec *want,
   MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(user));
   char where[160];
   locText(mlirOperationGetLocation(user), where, sizeof(where));
-  in->origin = originOf(p->why || p->strict
-                            ? keep(p, "what '%.*s' at %s needs",
-                                   (int)name.length, name.data, where)
-                            : "what its user needs");
+  in->origin =
+      originOf(p->why || p->strict ? keep(p, "what '%.*s' at %s needs",
+                                          (int)name.length, name.data, where)
+                                   : "what its user needs");
 }
 
 static void describeRedistribution(Prop *p, MlirOperation op, int i,
@@ -896,20 +902,21 @@ static void describeRedistribution(Prop *p, MlirOperation op, int i,
     opError(p, op,
             "operand %d (%s) has layout %s (from %s) but this op needs %s: an "
             "implicit redistribution, which strict mode forbids; annotate the "
-            "value or change the layouts", i, value, from, origin, to);
+            "value or change the layouts",
+            i, value, from, origin, to);
   }
   if (why)
-    dtBufPrintf(why, "; operand %d (%s): redistribute %s -> %s", i, value,
-                from, to);
+    dtBufPrintf(why, "; operand %d (%s): redistribute %s -> %s", i, value, from,
+                to);
 }
 
 /* Writes the decision of an op and sets its results. Never inlined: its
  * buffers must not sit in the frames of decideIf and decideFor, which
  * recurse once per level of region nesting. */
 __attribute__((noinline)) static void record(Prop *p, MlirOperation op,
-                                             const DtRule *r,
-                   Info **operands, Info **results, const Choice *c,
-                   Origin origin) {
+                                             const DtRule *r, Info **operands,
+                                             Info **results, const Choice *c,
+                                             Origin origin) {
   char whyText[2048];
   DtBuf why = dtBufInit(whyText, sizeof(whyText));
   bool explain = p->why || r->kind == DT_RULE_REPLICATE;
@@ -977,8 +984,10 @@ __attribute__((noinline)) static void record(Prop *p, MlirOperation op,
             mlirStringAttrGet(p->ctx, mlirStringRefCreateFromCString(whyText)));
 }
 
-__attribute__((noinline)) static void decideFactors(Prop *p, MlirOperation op, const DtRule *r,
-                          Info **operands, Info **results) {
+__attribute__((noinline)) static void decideFactors(Prop *p, MlirOperation op,
+                                                    const DtRule *r,
+                                                    Info **operands,
+                                                    Info **results) {
   Known *known = malloc(sizeof(Known) * 2 * DT_MAX_RULE_VALUES);
   Choice *choices = malloc(sizeof(Choice) * 2);
   if (!known || !choices) {
@@ -1080,8 +1089,9 @@ static Choice *newChoice(Prop *p, MlirOperation op) {
   return c;
 }
 
-__attribute__((noinline)) static void decideReplicated(Prop *p, MlirOperation op, const DtRule *r,
-                             Info **operands, Info **results) {
+__attribute__((noinline)) static void
+decideReplicated(Prop *p, MlirOperation op, const DtRule *r, Info **operands,
+                 Info **results) {
   Choice *c = newChoice(p, op);
   if (!c)
     return;
@@ -1097,8 +1107,10 @@ __attribute__((noinline)) static void decideReplicated(Prop *p, MlirOperation op
 }
 
 /* A free op (tensor.empty, constants) takes its demand, or replicated. */
-__attribute__((noinline)) static void decideFree(Prop *p, MlirOperation op, const DtRule *r,
-                       Info **operands, Info **results) {
+__attribute__((noinline)) static void decideFree(Prop *p, MlirOperation op,
+                                                 const DtRule *r,
+                                                 Info **operands,
+                                                 Info **results) {
   Choice *c = newChoice(p, op);
   if (!c)
     return;
@@ -1121,8 +1133,10 @@ __attribute__((noinline)) static void decideFree(Prop *p, MlirOperation op, cons
 
 /* dtensor.annotate (the operand must have the annotation's layout, the
  * result has it) and a global-program dtensor.redistribute (src, dst). */
-__attribute__((noinline)) static void decideExplicit(Prop *p, MlirOperation op, const DtRule *r,
-                           Info **operands, Info **results) {
+__attribute__((noinline)) static void decideExplicit(Prop *p, MlirOperation op,
+                                                     const DtRule *r,
+                                                     Info **operands,
+                                                     Info **results) {
   Choice *c = malloc(sizeof(Choice));
   if (!c) {
     opError(p, op, "out of memory");
@@ -1130,10 +1144,11 @@ __attribute__((noinline)) static void decideExplicit(Prop *p, MlirOperation op, 
   }
   bool annotate = dtIsOp(op, "dtensor.annotate");
   MlirType type = mlirValueGetType(mlirOperationGetResult(op, 0));
-  bool ok = readLayout(p, op, dtGetAttr(op, annotate ? "layout" : "src"), type,
-                       annotate ? "the annotation" : "'src'", &c->operands[0]) &&
-            readLayout(p, op, dtGetAttr(op, annotate ? "layout" : "dst"), type,
-                       annotate ? "the annotation" : "'dst'", &c->results[0]);
+  bool ok =
+      readLayout(p, op, dtGetAttr(op, annotate ? "layout" : "src"), type,
+                 annotate ? "the annotation" : "'src'", &c->operands[0]) &&
+      readLayout(p, op, dtGetAttr(op, annotate ? "layout" : "dst"), type,
+                 annotate ? "the annotation" : "'dst'", &c->results[0]);
   if (ok) {
     if (!annotate) {
       results[0]->fixed = results[0]->known = true;
@@ -1175,8 +1190,10 @@ static bool funcLayout(Prop *p, MlirOperation func, bool result, intptr_t i,
  * argument layouts and its results have the callee's result layouts. A
  * recursive call, or a callee without a body, uses the layouts its
  * signature declares and replicates the rest. */
-__attribute__((noinline)) static void decideCall(Prop *p, MlirOperation op, const DtRule *r,
-                       Info **operands, Info **results) {
+__attribute__((noinline)) static void decideCall(Prop *p, MlirOperation op,
+                                                 const DtRule *r,
+                                                 Info **operands,
+                                                 Info **results) {
   MlirAttribute ref = dtGetAttr(op, "callee");
   MlirOperation callee = {NULL};
   if (!mlirAttributeIsNull(ref) && mlirAttributeIsAFlatSymbolRef(ref))
@@ -1223,8 +1240,8 @@ __attribute__((noinline)) static void decideCall(Prop *p, MlirOperation op, cons
     callRule.family = "call";
     MlirStringRef name = mlirFlatSymbolRefAttrGetValue(ref);
     record(p, op, &callRule, operands, results, c,
-           originOf(keep(p, "the signature of @%.*s", (int)name.length,
-                         name.data)));
+           originOf(
+               keep(p, "the signature of @%.*s", (int)name.length, name.data)));
   }
   free(c);
 }
@@ -1239,14 +1256,15 @@ static void ruleOf(Prop *p, MlirOperation op, DtRule *out) {
   MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
   intptr_t nOperands = mlirOperationGetNumOperands(op);
   intptr_t nResults = mlirOperationGetNumResults(op);
-  bool cacheable = name.length > 7 && !memcmp(name.data, "linalg.", 7) &&
-                   !mlirStringRefEqual(name, mlirStringRefCreateFromCString(
-                                                 "linalg.generic")) &&
-                   !mlirStringRefEqual(name, mlirStringRefCreateFromCString(
-                                                 "linalg.reduce")) &&
-                   nOperands + nResults <= 2 * DT_MAX_RULE_VALUES &&
-                   mlirAttributeIsNull(dtGetAttr(op, "dtensor.rule")) &&
-                   !dtRuleRegistryLookup(p->registry, name);
+  bool cacheable =
+      name.length > 7 && !memcmp(name.data, "linalg.", 7) &&
+      !mlirStringRefEqual(name,
+                          mlirStringRefCreateFromCString("linalg.generic")) &&
+      !mlirStringRefEqual(name,
+                          mlirStringRefCreateFromCString("linalg.reduce")) &&
+      nOperands + nResults <= 2 * DT_MAX_RULE_VALUES &&
+      mlirAttributeIsNull(dtGetAttr(op, "dtensor.rule")) &&
+      !dtRuleRegistryLookup(p->registry, name);
   if (!cacheable) {
     dtRuleGet(op, p->registry, out);
     return;
@@ -1281,7 +1299,7 @@ static void ruleOf(Prop *p, MlirOperation op, DtRule *out) {
   }
 }
 
-/* ---- structured control flow ---------------------------------------------- */
+/* ---- structured control flow --------------------------------------------- */
 
 static void propagateBlock(Prop *p, MlirBlock block);
 
@@ -1316,9 +1334,9 @@ static void resolved(DtensorShardingSpec *s) {
 
 /* A region's yield: operand k must have `want[k]`. Never inlined (into
  * decideIf and decideFor, which recurse per nesting level). */
-__attribute__((noinline)) static void decideYield(
-    Prop *p, MlirOperation yield, const DtensorShardingSpec *want,
-    int count) {
+__attribute__((noinline)) static void
+decideYield(Prop *p, MlirOperation yield, const DtensorShardingSpec *want,
+            int count) {
   markDecided(p, yield);
   MlirAttribute attrs[DT_MAX_RULE_VALUES];
   MlirAttribute unit = mlirUnitAttrGet(p->ctx);
@@ -1345,8 +1363,9 @@ __attribute__((noinline)) static void decideYield(
  * the yielded layouts differ, they become the iteration arguments' and the
  * body is propagated again (a fixed point, at most 4 rounds); what still
  * differs is redistributed at the yield. */
-__attribute__((noinline)) static void decideFor(Prop *p, MlirOperation op, DtRule *r, Info **operands,
-                      Info **results) {
+__attribute__((noinline)) static void decideFor(Prop *p, MlirOperation op,
+                                                DtRule *r, Info **operands,
+                                                Info **results) {
   int n = r->numResults, first = r->numOperands - n;
   MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0));
   if (first < 0 || mlirBlockIsNull(body) ||
@@ -1417,8 +1436,9 @@ __attribute__((noinline)) static void decideFor(Prop *p, MlirOperation op, DtRul
 /* scf.if: both branches are propagated; each result has the layout the
  * then-branch yields (or the else-branch's, or its demand), and both yields
  * must give it. */
-__attribute__((noinline)) static void decideIf(Prop *p, MlirOperation op, DtRule *r, Info **operands,
-                     Info **results) {
+__attribute__((noinline)) static void decideIf(Prop *p, MlirOperation op,
+                                               DtRule *r, Info **operands,
+                                               Info **results) {
   MlirBlock branch[2] = {{NULL}, {NULL}};
   for (int b = 0; b < 2 && b < mlirOperationGetNumRegions(op); ++b) {
     branch[b] = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, b));
@@ -1461,8 +1481,7 @@ __attribute__((noinline)) static void decideIf(Prop *p, MlirOperation op, DtRule
   r->kind = DT_RULE_FACTORS;
   r->family = "scf.if";
   if (!p->failed)
-    record(p, op, r, operands, results, c,
-           originOf("the branches' results"));
+    record(p, op, r, operands, results, c, originOf("the branches' results"));
   free(c);
 }
 
@@ -1537,8 +1556,10 @@ static void decide(Prop *p, MlirOperation op) {
     return;
   }
   if (p->depth >= DTENSOR_MAX_NESTING) {
-    opError(p, op, "is nested in more than %d regions; dtensor-propagate "
-            "handles at most that many levels", DTENSOR_MAX_NESTING);
+    opError(p, op,
+            "is nested in more than %d regions; dtensor-propagate "
+            "handles at most that many levels",
+            DTENSOR_MAX_NESTING);
     return;
   }
   DtRule *r = malloc(sizeof(DtRule));
@@ -1569,7 +1590,7 @@ static bool ready(Prop *p, MlirOperation op) {
   return false;
 }
 
-/* ---- annotations and demands ------------------------------------------------ */
+/* ---- annotations and demands --------------------------------------------- */
 
 static void addDemand(Prop *p, MlirOperation at, Info *in,
                       const DtensorShardingSpec *want, int64_t priority) {
@@ -1668,8 +1689,7 @@ static void seed(Prop *p, MlirOperation func) {
         snprintf(what, sizeof(what), "the layout of result %ld", (long)i);
         DtensorShardingSpec s;
         if (readLayout(p, func, l, mlirFunctionTypeGetResult(fnType, i), what,
-                       &s))
-        {
+                       &s)) {
           /* One value returned as several results wants several layouts:
            * each is a use, not a conflict; the first shapes the value. */
           Info *ri = infoOf(p, mlirOperationGetOperand(op, i));
@@ -1726,7 +1746,7 @@ static void decideReturn(Prop *p, MlirOperation func, MlirOperation ret) {
     decided(p, ret, DT_DECIDED_OPERANDS, arrayOf(p, (int)n, opAttrs));
 }
 
-/* ---- the function walk ---------------------------------------------------------- */
+/* ---- the function walk --------------------------------------------------- */
 
 static MlirWalkResult findAnnotationMesh(MlirOperation op, void *userData) {
   char *found = userData;
@@ -1773,8 +1793,8 @@ static MlirWalkResult findCalleeMesh(MlirOperation op, void *userData) {
   MlirAttribute callee = dtGetAttr(op, "callee");
   if (mlirAttributeIsNull(callee) || !mlirAttributeIsAFlatSymbolRef(callee))
     return MlirWalkResultAdvance;
-  MlirOperation f = mlirSymbolTableLookup(
-      c->symbols, mlirFlatSymbolRefAttrGetValue(callee));
+  MlirOperation f =
+      mlirSymbolTableLookup(c->symbols, mlirFlatSymbolRefAttrGetValue(callee));
   if (!mlirOperationIsNull(f))
     signatureMesh(f, c->found);
   return c->found[0] ? MlirWalkResultInterrupt : MlirWalkResultAdvance;
@@ -1848,7 +1868,7 @@ static void propagateBlock(Prop *p, MlirBlock block) {
  * the global program, where nothing gives it a meaning. */
 static MlirWalkResult findPerDevice(MlirOperation op, void *userData) {
   static const char *const kPerDevice[] = {
-      "dtensor.all_gather", "dtensor.all_reduce", "dtensor.reduce_scatter",
+      "dtensor.all_gather", "dtensor.all_reduce",  "dtensor.reduce_scatter",
       "dtensor.all_to_all", "dtensor.local_split", "dtensor.broadcast",
       "dtensor.permute",    "dtensor.mesh_index"};
   for (size_t k = 0; k < sizeof(kPerDevice) / sizeof(kPerDevice[0]); ++k)
@@ -1865,21 +1885,25 @@ static void propagateFunction(Prop *p, MlirOperation func) {
   if (mlirBlockIsNull(entry) || !findMesh(p, func))
     return;
   if (!mlirBlockIsNull(mlirBlockGetNextInRegion(entry))) {
-    opError(p, func, "has several blocks; dtensor-propagate handles "
-                     "single-block functions");
+    opError(p, func,
+            "has several blocks; dtensor-propagate handles "
+            "single-block functions");
     return;
   }
   char where[32];
   if (dtSignatureFind(func, true, where)) {
-    opError(p, func, "is already partitioned (%s has a dtensor.global_shape: "
-                     "its type is a device's block); dtensor-propagate and "
-                     "dtensor-partition take the global program", where);
+    opError(p, func,
+            "is already partitioned (%s has a dtensor.global_shape: "
+            "its type is a device's block); dtensor-propagate and "
+            "dtensor-partition take the global program",
+            where);
     return;
   }
   MlirOperation perDevice = {NULL};
   mlirOperationWalk(func, findPerDevice, &perDevice, MlirWalkPreOrder);
   if (!mlirOperationIsNull(perDevice)) {
-    opError(p, perDevice, "works on a device's block, but this is the global "
+    opError(p, perDevice,
+            "works on a device's block, but this is the global "
             "program: state layouts here (dtensor.annotate, "
             "dtensor.redistribute) and dtensor-spmd inserts the collectives");
     return;
@@ -1899,14 +1923,12 @@ static void propagateFunction(Prop *p, MlirOperation func) {
     decideReturn(p, func, ret);
   /* Arguments: record every layout (adopted ones, and replicated for the
    * unused). */
-  for (intptr_t i = 0; i < mlirBlockGetNumArguments(entry) && !p->failed;
-       ++i) {
+  for (intptr_t i = 0; i < mlirBlockGetNumArguments(entry) && !p->failed; ++i) {
     Info *in = infoOf(p, mlirBlockGetArgument(entry, i));
     if (!in || !in->isTensor || in->fixed)
       continue;
     DtensorShardingSpec cur = specOf(in);
-    mlirFuncSetArgAttr(func, i,
-                       mlirStringRefCreateFromCString(DT_ATTR_LAYOUT),
+    mlirFuncSetArgAttr(func, i, mlirStringRefCreateFromCString(DT_ATTR_LAYOUT),
                        layoutAttr(p, &cur));
   }
 }
@@ -1995,7 +2017,8 @@ static MlirWalkResult collectCallee(MlirOperation op, void *userData) {
     return MlirWalkResultAdvance;
   if (c->count == c->capacity) {
     int cap = c->capacity ? 2 * c->capacity : 16;
-    MlirStringRef *names = realloc(c->names, sizeof(MlirStringRef) * (size_t)cap);
+    MlirStringRef *names =
+        realloc(c->names, sizeof(MlirStringRef) * (size_t)cap);
     if (!names)
       return MlirWalkResultInterrupt;
     c->names = names;

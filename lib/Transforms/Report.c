@@ -61,7 +61,8 @@ static void priceCollective(MlirOperation op, Totals *t) {
       pattern = kCollectives[k].pattern;
       known = true;
     }
-  bool pointToPoint = dtIsOp(op, "dtensor.broadcast") || dtIsOp(op, "dtensor.permute");
+  bool pointToPoint =
+      dtIsOp(op, "dtensor.broadcast") || dtIsOp(op, "dtensor.permute");
   if (!known && !pointToPoint)
     return;
   MlirAttribute ref = dtGetAttr(op, "mesh");
@@ -71,13 +72,14 @@ static void priceCollective(MlirOperation op, Totals *t) {
     return;
   MlirOperation meshOp =
       dtensorMeshOpLookup(op, mlirFlatSymbolRefAttrGetValue(ref));
-  DtensorMesh *mesh =
-      mlirOperationIsNull(meshOp) ? NULL : dtensorMeshCreateFromOp(meshOp, NULL);
+  DtensorMesh *mesh = mlirOperationIsNull(meshOp)
+                          ? NULL
+                          : dtensorMeshCreateFromOp(meshOp, NULL);
   if (!mesh)
     return; /* the verifier reports it */
   int axes[DTENSOR_MAX_MESH_RANK], n = 0;
-  for (intptr_t i = 0; i < mlirDenseArrayGetNumElements(axesAttr) &&
-                       n < DTENSOR_MAX_MESH_RANK;
+  for (intptr_t i = 0;
+       i < mlirDenseArrayGetNumElements(axesAttr) && n < DTENSOR_MAX_MESH_RANK;
        ++i)
     axes[n++] = (int)mlirDenseI64ArrayGetElement(axesAttr, i);
   double alpha, beta;
@@ -155,7 +157,8 @@ static bool runReport(MlirOperation root, const DtPassOptions *options) {
       snprintf(message, sizeof(message),
                "'func.func' op was not partitioned: %s has a dtensor.layout "
                "but no dtensor.global_shape; dtensor-report estimates the "
-               "per-device program (run dtensor-spmd first)", where);
+               "per-device program (run dtensor-spmd first)",
+               where);
       mlirEmitError(mlirOperationGetLocation(f), message);
       ok = false;
       continue;

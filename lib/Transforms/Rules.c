@@ -11,8 +11,8 @@
  *    registered for its name ("ij,jk->ik"; factors missing from every
  *    output are reductions, of sum unless the rule ends in ":max" etc.);
  *  - anything else with tensors: replicated. */
-#include "Util.h"
 #include "Rules.h"
+#include "Util.h"
 
 #include "mlir-c/AffineExpr.h"
 #include "mlir-c/AffineMap.h"
@@ -53,12 +53,18 @@ static DtensorReduceKind bodyCombiner(MlirOperation op) {
     const char *name;
     DtensorReduceKind kind;
   } kCombiners[] = {
-      {"arith.addf", DTENSOR_REDUCE_SUM},     {"arith.addi", DTENSOR_REDUCE_SUM},
-      {"arith.mulf", DTENSOR_REDUCE_PROD},    {"arith.muli", DTENSOR_REDUCE_PROD},
-      {"arith.maximumf", DTENSOR_REDUCE_MAX}, {"arith.maxnumf", DTENSOR_REDUCE_MAX},
-      {"arith.maxsi", DTENSOR_REDUCE_MAX},    {"arith.maxui", DTENSOR_REDUCE_MAX},
-      {"arith.minimumf", DTENSOR_REDUCE_MIN}, {"arith.minnumf", DTENSOR_REDUCE_MIN},
-      {"arith.minsi", DTENSOR_REDUCE_MIN},    {"arith.minui", DTENSOR_REDUCE_MIN},
+      {"arith.addf", DTENSOR_REDUCE_SUM},
+      {"arith.addi", DTENSOR_REDUCE_SUM},
+      {"arith.mulf", DTENSOR_REDUCE_PROD},
+      {"arith.muli", DTENSOR_REDUCE_PROD},
+      {"arith.maximumf", DTENSOR_REDUCE_MAX},
+      {"arith.maxnumf", DTENSOR_REDUCE_MAX},
+      {"arith.maxsi", DTENSOR_REDUCE_MAX},
+      {"arith.maxui", DTENSOR_REDUCE_MAX},
+      {"arith.minimumf", DTENSOR_REDUCE_MIN},
+      {"arith.minnumf", DTENSOR_REDUCE_MIN},
+      {"arith.minsi", DTENSOR_REDUCE_MIN},
+      {"arith.minui", DTENSOR_REDUCE_MIN},
   };
   DtensorReduceKind found = DTENSOR_REDUCE_NONE;
   for (intptr_t i = 0; i < mlirOperationGetNumOperands(yield); ++i) {
@@ -128,8 +134,7 @@ static void linalgRule(MlirOperation op, DtRule *r) {
     int rank = r->operandIsTensor[i] ? (int)mlirShapedTypeGetRank(t) : 0;
     int *factors = r->operandFactor[i];
     /* Scalars (fill's value) have maps with no results. */
-    if (!readMap(mlirArrayAttrGetElement(maps, i), numFactors, factors,
-                 rank)) {
+    if (!readMap(mlirArrayAttrGetElement(maps, i), numFactors, factors, rank)) {
       replicate(r, "a linalg op whose indexing maps do not match its "
                    "operand ranks");
       return;
@@ -139,7 +144,8 @@ static void linalgRule(MlirOperation op, DtRule *r) {
       for (int d = 0; d < rank; ++d)
         if (factors[d] >= 0)
           usedByInit[factors[d]] = true;
-      memcpy(r->resultFactor[i - numInputs], factors, sizeof(int) * (size_t)rank);
+      memcpy(r->resultFactor[i - numInputs], factors,
+             sizeof(int) * (size_t)rank);
     }
   }
   DtensorReduceKind combiner = bodyCombiner(op);
@@ -170,8 +176,7 @@ static bool elementwiseRule(MlirOperation op, DtRule *r) {
     return false;
   for (int i = 0; i < r->numOperands; ++i) {
     MlirType t = mlirValueGetType(mlirOperationGetOperand(op, i));
-    if (!r->operandIsTensor[i] ||
-        !mlirShapedTypeHasStaticShape(t) ||
+    if (!r->operandIsTensor[i] || !mlirShapedTypeHasStaticShape(t) ||
         mlirShapedTypeGetRank(t) != mlirShapedTypeGetRank(shape))
       return false;
     for (intptr_t d = 0; d < mlirShapedTypeGetRank(t); ++d)
@@ -221,8 +226,8 @@ static int64_t arrayAt(MlirAttribute a, intptr_t i) {
 
 /* One factor per dim of `rank`, shared by the listed tensor operands and
  * the result, except the dims `keep` says are not kept whole. */
-static void keptDims(DtRule *r, const char *family, int rank,
-                     const bool *keep, const int *tensorOperands, int count) {
+static void keptDims(DtRule *r, const char *family, int rank, const bool *keep,
+                     const int *tensorOperands, int count) {
   r->kind = DT_RULE_FACTORS;
   r->family = family;
   r->numFactors = rank;
@@ -263,7 +268,8 @@ static bool sliceRule(MlirOperation op, DtRule *r) {
 }
 
 static bool padRule(MlirOperation op, DtRule *r) {
-  MlirAttribute low = attrOf(op, "static_low"), high = attrOf(op, "static_high");
+  MlirAttribute low = attrOf(op, "static_low"),
+                high = attrOf(op, "static_high");
   MlirType t = mlirValueGetType(mlirOperationGetOperand(op, 0));
   int rank = (int)mlirShapedTypeGetRank(t);
   if (mlirAttributeIsNull(low) || mlirAttributeIsNull(high) ||
@@ -294,7 +300,7 @@ static bool concatRule(MlirOperation op, DtRule *r) {
   return true;
 }
 
-/* ---- reshapes -------------------------------------------------------------- */
+/* ---- reshapes ------------------------------------------------------------ */
 
 /* collapse_shape and expand_shape: a factor per dim of the finer side; each
  * dim of the coarser side is its group of factors (a compound dim, major
@@ -329,11 +335,11 @@ static bool reshapeRule(MlirOperation op, DtRule *r) {
   }
   for (intptr_t g = 0; g < mlirArrayAttrGetNumElements(groups); ++g) {
     MlirAttribute group = mlirArrayAttrGetElement(groups, g);
-    intptr_t n = mlirAttributeIsAArray(group) ? mlirArrayAttrGetNumElements(group)
-                                              : 0;
+    intptr_t n =
+        mlirAttributeIsAArray(group) ? mlirArrayAttrGetNumElements(group) : 0;
     if (n == 1) {
-      coarseDims[g] = (int)mlirIntegerAttrGetValueInt(
-          mlirArrayAttrGetElement(group, 0));
+      coarseDims[g] =
+          (int)mlirIntegerAttrGetValueInt(mlirArrayAttrGetElement(group, 0));
       continue;
     }
     if (n == 0 || n > DT_MAX_SUBFACTORS || r->numCompounds == DT_MAX_COMPOUNDS)
@@ -348,7 +354,7 @@ static bool reshapeRule(MlirOperation op, DtRule *r) {
   return true;
 }
 
-/* ---- einsum rules ----------------------------------------------------------- */
+/* ---- einsum rules -------------------------------------------------------- */
 
 /* Parses "ij,jk->ik[:kind]" into per-tensor factor letters. A '.' is a dim
  * of no factor (replicated). */
@@ -394,7 +400,8 @@ static bool parseEinsum(const char *text, Einsum *e, DtensorDiag *diag) {
         const char *kind = p + 1;
         if (!dtensorReduceKindParse(kind, strlen(kind), &e->kind) ||
             e->kind == DTENSOR_REDUCE_NONE)
-          return dtDiag(diag, (int)(kind - text), "expected a reduce kind "
+          return dtDiag(diag, (int)(kind - text),
+                        "expected a reduce kind "
                         "after ':' (sum, max, min, avg, prod)");
         break;
       }
@@ -404,9 +411,11 @@ static bool parseEinsum(const char *text, Einsum *e, DtensorDiag *diag) {
     }
     if (ch == ' ')
       continue;
-    return dtDiag(diag, (int)(p - text), "unexpected '%c' (an einsum rule "
+    return dtDiag(diag, (int)(p - text),
+                  "unexpected '%c' (an einsum rule "
                   "is like \"ij,jk->ik\" with lower-case factor letters, '.' "
-                  "for a replicated dim, and an optional \":max\")", ch);
+                  "for a replicated dim, and an optional \":max\")",
+                  ch);
   }
   if (!outputs)
     return dtDiag(diag, -1, "an einsum rule needs '->' and the outputs");
@@ -434,8 +443,7 @@ static void einsumRule(MlirOperation op, const char *text, DtRule *r) {
   Einsum e;
   DtensorDiag diag;
   if (!parseEinsum(text, &e, &diag)) {
-    invalid(r, "its sharding rule \"%s\" is malformed: %s", text,
-            diag.message);
+    invalid(r, "its sharding rule \"%s\" is malformed: %s", text, diag.message);
     return;
   }
   int numTensorOperands = 0, numTensorResults = 0;
@@ -444,9 +452,11 @@ static void einsumRule(MlirOperation op, const char *text, DtRule *r) {
   for (int j = 0; j < r->numResults; ++j)
     numTensorResults += r->resultIsTensor[j];
   if (e.numInputs != numTensorOperands || e.numOutputs != numTensorResults) {
-    invalid(r, "its sharding rule \"%s\" names %d inputs and %d outputs, "
-            "but the op has %d tensor operands and %d tensor results", text,
-            e.numInputs, e.numOutputs, numTensorOperands, numTensorResults);
+    invalid(r,
+            "its sharding rule \"%s\" names %d inputs and %d outputs, "
+            "but the op has %d tensor operands and %d tensor results",
+            text, e.numInputs, e.numOutputs, numTensorOperands,
+            numTensorResults);
     return;
   }
   int factorOf[26];
@@ -479,9 +489,10 @@ static void einsumRule(MlirOperation op, const char *text, DtRule *r) {
       continue;
     MlirType type = mlirValueGetType(mlirOperationGetOperand(op, i));
     if ((int)strlen(e.dims[t]) != mlirShapedTypeGetRank(type)) {
-      invalid(r, "its sharding rule gives input %d %d dims, but operand %d "
-              "has rank %ld", t, (int)strlen(e.dims[t]), i,
-              (long)mlirShapedTypeGetRank(type));
+      invalid(r,
+              "its sharding rule gives input %d %d dims, but operand %d "
+              "has rank %ld",
+              t, (int)strlen(e.dims[t]), i, (long)mlirShapedTypeGetRank(type));
       return;
     }
     for (int d = 0; e.dims[t][d]; ++d)
@@ -494,8 +505,10 @@ static void einsumRule(MlirOperation op, const char *text, DtRule *r) {
       continue;
     MlirType type = mlirValueGetType(mlirOperationGetResult(op, j));
     if ((int)strlen(e.dims[t]) != mlirShapedTypeGetRank(type)) {
-      invalid(r, "its sharding rule gives output %d %d dims, but result %d "
-              "has rank %ld", t - e.numInputs, (int)strlen(e.dims[t]), j,
+      invalid(r,
+              "its sharding rule gives output %d %d dims, but result %d "
+              "has rank %ld",
+              t - e.numInputs, (int)strlen(e.dims[t]), j,
               (long)mlirShapedTypeGetRank(type));
       return;
     }
@@ -560,12 +573,14 @@ void dtRuleGet(MlirOperation op, const DtensorRuleRegistry *registry,
     linalgRule(op, r);
     return;
   }
-  if ((dtIsOp(op, "tensor.extract_slice") || dtIsOp(op, "tensor.insert_slice")) &&
+  if ((dtIsOp(op, "tensor.extract_slice") ||
+       dtIsOp(op, "tensor.insert_slice")) &&
       sliceRule(op, r))
     return;
   if (dtIsOp(op, "tensor.pad") && padRule(op, r))
     return;
-  if ((dtIsOp(op, "tensor.collapse_shape") || dtIsOp(op, "tensor.expand_shape")) &&
+  if ((dtIsOp(op, "tensor.collapse_shape") ||
+       dtIsOp(op, "tensor.expand_shape")) &&
       reshapeRule(op, r))
     return;
   if (dtIsOp(op, "tensor.concat") && concatRule(op, r))
@@ -582,7 +597,7 @@ void dtRuleGet(MlirOperation op, const DtensorRuleRegistry *registry,
   replicate(r, "an op with no sharding rule");
 }
 
-/* ---- the registry ---------------------------------------------------------- */
+/* ---- the registry -------------------------------------------------------- */
 
 typedef struct RegisteredRule {
   char *name;
@@ -618,9 +633,8 @@ static char *copyRef(MlirStringRef s) {
   return c;
 }
 
-bool dtensorRuleRegistryAdd(DtensorRuleRegistry *registry,
-                            MlirStringRef opName, MlirStringRef einsum,
-                            DtensorDiag *outDiag) {
+bool dtensorRuleRegistryAdd(DtensorRuleRegistry *registry, MlirStringRef opName,
+                            MlirStringRef einsum, DtensorDiag *outDiag) {
   char *rule = copyRef(einsum), *name = copyRef(opName);
   if (!rule || !name) {
     free(rule);

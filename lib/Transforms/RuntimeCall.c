@@ -61,12 +61,12 @@ void dtRtEnsureGlobal(DtRtBuilder *b, const char *sym, int n,
   for (int i = 0; i < n; ++i)
     elems[i] = mlirIntegerAttrGet(i64, values[i]);
   MlirNamedAttribute attrs[5] = {
-      dtNamedAttr(b->ctx, "sym_name",
-                  mlirStringAttrGet(b->ctx,
-                                    mlirStringRefCreateFromCString(sym))),
-      dtNamedAttr(b->ctx, "sym_visibility",
-                  mlirStringAttrGet(
-                      b->ctx, mlirStringRefCreateFromCString("private"))),
+      dtNamedAttr(
+          b->ctx, "sym_name",
+          mlirStringAttrGet(b->ctx, mlirStringRefCreateFromCString(sym))),
+      dtNamedAttr(
+          b->ctx, "sym_visibility",
+          mlirStringAttrGet(b->ctx, mlirStringRefCreateFromCString("private"))),
       dtNamedAttr(b->ctx, "type", mlirTypeAttrGet(memref)),
       dtNamedAttr(b->ctx, "initial_value",
                   mlirDenseElementsAttrGet(tensor, n, elems)),
@@ -84,16 +84,16 @@ void dtRtEnsureCallee(DtRtBuilder *b, const char *sym, MlirType fn,
           b->symbols, mlirStringRefCreateFromCString(sym))))
     return;
   MlirNamedAttribute attrs[3] = {
-      dtNamedAttr(b->ctx, "sym_name",
-                  mlirStringAttrGet(b->ctx,
-                                    mlirStringRefCreateFromCString(sym))),
+      dtNamedAttr(
+          b->ctx, "sym_name",
+          mlirStringAttrGet(b->ctx, mlirStringRefCreateFromCString(sym))),
       dtNamedAttr(b->ctx, "function_type", mlirTypeAttrGet(fn)),
-      dtNamedAttr(b->ctx, "sym_visibility",
-                  mlirStringAttrGet(
-                      b->ctx, mlirStringRefCreateFromCString("private"))),
+      dtNamedAttr(
+          b->ctx, "sym_visibility",
+          mlirStringAttrGet(b->ctx, mlirStringRefCreateFromCString("private"))),
   };
-  MlirOperationState st = mlirOperationStateGet(
-      mlirStringRefCreateFromCString("func.func"), loc);
+  MlirOperationState st =
+      mlirOperationStateGet(mlirStringRefCreateFromCString("func.func"), loc);
   mlirOperationStateAddAttributes(&st, 3, attrs);
   MlirRegion body = mlirRegionCreate();
   mlirOperationStateAddOwnedRegions(&st, 1, &body);
@@ -107,10 +107,10 @@ MlirValue dtRtConstI64(DtRtBuilder *b, int64_t v, MlirOperation before) {
   MlirType i64 = mlirIntegerTypeGet(b->ctx, 64);
   MlirNamedAttribute a =
       dtNamedAttr(b->ctx, "value", mlirIntegerAttrGet(i64, v));
-  return mlirOperationGetResult(
-      dtRtBuild(b, "arith.constant", mlirOperationGetLocation(before), 0, NULL,
-                1, &i64, 1, &a, before),
-      0);
+  return mlirOperationGetResult(dtRtBuild(b, "arith.constant",
+                                          mlirOperationGetLocation(before), 0,
+                                          NULL, 1, &i64, 1, &a, before),
+                                0);
 }
 
 MlirValue dtRtCastUnranked(DtRtBuilder *b, MlirValue memref,

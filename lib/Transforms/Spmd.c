@@ -45,21 +45,22 @@ static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
   char text[3 * DT_MAX_OPTION_VALUE + 64];
   DtPassOptions propagate, partition, lower;
   snprintf(text, sizeof(text), "strict=%s why=%s",
-           dtPassOptionsGet(options, "strict"), dtPassOptionsGet(options, "why"));
+           dtPassOptionsGet(options, "strict"),
+           dtPassOptionsGet(options, "why"));
   bool ok = dtPassOptionsParse(&dtPropagatePass.info,
                                mlirStringRefCreateFromCString(text), &propagate,
                                NULL);
   propagate.context = options->context;
-  ok = ok && dtPassOptionsParse(&dtPartitionPass.info,
-                                mlirStringRefCreateFromCString(""), &partition,
-                                NULL);
+  ok = ok &&
+       dtPassOptionsParse(&dtPartitionPass.info,
+                          mlirStringRefCreateFromCString(""), &partition, NULL);
   snprintf(text, sizeof(text), "strategy=%s objective=%s report=%s",
            dtPassOptionsGet(options, "strategy"),
            dtPassOptionsGet(options, "objective"),
            dtPassOptionsGet(options, "report"));
-  ok = ok && dtPassOptionsParse(&dtLowerRedistributePass.info,
-                                mlirStringRefCreateFromCString(text), &lower,
-                                NULL);
+  ok = ok &&
+       dtPassOptionsParse(&dtLowerRedistributePass.info,
+                          mlirStringRefCreateFromCString(text), &lower, NULL);
   bool timing = dtPassOptionsGetBool(options, "timing");
   struct timespec last;
   clock_gettime(CLOCK_MONOTONIC, &last);

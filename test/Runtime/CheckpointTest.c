@@ -44,7 +44,7 @@ typedef struct Spec {
   char spec[64];
 } Spec;
 
-static const DtrtDtype kTypes[6] = {DTRT_F32, DTRT_F64, DTRT_I32,
+static const DtrtDtype kTypes[6] = {DTRT_F32, DTRT_F64,  DTRT_I32,
                                     DTRT_I64, DTRT_BF16, DTRT_F16};
 
 /* The tensors of a seed: independent of the job. */
@@ -86,7 +86,8 @@ static void specOf(Spec *t, const char *mesh, uint64_t *s, bool partial) {
   }
   int k = snprintf(t->spec, sizeof(t->spec), "[");
   for (int d = 0; d < t->rank; ++d) {
-    k += snprintf(t->spec + k, sizeof(t->spec) - (size_t)k, "%s", d ? ", " : "");
+    k +=
+        snprintf(t->spec + k, sizeof(t->spec) - (size_t)k, "%s", d ? ", " : "");
     if (!numDim[d])
       k += snprintf(t->spec + k, sizeof(t->spec) - (size_t)k, "R");
     else {
@@ -108,10 +109,18 @@ static void store(void *p, DtrtDtype t, int64_t i, double v) {
   float f = (float)v;
   uint32_t u;
   switch (t) {
-  case DTRT_F32: ((float *)p)[i] = f; break;
-  case DTRT_F64: ((double *)p)[i] = v; break;
-  case DTRT_I32: ((int32_t *)p)[i] = (int32_t)v; break;
-  case DTRT_I64: ((int64_t *)p)[i] = (int64_t)v; break;
+  case DTRT_F32:
+    ((float *)p)[i] = f;
+    break;
+  case DTRT_F64:
+    ((double *)p)[i] = v;
+    break;
+  case DTRT_I32:
+    ((int32_t *)p)[i] = (int32_t)v;
+    break;
+  case DTRT_I64:
+    ((int64_t *)p)[i] = (int64_t)v;
+    break;
   case DTRT_BF16:
     memcpy(&u, &f, 4);
     ((uint16_t *)p)[i] = (uint16_t)(u >> 16);
@@ -181,7 +190,7 @@ static void *killWhenWritten(void *arg) {
 int main(int argc, char **argv) {
   if (argc < 4) {
     fprintf(stderr, "usage: checkpoint-test save|load|load-fails|save-killed"
-            "|save-fails DIR SEED [TEXT]\n");
+                    "|save-fails DIR SEED [TEXT]\n");
     return 2;
   }
   const char *mode = argv[1], *dir = argv[2];
@@ -211,8 +220,9 @@ int main(int argc, char **argv) {
     }
     size_t es = dtrtDtypeSize(specs[i].dtype);
     blocks[i] = calloc((size_t)geo[i].elems + 1, es);
-    tensors[i] = (DtrtTensor){specs[i].name, specs[i].dtype, specs[i].rank,
-                              specs[i].shape, mesh, specs[i].spec, blocks[i]};
+    tensors[i] = (DtrtTensor){specs[i].name,  specs[i].dtype, specs[i].rank,
+                              specs[i].shape, mesh,           specs[i].spec,
+                              blocks[i]};
   }
   /* Saving: each element's value (a Partial sum: the value at one device
    * of the group, zero elsewhere; max: the value everywhere). Loading: a
@@ -222,8 +232,8 @@ int main(int argc, char **argv) {
     bool holds = true;
     for (const char *q = specs[i].spec; (q = strstr(q, "Psum(")); q += 5) {
       int a = q[5] - '0';
-      holds &= (!strcmp(mesh, "2x2") ? (a == 0 ? rank / 2 : rank % 2)
-                                     : rank) == 0;
+      holds &=
+          (!strcmp(mesh, "2x2") ? (a == 0 ? rank / 2 : rank % 2) : rank) == 0;
     }
     for (int64_t e = 0; e < geo[i].elems; ++e) {
       int64_t lin;

@@ -106,8 +106,8 @@ int main(void) {
     run(DTRT_MLIR_ALL_TO_ALL, 0, 0, 1, &in, &out, axis);
     for (int64_t i = 0; i < 6; ++i)
       for (int64_t j = 0; j < 2; ++j)
-        CHECK(o[i * 2 + j] == value(member(axis, (int)(i / 3)), i % 3,
-                                    pos * 2 + j),
+        CHECK(o[i * 2 + j] ==
+                  value(member(axis, (int)(i / 3)), i % 3, pos * 2 + j),
               "all_to_all (%lld,%lld): %g", (long long)i, (long long)j,
               o[i * 2 + j]);
     /* all_reduce (max). */

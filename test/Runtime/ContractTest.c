@@ -151,8 +151,8 @@ static bool runCase(unsigned seed, DtrtDtype t) {
   for (int o = 0; o < 3; ++o)
     for (int d = 0; d < ops[o].rank; ++d)
       maps[n++] = ops[o].loop[d];
-  int64_t mapsDesc[5] = {(int64_t)(intptr_t)maps, (int64_t)(intptr_t)maps, 0,
-                         n, 1};
+  int64_t mapsDesc[5] = {(int64_t)(intptr_t)maps, (int64_t)(intptr_t)maps, 0, n,
+                         1};
   if (t == DTRT_F32)
     dtrt_mlir_contract_f32_f32_f32(overwrite, 1, mapsDesc, ops[0].rank,
                                    ops[0].desc, ops[1].rank, ops[1].desc,
@@ -171,9 +171,10 @@ static bool runCase(unsigned seed, DtrtDtype t) {
     double got = load(buf[2], t, i), w = want[i];
     double tol = t == DTRT_BF16 ? (w < 0 ? -w : w) / 128 : 0;
     if ((got - w > tol || w - got > tol)) {
-      fprintf(stderr, "case %u (%s, %d loops, overwrite %d): element %lld is "
-              "%g, want %g\n", seed, dtrtDtypeName(t), loops, overwrite,
-              (long long)i, got, w);
+      fprintf(stderr,
+              "case %u (%s, %d loops, overwrite %d): element %lld is "
+              "%g, want %g\n",
+              seed, dtrtDtypeName(t), loops, overwrite, (long long)i, got, w);
       ok = false;
     }
   }

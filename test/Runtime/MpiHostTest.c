@@ -35,11 +35,15 @@ int main(int argc, char **argv) {
   int mine = rank, sum = 0, want = 0;
   for (int r = rank % 2; r < size; r += 2)
     want += r;
-  CHECK(dtrtAllReduce(dtrtCommWorld(ctx), &mine, &sum, 1, DTRT_I32,
-                      DTRT_SUM) == DTRT_OK && sum == want,
+  CHECK(dtrtAllReduce(dtrtCommWorld(ctx), &mine, &sum, 1, DTRT_I32, DTRT_SUM) ==
+                DTRT_OK &&
+            sum == want,
         "all_reduce within the half");
-  DtrtCollective op = {.kind = DTRT_COLL_ALL_REDUCE, .send = &mine,
-                       .recv = &sum, .count = 1, .dtype = DTRT_I32,
+  DtrtCollective op = {.kind = DTRT_COLL_ALL_REDUCE,
+                       .send = &mine,
+                       .recv = &sum,
+                       .count = 1,
+                       .dtype = DTRT_I32,
                        .reduce = DTRT_MAX};
   DtrtRequest *req = NULL;
   sum = -1;
@@ -57,7 +61,7 @@ int main(int argc, char **argv) {
   CHECK(total == size, "MPI usable after dtrtFinalize");
   MPI_Comm_free(&half);
   MPI_Finalize();
-  printf("rank %d of %d: %d passed, %d failed\n", rank, size,
-         checks - failures, failures);
+  printf("rank %d of %d: %d passed, %d failed\n", rank, size, checks - failures,
+         failures);
   return failures ? 1 : 0;
 }

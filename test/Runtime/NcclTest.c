@@ -15,7 +15,9 @@
 
 #include "RankCheck.h"
 
-static double value(int r, size_t k) { return (r + 1) * 10.0 + (double)(k % 7); }
+static double value(int r, size_t k) {
+  return (r + 1) * 10.0 + (double)(k % 7);
+}
 
 /* Element k of a host buffer of type t, through the runtime's conversions
  * (the values are small integers: exact in every type, f16 and bf16
@@ -51,8 +53,11 @@ static void testComm(DtrtComm *comm, const int *members, const char *label) {
     cudaMemcpy(send, h, bytes, cudaMemcpyHostToDevice);
     /* all_reduce (started), then all_gather, reduce_scatter, all_to_all,
      * broadcast, permute (blocking) */
-    DtrtCollective op = {.kind = DTRT_COLL_ALL_REDUCE, .send = send,
-                         .recv = recv, .count = count, .dtype = t,
+    DtrtCollective op = {.kind = DTRT_COLL_ALL_REDUCE,
+                         .send = send,
+                         .recv = recv,
+                         .count = count,
+                         .dtype = t,
                          .reduce = DTRT_SUM};
     DtrtRequest *r = NULL;
     CHECK(dtrtStart(comm, &op, &r) == DTRT_OK, "start all_reduce");
@@ -94,11 +99,12 @@ static void testComm(DtrtComm *comm, const int *members, const char *label) {
     for (size_t k = 0; k < count; ++k)
       CHECK(at(g, t, k) == value(members[n - 1], k), "%s broadcast", label);
     CHECK(dtrtPermute(comm, send, recv, count, t, me + 1 < n ? me + 1 : -1,
-                      me - 1) == DTRT_OK, "permute");
+                      me - 1) == DTRT_OK,
+          "permute");
     cudaMemcpy(g, recv, es * count, cudaMemcpyDeviceToHost);
     for (size_t k = 0; k < count; ++k)
-      CHECK(at(g, t, k) == (me ? value(members[me - 1], k) : 0.0),
-            "%s permute", label);
+      CHECK(at(g, t, k) == (me ? value(members[me - 1], k) : 0.0), "%s permute",
+            label);
     cudaFree(send);
     cudaFree(recv);
     free(h);
@@ -108,8 +114,8 @@ static void testComm(DtrtComm *comm, const int *members, const char *label) {
 }
 
 int main(void) {
-  int devices = 0, world = atoi(getenv("WORLD_SIZE") ? getenv("WORLD_SIZE")
-                                                     : "1");
+  int devices = 0,
+      world = atoi(getenv("WORLD_SIZE") ? getenv("WORLD_SIZE") : "1");
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < world) {
     printf("skipped: %d usable CUDA devices for %d ranks\n", devices, world);
     return 77;

@@ -38,8 +38,12 @@ int main(int argc, char **argv) {
    * on its progress thread and is killed once the rounds are under way. */
   size_t count = 16u << 20;
   float *x = calloc(count, sizeof(float)), *y = calloc(count, sizeof(float));
-  DtrtCollective op = {.kind = DTRT_COLL_ALL_REDUCE, .send = x, .recv = y,
-                       .count = count, .dtype = DTRT_F32, .reduce = DTRT_SUM};
+  DtrtCollective op = {.kind = DTRT_COLL_ALL_REDUCE,
+                       .send = x,
+                       .recv = y,
+                       .count = count,
+                       .dtype = DTRT_F32,
+                       .reduce = DTRT_SUM};
   DtrtRequest *r = NULL;
   DtrtStatus s = dtrtStart(dtrtCommWorld(ctx), &op, &r);
   if (dtrtRank(ctx) == 1) {

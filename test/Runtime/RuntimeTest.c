@@ -36,11 +36,21 @@ static void set(void *buf, DtrtDtype t, size_t k, double v) {
   float f = (float)v;
   uint32_t u;
   switch (t) {
-  case DTRT_F32: ((float *)buf)[k] = f; break;
-  case DTRT_F64: ((double *)buf)[k] = v; break;
-  case DTRT_I32: ((int32_t *)buf)[k] = (int32_t)v; break;
-  case DTRT_I64: ((int64_t *)buf)[k] = (int64_t)v; break;
-  case DTRT_F16: ((uint16_t *)buf)[k] = toHalf(v); break;
+  case DTRT_F32:
+    ((float *)buf)[k] = f;
+    break;
+  case DTRT_F64:
+    ((double *)buf)[k] = v;
+    break;
+  case DTRT_I32:
+    ((int32_t *)buf)[k] = (int32_t)v;
+    break;
+  case DTRT_I64:
+    ((int64_t *)buf)[k] = (int64_t)v;
+    break;
+  case DTRT_F16:
+    ((uint16_t *)buf)[k] = toHalf(v);
+    break;
   case DTRT_BF16:
     memcpy(&u, &f, 4);
     ((uint16_t *)buf)[k] = (uint16_t)(u >> 16);
@@ -52,11 +62,16 @@ static double get(const void *buf, DtrtDtype t, size_t k) {
   uint32_t u;
   float f;
   switch (t) {
-  case DTRT_F32: return ((const float *)buf)[k];
-  case DTRT_F64: return ((const double *)buf)[k];
-  case DTRT_I32: return ((const int32_t *)buf)[k];
-  case DTRT_I64: return (double)((const int64_t *)buf)[k];
-  case DTRT_F16: return fromHalf(((const uint16_t *)buf)[k]);
+  case DTRT_F32:
+    return ((const float *)buf)[k];
+  case DTRT_F64:
+    return ((const double *)buf)[k];
+  case DTRT_I32:
+    return ((const int32_t *)buf)[k];
+  case DTRT_I64:
+    return (double)((const int64_t *)buf)[k];
+  case DTRT_F16:
+    return fromHalf(((const uint16_t *)buf)[k]);
   case DTRT_BF16:
     u = (uint32_t)((const uint16_t *)buf)[k] << 16;
     memcpy(&f, &u, 4);
@@ -88,7 +103,8 @@ static void testComm(DtrtComm *comm, const int *members, const char *label) {
       /* all_gather */
       for (size_t k = 0; k < count; ++k)
         set(send, dt, k, value(members[me], k, DTRT_SUM));
-      CHECK(dtrtAllGather(comm, send, recv, count, dt) == DTRT_OK, "all_gather");
+      CHECK(dtrtAllGather(comm, send, recv, count, dt) == DTRT_OK,
+            "all_gather");
       for (int j = 0; j < n; ++j)
         for (size_t k = 0; k < count; ++k)
           CHECK(get(recv, dt, (size_t)j * count + k) ==
@@ -100,20 +116,24 @@ static void testComm(DtrtComm *comm, const int *members, const char *label) {
         for (size_t k = 0; k < count; ++k)
           set(send, dt, k, value(members[me], k, (DtrtReduce)op));
         CHECK(dtrtAllReduce(comm, send, recv, count, dt, (DtrtReduce)op) ==
-                  DTRT_OK, "all_reduce");
+                  DTRT_OK,
+              "all_reduce");
         for (size_t k = 0; k < count; ++k) {
           double want = value(members[0], k, (DtrtReduce)op);
           for (int j = 1; j < n; ++j) {
             double v = value(members[j], k, (DtrtReduce)op);
-            want = op == DTRT_MAX ? fmax(want, v)
-                   : op == DTRT_MIN ? fmin(want, v)
-                   : op == DTRT_PROD ? want * v : want + v;
+            want = op == DTRT_MAX    ? fmax(want, v)
+                   : op == DTRT_MIN  ? fmin(want, v)
+                   : op == DTRT_PROD ? want * v
+                                     : want + v;
           }
           if (op == DTRT_AVG)
-            want = (t == DTRT_I32 || t == DTRT_I64) ? floor(want / n) : want / n;
-          CHECK(get(recv, dt, k) == want, "%s all_reduce op %d %s count %zu "
-                "elem %zu: %g, want %g", label, op, kTypes[t], count, k,
-                get(recv, dt, k), want);
+            want =
+                (t == DTRT_I32 || t == DTRT_I64) ? floor(want / n) : want / n;
+          CHECK(get(recv, dt, k) == want,
+                "%s all_reduce op %d %s count %zu "
+                "elem %zu: %g, want %g",
+                label, op, kTypes[t], count, k, get(recv, dt, k), want);
         }
       }
       /* reduce_scatter (sum): member j's block of everyone's input */
@@ -125,8 +145,10 @@ static void testComm(DtrtComm *comm, const int *members, const char *label) {
         double want = 0;
         for (int j = 0; j < n; ++j)
           want += value(members[j], (size_t)me * count + k, DTRT_SUM);
-        CHECK(get(recv, dt, k) == want, "%s reduce_scatter %s count %zu "
-              "elem %zu", label, kTypes[t], count, k);
+        CHECK(get(recv, dt, k) == want,
+              "%s reduce_scatter %s count %zu "
+              "elem %zu",
+              label, kTypes[t], count, k);
       }
       /* all_to_all: block j of member i goes to member j */
       CHECK(dtrtAllToAll(comm, send, recv, count, dt) == DTRT_OK, "all_to_all");
@@ -138,7 +160,8 @@ static void testComm(DtrtComm *comm, const int *members, const char *label) {
       /* broadcast from the last member */
       for (size_t k = 0; k < count; ++k)
         set(send, dt, k, value(members[me], k, DTRT_SUM));
-      CHECK(dtrtBroadcast(comm, send, count, dt, n - 1) == DTRT_OK, "broadcast");
+      CHECK(dtrtBroadcast(comm, send, count, dt, n - 1) == DTRT_OK,
+            "broadcast");
       for (size_t k = 0; k < count; ++k)
         CHECK(get(send, dt, k) == value(members[n - 1], k, DTRT_SUM),
               "%s broadcast %s", label, kTypes[t]);
@@ -147,13 +170,14 @@ static void testComm(DtrtComm *comm, const int *members, const char *label) {
       for (size_t k = 0; k < count; ++k)
         set(send, dt, k, value(members[me], k, DTRT_SUM));
       CHECK(dtrtPermute(comm, send, recv, count, dt, (me + 1) % n,
-                        (me + n - 1) % n) == DTRT_OK, "permute");
+                        (me + n - 1) % n) == DTRT_OK,
+            "permute");
       for (size_t k = 0; k < count; ++k)
-        CHECK(get(recv, dt, k) == value(members[(me + n - 1) % n], k,
-                                        DTRT_SUM),
+        CHECK(get(recv, dt, k) == value(members[(me + n - 1) % n], k, DTRT_SUM),
               "%s permute ring %s count %zu", label, kTypes[t], count);
       CHECK(dtrtPermute(comm, send, recv, count, dt, me + 1 < n ? me + 1 : -1,
-                        me - 1) == DTRT_OK, "permute chain");
+                        me - 1) == DTRT_OK,
+            "permute chain");
       for (size_t k = 0; k < count; ++k)
         CHECK(get(recv, dt, k) ==
                   (me ? value(members[me - 1], k, DTRT_SUM) : 0.0),
@@ -170,19 +194,32 @@ static void testAsync(DtrtComm *a, DtrtComm *b, const int *membersA,
                       const int *membersB) {
   enum { COUNT = 5000 };
   int na = dtrtCommSize(a), nb = dtrtCommSize(b);
-  float *x = malloc(sizeof(float) * COUNT), *sum = malloc(sizeof(float) * COUNT);
+  float *x = malloc(sizeof(float) * COUNT),
+        *sum = malloc(sizeof(float) * COUNT);
   float *gathered = malloc(sizeof(float) * COUNT * (size_t)na);
-  float *y = malloc(sizeof(float) * COUNT), *maxed = malloc(sizeof(float) * COUNT);
+  float *y = malloc(sizeof(float) * COUNT),
+        *maxed = malloc(sizeof(float) * COUNT);
   for (int k = 0; k < COUNT; ++k)
     x[k] = y[k] = (float)value(membersA[dtrtCommRank(a)], (size_t)k, DTRT_SUM);
   DtrtRequest *r[3];
   DtrtCollective ops[3] = {
-      {.kind = DTRT_COLL_ALL_REDUCE, .send = x, .recv = sum, .count = COUNT,
-       .dtype = DTRT_F32, .reduce = DTRT_SUM},
-      {.kind = DTRT_COLL_ALL_GATHER, .send = x, .recv = gathered,
-       .count = COUNT, .dtype = DTRT_F32},
-      {.kind = DTRT_COLL_ALL_REDUCE, .send = y, .recv = maxed, .count = COUNT,
-       .dtype = DTRT_F32, .reduce = DTRT_MAX},
+      {.kind = DTRT_COLL_ALL_REDUCE,
+       .send = x,
+       .recv = sum,
+       .count = COUNT,
+       .dtype = DTRT_F32,
+       .reduce = DTRT_SUM},
+      {.kind = DTRT_COLL_ALL_GATHER,
+       .send = x,
+       .recv = gathered,
+       .count = COUNT,
+       .dtype = DTRT_F32},
+      {.kind = DTRT_COLL_ALL_REDUCE,
+       .send = y,
+       .recv = maxed,
+       .count = COUNT,
+       .dtype = DTRT_F32,
+       .reduce = DTRT_MAX},
   };
   CHECK(dtrtStart(a, &ops[0], &r[0]) == DTRT_OK && r[0], "start 0");
   CHECK(dtrtStart(a, &ops[1], &r[1]) == DTRT_OK && r[1], "start 1");
@@ -213,8 +250,11 @@ static void testAsync(DtrtComm *a, DtrtComm *b, const int *membersA,
             "async all_gather member %d elem %d", j, k);
   }
   /* A bad collective starts nothing. */
-  DtrtCollective bad = {.kind = DTRT_COLL_BROADCAST, .recv = x, .count = 1,
-                        .dtype = DTRT_F32, .root = na};
+  DtrtCollective bad = {.kind = DTRT_COLL_BROADCAST,
+                        .recv = x,
+                        .count = 1,
+                        .dtype = DTRT_F32,
+                        .root = na};
   DtrtRequest *none = (DtrtRequest *)x;
   CHECK(dtrtStart(a, &bad, &none) == DTRT_ERR_INVALID && none == NULL,
         "bad start rejected");
@@ -247,7 +287,8 @@ int main(void) {
     for (int g = 0; g < 3; ++g) {
       DtrtComm *comm;
       CHECK(dtrtCommForMeshAxes(ctx, 2, mesh, numAxes[g], axesList[g], &comm) ==
-                DTRT_OK, "comm for axes");
+                DTRT_OK,
+            "comm for axes");
       /* The members, from the mesh coordinates: row-major over the axes. */
       int members[4], r0 = rank / 2, r1 = rank % 2;
       for (int j = 0; j < dtrtCommSize(comm); ++j) {
@@ -292,8 +333,8 @@ int main(void) {
   CHECK(dtrtBroadcast(dtrtCommWorld(ctx), all, 1, DTRT_I32, world) ==
             DTRT_ERR_INVALID,
         "bad root rejected");
-  CHECK(dtrtPermute(dtrtCommWorld(ctx), all, all + 1, 1, DTRT_I32, world,
-                    -1) == DTRT_ERR_INVALID &&
+  CHECK(dtrtPermute(dtrtCommWorld(ctx), all, all + 1, 1, DTRT_I32, world, -1) ==
+                DTRT_ERR_INVALID &&
             strstr(dtrtLastError(ctx), "member position"),
         "bad permute destination rejected");
   /* Mismatched pairs: shm names the mismatch (MPI would hang instead, so

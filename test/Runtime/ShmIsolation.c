@@ -51,8 +51,7 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "leftover") && rank == 0 && plant(name, 0600, false))
     return 2;
   if (!strcmp(mode, "foreign")) {
-    if (rank == 1 && plant(name, geteuid() == 0 ? 0600 : 0644,
-                           geteuid() == 0))
+    if (rank == 1 && plant(name, geteuid() == 0 ? 0600 : 0644, geteuid() == 0))
       return 2;
     if (rank == 0)
       sleep(1); /* rank 1 looks first */
@@ -78,8 +77,8 @@ int main(int argc, char **argv) {
   if (dtrtAllReduce(dtrtCommWorld(c), &x, &y, 1, DTRT_F32, DTRT_SUM) !=
           DTRT_OK ||
       y != 3.0f) {
-    fprintf(stderr, "rank %d: all_reduce: %s (%g)\n", rank,
-            dtrtLastError(c), y);
+    fprintf(stderr, "rank %d: all_reduce: %s (%g)\n", rank, dtrtLastError(c),
+            y);
     return 5;
   }
   if (dtrtFinalize(c) != DTRT_OK)

@@ -69,8 +69,8 @@ static void attack(DtrtContext *c, DtrtStore *st, int port) {
   double start = dtrtNow();
   int v = 7, back = 0;
   CHECK(dtrtStoreSet(st, "during-stall", &v, sizeof(v)) == DTRT_OK &&
-            dtrtStoreGet(st, "during-stall", &back, sizeof(back)) ==
-                DTRT_OK && back == 7,
+            dtrtStoreGet(st, "during-stall", &back, sizeof(back)) == DTRT_OK &&
+            back == 7,
         "served during a stall: %s", dtrtLastError(c));
   CHECK(dtrtNow() - start < 1, "a stalled client held the store up %.2f s",
         dtrtNow() - start);
@@ -81,7 +81,7 @@ static void attack(DtrtContext *c, DtrtStore *st, int port) {
   int anonymous = rawConnect(port);
   rawSend(anonymous, 'G', "k0/0", 4);
   CHECK(firstByte(anonymous, 2) == -1, "a request without the secret is cut "
-        "off");
+                                       "off");
   /* An empty key (the API refuses it before sending; the server too). */
   CHECK(dtrtStoreSet(st, "", &v, 1) == DTRT_ERR_INVALID &&
             strstr(dtrtLastError(c), "is not 1 to 200 bytes"),
@@ -180,12 +180,11 @@ int main(void) {
   int done = 1;
   if (rank == 0) {
     attack(c, st, atoi(port));
-    CHECK(dtrtStoreSet(st, "done", &done, sizeof(done)) == DTRT_OK,
-          "done: %s", dtrtLastError(c));
+    CHECK(dtrtStoreSet(st, "done", &done, sizeof(done)) == DTRT_OK, "done: %s",
+          dtrtLastError(c));
   } else {
     done = 0;
-    CHECK(dtrtStoreGet(st, "done", &done, sizeof(done)) == DTRT_OK &&
-              done == 1,
+    CHECK(dtrtStoreGet(st, "done", &done, sizeof(done)) == DTRT_OK && done == 1,
           "served after the attacks: %s", dtrtLastError(c));
   }
   dtrtStoreDestroy(st);

@@ -11,9 +11,11 @@
 static const char *kProgram =
     "module {\n"
     "  \"dtensor.mesh\"() {sym_name = \"mesh\", shape = array<i64: 2, 4>,\n"
-    "    axis_names = [\"dp\", \"tp\"], bandwidth_gbps = array<f64: 50.0, 200.0>} : () -> ()\n"
+    "    axis_names = [\"dp\", \"tp\"], bandwidth_gbps = array<f64: 50.0, "
+    "200.0>} : () -> ()\n"
     "  func.func @f(%a: tensor<10x8xf32>) -> tensor<10x8xf32> {\n"
-    "    %0 = \"dtensor.annotate\"(%a) {layout = #dtensor.layout<@mesh, \"[S(tp), S0]\">}"
+    "    %0 = \"dtensor.annotate\"(%a) {layout = #dtensor.layout<@mesh, "
+    "\"[S(tp), S0]\">}"
     " : (tensor<10x8xf32>) -> tensor<10x8xf32>\n"
     "    return %0 : tensor<10x8xf32>\n"
     "  }\n"
@@ -48,13 +50,13 @@ static void testRuleRegistry(void) {
   CHECK(!mlirModuleIsNull(module));
   DtensorRuleRegistry *rules = dtensorRuleRegistryCreate();
   DtensorDiag diag;
-  CHECK(!dtensorRuleRegistryAdd(rules, mlirStringRefCreateFromCString("my.matmul"),
-                                mlirStringRefCreateFromCString("ij,jk->I"),
-                                &diag));
+  CHECK(!dtensorRuleRegistryAdd(
+      rules, mlirStringRefCreateFromCString("my.matmul"),
+      mlirStringRefCreateFromCString("ij,jk->I"), &diag));
   CHECK(strstr(diag.message, "unexpected 'I'") != NULL);
-  CHECK(dtensorRuleRegistryAdd(rules, mlirStringRefCreateFromCString("my.matmul"),
-                               mlirStringRefCreateFromCString("ij,jk->ik"),
-                               &diag));
+  CHECK(dtensorRuleRegistryAdd(
+      rules, mlirStringRefCreateFromCString("my.matmul"),
+      mlirStringRefCreateFromCString("ij,jk->ik"), &diag));
   MlirPassManager pm = mlirPassManagerCreate(ctx);
   MlirPass pass = dtensorCreatePropagatePass(
       rules, mlirStringRefCreateFromCString(""), &diag);
@@ -91,8 +93,7 @@ int main(void) {
   CHECK(!mlirModuleIsNull(module));
   MlirBlock body = mlirModuleGetBody(module);
   MlirOperation func = findOp(body, "func.func");
-  MlirBlock fbody =
-      mlirRegionGetFirstBlock(mlirOperationGetRegion(func, 0));
+  MlirBlock fbody = mlirRegionGetFirstBlock(mlirOperationGetRegion(func, 0));
   MlirOperation annotate = findOp(fbody, "dtensor.annotate");
   CHECK(!mlirOperationIsNull(annotate));
   MlirAttribute attr = mlirOperationGetAttributeByName(
@@ -116,13 +117,13 @@ int main(void) {
   dtensorMeshDestroy(mesh);
   /* a spec with an unknown axis fails with a message naming it */
   MlirAttribute bad = mlirAttributeParseGet(
-      ctx, mlirStringRefCreateFromCString(
-               "#dtensor.layout<@mesh, \"[S(pp), R]\">"));
+      ctx,
+      mlirStringRefCreateFromCString("#dtensor.layout<@mesh, \"[S(pp), R]\">"));
   CHECK(!dtensorLayoutFromAttr(annotate, bad, type, &mesh, &layout, &diag));
   CHECK(strstr(diag.message, "unknown mesh axis 'pp'") != NULL);
   MlirAttribute noMesh = mlirAttributeParseGet(
-      ctx, mlirStringRefCreateFromCString(
-               "#dtensor.layout<@other, \"[R, R]\">"));
+      ctx,
+      mlirStringRefCreateFromCString("#dtensor.layout<@other, \"[R, R]\">"));
   CHECK(!dtensorLayoutFromAttr(annotate, noMesh, type, &mesh, &layout, &diag));
   CHECK(strstr(diag.message, "unknown mesh '@other'") != NULL);
   /* building an attribute round-trips */

@@ -50,8 +50,8 @@ int main(void) {
   DtrtDtype t;
   CHECK(!dtrtDtypeParse("f8", &t) && !dtrtDtypeParse(NULL, &t));
   CHECK(dtrtDtypeSize((DtrtDtype)n) == 0 &&
-            !strcmp(dtrtDtypeName((DtrtDtype)n), "?"));
-  printf("dtype-test: %d types, %d passed, %d failed\n", n,
-         checks - failures, failures);
+        !strcmp(dtrtDtypeName((DtrtDtype)n), "?"));
+  printf("dtype-test: %d types, %d passed, %d failed\n", n, checks - failures,
+         failures);
   return failures != 0;
 }

@@ -179,7 +179,8 @@ int main(void) {
   checkError(mesh, "[S2, R]", 2, s2, "out of range");
   checkError(mesh, "[S0, S0]", 2, s2, "shards both dim 0 and dim 1");
   checkError(mesh, "[S00, R]", 2, s2, "shards dim 0 twice");
-  checkError(mesh, "[S0, R] Psum(0)", 2, s2, "both shards dim 0 and is Partial");
+  checkError(mesh, "[S0, R] Psum(0)", 2, s2,
+             "both shards dim 0 and is Partial");
   int64_t zero[2] = {0, 8};
   checkError(mesh, "[S0, R]", 2, zero, "has size 0");
   checkError(mesh, "[S0i3, R]", 2, s2, "interleaved groups");
@@ -221,7 +222,8 @@ int main(void) {
   int axes[1] = {1};
   DtensorMesh *sub = dtensorMeshCreateSubmesh(mesh, 1, axes, 5, &diag);
   CHECK(sub && dtensorMeshGetNumDevices(sub) == 4);
-  CHECK(dtensorMeshGetDeviceId(sub, 0) == 4 && dtensorMeshGetDeviceId(sub, 3) == 7);
+  CHECK(dtensorMeshGetDeviceId(sub, 0) == 4 &&
+        dtensorMeshGetDeviceId(sub, 3) == 7);
   dtensorMeshDestroy(sub);
   dtensorMeshDestroy(NULL);
 

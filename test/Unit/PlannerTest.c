@@ -18,7 +18,7 @@
 #include "Check.h"
 #include "SpecEnum.h"
 
-/* ---- CommSpec text and apply ---------------------------------------------- */
+/* ---- CommSpec text and apply --------------------------------------------- */
 
 static void commRoundTrip(const char *text) {
   DtensorCommSpec c;
@@ -102,10 +102,12 @@ static void testCommSpecs(void) {
             2, even, "[S01, R]");
   applyCase(mesh, "[S0, R]", "local_split(axes=[0], shard_dim=1)", 2, even,
             "already shards");
-  applyCase(mesh, "[R, R] Psum(1)", "reduce_scatter(axes=[1], shard_dim=1, "
-            "reduce=sum)", 2, even, "[R, S1]");
-  applyCase(mesh, "[R, R] Psum(1)", "all_reduce(axes=[1], reduce=max)", 2,
-            even, "Partial of sum");
+  applyCase(mesh, "[R, R] Psum(1)",
+            "reduce_scatter(axes=[1], shard_dim=1, "
+            "reduce=sum)",
+            2, even, "[R, S1]");
+  applyCase(mesh, "[R, R] Psum(1)", "all_reduce(axes=[1], reduce=max)", 2, even,
+            "Partial of sum");
   applyCase(mesh, "[R, R]", "all_reduce(axes=[0], reduce=sum)", 2, even,
             "not Partial");
   /* 10 rows: 8 chunks of 2 do not nest in 2 chunks of 5. */
@@ -137,7 +139,7 @@ static void testCommSpecs(void) {
   dtensorMeshDestroy(mesh);
 }
 
-/* ---- the exhaustive comparison -------------------------------------------- */
+/* ---- the exhaustive comparison ------------------------------------------- */
 
 typedef struct Graph {
   const DtensorMesh *mesh;
@@ -195,23 +197,24 @@ static void buildEdges(Graph *g, const DtensorPlanOptions *o) {
   for (int i = 0; i < g->numSpecs; ++i) {
     g->edgeStart[i] = g->numEdges;
     DtensorLayout l;
-    dtensorLayoutInit(g->mesh, &g->specs[i], g->rank, g->shape, DTENSOR_F32,
-                      &l, NULL);
-    for (int p = DTENSOR_COMM_ALL_GATHER; p <= DTENSOR_COMM_REDUCE_SCATTER;
-         ++p)
+    dtensorLayoutInit(g->mesh, &g->specs[i], g->rank, g->shape, DTENSOR_F32, &l,
+                      NULL);
+    for (int p = DTENSOR_COMM_ALL_GATHER; p <= DTENSOR_COMM_REDUCE_SCATTER; ++p)
       for (int li = 0; li < numLists; ++li)
         for (int gd = -1; gd < g->rank; ++gd)
           for (int sd = -1; sd < g->rank; ++sd) {
-            DtensorCommSpec c = {(DtensorCommPattern)p, lengths[li], {0}, gd,
-                                 sd, DTENSOR_REDUCE_NONE};
+            DtensorCommSpec c = {
+                (DtensorCommPattern)p, lengths[li], {0}, gd, sd,
+                DTENSOR_REDUCE_NONE};
             memcpy(c.axes, lists[li], sizeof(int) * 3);
-            bool needG = p == DTENSOR_COMM_ALL_GATHER ||
-                         p == DTENSOR_COMM_ALL_TO_ALL;
-            bool needS = p != DTENSOR_COMM_ALL_GATHER &&
-                         p != DTENSOR_COMM_ALL_REDUCE;
+            bool needG =
+                p == DTENSOR_COMM_ALL_GATHER || p == DTENSOR_COMM_ALL_TO_ALL;
+            bool needS =
+                p != DTENSOR_COMM_ALL_GATHER && p != DTENSOR_COMM_ALL_REDUCE;
             if ((gd >= 0) != needG || (sd >= 0) != needS)
               continue;
-            if (p == DTENSOR_COMM_ALL_REDUCE || p == DTENSOR_COMM_REDUCE_SCATTER)
+            if (p == DTENSOR_COMM_ALL_REDUCE ||
+                p == DTENSOR_COMM_REDUCE_SCATTER)
               c.reduce = DTENSOR_REDUCE_SUM;
             /* all_reduce groups are sets: one order is enough. */
             if (p == DTENSOR_COMM_ALL_REDUCE && lengths[li] > 1 &&
@@ -373,12 +376,12 @@ static void testExhaustive(void) {
         for (int partial = 0; partial < 2; ++partial)
           runConfig(meshes[m], rank, shapes[rank - 1][u], partial, &tally);
   printf("exhaustive: %ld spec pairs; greedy worse than optimal on %.1f %%, "
-         "worst ratio %.2f\n", tally.pairs,
-         100.0 * (double)tally.greedyWorse / (double)tally.pairs,
+         "worst ratio %.2f\n",
+         tally.pairs, 100.0 * (double)tally.greedyWorse / (double)tally.pairs,
          tally.worstRatio);
 }
 
-/* ---- reduce kinds, impossible conversions, the simulator can fail --------- */
+/* ---- reduce kinds, impossible conversions, the simulator can fail -------- */
 
 static void planCase(const char *meshText, const char *from, const char *to,
                      int rank, const int64_t *shape, const char *error) {
@@ -460,7 +463,7 @@ static void testKindsAndErrors(void) {
   dtensorMeshDestroy(mesh);
 }
 
-/* ---- the cache --------------------------------------------------------------- */
+/* ---- the cache ----------------------------------------------------------- */
 
 static void testCache(void) {
   DtensorPlanner *p = dtensorPlannerCreate(NULL);

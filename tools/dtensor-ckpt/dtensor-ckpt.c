@@ -42,7 +42,7 @@ static int usage(FILE *out, int code) {
 static const struct {
   DtrtDtype dtype;
   const char *descr;
-} kTypes[] = {{DTRT_F32, "<f4"}, {DTRT_F64, "<f8"}, {DTRT_F16, "<f2"},
+} kTypes[] = {{DTRT_F32, "<f4"},  {DTRT_F64, "<f8"}, {DTRT_F16, "<f2"},
               {DTRT_BF16, "<f4"}, {DTRT_I32, "<i4"}, {DTRT_I64, "<i8"}};
 
 static void shapeText(int rank, const int64_t *shape, char *out, size_t n) {
@@ -104,11 +104,11 @@ static bool writeNpy(const char *path, const char *descr, int rank,
                      const int64_t *shape, const void *data, size_t bytes) {
   char dict[512];
   int k = snprintf(dict, sizeof(dict),
-                   "{'descr': '%s', 'fortran_order': False, 'shape': (",
-                   descr);
+                   "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
   for (int d = 0; d < rank; ++d)
     k += snprintf(dict + k, sizeof(dict) - (size_t)k, "%lld%s",
-                  (long long)shape[d], rank == 1 ? "," : (d + 1 < rank ? ", " : ""));
+                  (long long)shape[d],
+                  rank == 1 ? "," : (d + 1 < rank ? ", " : ""));
   k += snprintf(dict + k, sizeof(dict) - (size_t)k, "), }");
   /* Magic (6) + version (2) + length (2) + dict + padding + '\n' is a
    * multiple of 64. */
@@ -117,11 +117,18 @@ static bool writeNpy(const char *path, const char *descr, int rank,
   FILE *f = fopen(path, "wb");
   if (!f)
     return false;
-  unsigned char head[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+  unsigned char head[10] = {0x93,
+                            'N',
+                            'U',
+                            'M',
+                            'P',
+                            'Y',
+                            1,
+                            0,
                             (unsigned char)((total - 10) & 0xff),
                             (unsigned char)((total - 10) >> 8)};
-  bool ok = fwrite(head, 1, 10, f) == 10 && fwrite(dict, 1, (size_t)k, f) ==
-                                                (size_t)k;
+  bool ok = fwrite(head, 1, 10, f) == 10 &&
+            fwrite(dict, 1, (size_t)k, f) == (size_t)k;
   for (int i = 0; ok && i < pad; ++i)
     ok = fputc(' ', f) != EOF;
   ok = ok && fputc('\n', f) != EOF && fwrite(data, 1, bytes, f) == bytes;
@@ -129,9 +136,9 @@ static bool writeNpy(const char *path, const char *descr, int rank,
 }
 
 /* Reads a .npy file: its descr, shape and data (malloc'd). */
-static bool readNpy(const char *path, char *descr, size_t descrSize,
-                    int *rank, int64_t *shape, void **data, size_t *bytes,
-                    char *err, size_t errSize) {
+static bool readNpy(const char *path, char *descr, size_t descrSize, int *rank,
+                    int64_t *shape, void **data, size_t *bytes, char *err,
+                    size_t errSize) {
   FILE *f = fopen(path, "rb");
   if (!f) {
     snprintf(err, errSize, "%s: %s", path, strerror(errno));
@@ -158,7 +165,8 @@ static bool readNpy(const char *path, char *descr, size_t descrSize,
     return false;
   }
   dict[len] = 0;
-  const char *d = strstr(dict, "'descr':"), *fo = strstr(dict, "'fortran_order':");
+  const char *d = strstr(dict, "'descr':"),
+             *fo = strstr(dict, "'fortran_order':");
   const char *sh = strstr(dict, "'shape':");
   ok = d && fo && sh && sscanf(d, "'descr': '%15[^']'", descr) == 1 &&
        !strncmp(fo + 16, " False", 6);
@@ -182,8 +190,10 @@ static bool readNpy(const char *path, char *descr, size_t descrSize,
   }
   free(dict);
   if (!ok) {
-    snprintf(err, errSize, "%s: the header is not a C-order array of at most "
-             "%d dims", path, DTENSOR_MAX_TENSOR_RANK);
+    snprintf(err, errSize,
+             "%s: the header is not a C-order array of at most "
+             "%d dims",
+             path, DTENSOR_MAX_TENSOR_RANK);
     fclose(f);
     return false;
   }
@@ -195,8 +205,10 @@ static bool readNpy(const char *path, char *descr, size_t descrSize,
   ok = *data && fread(*data, 1, *bytes, f) == *bytes;
   fclose(f);
   if (!ok) {
-    snprintf(err, errSize, "%s: truncated (fewer than the %zu data bytes its "
-             "header gives)", path, *bytes);
+    snprintf(err, errSize,
+             "%s: truncated (fewer than the %zu data bytes its "
+             "header gives)",
+             path, *bytes);
     free(*data);
     *data = NULL;
   }
@@ -275,17 +287,18 @@ static int importTensor(const char *dir, const char *name, const char *in,
   DtrtDtype dtype = DTRT_F32;
   bool known = false;
   for (size_t k = 0; k < sizeof(kTypes) / sizeof(kTypes[0]); ++k)
-    if (dtypeName ? !strcmp(dtrtDtypeName(kTypes[k].dtype), dtypeName)
-                  : !strcmp(kTypes[k].descr, descr) &&
-                        kTypes[k].dtype != DTRT_BF16) {
+    if (dtypeName
+            ? !strcmp(dtrtDtypeName(kTypes[k].dtype), dtypeName)
+            : !strcmp(kTypes[k].descr, descr) && kTypes[k].dtype != DTRT_BF16) {
       dtype = kTypes[k].dtype;
       known = !dtypeName || !strcmp(kTypes[k].descr, descr);
       break;
     }
   if (!known) {
-    fprintf(stderr, "dtensor-ckpt: %s: element type '%s'%s%s (valid: <f4, "
-            "<f8, <f2, <i4, <i8; --dtype bf16 takes <f4)\n", in, descr,
-            dtypeName ? " cannot be stored as " : "",
+    fprintf(stderr,
+            "dtensor-ckpt: %s: element type '%s'%s%s (valid: <f4, "
+            "<f8, <f2, <i4, <i8; --dtype bf16 takes <f4)\n",
+            in, descr, dtypeName ? " cannot be stored as " : "",
             dtypeName ? dtypeName : "");
     free(data);
     return 1;
@@ -348,7 +361,8 @@ int main(int argc, char **argv) {
   const char *cmd = argv[1];
   if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h"))
     return usage(stdout, 0);
-  if (!strcmp(cmd, "info") && (argc == 3 || (argc == 4 && !strcmp(argv[3], "--layouts"))))
+  if (!strcmp(cmd, "info") &&
+      (argc == 3 || (argc == 4 && !strcmp(argv[3], "--layouts"))))
     return info(argv[2], argc == 4);
   if (!strcmp(cmd, "verify") && argc == 3) {
     char err[512];

@@ -16,18 +16,19 @@
 #include <string.h>
 
 static int usage(FILE *out, int code) {
-  fprintf(out,
-          "usage: dtensor-compile PROG.mlir -o OUT [--emit obj|asm|llvm|mlir] "
-          "[-O0|-O1|-O2|-O3]\n"
-          "                       [--spmd-options 'OPTS'] [--no-spmd]\n"
-          "  compiles the annotated program with dtensor-spmd (options as "
-          "the pipeline's,\n  e.g. 'strict=true'; --no-spmd for a program "
-          "already partitioned) and\n  dtensor-to-llvm, then writes an "
-          "object file for this host (default), assembly,\n  LLVM IR or the "
-          "LLVM-dialect module. Every function gets a C entry point\n"
-          "  _mlir_ciface_<name>. Link the object with -ldtensor_rt "
-          "-lmlir_c_runner_utils -lm\n  and run the executable with dtensor-run "
-          "-n N.\n");
+  fprintf(
+      out,
+      "usage: dtensor-compile PROG.mlir -o OUT [--emit obj|asm|llvm|mlir] "
+      "[-O0|-O1|-O2|-O3]\n"
+      "                       [--spmd-options 'OPTS'] [--no-spmd]\n"
+      "  compiles the annotated program with dtensor-spmd (options as "
+      "the pipeline's,\n  e.g. 'strict=true'; --no-spmd for a program "
+      "already partitioned) and\n  dtensor-to-llvm, then writes an "
+      "object file for this host (default), assembly,\n  LLVM IR or the "
+      "LLVM-dialect module. Every function gets a C entry point\n"
+      "  _mlir_ciface_<name>. Link the object with -ldtensor_rt "
+      "-lmlir_c_runner_utils -lm\n  and run the executable with dtensor-run "
+      "-n N.\n");
   return code;
 }
 
@@ -67,8 +68,7 @@ int main(int argc, char **argv) {
     } else if (!input)
       input = argv[i];
     else {
-      fprintf(stderr, "dtensor-compile: more than one input ('%s')\n",
-              argv[i]);
+      fprintf(stderr, "dtensor-compile: more than one input ('%s')\n", argv[i]);
       return usage(stderr, 2);
     }
   }
@@ -79,8 +79,10 @@ int main(int argc, char **argv) {
   else if (!strcmp(emit, "llvm"))
     kind = DTENSOR_EMIT_LLVM_IR;
   else if (strcmp(emit, "obj") && !emitMlir) {
-    fprintf(stderr, "dtensor-compile: --emit '%s' (valid: obj, asm, llvm, "
-            "mlir)\n", emit);
+    fprintf(stderr,
+            "dtensor-compile: --emit '%s' (valid: obj, asm, llvm, "
+            "mlir)\n",
+            emit);
     return 2;
   }
   if (!input || !output) {

@@ -51,7 +51,9 @@ static void textAppend(Text *t, const char *s, size_t n) {
   t->data[t->length] = '\0';
 }
 
-static void textAppendStr(Text *t, const char *s) { textAppend(t, s, strlen(s)); }
+static void textAppendStr(Text *t, const char *s) {
+  textAppend(t, s, strlen(s));
+}
 
 /* ---- options ------------------------------------------------------------ */
 
@@ -170,12 +172,12 @@ static void printHelp(void) {
     printf("  --%-26s %s\n", p->argument, p->summary);
     for (int k = 0; k < p->numOptions; ++k) {
       const DtensorPassOptionInfo *o = &p->options[k];
-      const char *type = o->type == DTENSOR_OPTION_BOOL  ? "bool"
-                         : o->type == DTENSOR_OPTION_INT ? "int"
+      const char *type = o->type == DTENSOR_OPTION_BOOL   ? "bool"
+                         : o->type == DTENSOR_OPTION_INT  ? "int"
                          : o->type == DTENSOR_OPTION_ENUM ? o->values
-                                                           : "string";
-      printf("      %s=<%s>  %s (default: %s)\n", o->name, type,
-             o->description, o->defaultValue);
+                                                          : "string";
+      printf("      %s=<%s>  %s (default: %s)\n", o->name, type, o->description,
+             o->defaultValue);
     }
   }
   printf("\nDTENSOR PIPELINES:\n"
@@ -310,8 +312,7 @@ static bool fileLocation(MlirLocation loc, MlirStringRef *file, unsigned *line,
   if (mlirLocationIsAName(loc))
     return fileLocation(mlirLocationNameGetChildLoc(loc), file, line, column);
   if (mlirLocationIsACallSite(loc))
-    return fileLocation(mlirLocationCallSiteGetCallee(loc), file, line,
-                        column);
+    return fileLocation(mlirLocationCallSiteGetCallee(loc), file, line, column);
   if (mlirLocationIsAFused(loc)) {
     intptr_t n = mlirLocationFusedGetNumLocations(loc);
     MlirLocation inner[16];
@@ -375,10 +376,14 @@ static void clearDiagnostics(DiagList *list) {
 
 static const char *severityName(MlirDiagnosticSeverity s) {
   switch (s) {
-  case MlirDiagnosticError: return "error";
-  case MlirDiagnosticWarning: return "warning";
-  case MlirDiagnosticNote: return "note";
-  case MlirDiagnosticRemark: return "remark";
+  case MlirDiagnosticError:
+    return "error";
+  case MlirDiagnosticWarning:
+    return "warning";
+  case MlirDiagnosticNote:
+    return "note";
+  case MlirDiagnosticRemark:
+    return "remark";
   }
   return "error";
 }
@@ -390,8 +395,7 @@ typedef struct Source {
   size_t length;
 } Source;
 
-static void printSourceLine(const Source *src, unsigned line,
-                            unsigned column) {
+static void printSourceLine(const Source *src, unsigned line, unsigned column) {
   const char *p = src->text, *end = src->text + src->length;
   for (unsigned l = 1; l < line && p < end; ++l) {
     const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -411,8 +415,8 @@ static void printDiagnostic(const Source *src, MlirDiagnosticSeverity sev,
                             const char *file, unsigned line, unsigned column,
                             const char *message) {
   if (file)
-    fprintf(stderr, "%s:%u:%u: %s: %s\n", file, line, column,
-            severityName(sev), message);
+    fprintf(stderr, "%s:%u:%u: %s: %s\n", file, line, column, severityName(sev),
+            message);
   else
     fprintf(stderr, "<unknown>: %s: %s\n", severityName(sev), message);
   if (file && !strcmp(file, src->name))
@@ -426,7 +430,7 @@ static void printDiagnostics(const Source *src, const DiagList *list) {
   }
 }
 
-/* ---- --verify-diagnostics -------------------------------------------------- */
+/* ---- --verify-diagnostics ------------------------------------------------ */
 
 typedef struct Expected {
   MlirDiagnosticSeverity severity;
@@ -615,7 +619,7 @@ static bool checkExpectations(const Source *src, const DiagList *diags,
   return ok;
 }
 
-/* ---- running --------------------------------------------------------------- */
+/* ---- running ------------------------------------------------------------- */
 
 static bool readInput(const char *path, Text *out) {
   FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
@@ -675,17 +679,19 @@ static bool buildPassManager(MlirContext ctx, const Options *o,
   if (text && mlirLogicalResultIsFailure(dtensorPassManagerAddPipeline(
                   mlirPassManagerGetAsOpPassManager(pm),
                   mlirStringRefCreateFromCString(text), &diag))) {
-    fprintf(stderr, "dtensor-opt: invalid pass pipeline '%s' (at column "
-            "%d): %s\n", text, diag.column + 1, diag.message);
+    fprintf(stderr,
+            "dtensor-opt: invalid pass pipeline '%s' (at column "
+            "%d): %s\n",
+            text, diag.column + 1, diag.message);
     mlirPassManagerDestroy(pm);
     return false;
   }
   if (instrument && o->timing)
     mlirPassManagerEnableTiming(pm);
   if (instrument && (o->printIrAfterAll || o->printIrBeforeAll))
-    mlirPassManagerEnableIRPrinting(pm, o->printIrBeforeAll,
-                                    o->printIrAfterAll, true, false, false,
-                                    flags, mlirStringRefCreateFromCString(""));
+    mlirPassManagerEnableIRPrinting(pm, o->printIrBeforeAll, o->printIrAfterAll,
+                                    true, false, false, flags,
+                                    mlirStringRefCreateFromCString(""));
   *out = pm;
   return true;
 }
@@ -732,21 +738,20 @@ static void printReport(const Source *src, MlirOperation module) {
         f, mlirStringRefCreateFromCString("dtensor.report"));
     if (mlirAttributeIsNull(r))
       continue;
-    MlirStringRef fname = mlirStringAttrGetValue(
-        mlirOperationGetAttributeByName(f, mlirStringRefCreateFromCString(
-                                               "sym_name")));
-    fprintf(stderr,
-            "dtensor report: @%.*s, per device\n"
-            "  arguments %lld bytes, results %lld bytes, largest tensor %lld "
-            "bytes\n"
-            "  %lld collectives, %lld bytes moved, %.3f us modelled\n",
-            (int)fname.length, fname.data,
-            (long long)intField(r, "argument_bytes"),
-            (long long)intField(r, "result_bytes"),
-            (long long)intField(r, "largest_tensor_bytes"),
-            (long long)intField(r, "collectives"),
-            (long long)intField(r, "bytes_moved"),
-            floatField(r, "modelled_us"));
+    MlirStringRef fname =
+        mlirStringAttrGetValue(mlirOperationGetAttributeByName(
+            f, mlirStringRefCreateFromCString("sym_name")));
+    fprintf(
+        stderr,
+        "dtensor report: @%.*s, per device\n"
+        "  arguments %lld bytes, results %lld bytes, largest tensor %lld "
+        "bytes\n"
+        "  %lld collectives, %lld bytes moved, %.3f us modelled\n",
+        (int)fname.length, fname.data, (long long)intField(r, "argument_bytes"),
+        (long long)intField(r, "result_bytes"),
+        (long long)intField(r, "largest_tensor_bytes"),
+        (long long)intField(r, "collectives"),
+        (long long)intField(r, "bytes_moved"), floatField(r, "modelled_us"));
     ReportWalk w = {src};
     mlirOperationWalk(f, printCollective, &w, MlirWalkPreOrder);
   }

@@ -2,7 +2,8 @@
  *   dtensor-plan show --mesh 2x4 --shape 10x8 --spec "[S0, S1]" [--dtype f32]
  * draws which devices hold which block and lists each device's local shape
  * and index ranges;
- *   dtensor-plan plan --mesh 2x4 --shape 64x32 --from "[S0, S1]" --to "[S1, S0]"
+ *   dtensor-plan plan --mesh 2x4 --shape 64x32 --from "[S0, S1]" \
+ *                     --to "[S1, S0]"
  * prints the LayoutConverter's plan, step by step with costs. */
 #include "dtensor-c/Planner.h"
 
@@ -11,22 +12,23 @@
 #include <string.h>
 
 static int usage(void) {
-  fprintf(stderr,
-          "usage: dtensor-plan show --mesh MESH --shape DxD... --spec SPEC "
-          "[--dtype T]\n"
-          "       dtensor-plan plan --mesh MESH --shape DxD... --from SPEC "
-          "--to SPEC [--dtype T]\n"
-          "                [--strategy optimal|greedy] [--objective "
-          "forward|forward+backward]\n"
-          "                [--latency-us A,B,..] [--bandwidth-gbps A,B,..] "
-          "[--copy-gbps G]\n"
-          "                [--json] [--show] [--check]\n"
-          "  MESH: 2x4 or dp=2,tp=4;  SPEC: e.g. \"[S0, S1]\" (docs/layouts.md);"
-          "  T: f32 (default), f64, f16, bf16, i1, i8, i16, i32, i64\n"
-          "  --latency-us/--bandwidth-gbps: the link model, one value per mesh "
-          "axis\n"
-          "  --check: run the plan on every device's blocks in memory and "
-          "compare\n");
+  fprintf(
+      stderr,
+      "usage: dtensor-plan show --mesh MESH --shape DxD... --spec SPEC "
+      "[--dtype T]\n"
+      "       dtensor-plan plan --mesh MESH --shape DxD... --from SPEC "
+      "--to SPEC [--dtype T]\n"
+      "                [--strategy optimal|greedy] [--objective "
+      "forward|forward+backward]\n"
+      "                [--latency-us A,B,..] [--bandwidth-gbps A,B,..] "
+      "[--copy-gbps G]\n"
+      "                [--json] [--show] [--check]\n"
+      "  MESH: 2x4 or dp=2,tp=4;  SPEC: e.g. \"[S0, S1]\" (docs/layouts.md);"
+      "  T: f32 (default), f64, f16, bf16, i1, i8, i16, i32, i64\n"
+      "  --latency-us/--bandwidth-gbps: the link model, one value per mesh "
+      "axis\n"
+      "  --check: run the plan on every device's blocks in memory and "
+      "compare\n");
   return 2;
 }
 
@@ -133,17 +135,23 @@ static DtensorMesh *loadMesh(const Args *a, int *rank, int64_t *shape,
   const char *bad = NULL;
   if (!parseShape(a->shape, rank, shape))
     fprintf(stderr, "dtensor-plan: --shape '%s': expected sizes like 10x8\n",
-            a->shape), bad = "";
+            a->shape),
+        bad = "";
   else if (!dtensorElementTypeParse(a->dtype, et))
-    fprintf(stderr, "dtensor-plan: --dtype '%s': expected one of f32, f64, "
-            "f16, bf16, i1, i8, i16, i32, i64\n", a->dtype), bad = "";
+    fprintf(stderr,
+            "dtensor-plan: --dtype '%s': expected one of f32, f64, "
+            "f16, bf16, i1, i8, i16, i32, i64\n",
+            a->dtype),
+        bad = "";
   else if (a->latency && !parseList(a->latency, meshRank, lat))
     bad = "--latency-us";
   else if (a->bandwidth && !parseList(a->bandwidth, meshRank, bw))
     bad = "--bandwidth-gbps";
   if (bad && *bad)
-    fprintf(stderr, "dtensor-plan: %s: expected %d comma-separated numbers, "
-            "one per mesh axis\n", bad, meshRank);
+    fprintf(stderr,
+            "dtensor-plan: %s: expected %d comma-separated numbers, "
+            "one per mesh axis\n",
+            bad, meshRank);
   for (int i = 0; !bad && i < meshRank; ++i)
     if (!dtensorMeshSetLink(mesh, i, (DtensorLink){lat[i], bw[i]}, &diag)) {
       fprintf(stderr, "dtensor-plan: %s\n", diag.message);
@@ -257,23 +265,29 @@ static int plan(int argc, char **argv) {
   if (!strcmp(strategy, "greedy"))
     options.strategy = DTENSOR_STRATEGY_GREEDY;
   else if (strcmp(strategy, "optimal")) {
-    fprintf(stderr, "dtensor-plan: --strategy '%s': expected optimal or "
-            "greedy\n", strategy);
+    fprintf(stderr,
+            "dtensor-plan: --strategy '%s': expected optimal or "
+            "greedy\n",
+            strategy);
     return 2;
   }
   if (a.objective && !strcmp(a.objective, "forward+backward"))
     options.objective = DTENSOR_OBJECTIVE_FORWARD_BACKWARD;
   else if (a.objective && strcmp(a.objective, "forward")) {
-    fprintf(stderr, "dtensor-plan: --objective '%s': expected forward or "
-            "forward+backward\n", a.objective);
+    fprintf(stderr,
+            "dtensor-plan: --objective '%s': expected forward or "
+            "forward+backward\n",
+            a.objective);
     return 2;
   }
   if (a.copy) {
     char *end;
     options.copyBandwidthGBps = strtod(a.copy, &end);
     if (end == a.copy || *end || !(options.copyBandwidthGBps > 0)) {
-      fprintf(stderr, "dtensor-plan: --copy-gbps '%s': expected a bandwidth "
-              "> 0 in GB/s\n", a.copy);
+      fprintf(stderr,
+              "dtensor-plan: --copy-gbps '%s': expected a bandwidth "
+              "> 0 in GB/s\n",
+              a.copy);
       return 2;
     }
   }
@@ -294,8 +308,8 @@ static int plan(int argc, char **argv) {
   else if (!dtensorLayoutInit(mesh, &from, rank, shape, et, &source, &diag))
     fprintf(stderr, "dtensor-plan: --from '%s': %s\n", a.from, diag.message);
   else if (!dtensorPlanCompute(&source, &to, &options, &p, &diag))
-    fprintf(stderr, "dtensor-plan: cannot convert %s to %s: %s\n", a.from,
-            a.to, diag.message);
+    fprintf(stderr, "dtensor-plan: cannot convert %s to %s: %s\n", a.from, a.to,
+            diag.message);
   else if (a.check && !dtensorPlanSimulate(&source, &p, &to, &diag))
     fprintf(stderr, "dtensor-plan: the plan fails its check: %s\n",
             diag.message);

@@ -49,7 +49,7 @@ typedef struct Run {
   Tensor *args, *results;
   void **globals;
   const void **reference;
-  int repeat; /* timed runs after the check */
+  int repeat;                    /* timed runs after the check */
   const char *loadDir, *saveDir; /* checkpoints, or NULL */
   char meshText[256];
 } Run;
@@ -94,7 +94,8 @@ static MlirOperation findEntry(MlirOperation module, const char *entry) {
       continue;
     MlirStringRef name = mlirStringAttrGetValue(mlirOperationGetAttributeByName(
         op, mlirStringRefCreateFromCString("sym_name")));
-    if (!entry || mlirStringRefEqual(name, mlirStringRefCreateFromCString(entry)))
+    if (!entry ||
+        mlirStringRefEqual(name, mlirStringRefCreateFromCString(entry)))
       return op;
   }
   return (MlirOperation){NULL};
@@ -108,8 +109,8 @@ static bool runPipeline(MlirContext ctx, MlirOperation module, bool spmd,
   DtensorDiag diag;
   bool ok = true;
   if (spmd)
-    ok = mlirLogicalResultIsSuccess(dtensorAddSpmdPipeline(
-        opm, mlirStringRefCreateFromCString(""), &diag));
+    ok = mlirLogicalResultIsSuccess(
+        dtensorAddSpmdPipeline(opm, mlirStringRefCreateFromCString(""), &diag));
   if (ok && toLLVM)
     ok = mlirLogicalResultIsSuccess(dtensorAddToLLVMPipeline(opm, &diag));
   if (!ok)
@@ -128,9 +129,7 @@ static double inputValue(int arg, int64_t linear, DtrtDtype e) {
 
 /* What padding holds: NaN for floats, a huge value for integers, so a
  * program that let padding into a result differs from the reference. */
-static double paddingValue(DtrtDtype e) {
-  return elemIsFloat(e) ? NAN : 1e9;
-}
+static double paddingValue(DtrtDtype e) { return elemIsFloat(e) ? NAN : 1e9; }
 
 /* Room for `elements` elements of `t` (one more, so that 0 is fine),
  * zeroed; a size past this machine's memory, or an allocation that fails,
@@ -140,20 +139,22 @@ static void *tensorAlloc(const Tensor *t, int64_t elements, const char *what) {
   long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
   double memory = pages > 0 && pageSize > 0 ? (double)pages * pageSize : 0;
   double bytes = ((double)elements + 1) * (double)es;
-  void *p = elements < 0 || (memory > 0 && bytes > memory) ||
-                    bytes > (double)SIZE_MAX
-                ? NULL
-                : calloc((size_t)elements + 1, es);
+  void *p =
+      elements < 0 || (memory > 0 && bytes > memory) || bytes > (double)SIZE_MAX
+          ? NULL
+          : calloc((size_t)elements + 1, es);
   if (!p) {
     double gib = 1024.0 * 1024 * 1024;
     if (memory > 0 && bytes > memory)
-      fprintf(stderr, "dtensor-run: %s '%s' needs %.0f bytes (%.2f GiB), "
-              "more than this machine's memory (%.2f GiB)\n", what, t->name,
-              bytes, bytes / gib, memory / gib);
+      fprintf(stderr,
+              "dtensor-run: %s '%s' needs %.0f bytes (%.2f GiB), "
+              "more than this machine's memory (%.2f GiB)\n",
+              what, t->name, bytes, bytes / gib, memory / gib);
     else
-      fprintf(stderr, "dtensor-run: %s '%s' needs %.0f bytes (%.2f GiB), "
-              "which could not be allocated\n", what, t->name, bytes,
-              bytes / gib);
+      fprintf(stderr,
+              "dtensor-run: %s '%s' needs %.0f bytes (%.2f GiB), "
+              "which could not be allocated\n",
+              what, t->name, bytes, bytes / gib);
     exit(1);
   }
   return p;
@@ -277,14 +278,14 @@ typedef struct Fill {
   void *block;
   const void *global;
   DtrtDtype elem;
-  bool neutral;       /* a pending sum or product this rank does not own */
+  bool neutral;        /* a pending sum or product this rank does not own */
   double neutralValue; /* 0 for a sum, 1 for a product */
 } Fill;
 
 static void fillElement(void *user, int64_t e, int64_t g) {
   Fill *f = user;
   store(f->block, f->elem, e,
-        g < 0       ? paddingValue(f->elem)
+        g < 0        ? paddingValue(f->elem)
         : f->neutral ? f->neutralValue
                      : load(f->global, f->elem, g));
 }
@@ -301,8 +302,10 @@ static bool partialKind(const Run *r, const Tensor *t, DtensorReduceKind *out) {
     if (k == DTENSOR_REDUCE_NONE)
       continue;
     if (*out != DTENSOR_REDUCE_NONE && *out != k) {
-      fprintf(stderr, "dtensor-run: '%s' is pending reductions of two kinds; "
-              "dtensor-run builds and checks one kind\n", t->name);
+      fprintf(stderr,
+              "dtensor-run: '%s' is pending reductions of two kinds; "
+              "dtensor-run builds and checks one kind\n",
+              t->name);
       return false;
     }
     *out = k;
@@ -379,10 +382,9 @@ static void compareElement(void *user, int64_t e, int64_t g) {
   ++c->compared;
 }
 
-
 /* "f32 16x64" for messages. */
-static void typeText(DtrtDtype dtype, int rank, const int64_t *shape,
-                     char *out, size_t size) {
+static void typeText(DtrtDtype dtype, int rank, const int64_t *shape, char *out,
+                     size_t size) {
   int n = snprintf(out, size, "%s ", dtrtDtypeName(dtype));
   for (int d = 0; d < rank && n > 0 && (size_t)n < size; ++d)
     n += snprintf(out + n, size - (size_t)n, "%s%lld", d ? "x" : "",
@@ -409,15 +411,17 @@ static bool readArgument(const char *dir, const DtrtCheckpoint *c, int index,
   }
   typeText(t->elem, t->rank, t->shape, want, sizeof(want));
   if (!found) {
-    fprintf(stderr, "dtensor-run: %s/%s: no tensor '%s' for argument %d of "
+    fprintf(stderr,
+            "dtensor-run: %s/%s: no tensor '%s' for argument %d of "
             "the entry (%s; name an argument with {dtensor.name = \"...\"})\n",
             dir, DTRT_CHECKPOINT_METADATA, t->name, index, want);
     return false;
   }
   if (!same) {
-    fprintf(stderr, "dtensor-run: %s/%s: '%s' is %s, but argument %d of the "
-            "entry is %s\n", dir, DTRT_CHECKPOINT_METADATA, t->name, have,
-            index, want);
+    fprintf(stderr,
+            "dtensor-run: %s/%s: '%s' is %s, but argument %d of the "
+            "entry is %s\n",
+            dir, DTRT_CHECKPOINT_METADATA, t->name, have, index, want);
     return false;
   }
   size_t bytes = dtrtDtypeSize(t->elem) * (size_t)product(t->rank, t->shape);
@@ -446,7 +450,7 @@ static bool checkpointIo(const Run *r, const Tensor *tensors, int n,
       dtensorShardingSpecInitReplicated(t->rank, &spec);
     dtensorShardingSpecPrint(&spec, specs[i], sizeof(specs[i]));
     void *block = save ? data[i] : (void *)(intptr_t)((int64_t *)data[i])[1];
-    ts[i] = (DtrtTensor){t->name, t->elem, t->rank, t->shape,
+    ts[i] = (DtrtTensor){t->name,     t->elem,  t->rank, t->shape,
                          r->meshText, specs[i], block};
   }
   DtrtContext *c = dtrtProcessContext();
@@ -501,8 +505,8 @@ static void timeSteps(const Run *r, int rank, int64_t **descs,
     times[s] = monotonicSeconds() - t0;
   }
   qsort(times, (size_t)r->repeat, sizeof(double), compareTimes);
-  printf("rank %d: step time min %.3f ms, median %.3f ms over %d runs\n",
-         rank, 1e3 * times[0], 1e3 * times[r->repeat / 2], r->repeat);
+  printf("rank %d: step time min %.3f ms, median %.3f ms over %d runs\n", rank,
+         1e3 * times[0], 1e3 * times[r->repeat / 2], r->repeat);
   fflush(stdout);
   free(times);
 }
@@ -546,12 +550,13 @@ static int runRank(int rank, void *arg) {
     int64_t padded[DTENSOR_MAX_TENSOR_RANK];
     dtensorLayoutGetMaxLocalShape(&l, padded);
     bytes[a] = (size_t)product(l.rank, padded) * dtrtDtypeSize(t->elem);
-    saved[a] = tensorAlloc(t, product(l.rank, padded), "the saved block of "
+    saved[a] = tensorAlloc(t, product(l.rank, padded),
+                           "the saved block of "
                            "argument");
     memcpy(saved[a], (void *)(intptr_t)descs[a][1], bytes[a]);
   }
-  if (!invoke(r->spmd, r->ciface, descs, r->numArgs, r->results,
-              r->numResults, out))
+  if (!invoke(r->spmd, r->ciface, descs, r->numArgs, r->results, r->numResults,
+              out))
     exit(1);
   if (r->saveDir &&
       !checkpointIo(r, r->results, r->numResults, (void **)out, true))
@@ -588,7 +593,8 @@ static int runRank(int rank, void *arg) {
     all.compared += c.compared;
   }
   printf("rank %d: %lld result elements%s, %s the single-device run (max abs "
-         "error %.3g)\n", rank, (long long)all.compared,
+         "error %.3g)\n",
+         rank, (long long)all.compared,
          r->numResults > 1 ? " (all results)" : "",
          all.bad ? "DIFFERENT from" : "equal to", all.maxErr);
   fflush(stdout);
@@ -608,7 +614,7 @@ static bool readSignature(Run *r, MlirOperation func) {
   r->numResults = (int)mlirFunctionTypeGetNumResults(fnType);
   if (r->numResults < 1) {
     fprintf(stderr, "dtensor-run: the entry returns nothing; it must return "
-            "at least one tensor to compare\n");
+                    "at least one tensor to compare\n");
     return false;
   }
   r->args = calloc((size_t)r->numArgs + 1, sizeof(Tensor));
@@ -645,30 +651,31 @@ static bool readSignature(Run *r, MlirOperation func) {
           mlirTypeIsABF16(et) ||
           (mlirTypeIsAInteger(et) && (mlirIntegerTypeGetWidth(et) == 32 ||
                                       mlirIntegerTypeGetWidth(et) == 64)))) {
-      fprintf(stderr, "dtensor-run: the entry's %s %d is not a ranked tensor "
+      fprintf(stderr,
+              "dtensor-run: the entry's %s %d is not a ranked tensor "
               "of f32, f64, f16, bf16, i32 or i64, the types dtensor-run "
-              "builds inputs for and compares\n", isResult ? "result" : "argument", pos);
+              "builds inputs for and compares\n",
+              isResult ? "result" : "argument", pos);
       return false;
     }
     MlirAttribute list = isResult ? results : args;
-    MlirAttribute dict = mlirAttributeIsNull(list)
-                             ? list
-                             : mlirArrayAttrGetElement(list, pos);
-    MlirAttribute global = mlirAttributeIsNull(dict)
-                               ? dict
-                               : mlirDictionaryAttrGetElementByName(
-                                     dict, mlirStringRefCreateFromCString(
-                                               "dtensor.global_shape"));
-    MlirAttribute layout = mlirAttributeIsNull(dict)
-                               ? dict
-                               : mlirDictionaryAttrGetElementByName(
-                                     dict, mlirStringRefCreateFromCString(
-                                               "dtensor.layout"));
-    MlirAttribute nameAttr = mlirAttributeIsNull(dict)
-                                 ? dict
-                                 : mlirDictionaryAttrGetElementByName(
-                                       dict, mlirStringRefCreateFromCString(
-                                                 "dtensor.name"));
+    MlirAttribute dict =
+        mlirAttributeIsNull(list) ? list : mlirArrayAttrGetElement(list, pos);
+    MlirAttribute global =
+        mlirAttributeIsNull(dict)
+            ? dict
+            : mlirDictionaryAttrGetElementByName(
+                  dict, mlirStringRefCreateFromCString("dtensor.global_shape"));
+    MlirAttribute layout =
+        mlirAttributeIsNull(dict)
+            ? dict
+            : mlirDictionaryAttrGetElementByName(
+                  dict, mlirStringRefCreateFromCString("dtensor.layout"));
+    MlirAttribute nameAttr =
+        mlirAttributeIsNull(dict)
+            ? dict
+            : mlirDictionaryAttrGetElementByName(
+                  dict, mlirStringRefCreateFromCString("dtensor.name"));
     if (!mlirAttributeIsNull(nameAttr) && mlirAttributeIsAString(nameAttr)) {
       MlirStringRef v = mlirStringAttrGetValue(nameAttr);
       snprintf(t->name, sizeof(t->name), "%.*s", (int)v.length, v.data);
@@ -740,8 +747,7 @@ static void registerRuntime(MlirExecutionEngine jit) {
 
 /* Compiles PROG.mlir, computes the reference; then `mpiRank` < 0: launches
  * N ranks (shm); else runs that rank in this process (under mpirun). */
-static int compileAndRun(const char *path, const DtRunOptions *o,
-                         int mpiRank) {
+static int compileAndRun(const char *path, const DtRunOptions *o, int mpiRank) {
   const char *entry = o->entry;
   int n = o->n;
   MlirContext ctx = dtensorContextCreate();
@@ -779,8 +785,8 @@ static int compileAndRun(const char *path, const DtRunOptions *o,
     meshOp = findMesh(spmd);
   }
   if (mlirOperationIsNull(func) && entry) {
-    fprintf(stderr, "dtensor-run: '%s' has no function '%s' (--entry)\n",
-            path, entry);
+    fprintf(stderr, "dtensor-run: '%s' has no function '%s' (--entry)\n", path,
+            entry);
     return 1;
   }
   if (mlirOperationIsNull(func) || mlirOperationIsNull(meshOp)) {
@@ -802,7 +808,8 @@ static int compileAndRun(const char *path, const DtRunOptions *o,
     return 1;
   }
   if (dtensorMeshGetNumDevices(r.mesh) != n) {
-    fprintf(stderr, "dtensor-run: the program's mesh has %lld devices; run "
+    fprintf(stderr,
+            "dtensor-run: the program's mesh has %lld devices; run "
             "it with -n %lld\n",
             r.mesh ? (long long)dtensorMeshGetNumDevices(r.mesh) : 0LL,
             r.mesh ? (long long)dtensorMeshGetNumDevices(r.mesh) : 0LL);
@@ -821,7 +828,8 @@ static int compileAndRun(const char *path, const DtRunOptions *o,
   if (!runPipeline(ctx, ref, false, true))
     return 1;
   /* The SPMD program: partitioned (its signature read), then to LLVM. */
-  if (!runPipeline(ctx, spmd, true, false) || !readSignature(&r, findEntry(spmd, entry)))
+  if (!runPipeline(ctx, spmd, true, false) ||
+      !readSignature(&r, findEntry(spmd, entry)))
     return 1;
   if (!runPipeline(ctx, spmd, false, true))
     return 1;
@@ -835,7 +843,7 @@ static int compileAndRun(const char *path, const DtRunOptions *o,
                                      false, false);
   if (mlirExecutionEngineIsNull(refJit) || mlirExecutionEngineIsNull(r.spmd)) {
     fprintf(stderr, "dtensor-run: the ExecutionEngine did not compile the "
-            "program\n");
+                    "program\n");
     return 1;
   }
   registerRuntime(refJit);
@@ -868,9 +876,10 @@ static int compileAndRun(const char *path, const DtRunOptions *o,
     for (int a = 0; a < r.numArgs && !taken; ++a)
       taken = !strcmp(r.args[a].name, saved.name);
     if (!taken) {
-      fprintf(stderr, "dtensor-run: %s/%s: '%s' is given, but the entry "
-              "takes %d argument%s and none is '%s'\n", r.loadDir,
-              DTRT_CHECKPOINT_METADATA, saved.name, r.numArgs,
+      fprintf(stderr,
+              "dtensor-run: %s/%s: '%s' is given, but the entry "
+              "takes %d argument%s and none is '%s'\n",
+              r.loadDir, DTRT_CHECKPOINT_METADATA, saved.name, r.numArgs,
               r.numArgs == 1 ? "" : "s", saved.name);
       dtrtCheckpointClose(loaded);
       return 1;
@@ -903,7 +912,8 @@ static int compileAndRun(const char *path, const DtRunOptions *o,
     return 1;
   if (mpiRank <= 0)
     printf("dtensor-run: %s compiled for %d ranks; single-device reference "
-           "computed\n", path, n);
+           "computed\n",
+           path, n);
   fflush(stdout);
   if (mpiRank >= 0)
     return runRank(mpiRank, &r);
@@ -915,8 +925,10 @@ static int compileAndRun(const char *path, const DtRunOptions *o,
 
 int dtRunMlir(const char *path, const DtRunOptions *o) {
   if (strcmp(o->backend, "shm")) {
-    fprintf(stderr, "dtensor-run: MLIR programs run on host memory: the shm "
-            "or mpi backend, not '%s'\n", o->backend);
+    fprintf(stderr,
+            "dtensor-run: MLIR programs run on host memory: the shm "
+            "or mpi backend, not '%s'\n",
+            o->backend);
     return 2;
   }
   return compileAndRun(path, o, -1);
@@ -928,7 +940,7 @@ int dtRunMlirMpiRank(const char *path, const DtRunOptions *o) {
     rank = getenv("PMI_RANK");
   if (!rank) {
     fprintf(stderr, "dtensor-run: --mpi-rank runs under mpirun (no "
-            "OMPI_COMM_WORLD_RANK or PMI_RANK)\n");
+                    "OMPI_COMM_WORLD_RANK or PMI_RANK)\n");
     return 2;
   }
   setenv("DTENSOR_BACKEND", "mpi", 1);

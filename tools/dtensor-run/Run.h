@@ -8,13 +8,13 @@ int dtRunLaunch(int n, const char *backend, const char *timeout,
 
 /// How to run PROG.mlir (dtensor-run's options).
 typedef struct DtRunOptions {
-  int n;                /* ranks */
-  const char *entry;    /* NULL: the first function with a body */
-  const char *backend;  /* shm or mpi */
-  const char *timeout;  /* DTENSOR_TIMEOUT_S, or NULL */
-  const char *loadDir;  /* arguments from this checkpoint, or NULL */
-  const char *saveDir;  /* results into this checkpoint, or NULL */
-  int repeat;           /* timed runs after the checked one (0: none) */
+  int n;               /* ranks */
+  const char *entry;   /* NULL: the first function with a body */
+  const char *backend; /* shm or mpi */
+  const char *timeout; /* DTENSOR_TIMEOUT_S, or NULL */
+  const char *loadDir; /* arguments from this checkpoint, or NULL */
+  const char *saveDir; /* results into this checkpoint, or NULL */
+  int repeat;          /* timed runs after the checked one (0: none) */
 } DtRunOptions;
 
 /// Compiles PROG.mlir, runs it on N ranks (shm) and checks every rank

@@ -2,8 +2,8 @@
  * (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), plus
  * DTENSOR_JOB (a fresh random token the job's shared memory is named
  * after), DTENSOR_SECRET (another, which admits the ranks to the
- * rendezvous store) and DTENSOR_BACKEND. If a rank fails or dies, the others are
- * stopped (SIGTERM, then SIGKILL after 5 s), the job's shared-memory
+ * rendezvous store) and DTENSOR_BACKEND. If a rank fails or dies, the others
+ * are stopped (SIGTERM, then SIGKILL after 5 s), the job's shared-memory
  * segments are removed, and it says which rank and how. SIGINT, SIGTERM
  * or SIGHUP to dtensor-run stop the ranks the same way; ranks die with it
  * if it is killed (PR_SET_PDEATHSIG). */
@@ -11,8 +11,8 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
-#include <netinet/in.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -27,21 +27,22 @@
 #include "dtensor-rt/Runtime.h"
 
 static int usage(void) {
-  fprintf(stderr,
-          "usage: dtensor-run -n N [--backend shm|mpi|nccl] [--timeout SECONDS] "
-          "[--threads T]\n"
-          "                   [--] PROGRAM [ARGS...]\n"
-          "       dtensor-run -n N [--backend shm|mpi] [--entry FUNC] "
-          "[--load DIR] [--save DIR]\n"
-          "                   [--repeat R] [--threads T] PROG.mlir\n"
-          "  PROG.mlir: compiles the annotated program with dtensor-spmd, "
-          "runs it on N ranks\n  (shm or mpi) and checks every rank's result "
-          "against the single-device run;\n  --repeat R then runs it R more "
-          "times and prints each rank's step time\n"
-          "  runs PROGRAM on N ranks with RANK, WORLD_SIZE, LOCAL_RANK, "
-          "MASTER_ADDR,\n  MASTER_PORT, DTENSOR_JOB and DTENSOR_BACKEND set\n"
-          "  --threads T: compute (BLAS) threads per rank (default: the "
-          "cores / N)\n");
+  fprintf(
+      stderr,
+      "usage: dtensor-run -n N [--backend shm|mpi|nccl] [--timeout SECONDS] "
+      "[--threads T]\n"
+      "                   [--] PROGRAM [ARGS...]\n"
+      "       dtensor-run -n N [--backend shm|mpi] [--entry FUNC] "
+      "[--load DIR] [--save DIR]\n"
+      "                   [--repeat R] [--threads T] PROG.mlir\n"
+      "  PROG.mlir: compiles the annotated program with dtensor-spmd, "
+      "runs it on N ranks\n  (shm or mpi) and checks every rank's result "
+      "against the single-device run;\n  --repeat R then runs it R more "
+      "times and prints each rank's step time\n"
+      "  runs PROGRAM on N ranks with RANK, WORLD_SIZE, LOCAL_RANK, "
+      "MASTER_ADDR,\n  MASTER_PORT, DTENSOR_JOB and DTENSOR_BACKEND set\n"
+      "  --threads T: compute (BLAS) threads per rank (default: the "
+      "cores / N)\n");
   return 2;
 }
 
@@ -103,8 +104,7 @@ int dtRunLaunch(int n, const char *backend, const char *timeout,
   char job[80], token[40], secret[40], port[16], size[16];
   if (dtrtJobToken(token, sizeof(token)) != DTRT_OK ||
       dtrtJobToken(secret, sizeof(secret)) != DTRT_OK) {
-    fprintf(stderr, "dtensor-run: no random job token: %s\n",
-            strerror(errno));
+    fprintf(stderr, "dtensor-run: no random job token: %s\n", strerror(errno));
     return 1;
   }
   /* The pid makes a job's segments easy to find; the token makes them
@@ -217,12 +217,15 @@ int dtRunLaunch(int n, const char *backend, const char *timeout,
       r = failedRank;
       st = culpritStatus;
       if (WIFSIGNALED(st))
-        fprintf(stderr, "dtensor-run: rank %d was killed by signal %d (%s); "
-                "stopping the other ranks\n", r, WTERMSIG(st),
-                strsignal(WTERMSIG(st)));
+        fprintf(stderr,
+                "dtensor-run: rank %d was killed by signal %d (%s); "
+                "stopping the other ranks\n",
+                r, WTERMSIG(st), strsignal(WTERMSIG(st)));
       else
-        fprintf(stderr, "dtensor-run: rank %d exited with status %d; "
-                "stopping the other ranks\n", r, WEXITSTATUS(st));
+        fprintf(stderr,
+                "dtensor-run: rank %d exited with status %d; "
+                "stopping the other ranks\n",
+                r, WEXITSTATUS(st));
       status = 1;
       stopping = time(NULL);
       for (int k = 0; k < n; ++k)
@@ -259,8 +262,7 @@ int main(int argc, char **argv) {
       char *end;
       long v = strtol(argv[++i], &end, 10);
       n = *argv[i] && !*end && v >= 1 && v <= 1024 ? (int)v : -1;
-    }
-    else if (!strcmp(argv[i], "--mpi-rank"))
+    } else if (!strcmp(argv[i], "--mpi-rank"))
       mpiRank = true;
     else if (!strcmp(argv[i], "--backend") && i + 1 < argc)
       backend = argv[++i];
@@ -276,8 +278,10 @@ int main(int argc, char **argv) {
       char *end;
       long v = strtol(argv[++i], &end, 10);
       if (!*argv[i] || *end || v < 1 || v > 1000000) {
-        fprintf(stderr, "dtensor-run: --repeat needs a number of runs from 1 "
-                "to 1000000, not '%s'\n", argv[i]);
+        fprintf(stderr,
+                "dtensor-run: --repeat needs a number of runs from 1 "
+                "to 1000000, not '%s'\n",
+                argv[i]);
         return 2;
       }
       repeat = (int)v;
@@ -286,12 +290,13 @@ int main(int argc, char **argv) {
       threads = argv[++i];
       long v = strtol(threads, &end, 10);
       if (!*threads || *end || v < 1 || v > 4096) {
-        fprintf(stderr, "dtensor-run: --threads needs a thread count from 1 "
-                "to 4096, not '%s'\n", threads);
+        fprintf(stderr,
+                "dtensor-run: --threads needs a thread count from 1 "
+                "to 4096, not '%s'\n",
+                threads);
         return 2;
       }
-    }
-    else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+    } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       usage();
       return 0;
     } else if (!strcmp(argv[i], "--")) {
@@ -312,15 +317,19 @@ int main(int argc, char **argv) {
     char *end;
     double t = strtod(timeout, &end);
     if (!*timeout || *end || !(t > 0)) {
-      fprintf(stderr, "dtensor-run: --timeout needs a number of seconds > 0, "
-              "not '%s'\n", timeout);
+      fprintf(stderr,
+              "dtensor-run: --timeout needs a number of seconds > 0, "
+              "not '%s'\n",
+              timeout);
       return 2;
     }
   }
   if (strcmp(backend, "shm") && strcmp(backend, "mpi") &&
       strcmp(backend, "nccl")) {
-    fprintf(stderr, "dtensor-run: unknown backend '%s' (valid: shm, mpi, "
-            "nccl)\n", backend);
+    fprintf(stderr,
+            "dtensor-run: unknown backend '%s' (valid: shm, mpi, "
+            "nccl)\n",
+            backend);
     return 2;
   }
   size_t len = strlen(argv[i]);
@@ -328,7 +337,7 @@ int main(int argc, char **argv) {
   DtRunOptions opts = {n, entry, backend, timeout, loadDir, saveDir, repeat};
   if ((loadDir || saveDir || repeat) && !isMlir) {
     fprintf(stderr, "dtensor-run: --load, --save and --repeat apply to "
-            "PROG.mlir\n");
+                    "PROG.mlir\n");
     return 2;
   }
   /* Each rank's compute threads (libdtensor_rt reads DTENSOR_THREADS;
@@ -367,8 +376,10 @@ int main(int argc, char **argv) {
       for (int a = i; a < argc; ++a)
         args[k++] = argv[a];
       execvp("mpirun", args);
-      fprintf(stderr, "dtensor-run: cannot run mpirun: %s (install "
-              "openmpi-bin)\n", strerror(errno));
+      fprintf(stderr,
+              "dtensor-run: cannot run mpirun: %s (install "
+              "openmpi-bin)\n",
+              strerror(errno));
       return 1;
     }
     /* A program: every rank is this tool again, compiling the program and
@@ -410,8 +421,10 @@ int main(int argc, char **argv) {
       handleStopSignals(SIG_DFL);
       prctl(PR_SET_PDEATHSIG, SIGTERM);
       execvp("mpirun", args);
-      fprintf(stderr, "dtensor-run: cannot run mpirun: %s (install "
-              "openmpi-bin)\n", strerror(errno));
+      fprintf(stderr,
+              "dtensor-run: cannot run mpirun: %s (install "
+              "openmpi-bin)\n",
+              strerror(errno));
       _exit(127);
     }
     /* A stop signal goes on to mpirun, which stops its ranks. */

@@ -74,7 +74,8 @@ int main(void) {
       bad += !(err <= 1e-4 * fabs(want) + 1e-4);
     }
   printf("rank %d: %d of %d result elements differ from the single-device "
-         "product (max abs error %.3g)\n", rank, bad, M * K, maxErr);
+         "product (max abs error %.3g)\n",
+         rank, bad, M * K, maxErr);
   free(y.allocated);
   return bad ? 1 : 0;
 }
