@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs=(libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools cmake ninja-build
       gcc python3-pytest python3-numpy libopenmpi-dev openmpi-bin
-      libjansson-dev libisal-dev libopenblas-dev)
+      libjansson-dev libisal-dev libopenblas-dev clang-format-22)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
