@@ -1,7 +1,8 @@
-/* Private parts of the checkpoint code: the metadata (CkptFormat.c), the
- * shards of a layout, reading any block of any layout from saved shards and
- * writing one shard. Used by the collective API (Checkpoint.c) and by the
- * offline tool dtensor-ckpt (linked from the runtime's objects). */
+/* Private parts of the checkpoint code: messages, types and the shards of
+ * a layout (CkptFormat.c), the metadata (CkptMeta.c), reading any block of
+ * any layout from saved shards and writing one shard (CkptShards.c), the
+ * file-system steps of a write (CkptFiles.c). Used by the collective API
+ * (Checkpoint.c) and by the offline tool dtensor-ckpt (CkptOffline.c). */
 #ifndef DTENSOR_LIB_RUNTIME_CKPTINTERNAL_H
 #define DTENSOR_LIB_RUNTIME_CKPTINTERNAL_H
 
@@ -11,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #define CKPT_ERROR_SIZE 512
 
@@ -40,6 +42,25 @@ typedef struct CkptMeta {
   int numTensors;
   CkptTensor *tensors;
 } CkptMeta;
+
+/// Formats a message into `err` (`size` bytes); returns false, so callers
+/// can `return dtCkptFail(...)`.
+bool dtCkptFail(char *err, size_t size, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/// Opens `path` for reading if it is a regular file (a FIFO or device would
+/// block or never end: never waited on), with its status; -1 and a message
+/// otherwise.
+int dtCkptOpenRegular(const char *path, struct stat *st, char *err,
+                      size_t errSize);
+
+/// The number of elements `n` ranges of one dim cover.
+int64_t dtCkptRangesLength(int n, const DtensorRange *r);
+
+/// The ranges of `device` along every dim under `l` (each list allocated:
+/// the caller frees them); returns the element count of its block.
+int64_t dtCkptDeviceRanges(const DtensorLayout *l, int64_t device,
+                           int *numRanges, DtensorRange **ranges);
 
 /// The layout element type of a runtime type (by their shared name).
 DtensorElementType dtCkptElementType(DtrtDtype dtype);
