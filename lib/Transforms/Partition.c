@@ -37,70 +37,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What the propagated program says of a tensor value, read before any
- * type changes: one per (layout attribute, type), shared by the values that
- * have both (a program has many values and few layouts). */
-typedef struct Value {
-  MlirAttribute layout; /* #dtensor.layout */
-  DtensorShardingSpec spec;
-  int rank;
-  int64_t shape[DTENSOR_MAX_TENSOR_RANK]; /* global */
-  MlirType global, local; /* the global type and its padded local block */
-} Value;
+#include "PartitionInternal.h"
 
-/* A value's entry in Part.values. */
-typedef struct ValueEntry {
-  const void *value;
-  const Value *info;
-} ValueEntry;
-
-/* An interned Value, by (layout attribute, type). */
-typedef struct Interned {
-  const void *attr, *type;
-  Value *info;
-} Interned;
-
-/* An index value computed once per function (cached()). */
-#define MAX_EXTENTS 64
-typedef struct Extent {
-  int kind;
-  int64_t size, chunk;
-  int numAxes;
-  int axes[DTENSOR_MAX_MESH_RANK];
-  MlirValue value;
-} Extent;
-
-/* A redistribute inserted before: its operand and target layout. */
-typedef struct Converted {
-  const void *value, *dst;
-  MlirValue result;
-  MlirBlock block;
-} Converted;
-
-typedef struct Part {
-  MlirContext ctx;
-  MlirOperation func;
-  DtensorMesh *mesh;
-  char meshName[256];
-  DtTable meshNames; /* layout attributes known to be on the mesh */
-  DtTable values;    /* ValueEntry by value pointer */
-  DtTable interned;  /* Interned by (layout attribute, type) */
-  DtTable converted; /* Converted by (value, target layout) */
-  DtLayoutCache layouts;
-  MlirOperation *ops;
-  size_t numOps, capOps;
-  MlirOperation entryFirst; /* where per-function index values go */
-  int numExtents;
-  Extent extents[MAX_EXTENTS];
-  MlirIdentifier idSrc, idDst, idGlobalShape; /* redistribute attributes */
-  const DtDecisions *decisions; /* NULL: propagation's in attributes */
-  bool failed;
-} Part;
-
-static void opError(Part *p, MlirOperation op, const char *format, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void opError(Part *p, MlirOperation op, const char *format, ...) {
+void dtPartError(Part *p, MlirOperation op, const char *format, ...) {
   va_list args;
   va_start(args, format);
   dtOpErrorV(op, format, args);
@@ -116,7 +55,7 @@ static bool sameValue(const void *entry, const void *key) {
   return ((const ValueEntry *)entry)->value == key;
 }
 
-static const Value *valueOf(const Part *p, MlirValue v) {
+const Value *dtPartValueOf(const Part *p, MlirValue v) {
   const ValueEntry *e =
       dtTableFind(&p->values, ptrHash(v.ptr), sameValue, v.ptr);
   return e ? e->info : NULL;
@@ -127,7 +66,7 @@ static void setValue(Part *p, MlirOperation at, const void *v,
                      const Value *info) {
   ValueEntry *e = dtTableInsert(&p->values, ptrHash(v));
   if (!e) {
-    opError(p, at, "out of memory");
+    dtPartError(p, at, "out of memory");
     return;
   }
   e->value = v;
@@ -220,7 +159,7 @@ static const Value *recordAs(Part *p, MlirOperation at, MlirValue v,
   DtensorDiag diag;
   DtensorShardingSpec spec;
   if (!dtLayoutCacheRead(&p->layouts, at, attr, type, &spec, &diag)) {
-    opError(p, at, "%s", diag.message);
+    dtPartError(p, at, "%s", diag.message);
     return NULL;
   }
   if (!p->mesh) {
@@ -229,7 +168,7 @@ static const Value *recordAs(Part *p, MlirOperation at, MlirValue v,
     DtensorLayout first;
     DtensorMesh *mesh = NULL;
     if (!dtensorLayoutFromAttr(at, attr, type, &mesh, &first, &diag)) {
-      opError(p, at, "%s", diag.message);
+      dtPartError(p, at, "%s", diag.message);
       return NULL;
     }
     p->mesh = mesh;
@@ -237,10 +176,10 @@ static const Value *recordAs(Part *p, MlirOperation at, MlirValue v,
   } else if (!sameMesh(p, attr)) {
     DtensorLayoutAttrParts parts;
     dtensorLayoutAttrGetParts(attr, &parts);
-    opError(p, at,
-            "uses mesh '@%s' and '@%s'; a function is partitioned "
-            "on one mesh",
-            p->meshName, parts.mesh);
+    dtPartError(p, at,
+                "uses mesh '@%s' and '@%s'; a function is partitioned "
+                "on one mesh",
+                p->meshName, parts.mesh);
     return NULL;
   }
   DtensorLayout layout;
@@ -251,14 +190,14 @@ static const Value *recordAs(Part *p, MlirOperation at, MlirValue v,
   DtensorElementType et = DTENSOR_F32;
   dtensorElementTypeFromMlir(mlirShapedTypeGetElementType(type), &et);
   if (!dtensorLayoutInit(p->mesh, &spec, rank, shape, et, &layout, &diag)) {
-    opError(p, at, "%s", diag.message);
+    dtPartError(p, at, "%s", diag.message);
     return NULL;
   }
   Value *info = malloc(sizeof(Value));
   Interned *slot = info ? dtTableInsert(&p->interned, hash) : NULL;
   if (!slot) {
     free(info);
-    opError(p, at, "out of memory");
+    dtPartError(p, at, "out of memory");
     return NULL;
   }
   info->layout = attr;
@@ -308,7 +247,7 @@ static bool notPropagated(Part *p, MlirOperation op, MlirAttribute layouts) {
   if (!what &&
       mlirAttributeIsNull(dtDecisionGet(p->decisions, op, DT_DECIDED_OPERANDS)))
     for (intptr_t i = 0; !what && i < mlirOperationGetNumOperands(op); ++i)
-      if (valueOf(p, mlirOperationGetOperand(op, i)))
+      if (dtPartValueOf(p, mlirOperationGetOperand(op, i)))
         what = "operand";
   if (!what)
     return true;
@@ -320,18 +259,18 @@ static bool notPropagated(Part *p, MlirOperation op, MlirAttribute layouts) {
     if (dtIsOp(up, "scf.for") || dtIsOp(up, "scf.if"))
       continue;
     MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(up));
-    opError(p, op,
-            "has no %s layout: it is inside '%.*s', which "
-            "dtensor-propagate does not enter (it handles regions of "
-            "scf.for and scf.if; a linalg body must not read whole "
-            "tensors)",
-            what, (int)name.length, name.data);
+    dtPartError(p, op,
+                "has no %s layout: it is inside '%.*s', which "
+                "dtensor-propagate does not enter (it handles regions of "
+                "scf.for and scf.if; a linalg body must not read whole "
+                "tensors)",
+                what, (int)name.length, name.data);
     return false;
   }
-  opError(p, op,
-          "has no %s layout: it was not propagated; run "
-          "dtensor-propagate before dtensor-partition",
-          what);
+  dtPartError(p, op,
+              "has no %s layout: it was not propagated; run "
+              "dtensor-propagate before dtensor-partition",
+              what);
   return false;
 }
 
@@ -343,7 +282,7 @@ static MlirWalkResult collect(MlirOperation op, void *userData) {
     size_t cap = p->capOps ? 2 * p->capOps : 256;
     MlirOperation *ops = realloc(p->ops, sizeof(MlirOperation) * cap);
     if (!ops) {
-      opError(p, op, "out of memory");
+      dtPartError(p, op, "out of memory");
       return MlirWalkResultInterrupt;
     }
     p->ops = ops;
@@ -366,10 +305,10 @@ static MlirWalkResult collect(MlirOperation op, void *userData) {
 
 /* ---- building ops -------------------------------------------------------- */
 
-static MlirOperation create(MlirOperation before, const char *name,
-                            int nOperands, const MlirValue *operands,
-                            int nResults, const MlirType *results, int nAttrs,
-                            const MlirNamedAttribute *attrs) {
+MlirOperation dtPartCreate(MlirOperation before, const char *name,
+                           int nOperands, const MlirValue *operands,
+                           int nResults, const MlirType *results, int nAttrs,
+                           const MlirNamedAttribute *attrs) {
   MlirOperationState st = mlirOperationStateGet(
       mlirStringRefCreateFromCString(name), mlirOperationGetLocation(before));
   if (nOperands)
@@ -383,24 +322,24 @@ static MlirOperation create(MlirOperation before, const char *name,
   return op;
 }
 
-static MlirNamedAttribute named(Part *p, const char *name, MlirAttribute a) {
+MlirNamedAttribute dtPartNamed(Part *p, const char *name, MlirAttribute a) {
   return mlirNamedAttributeGet(
       mlirIdentifierGet(p->ctx, mlirStringRefCreateFromCString(name)), a);
 }
 
-static MlirValue indexConst(Part *p, MlirOperation before, int64_t v) {
+MlirValue dtPartIndexConst(Part *p, MlirOperation before, int64_t v) {
   MlirType index = mlirIndexTypeGet(p->ctx);
-  MlirNamedAttribute a = named(p, "value", mlirIntegerAttrGet(index, v));
+  MlirNamedAttribute a = dtPartNamed(p, "value", mlirIntegerAttrGet(index, v));
   return mlirOperationGetResult(
-      create(before, "arith.constant", 0, NULL, 1, &index, 1, &a), 0);
+      dtPartCreate(before, "arith.constant", 0, NULL, 1, &index, 1, &a), 0);
 }
 
-static MlirValue binary(Part *p, MlirOperation before, const char *name,
-                        MlirValue a, MlirValue b) {
+MlirValue dtPartBinary(Part *p, MlirOperation before, const char *name,
+                       MlirValue a, MlirValue b) {
   MlirValue ops[2] = {a, b};
   MlirType index = mlirIndexTypeGet(p->ctx);
   return mlirOperationGetResult(
-      create(before, name, 2, ops, 1, &index, 0, NULL), 0);
+      dtPartCreate(before, name, 2, ops, 1, &index, 0, NULL), 0);
 }
 
 /* ---- rewriting ----------------------------------------------------------- */
@@ -512,68 +451,77 @@ static MlirAttribute neutral(MlirType t, DtensorReduceKind kind) {
   return mlirIntegerAttrGet(t, kind == DTENSOR_REDUCE_PROD ? 1 : 0);
 }
 
+MlirOperation dtPartMeshIndex(Part *p, MlirOperation at, int numAxes,
+                              const int *axes) {
+  int64_t list[DTENSOR_MAX_MESH_RANK];
+  MlirType types[DTENSOR_MAX_MESH_RANK];
+  for (int k = 0; k < numAxes; ++k) {
+    list[k] = axes[k];
+    types[k] = mlirIndexTypeGet(p->ctx);
+  }
+  MlirNamedAttribute attrs[2] = {
+      dtPartNamed(p, "mesh",
+                  mlirFlatSymbolRefAttrGet(
+                      p->ctx, mlirStringRefCreateFromCString(p->meshName))),
+      dtPartNamed(p, "mesh_axes", mlirDenseI64ArrayGet(p->ctx, numAxes, list))};
+  return dtPartCreate(at, "dtensor.mesh_index", 0, NULL, numAxes, types, 2,
+                      attrs);
+}
+
 /* Operand `i` of `op` (replicated over the `axes` mask) becomes Partial
  * (`kind`, sum or prod) over them: it is kept where this device's
  * coordinates on those axes are all 0, the neutral element elsewhere. */
 static void keepOnFirst(Part *p, MlirOperation op, intptr_t i, unsigned axes,
                         DtensorReduceKind kind) {
   MlirOperation at = p->entryFirst;
-  int64_t list[DTENSOR_MAX_MESH_RANK];
-  MlirType types[DTENSOR_MAX_MESH_RANK];
+  int list[DTENSOR_MAX_MESH_RANK];
   int n = 0;
   for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
-    if (axes & (1u << a)) {
-      list[n] = a;
-      types[n++] = mlirIndexTypeGet(p->ctx);
-    }
-  MlirNamedAttribute attrs[2] = {
-      named(p, "mesh",
-            mlirFlatSymbolRefAttrGet(
-                p->ctx, mlirStringRefCreateFromCString(p->meshName))),
-      named(p, "mesh_axes", mlirDenseI64ArrayGet(p->ctx, n, list))};
-  MlirOperation coords =
-      create(at, "dtensor.mesh_index", 0, NULL, n, types, 2, attrs);
+    if (axes & (1u << a))
+      list[n++] = a;
+  MlirOperation coords = dtPartMeshIndex(p, at, n, list);
   /* The sum of coordinates is 0 exactly when each is. */
   MlirValue sum = mlirOperationGetResult(coords, 0);
   for (int k = 1; k < n; ++k)
-    sum = binary(p, at, "arith.addi", sum, mlirOperationGetResult(coords, k));
+    sum = dtPartBinary(p, at, "arith.addi", sum,
+                       mlirOperationGetResult(coords, k));
   MlirType i1 = mlirIntegerTypeGet(p->ctx, 1);
-  MlirValue cmp[2] = {sum, indexConst(p, at, 0)};
-  MlirNamedAttribute pred = named(
+  MlirValue cmp[2] = {sum, dtPartIndexConst(p, at, 0)};
+  MlirNamedAttribute pred = dtPartNamed(
       p, "predicate", mlirIntegerAttrGet(mlirIntegerTypeGet(p->ctx, 64), 0));
   MlirValue first = mlirOperationGetResult(
-      create(at, "arith.cmpi", 2, cmp, 1, &i1, 1, &pred), 0);
+      dtPartCreate(at, "arith.cmpi", 2, cmp, 1, &i1, 1, &pred), 0);
   MlirValue x = mlirOperationGetOperand(op, i);
   MlirType t = mlirValueGetType(x);
   MlirType elt = mlirShapedTypeGetElementType(t);
-  MlirNamedAttribute value =
-      named(p, "value", mlirDenseElementsAttrSplatGet(t, neutral(elt, kind)));
+  MlirNamedAttribute value = dtPartNamed(
+      p, "value", mlirDenseElementsAttrSplatGet(t, neutral(elt, kind)));
   MlirValue other = mlirOperationGetResult(
-      create(op, "arith.constant", 0, NULL, 1, &t, 1, &value), 0);
+      dtPartCreate(op, "arith.constant", 0, NULL, 1, &t, 1, &value), 0);
   MlirValue ops[3] = {first, x, other};
   mlirOperationSetOperand(
       op, i,
-      mlirOperationGetResult(create(op, "arith.select", 3, ops, 1, &t, 0, NULL),
-                             0));
+      mlirOperationGetResult(
+          dtPartCreate(op, "arith.select", 3, ops, 1, &t, 0, NULL), 0));
 }
 
 /* Converts operand `i` of `op` to the layout its use needs. */
 static void convertOperand(Part *p, MlirOperation op, intptr_t i,
                            MlirAttribute wantAttr) {
   MlirValue v = mlirOperationGetOperand(op, i);
-  const Value *have = valueOf(p, v);
+  const Value *have = dtPartValueOf(p, v);
   if (!have) {
-    opError(p, op,
-            "operand %ld has no layout; run dtensor-propagate before "
-            "dtensor-partition",
-            (long)i);
+    dtPartError(p, op,
+                "operand %ld has no layout; run dtensor-propagate before "
+                "dtensor-partition",
+                (long)i);
     return;
   }
   DtensorDiag diag;
   DtensorShardingSpec need;
   if (!dtLayoutCacheRead(&p->layouts, op, wantAttr, have->global, &need,
                          &diag)) {
-    opError(p, op, "operand %ld: %s", (long)i, diag.message);
+    dtPartError(p, op, "operand %ld: %s", (long)i, diag.message);
     return;
   }
   bool dropped = false;
@@ -588,11 +536,11 @@ static void convertOperand(Part *p, MlirOperation op, intptr_t i,
       if (!neutralInit(v, need.partial[a])) {
         if (createdKind != DTENSOR_REDUCE_NONE &&
             createdKind != need.partial[a]) {
-          opError(p, op,
-                  "operand %ld must become Partial of two kinds (%s "
-                  "and %s) at once, which no local step gives",
-                  (long)i, dtensorReduceKindGetName(createdKind),
-                  dtensorReduceKindGetName(need.partial[a]));
+          dtPartError(p, op,
+                      "operand %ld must become Partial of two kinds (%s "
+                      "and %s) at once, which no local step gives",
+                      (long)i, dtensorReduceKindGetName(createdKind),
+                      dtensorReduceKindGetName(need.partial[a]));
           return;
         }
         createdKind = need.partial[a];
@@ -613,17 +561,17 @@ static void convertOperand(Part *p, MlirOperation op, intptr_t i,
  * through a redistribute from replicated, which lowers to local_split. */
 static void splitConstant(Part *p, MlirOperation op) {
   MlirValue c = mlirOperationGetResult(op, 0);
-  const Value *v = valueOf(p, c);
+  const Value *v = dtPartValueOf(p, c);
   MlirType global = mlirAttributeGetType(dtGetAttr(op, "value"));
   if (!v) {
-    opError(p, op,
-            "has no layout; run dtensor-propagate before "
-            "dtensor-partition");
+    dtPartError(p, op,
+                "has no layout; run dtensor-propagate before "
+                "dtensor-partition");
     return;
   }
   for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
     if (v->spec.partial[a] != DTENSOR_REDUCE_NONE) {
-      opError(p, op, "is a constant with a Partial layout");
+      dtPartError(p, op, "is a constant with a Partial layout");
       return;
     }
   mlirValueSetType(c, global);
@@ -639,8 +587,8 @@ static void splitConstant(Part *p, MlirOperation op) {
   MlirLocation loc = mlirOperationGetLocation(op);
   MlirType local = localType(p, global, &v->spec);
   MlirNamedAttribute attrs[3] = {
-      named(p, "src", whole.layout), named(p, "dst", v->layout),
-      named(p, "global_shape", i64Array(p, v->rank, v->shape))};
+      dtPartNamed(p, "src", whole.layout), dtPartNamed(p, "dst", v->layout),
+      dtPartNamed(p, "global_shape", i64Array(p, v->rank, v->shape))};
   MlirOperationState st = mlirOperationStateGet(
       mlirStringRefCreateFromCString("dtensor.redistribute"), loc);
   mlirOperationStateAddOperands(&st, 1, &c);
@@ -698,293 +646,6 @@ static void fixSizes(Part *p, MlirOperation op) {
   }
 }
 
-typedef struct Indices {
-  MlirOperation ops[64];
-  int count;
-  bool overflow;
-} Indices;
-
-static MlirWalkResult findIndex(MlirOperation op, void *userData) {
-  Indices *found = userData;
-  if (dtIsOp(op, "linalg.index")) {
-    if (found->count == 64) {
-      found->overflow = true;
-      return MlirWalkResultInterrupt;
-    }
-    found->ops[found->count++] = op;
-  }
-  return MlirWalkResultAdvance;
-}
-
-/* ---- uneven shards: padding out of reductions --------------------------- */
-
-/* A padded block's padding holds anything (collectives and elementwise ops
- * leave it as it comes), which is harmless wherever a dim is parallel. A
- * reduction loop sharded over an uneven dim must not visit it: each such
- * input is sliced to the device's real extent along the dim,
- * clamp(size - shard * chunk, 0, chunk) with the shard index from
- * dtensor.mesh_index, so the local op runs on a dynamic size and counts
- * exactly the real elements, whatever its body computes (a device with
- * no real elements leaves the neutral init). */
-
-/* Index values computed once per function at its entry, by what they are:
- * a shard index (kind 0), a block offset (1: shard * chunk) or a real
- * extent (2: clamp(size - shard * chunk, 0, chunk)), over a list of axes. */
-static MlirValue *cached(Part *p, int kind, int64_t size, int64_t chunk,
-                         int numAxes, const int *axes) {
-  for (int k = 0; k < p->numExtents; ++k) {
-    Extent *e = &p->extents[k];
-    if (e->kind == kind && e->size == size && e->chunk == chunk &&
-        e->numAxes == numAxes &&
-        !memcmp(e->axes, axes, sizeof(int) * (size_t)numAxes))
-      return &e->value;
-  }
-  if (p->numExtents == MAX_EXTENTS)
-    return NULL;
-  Extent *e = &p->extents[p->numExtents++];
-  e->kind = kind;
-  e->size = size;
-  e->chunk = chunk;
-  e->numAxes = numAxes;
-  memcpy(e->axes, axes, sizeof(int) * (size_t)numAxes);
-  e->value = (MlirValue){NULL};
-  return &e->value;
-}
-
-/* This device's shard index over `axes` (row-major). */
-static MlirValue shardIndex(Part *p, int numAxes, const int *axes) {
-  MlirValue *slot = cached(p, 0, 0, 0, numAxes, axes);
-  if (slot && !mlirValueIsNull(*slot))
-    return *slot;
-  MlirOperation at = p->entryFirst;
-  int64_t list[DTENSOR_MAX_MESH_RANK];
-  MlirType types[DTENSOR_MAX_MESH_RANK];
-  for (int k = 0; k < numAxes; ++k) {
-    list[k] = axes[k];
-    types[k] = mlirIndexTypeGet(p->ctx);
-  }
-  MlirNamedAttribute attrs[2] = {
-      named(p, "mesh",
-            mlirFlatSymbolRefAttrGet(
-                p->ctx, mlirStringRefCreateFromCString(p->meshName))),
-      named(p, "mesh_axes", mlirDenseI64ArrayGet(p->ctx, numAxes, list))};
-  MlirOperation coords =
-      create(at, "dtensor.mesh_index", 0, NULL, numAxes, types, 2, attrs);
-  MlirValue shard = mlirOperationGetResult(coords, 0);
-  for (int k = 1; k < numAxes; ++k) {
-    MlirValue size =
-        indexConst(p, at, dtensorMeshGetAxisSize(p->mesh, axes[k]));
-    shard =
-        binary(p, at, "arith.addi", binary(p, at, "arith.muli", shard, size),
-               mlirOperationGetResult(coords, k));
-  }
-  if (slot)
-    *slot = shard;
-  return shard;
-}
-
-/* The offset of this device's block: shard * chunk. */
-static MlirValue blockOffset(Part *p, int64_t chunk, int numAxes,
-                             const int *axes) {
-  MlirValue *slot = cached(p, 1, 0, chunk, numAxes, axes);
-  if (slot && !mlirValueIsNull(*slot))
-    return *slot;
-  MlirOperation at = p->entryFirst;
-  MlirValue offset = binary(p, at, "arith.muli", shardIndex(p, numAxes, axes),
-                            indexConst(p, at, chunk));
-  if (slot)
-    *slot = offset;
-  return offset;
-}
-
-/* The device's real extent of a dim of `size` cut in blocks of `chunk`. */
-static MlirValue realExtent(Part *p, int64_t size, int64_t chunk, int numAxes,
-                            const int *axes) {
-  MlirValue *slot = cached(p, 2, size, chunk, numAxes, axes);
-  if (slot && !mlirValueIsNull(*slot))
-    return *slot;
-  MlirOperation at = p->entryFirst;
-  MlirValue rem = binary(p, at, "arith.subi", indexConst(p, at, size),
-                         blockOffset(p, chunk, numAxes, axes));
-  MlirValue real =
-      binary(p, at, "arith.minsi",
-             binary(p, at, "arith.maxsi", rem, indexConst(p, at, 0)),
-             indexConst(p, at, chunk));
-  if (slot)
-    *slot = real;
-  return real;
-}
-
-/* Operand `i` of `op` becomes its slice [0, real extent) along dim `d`. */
-static void sliceOperand(Part *p, MlirOperation op, intptr_t i, int d,
-                         const Value *v) {
-  MlirValue x = mlirOperationGetOperand(op, i);
-  MlirType t = mlirValueGetType(x);
-  int rank = (int)mlirShapedTypeGetRank(t);
-  MlirValue real = realExtent(p, v->shape[d], mlirShapedTypeGetDimSize(t, d),
-                              v->spec.numAxes[d], v->spec.axes[d]);
-  int64_t offsets[DTENSOR_MAX_TENSOR_RANK], sizes[DTENSOR_MAX_TENSOR_RANK],
-      strides[DTENSOR_MAX_TENSOR_RANK];
-  for (int k = 0; k < rank; ++k) {
-    offsets[k] = 0;
-    sizes[k] = k == d ? mlirShapedTypeGetDynamicSize()
-                      : mlirShapedTypeGetDimSize(t, k);
-    strides[k] = 1;
-  }
-  MlirType sliced = mlirRankedTensorTypeGet(
-      rank, sizes, mlirShapedTypeGetElementType(t), mlirAttributeGetNull());
-  int32_t segments[4] = {1, 0, 1, 0};
-  MlirNamedAttribute attrs[4] = {
-      named(p, "static_offsets", mlirDenseI64ArrayGet(p->ctx, rank, offsets)),
-      named(p, "static_sizes", mlirDenseI64ArrayGet(p->ctx, rank, sizes)),
-      named(p, "static_strides", mlirDenseI64ArrayGet(p->ctx, rank, strides)),
-      named(p, "operandSegmentSizes",
-            mlirDenseI32ArrayGet(p->ctx, 4, segments)),
-  };
-  MlirValue operands[2] = {x, real};
-  mlirOperationSetOperand(
-      op, i,
-      mlirOperationGetResult(
-          create(op, "tensor.extract_slice", 2, operands, 1, &sliced, 4, attrs),
-          0));
-}
-
-static int64_t numShards(const Part *p, const DtensorShardingSpec *s, int d) {
-  int64_t n = 1;
-  for (int k = 0; k < s->numAxes[d]; ++k)
-    n *= dtensorMeshGetAxisSize(p->mesh, s->axes[d][k]);
-  return n;
-}
-
-/* Slices the inputs of an op along its sharded reduction loops where their
- * dims are uneven. */
-static void sliceReductions(Part *p, MlirOperation op) {
-  MlirAttribute loops = dtDecisionGet(p->decisions, op, DT_DECIDED_LOOPS);
-  if (mlirAttributeIsNull(loops) || !mlirAttributeIsAArray(loops))
-    return;
-  /* Deriving the rule costs more than the rest of the op's rewrite: only
-   * an operand with an uneven sharded dim needs it. */
-  bool uneven = false;
-  for (intptr_t i = 0; i < mlirOperationGetNumOperands(op) && !uneven; ++i) {
-    const Value *v = valueOf(p, mlirOperationGetOperand(op, i));
-    for (int d = 0; v && d < v->rank && !uneven; ++d)
-      uneven = v->spec.numAxes[d] > 0 &&
-               v->shape[d] % numShards(p, &v->spec, d) != 0;
-  }
-  if (!uneven)
-    return;
-  DtRule r;
-  dtRuleGet(op, NULL, &r);
-  if (r.kind != DT_RULE_FACTORS)
-    return;
-  bool linalg =
-      mlirOperationGetNumRegions(op) == 1 &&
-      !strncmp(mlirIdentifierStr(mlirOperationGetName(op)).data, "linalg.", 7);
-  for (int i = 0; i < r.numOperands && !p->failed; ++i) {
-    if (!r.operandIsTensor[i] || r.isInit[i])
-      continue;
-    const Value *v = valueOf(p, mlirOperationGetOperand(op, i));
-    if (!v)
-      continue;
-    for (int d = 0; d < v->rank && !p->failed; ++d) {
-      int f = r.operandFactor[i][d];
-      if (f < 0 || f >= mlirArrayAttrGetNumElements(loops) ||
-          r.reduce[f] == DTENSOR_REDUCE_NONE ||
-          mlirDenseArrayGetNumElements(mlirArrayAttrGetElement(loops, f)) == 0)
-        continue;
-      if (v->spec.numAxes[d] == 0 ||
-          v->shape[d] % numShards(p, &v->spec, d) == 0)
-        continue;
-      if (!linalg) {
-        opError(p, op,
-                "reduces over dim %d of operand %d, sharded unevenly "
-                "(%lld over %lld); only linalg ops run reductions on "
-                "uneven shards so far",
-                d, i, (long long)v->shape[d],
-                (long long)numShards(p, &v->spec, d));
-        return;
-      }
-      sliceOperand(p, op, i, d, v);
-    }
-  }
-}
-
-/* A linalg body reads global loop indices: each linalg.index of a sharded
- * loop gets this device's block offset added (shard * chunk, the chunk
- * being the loop's padded local size), so a program that computes values
- * from indices computes the same ones on every layout. */
-static void offsetIndices(Part *p, MlirOperation op) {
-  MlirAttribute loops = dtDecisionGet(p->decisions, op, DT_DECIDED_LOOPS);
-  if (mlirAttributeIsNull(loops) || !mlirAttributeIsAArray(loops))
-    return;
-  bool sharded = false;
-  for (intptr_t f = 0; f < mlirArrayAttrGetNumElements(loops); ++f)
-    sharded |=
-        mlirDenseArrayGetNumElements(mlirArrayAttrGetElement(loops, f)) > 0;
-  if (!sharded)
-    return;
-  Indices found = {.count = 0, .overflow = false};
-  mlirOperationWalk(op, findIndex, &found, MlirWalkPreOrder);
-  if (found.overflow) {
-    opError(p, op,
-            "reads more than 64 linalg.index in a body whose loops "
-            "are sharded");
-    return;
-  }
-  if (!found.count)
-    return;
-  DtRule r;
-  dtRuleGet(op, NULL, &r);
-  for (int k = 0; k < found.count; ++k) {
-    MlirOperation index = found.ops[k];
-    int64_t f = mlirIntegerAttrGetValueInt(dtGetAttr(index, "dim"));
-    if (f < 0 || f >= mlirArrayAttrGetNumElements(loops))
-      continue;
-    MlirAttribute axesAttr = mlirArrayAttrGetElement(loops, f);
-    int numAxes = (int)mlirDenseArrayGetNumElements(axesAttr);
-    if (numAxes == 0)
-      continue;
-    int axes[DTENSOR_MAX_MESH_RANK];
-    int64_t shards = 1;
-    for (int i = 0; i < numAxes; ++i) {
-      axes[i] = (int)mlirDenseI64ArrayGetElement(axesAttr, i);
-      shards *= dtensorMeshGetAxisSize(p->mesh, axes[i]);
-    }
-    /* The loop's global size: a dim of an operand or result it spans. */
-    int64_t size = -1;
-    for (int i = 0; i < r.numOperands && size < 0; ++i) {
-      const Value *v = r.operandIsTensor[i]
-                           ? valueOf(p, mlirOperationGetOperand(op, i))
-                           : NULL;
-      for (int d = 0; v && d < v->rank && size < 0; ++d)
-        if (r.operandFactor[i][d] == f)
-          size = v->shape[d];
-    }
-    if (size < 0) {
-      opError(p, op,
-              "reads linalg.index %lld of a sharded loop that no "
-              "operand spans",
-              (long long)f);
-      return;
-    }
-    MlirValue offset =
-        blockOffset(p, (size + shards - 1) / shards, numAxes, axes);
-    MlirValue local = mlirOperationGetResult(index, 0);
-    MlirValue ops[2] = {local, offset};
-    MlirType indexType = mlirIndexTypeGet(p->ctx);
-    MlirOperationState st =
-        mlirOperationStateGet(mlirStringRefCreateFromCString("arith.addi"),
-                              mlirOperationGetLocation(index));
-    mlirOperationStateAddOperands(&st, 2, ops);
-    mlirOperationStateAddResults(&st, 1, &indexType);
-    MlirOperation add = mlirOperationCreate(&st);
-    mlirBlockInsertOwnedOperationAfter(mlirOperationGetBlock(index), index,
-                                       add);
-    mlirValueReplaceAllUsesExcept(local, mlirOperationGetResult(add, 0), 1,
-                                  &add);
-  }
-}
-
 /* What propagation leaves on ops: its decisions (Table.h) and, with
  * `why`, its explanations. */
 #define NUM_PROPAGATION_ATTRS (DT_NUM_DECIDED + 1)
@@ -995,7 +656,7 @@ static const char *propagationAttr(int k) {
 
 static void rewriteOp(Part *p, MlirOperation op) {
   if (dtIsOp(op, "linalg.generic") || dtIsOp(op, "linalg.map"))
-    offsetIndices(p, op);
+    dtPartOffsetIndices(p, op);
   MlirAttribute uses = dtDecisionGet(p->decisions, op, DT_DECIDED_OPERANDS);
   for (intptr_t i = 0; !mlirAttributeIsNull(uses) &&
                        i < mlirOperationGetNumOperands(op) && !p->failed;
@@ -1005,10 +666,10 @@ static void rewriteOp(Part *p, MlirOperation op) {
       convertOperand(p, op, i, want);
   }
   if (!p->failed)
-    sliceReductions(p, op);
+    dtPartSliceReductions(p, op);
   for (intptr_t j = 0; j < mlirOperationGetNumResults(op); ++j) {
     MlirValue r = mlirOperationGetResult(op, j);
-    const Value *v = valueOf(p, r);
+    const Value *v = dtPartValueOf(p, r);
     if (v)
       mlirValueSetType(r, localOf(p, v, mlirValueGetType(r)));
   }
@@ -1016,7 +677,7 @@ static void rewriteOp(Part *p, MlirOperation op) {
    * per-device one: local types (above) and the global shape. */
   if (dtIsOp(op, "dtensor.redistribute") &&
       mlirAttributeIsNull(dtGetAttr(op, "global_shape"))) {
-    const Value *v = valueOf(p, mlirOperationGetResult(op, 0));
+    const Value *v = dtPartValueOf(p, mlirOperationGetResult(op, 0));
     if (v)
       mlirOperationSetAttributeByName(
           op, mlirStringRefCreateFromCString("global_shape"),
@@ -1026,7 +687,7 @@ static void rewriteOp(Part *p, MlirOperation op) {
     MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0));
     for (intptr_t k = 1; k < mlirBlockGetNumArguments(body); ++k) {
       MlirValue arg = mlirBlockGetArgument(body, k);
-      const Value *v = valueOf(p, arg);
+      const Value *v = dtPartValueOf(p, arg);
       if (v)
         mlirBlockArgumentSetType(arg, localOf(p, v, mlirValueGetType(arg)));
     }
@@ -1052,7 +713,7 @@ static void rewriteSignature(Part *p, MlirOperation func, MlirBlock entry,
   MlirType *types =
       malloc(sizeof(MlirType) * (size_t)(numArgs + numResults + 1));
   if (!types) {
-    opError(p, func, "out of memory");
+    dtPartError(p, func, "out of memory");
     return;
   }
   MlirType fnType = mlirTypeAttrGetValue(dtGetAttr(func, "function_type"));
@@ -1060,7 +721,7 @@ static void rewriteSignature(Part *p, MlirOperation func, MlirBlock entry,
   for (intptr_t i = 0; i < numArgs; ++i) {
     MlirValue arg = mlirBlockGetArgument(entry, i);
     types[i] = mlirValueGetType(arg);
-    const Value *v = valueOf(p, arg);
+    const Value *v = dtPartValueOf(p, arg);
     if (v)
       mlirFuncSetArgAttr(func, i, shapeKey, i64Array(p, v->rank, v->shape));
   }
@@ -1095,7 +756,7 @@ static void partitionDeclaration(Part *p, MlirOperation func) {
   MlirType *types =
       malloc(sizeof(MlirType) * (size_t)(numInputs + numResults + 1));
   if (!types) {
-    opError(p, func, "out of memory");
+    dtPartError(p, func, "out of memory");
     return;
   }
   MlirStringRef shapeKey = mlirStringRefCreateFromCString(DT_ATTR_GLOBAL_SHAPE);
@@ -1129,10 +790,10 @@ static void partitionDeclaration(Part *p, MlirOperation func) {
 static void partitionFunction(Part *p, MlirOperation func) {
   char where[32];
   if (dtSignatureFind(func, true, where)) {
-    opError(p, func,
-            "is already partitioned (%s has a dtensor.global_shape: "
-            "its type is a device's block)",
-            where);
+    dtPartError(p, func,
+                "is already partitioned (%s has a dtensor.global_shape: "
+                "its type is a device's block)",
+                where);
     return;
   }
   MlirBlock entry = mlirRegionGetFirstBlock(mlirOperationGetRegion(func, 0));
@@ -1151,7 +812,7 @@ static void partitionFunction(Part *p, MlirOperation func) {
   p->entryFirst = mlirBlockGetFirstOperation(entry);
   for (intptr_t i = 0; i < mlirBlockGetNumArguments(entry); ++i) {
     MlirValue arg = mlirBlockGetArgument(entry, i);
-    const Value *v = valueOf(p, arg);
+    const Value *v = dtPartValueOf(p, arg);
     if (v)
       mlirBlockArgumentSetType(arg, localOf(p, v, mlirValueGetType(arg)));
   }
