@@ -15,6 +15,26 @@
 #define DT_ATTR_GLOBAL_SHAPE "dtensor.global_shape"
 #define DT_ATTR_NAME "dtensor.name"
 
+/// The dialect's collectives, one row each: the op, the attribute naming
+/// the dim that grows (or NULL), the one naming the dim that shrinks (or
+/// NULL), whether it takes a `reduce`, the planner's pattern (-1: none) and
+/// dtrt_mlir_collective's kind (-1: lowered otherwise). The verifier, the
+/// report, dtensor-lower-to-runtime and propagation read this one table;
+/// dialect-test checks it against the planner's and the runtime's names.
+typedef struct DtCollectiveInfo {
+  const char *name;
+  const char *gatherDim, *shardDim;
+  bool reduces;
+  int pattern;         /* DtensorCommPattern */
+  int64_t runtimeKind; /* DTRT_MLIR_* */
+} DtCollectiveInfo;
+
+/// The row of `op`, or NULL when `op` is not a collective.
+const DtCollectiveInfo *dtCollectiveOf(MlirOperation op);
+
+/// The rows: `*outCount` of them.
+const DtCollectiveInfo *dtCollectives(int *outCount);
+
 /// Prints `attr` into `buffer` (NUL-terminated, truncated to `capacity`);
 /// returns the full length it would need.
 size_t dtAttributePrint(MlirAttribute attr, char *buffer, size_t capacity);

@@ -380,23 +380,6 @@ static void verifyRedistribute(Verifier *v, MlirOperation op) {
 
 typedef enum DimRole { ROLE_NONE, ROLE_GATHER, ROLE_SHARD } DimRole;
 
-typedef struct CollectiveInfo {
-  const char *name;
-  const char *gatherDim; /* attribute naming the dim that grows, or NULL */
-  const char *shardDim;  /* attribute naming the dim that shrinks, or NULL */
-  bool hasReduce;
-} CollectiveInfo;
-
-static const CollectiveInfo kCollectives[] = {
-    {"dtensor.all_gather", "gather_dim", NULL, false},
-    {"dtensor.all_reduce", NULL, NULL, true},
-    {"dtensor.reduce_scatter", NULL, "shard_dim", true},
-    {"dtensor.all_to_all", "gather_dim", "shard_dim", false},
-    {"dtensor.local_split", NULL, "shard_dim", false},
-    {"dtensor.broadcast", NULL, NULL, false},
-    {"dtensor.permute", NULL, NULL, false},
-};
-
 /* Looks up the op's `mesh` symbol; returns NULL (after an error) if absent. */
 static DtensorMesh *meshOf(Verifier *v, MlirOperation op) {
   MlirAttribute ref = getAttr(op, "mesh");
@@ -565,10 +548,8 @@ static void checkGroupPosition(Verifier *v, MlirOperation op, int64_t group) {
   free(used);
 }
 
-static int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 static void verifyCollective(Verifier *v, MlirOperation op,
-                             const CollectiveInfo *info) {
+                             const DtCollectiveInfo *info) {
   DtensorMesh *mesh = meshOf(v, op);
   if (!mesh)
     return;
@@ -576,7 +557,7 @@ static void verifyCollective(Verifier *v, MlirOperation op,
   dtensorMeshDestroy(mesh);
   if (group == 0)
     return;
-  if (info->hasReduce && !checkReduce(v, op))
+  if (info->reduces && !checkReduce(v, op))
     return;
   checkGroupPosition(v, op, group);
   MlirType in = mlirValueGetType(mlirOperationGetOperand(op, 0));
@@ -608,18 +589,18 @@ static void verifyCollective(Verifier *v, MlirOperation op,
   for (intptr_t d = 0; d < rank; ++d) {
     int64_t a = mlirShapedTypeGetDimSize(in, d);
     int64_t b = mlirShapedTypeGetDimSize(out, d);
-    if (d == gatherDim && ceilDiv(b, group) != a)
+    if (d == gatherDim && dtCeilDiv(b, group) != a)
       opError(v, op,
               "result dim %ld (%lld) gathered over %lld devices needs "
               "an operand dim of %lld, not %lld",
               (long)d, (long long)b, (long long)group,
-              (long long)ceilDiv(b, group), (long long)a);
-    else if (d == shardDim && ceilDiv(a, group) != b)
+              (long long)dtCeilDiv(b, group), (long long)a);
+    else if (d == shardDim && dtCeilDiv(a, group) != b)
       opError(v, op,
               "operand dim %ld (%lld) split over %lld devices gives "
               "a result dim of %lld, not %lld",
               (long)d, (long long)a, (long long)group,
-              (long long)ceilDiv(a, group), (long long)b);
+              (long long)dtCeilDiv(a, group), (long long)b);
     else if (d != gatherDim && d != shardDim && a != b)
       opError(v, op,
               "operand and result differ in dim %ld (%lld vs %lld), "
@@ -676,10 +657,8 @@ static MlirWalkResult visit(MlirOperation op, void *userData) {
       verifyRedistribute(v, op);
   } else if (dtIsOp(op, "dtensor.mesh_index"))
     verifyMeshIndex(v, op);
-  else
-    for (size_t i = 0; i < sizeof(kCollectives) / sizeof(kCollectives[0]); ++i)
-      if (dtIsOp(op, kCollectives[i].name) && hasOneInOut(v, op))
-        verifyCollective(v, op, &kCollectives[i]);
+  else if (dtCollectiveOf(op) && hasOneInOut(v, op))
+    verifyCollective(v, op, dtCollectiveOf(op));
   return MlirWalkResultAdvance;
 }
 

@@ -288,18 +288,6 @@ static bool runLowerToRuntime(MlirOperation root,
   Lower l = {dtRtBuilderBegin(root), false};
   DtOpList found = {NULL, 0, 0};
   mlirOperationWalk(root, collect, &found, MlirWalkPreOrder);
-  static const struct {
-    const char *name;
-    int64_t kind;
-  } kKinds[] = {
-      {"dtensor.all_gather", DTRT_MLIR_ALL_GATHER},
-      {"dtensor.all_reduce", DTRT_MLIR_ALL_REDUCE},
-      {"dtensor.reduce_scatter", DTRT_MLIR_REDUCE_SCATTER},
-      {"dtensor.all_to_all", DTRT_MLIR_ALL_TO_ALL},
-      {"dtensor.local_split", DTRT_MLIR_LOCAL_SPLIT},
-      {"dtensor.broadcast", DTRT_MLIR_BROADCAST},
-      {"dtensor.permute", -1},
-  };
   MlirOperation meshes[64];
   int numMeshes = 0;
   Inited *inited = calloc(256, sizeof(Inited));
@@ -314,11 +302,11 @@ static bool runLowerToRuntime(MlirOperation root,
     if (!dtIsOp(op, "dtensor.redistribute") && !dtIsOp(op, "dtensor.annotate"))
       ensureInit(&l, op, inited, &numInited, 256);
     bool done = false;
-    for (size_t k = 0; k < sizeof(kKinds) / sizeof(kKinds[0]) && !done; ++k)
-      if (dtIsOp(op, kKinds[k].name)) {
-        lowerCollective(&l, op, kKinds[k].kind);
-        done = true;
-      }
+    const DtCollectiveInfo *info = dtCollectiveOf(op);
+    if (info) {
+      lowerCollective(&l, op, info->runtimeKind);
+      done = true;
+    }
     if (!done && dtIsOp(op, "dtensor.mesh_index")) {
       lowerMeshIndex(&l, op);
       done = true;

@@ -1867,15 +1867,10 @@ static void propagateBlock(Prop *p, MlirBlock block) {
 /* The first per-device op (a collective or mesh_index) under a function of
  * the global program, where nothing gives it a meaning. */
 static MlirWalkResult findPerDevice(MlirOperation op, void *userData) {
-  static const char *const kPerDevice[] = {
-      "dtensor.all_gather", "dtensor.all_reduce",  "dtensor.reduce_scatter",
-      "dtensor.all_to_all", "dtensor.local_split", "dtensor.broadcast",
-      "dtensor.permute",    "dtensor.mesh_index"};
-  for (size_t k = 0; k < sizeof(kPerDevice) / sizeof(kPerDevice[0]); ++k)
-    if (dtIsOp(op, kPerDevice[k])) {
-      *(MlirOperation *)userData = op;
-      return MlirWalkResultInterrupt;
-    }
+  if (dtCollectiveOf(op) || dtIsOp(op, "dtensor.mesh_index")) {
+    *(MlirOperation *)userData = op;
+    return MlirWalkResultInterrupt;
+  }
   return MlirWalkResultAdvance;
 }
 

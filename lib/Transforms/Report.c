@@ -35,17 +35,6 @@ typedef struct Totals {
   bool failed;
 } Totals;
 
-static const struct {
-  const char *name;
-  DtensorCommPattern pattern;
-} kCollectives[] = {
-    {"dtensor.all_gather", DTENSOR_COMM_ALL_GATHER},
-    {"dtensor.all_reduce", DTENSOR_COMM_ALL_REDUCE},
-    {"dtensor.reduce_scatter", DTENSOR_COMM_REDUCE_SCATTER},
-    {"dtensor.all_to_all", DTENSOR_COMM_ALL_TO_ALL},
-    {"dtensor.local_split", DTENSOR_COMM_LOCAL_SPLIT},
-};
-
 static MlirNamedAttribute named(MlirContext ctx, const char *name,
                                 MlirAttribute value) {
   return mlirNamedAttributeGet(
@@ -54,13 +43,10 @@ static MlirNamedAttribute named(MlirContext ctx, const char *name,
 
 /* Prices one collective; broadcast and permute move the whole block once. */
 static void priceCollective(MlirOperation op, Totals *t) {
-  DtensorCommPattern pattern = DTENSOR_COMM_IDENTITY;
-  bool known = false;
-  for (size_t k = 0; k < sizeof(kCollectives) / sizeof(kCollectives[0]); ++k)
-    if (dtIsOp(op, kCollectives[k].name)) {
-      pattern = kCollectives[k].pattern;
-      known = true;
-    }
+  const DtCollectiveInfo *info = dtCollectiveOf(op);
+  bool known = info && info->pattern >= 0;
+  DtensorCommPattern pattern =
+      known ? (DtensorCommPattern)info->pattern : DTENSOR_COMM_IDENTITY;
   bool pointToPoint =
       dtIsOp(op, "dtensor.broadcast") || dtIsOp(op, "dtensor.permute");
   if (!known && !pointToPoint)
