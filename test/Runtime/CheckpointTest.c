@@ -105,43 +105,10 @@ static double valueAt(int tensor, int64_t linear) {
   return (double)((linear * 31 + tensor * 7) % 97) - 48;
 }
 
+/* Element i of a block of type t, through the runtime's conversion (the
+ * values are small integers: exact in every type). */
 static void store(void *p, DtrtDtype t, int64_t i, double v) {
-  float f = (float)v;
-  uint32_t u;
-  switch (t) {
-  case DTRT_F32:
-    ((float *)p)[i] = f;
-    break;
-  case DTRT_F64:
-    ((double *)p)[i] = v;
-    break;
-  case DTRT_I32:
-    ((int32_t *)p)[i] = (int32_t)v;
-    break;
-  case DTRT_I64:
-    ((int64_t *)p)[i] = (int64_t)v;
-    break;
-  case DTRT_BF16:
-    memcpy(&u, &f, 4);
-    ((uint16_t *)p)[i] = (uint16_t)(u >> 16);
-    break;
-  case DTRT_F16: { /* small integers: exact */
-    uint16_t h = 0;
-    if (v != 0) {
-      double a = v < 0 ? -v : v;
-      int e = 0;
-      while (a >= 2) {
-        a /= 2;
-        ++e;
-      }
-      h = (uint16_t)(((e + 15) << 10) | (uint16_t)((a - 1) * 1024));
-      if (v < 0)
-        h |= 0x8000;
-    }
-    ((uint16_t *)p)[i] = h;
-    break;
-  }
-  }
+  dtrtConvert(&v, DTRT_F64, (char *)p + i * (int64_t)dtrtDtypeSize(t), t, 1);
 }
 
 /* Block element e of `device` under (mesh, spec): its global linear index,
