@@ -14,38 +14,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct PrintSink {
-  char *data;
-  size_t capacity;
-  size_t length;
-} PrintSink;
-
-static void sinkAppend(MlirStringRef text, void *userData) {
-  PrintSink *sink = userData;
-  if (sink->length + 1 < sink->capacity) {
-    size_t room = sink->capacity - 1 - sink->length;
-    size_t n = text.length < room ? text.length : room;
-    if (n)
-      memcpy(sink->data + sink->length, text.data, n);
-    sink->data[sink->length + n] = '\0';
-  }
-  sink->length += text.length;
+void dtBufSink(MlirStringRef text, void *buf) {
+  dtBufAppend(buf, text.data, text.length);
 }
 
 size_t dtAttributePrint(MlirAttribute attr, char *buffer, size_t capacity) {
-  PrintSink sink = {buffer, capacity, 0};
-  if (capacity)
-    buffer[0] = '\0';
-  mlirAttributePrint(attr, sinkAppend, &sink);
-  return sink.length;
+  DtBuf b = dtBufInit(buffer, capacity);
+  mlirAttributePrint(attr, dtBufSink, &b);
+  return b.length;
 }
 
 size_t dtTypePrint(MlirType type, char *buffer, size_t capacity) {
-  PrintSink sink = {buffer, capacity, 0};
-  if (capacity)
-    buffer[0] = '\0';
-  mlirTypePrint(type, sinkAppend, &sink);
-  return sink.length;
+  DtBuf b = dtBufInit(buffer, capacity);
+  mlirTypePrint(type, dtBufSink, &b);
+  return b.length;
 }
 
 void dtEmitError(MlirLocation loc, const char *format, ...) {

@@ -35,6 +35,11 @@ const DtCollectiveInfo *dtCollectiveOf(MlirOperation op);
 /// The rows: `*outCount` of them.
 const DtCollectiveInfo *dtCollectives(int *outCount);
 
+/// An MlirStringCallback that appends to the DtBuf `buf` (Support.h): the
+/// one sink for printing attributes, types, locations and pipelines into a
+/// bounded buffer.
+void dtBufSink(MlirStringRef text, void *buf);
+
 /// Prints `attr` into `buffer` (NUL-terminated, truncated to `capacity`);
 /// returns the full length it would need.
 size_t dtAttributePrint(MlirAttribute attr, char *buffer, size_t capacity);

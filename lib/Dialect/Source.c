@@ -16,6 +16,8 @@
 
 #include "mlir-c/Diagnostics.h"
 
+#include "Support/Support.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -36,26 +38,14 @@ typedef struct Parse {
   bool failed;
 } Parse;
 
-typedef struct Prefix {
-  char text[sizeof(kManyOps)];
-  size_t length;
-} Prefix;
-
-static void keepPrefix(MlirStringRef piece, void *userData) {
-  Prefix *p = userData;
-  size_t room = sizeof(p->text) - 1 - p->length;
-  size_t n = piece.length < room ? piece.length : room;
-  memcpy(p->text + p->length, piece.data, n);
-  p->length += n;
-}
-
 /* Swallows the named parse's "several top-level ops" error. */
 static MlirLogicalResult swallowManyOps(MlirDiagnostic d, void *userData) {
   Parse *parse = userData;
-  Prefix prefix = {{0}, 0};
-  mlirDiagnosticPrint(d, keepPrefix, &prefix);
-  if (prefix.length != sizeof(kManyOps) - 1 ||
-      memcmp(prefix.text, kManyOps, prefix.length)) {
+  char text[sizeof(kManyOps)];
+  DtBuf prefix = dtBufInit(text, sizeof(text));
+  mlirDiagnosticPrint(d, dtBufSink, &prefix);
+  if (prefix.length < sizeof(kManyOps) - 1 ||
+      memcmp(text, kManyOps, sizeof(kManyOps) - 1)) {
     if (mlirDiagnosticGetSeverity(d) == MlirDiagnosticError)
       parse->failed = true;
     return mlirLogicalResultFailure();
@@ -334,57 +324,37 @@ MlirOperation dtensorSourceParse(MlirContext ctx, MlirStringRef source,
 
 /* ---- diagnostics as text ------------------------------------------------- */
 
-typedef struct Text {
-  char *out;
-  size_t size, used;
-} Text;
-
-static void append(Text *t, const char *data, size_t n) {
-  if (t->used < t->size) {
-    size_t room = t->size - t->used - 1;
-    memcpy(t->out + t->used, data, n < room ? n : room);
-    t->out[t->used + (n < room ? n : room)] = 0;
-  }
-  t->used += n;
-}
-
-static void appendRef(MlirStringRef s, void *user) {
-  append(user, s.data, s.length);
-}
-
-static void appendOne(Text *t, MlirDiagnostic d) {
+static void appendOne(DtBuf *t, MlirDiagnostic d) {
   static const char *kNames[] = {"error", "warning", "note", "remark"};
   MlirLocation loc = mlirDiagnosticGetLocation(d);
   if (mlirLocationIsAFileLineColRange(loc)) {
     MlirStringRef file =
         mlirIdentifierStr(mlirLocationFileLineColRangeGetFilename(loc));
     char pos[64];
-    append(t, file.data, file.length);
+    dtBufAppend(t, file.data, file.length);
     int n = snprintf(pos, sizeof(pos), ":%d:%d",
                      mlirLocationFileLineColRangeGetStartLine(loc),
                      mlirLocationFileLineColRangeGetStartColumn(loc));
-    append(t, pos, (size_t)n);
+    dtBufAppend(t, pos, (size_t)n);
   } else {
-    mlirLocationPrint(loc, appendRef, t);
+    mlirLocationPrint(loc, dtBufSink, t);
   }
   MlirDiagnosticSeverity sev = mlirDiagnosticGetSeverity(d);
   const char *name = (unsigned)sev < 4 ? kNames[sev] : "error";
-  append(t, ": ", 2);
-  append(t, name, strlen(name));
-  append(t, ": ", 2);
-  mlirDiagnosticPrint(d, appendRef, t);
+  dtBufAppend(t, ": ", 2);
+  dtBufAppend(t, name, strlen(name));
+  dtBufAppend(t, ": ", 2);
+  mlirDiagnosticPrint(d, dtBufSink, t);
 }
 
 size_t dtensorDiagnosticFormat(MlirDiagnostic d, char *out, size_t size) {
-  Text t = {out, size, 0};
-  if (size)
-    out[0] = 0;
+  DtBuf t = dtBufInit(out, size);
   appendOne(&t, d);
   for (intptr_t i = 0; i < mlirDiagnosticGetNumNotes(d); ++i) {
-    append(&t, "\n", 1);
+    dtBufAppend(&t, "\n", 1);
     appendOne(&t, mlirDiagnosticGetNote(d, i));
   }
-  return t.used;
+  return t.length;
 }
 
 MlirOperation dtensorSourceParseFile(MlirContext ctx, const char *path,

@@ -1,6 +1,7 @@
 /* dtDiag and the string builder of Support.h. */
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "Support.h"
 
@@ -31,4 +32,15 @@ void dtBufPrintf(DtBuf *buf, const char *format, ...) {
   va_end(args);
   if (n > 0)
     buf->length += (size_t)n;
+}
+
+void dtBufAppend(DtBuf *buf, const char *data, size_t n) {
+  if (buf->length + 1 < buf->capacity) {
+    size_t room = buf->capacity - 1 - buf->length;
+    size_t k = n < room ? n : room;
+    if (k)
+      memcpy(buf->data + buf->length, data, k);
+    buf->data[buf->length + k] = '\0';
+  }
+  buf->length += n;
 }

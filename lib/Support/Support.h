@@ -35,6 +35,9 @@ DtBuf dtBufInit(char *data, size_t capacity);
 void dtBufPrintf(DtBuf *buf, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
 
+/// Appends `n` bytes of `data` (not NUL-terminated; may contain NULs).
+void dtBufAppend(DtBuf *buf, const char *data, size_t n);
+
 /* ---- index arithmetic ---------------------------------------------------- */
 
 /// ceil(a / b) for a >= 0, b > 0, without the overflow of (a + b - 1) / b

@@ -6,6 +6,7 @@
  * options, to mlirOpPassManagerAddPipeline. */
 #include "PassDef.h"
 
+#include "Dialect/DialectInternal.h"
 #include "Support/Support.h"
 
 #include <ctype.h>
@@ -31,20 +32,6 @@ static char peek(Parser *p) { return atEnd(p) ? '\0' : p->text[p->pos]; }
 static bool isNameChar(char c) {
   return isalnum((unsigned char)c) || c == '_' || c == '-' || c == '.' ||
          c == '$';
-}
-
-typedef struct Sink {
-  char text[DTENSOR_DIAG_MESSAGE_SIZE];
-  size_t length;
-} Sink;
-
-static void sinkAppend(MlirStringRef s, void *userData) {
-  Sink *sink = userData;
-  size_t room = sizeof(sink->text) - 1 - sink->length;
-  size_t n = s.length < room ? s.length : room;
-  memcpy(sink->text + sink->length, s.data, n);
-  sink->length += n;
-  sink->text[sink->length] = '\0';
 }
 
 /* Finds the '}' closing the '{' at `p->pos`, skipping quoted text. */
@@ -140,14 +127,15 @@ static bool parseElement(Parser *p, MlirOpPassManager pm) {
   }
   /* An upstream pass: hand MLIR the element with its options. */
   MlirStringRef element = {p->text + start, optionsEnd - start};
-  Sink sink = {{0}, 0};
+  char text[DTENSOR_DIAG_MESSAGE_SIZE];
+  DtBuf sink = dtBufInit(text, sizeof(text));
   if (mlirLogicalResultIsFailure(
-          mlirOpPassManagerAddPipeline(pm, element, sinkAppend, &sink))) {
+          mlirOpPassManagerAddPipeline(pm, element, dtBufSink, &sink))) {
     /* MLIR's messages can span lines and start with the parser's own
      * "<buffer>:1:1: error: "; keep the first line's message. */
-    sink.text[strcspn(sink.text, "\n")] = '\0';
-    const char *message = strstr(sink.text, "error: ");
-    message = message ? message + strlen("error: ") : sink.text;
+    text[strcspn(text, "\n")] = '\0';
+    const char *message = strstr(text, "error: ");
+    message = message ? message + strlen("error: ") : text;
     return dtDiag(p->diag, (int)start, "%s",
                   *message ? message : "invalid pass");
   }
@@ -181,12 +169,13 @@ static bool parseList(Parser *p, MlirOpPassManager pm, bool nested) {
 /* The op name a pass manager is anchored on, read from its printed form
  * ("builtin.module(...)"). */
 static void anchorName(MlirOpPassManager pm, char *out, size_t capacity) {
-  Sink sink = {{0}, 0};
-  mlirPrintPassPipeline(pm, sinkAppend, &sink);
-  size_t n = strcspn(sink.text, "(");
+  char text[DTENSOR_DIAG_MESSAGE_SIZE];
+  DtBuf sink = dtBufInit(text, sizeof(text));
+  mlirPrintPassPipeline(pm, dtBufSink, &sink);
+  size_t n = strcspn(text, "(");
   if (n >= capacity)
     n = capacity - 1;
-  memcpy(out, sink.text, n);
+  memcpy(out, text, n);
   out[n] = '\0';
 }
 

@@ -1,0 +1,374 @@
+/* What dtensor-propagate's files share: the per-function state (Prop), a
+ * value's packed layout and demand (Info), and the functions each file
+ * gives the others.
+ *
+ *  - PropagateState.c: the value table, the caches of layout attributes,
+ *    conversion costs, layout fits and rules, and message text;
+ *  - PropagateStrategy.c: factor strategies of a rule, and deciding an op
+ *    that has a rule (factors, replicated, free, annotate/redistribute);
+ *  - PropagateRegions.c: func.call, scf.for and scf.if, whose regions or
+ *    callees are propagated as part of deciding them;
+ *  - Propagate.c: seeding from annotations and signatures, the walk over a
+ *    function's blocks, the module's call order and the pass. */
+#ifndef DTENSOR_LIB_TRANSFORMS_PROPAGATEINTERNAL_H
+#define DTENSOR_LIB_TRANSFORMS_PROPAGATEINTERNAL_H
+
+#include "PassDef.h"
+#include "Rules.h"
+#include "Table.h"
+
+#include "Support/Support.h"
+#include "dtensor-c/Dialect.h"
+#include "dtensor-c/Planner.h"
+#include "mlir-c/BuiltinTypes.h"
+#include "mlir-c/IR.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#define ORIGIN_SIZE 200
+
+/* A spec packed into 12 bytes (a module has one value per tensor): one byte
+ * per mesh axis (0 free, 1 Partial, 2 + 8 dim + position), and the reduce
+ * kind of each Partial axis in 4 bits. Interleaved specs are not
+ * propagated (readLayout rejects them), so nothing is lost. */
+typedef struct CSpec {
+  uint64_t code;
+  uint32_t partial;
+} CSpec;
+
+/* Where a layout came from, for explanations and messages: `text`, then
+ * " at <location>" when `at` is set (formatted only when shown: every
+ * annotation has one, few are shown). `text` is in the arena or a string
+ * constant. */
+typedef struct Origin {
+  const char *text;
+  MlirLocation at;
+} Origin;
+
+static inline Origin originOf(const char *text) {
+  Origin o = {text, {NULL}};
+  return o;
+}
+
+typedef struct Info {
+  MlirValue value;
+  bool isTensor;
+  int rank; /* the shape is read from the value's type when needed */
+  DtensorElementType elementType;
+  bool known, fixed;
+  CSpec spec;
+  bool hasDemand;
+  CSpec demand;
+  int64_t demandPriority;
+  MlirLocation demandLoc;
+  Origin origin;
+} Info;
+
+/* dtensorShardingSpecInitReplicated for the hot paths: only what a spec of
+ * `rank` dims is read for (every reader stops at the rank). */
+static inline void initSpec(int rank, DtensorShardingSpec *s) {
+  s->rank = rank;
+  memset(s->numAxes, 0, sizeof(int) * (size_t)rank);
+  memset(s->interleave, 0, sizeof(int64_t) * (size_t)rank);
+  memset(s->partial, 0, sizeof(s->partial));
+}
+
+static inline void pack(const DtensorShardingSpec *s, CSpec *c) {
+  c->code = 0;
+  c->partial = 0;
+  for (int d = 0; d < s->rank; ++d)
+    for (int i = 0; i < s->numAxes[d]; ++i)
+      c->code |= (uint64_t)(2 + 8 * d + i) << (8 * s->axes[d][i]);
+  for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
+    if (s->partial[a] != DTENSOR_REDUCE_NONE) {
+      c->code |= (uint64_t)1 << (8 * a);
+      c->partial |= (uint32_t)s->partial[a] << (4 * a);
+    }
+}
+
+static inline void unpack(const CSpec *c, int rank, DtensorShardingSpec *s) {
+  initSpec(rank, s);
+  for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a) {
+    int b = (int)((c->code >> (8 * a)) & 0xff);
+    s->partial[a] = (DtensorReduceKind)((c->partial >> (4 * a)) & 0xf);
+    if (b < 2)
+      continue;
+    int d = (b - 2) / 8, i = (b - 2) % 8;
+    s->axes[d][i] = a;
+    if (i + 1 > s->numAxes[d])
+      s->numAxes[d] = i + 1;
+  }
+}
+
+static inline void shapeOf(const Info *in, int64_t *out) {
+  MlirType t = mlirValueGetType(in->value);
+  for (int d = 0; d < in->rank; ++d)
+    out[d] = mlirShapedTypeGetDimSize(t, d);
+}
+
+static inline DtensorShardingSpec specOf(const Info *in) {
+  DtensorShardingSpec s;
+  unpack(&in->spec, in->rank, &s);
+  return s;
+}
+
+static inline DtensorShardingSpec demandOf(const Info *in) {
+  DtensorShardingSpec s;
+  unpack(&in->demand, in->rank, &s);
+  return s;
+}
+
+static inline void setSpec(Info *in, const DtensorShardingSpec *s) {
+  pack(s, &in->spec);
+}
+
+static inline void setDemand(Info *in, const DtensorShardingSpec *s) {
+  pack(s, &in->demand);
+}
+
+/* The functions of the module: which are propagated, which are in progress
+ * (a call to one of those is a recursive call). */
+typedef struct Funcs {
+  MlirSymbolTable symbols;
+  void **done;
+  int numDone, capDone;
+  void **active;
+  int numActive;
+} Funcs;
+
+/* What propagation needs of a value's type, looked up once per type (types
+ * are uniqued and a program has few). */
+typedef struct TypeFacts {
+  const void *type;
+  bool isTensor;
+  int rank;
+  DtensorElementType elementType;
+} TypeFacts;
+
+#define TYPE_FACTS 64
+
+/* A modelled conversion cost: from one packed spec to another, for values
+ * of one type. */
+typedef struct CostEntry {
+  const void *type;
+  CSpec from, to;
+  double cost;
+} CostEntry;
+
+/* Whether a packed spec fits values of a type. */
+typedef struct FitEntry {
+  const void *type;
+  CSpec spec;
+  bool fits;
+} FitEntry;
+
+typedef struct Prop {
+  MlirContext ctx;
+  TypeFacts typeFacts[TYPE_FACTS]; /* direct-mapped by type pointer */
+  Funcs *funcs;
+  MlirOperation func;
+  MlirOperation meshOp;
+  char meshName[256];
+  DtensorMesh *mesh;
+  DtensorPlanner *planner;
+  Info *infos;
+  int numInfos, capInfos;
+  DtTable values;  /* ValueSlot: a value's index in infos */
+  DtTable decided; /* ops decided so far (a pointer set) */
+  bool strict, why;
+  bool failed;
+  int depth; /* ops being decided, one inside the other's regions */
+  /* After registration the table must not grow: decisions hold pointers
+   * into it. */
+  bool frozen;
+  const DtensorRuleRegistry *registry;
+  DtDecisions *decisions; /* NULL: decisions become attributes */
+  /* Strings that outlive a decision (origins). */
+  char **arena;
+  size_t numArena, capArena;
+  /* Layout attributes read (attribute, type) -> spec, and built
+   * spec -> attribute: both are uniqued, so each is worked out once. */
+  DtTable attrs;  /* AttrCache */
+  DtTable arrays; /* ArrayEntry */
+  DtTable rules;  /* RuleEntry */
+  DtTable costs;  /* CostEntry */
+  DtTable fits;   /* FitEntry */
+} Prop;
+
+/* Rules of named linalg ops without a body of their own, which depend only
+ * on the op's name, its operand and result types and its indexing_maps,
+ * dimensions and permutation attributes (all uniqued): a model repeats the
+ * same few, whose maps are costly to rebuild. (linalg.reduce's rule also
+ * depends on its body's combiner, linalg.generic's on everything.) */
+typedef struct RuleEntry {
+  const void *key[2 * DT_MAX_RULE_VALUES + 4];
+  int keyLength;
+  DtRule rule;
+} RuleEntry;
+
+/* Arrays of attributes built before (the same few combinations recur on
+ * every block of a model), keyed on their elements. */
+typedef struct ArrayEntry {
+  int count;
+  const void *elems[DT_MAX_RULE_VALUES];
+  MlirAttribute value;
+} ArrayEntry;
+
+typedef struct AttrCache {
+  const void *attr, *type; /* read: both set; built: type = NULL */
+  CSpec spec;
+  int rank;
+} AttrCache;
+
+typedef struct Strategy {
+  int numAxes[DT_MAX_FACTORS];
+  int axes[DT_MAX_FACTORS][DTENSOR_MAX_MESH_RANK];
+  unsigned used; /* mesh axes taken by factors */
+  int seed;      /* which known value it started from (-1: none) */
+} Strategy;
+
+typedef struct Known {
+  bool isResult;
+  int index;
+  DtensorShardingSpec spec;
+  const Info *info;
+  Origin origin; /* text NULL for a demand: formatted if it wins */
+} Known;
+
+typedef struct Choice {
+  Strategy strategy;
+  DtensorShardingSpec operands[DT_MAX_RULE_VALUES];
+  DtensorShardingSpec results[DT_MAX_RULE_VALUES];
+  double cost;
+} Choice;
+
+/* An entry of the value table (a value's index in infos), and of the
+ * decided set. */
+typedef struct ValueSlot {
+  const void *value;
+  int index;
+} ValueSlot;
+
+/* ---- PropagateState.c ---------------------------------------------------- */
+
+/// A location as file:line:col when it is one, else as MLIR prints it.
+void dtPropLocText(MlirLocation loc, char *out, size_t capacity);
+
+/// "<text> at <location>" for an origin.
+void dtPropOriginText(Origin o, char *out, size_t capacity);
+
+/// Emits an error at `op` and fails the propagation.
+void dtPropError(Prop *p, MlirOperation op, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/// Records a decision of `op` (an attribute, or in dtensor-spmd's table).
+void dtPropDecided(Prop *p, MlirOperation op, DtDecided kind,
+                   MlirAttribute value);
+
+/// A formatted string that lives as long as the function's propagation.
+const char *dtPropKeep(Prop *p, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/// What propagation needs of a type (cached per type).
+const TypeFacts *dtPropFacts(Prop *p, MlirType t);
+
+/// The info of `v`, created on first use; NULL when out of memory or once
+/// the table is frozen.
+Info *dtPropInfo(Prop *p, MlirValue v);
+
+/// The set of decided ops.
+bool dtPropIsDecided(const Prop *p, MlirOperation op);
+bool dtPropMarkDecided(Prop *p, MlirOperation op);
+void dtPropUnmarkDecided(Prop *p, MlirOperation op);
+
+/// Reads a layout attribute for a value of `type` on the function's mesh
+/// (`what` names it in errors); false after an error.
+bool dtPropReadLayout(Prop *p, MlirOperation at, MlirAttribute attr,
+                      MlirType type, const char *what,
+                      DtensorShardingSpec *out);
+
+/// mlirArrayAttrGet through a cache.
+MlirAttribute dtPropArray(Prop *p, int n, const MlirAttribute *elems);
+
+/// The #dtensor.layout of `s` on the function's mesh (cached).
+MlirAttribute dtPropLayoutAttr(Prop *p, const DtensorShardingSpec *s);
+
+/// `s` without Partial on the axes `base` is not Partial on.
+void dtPropDropCreatedPartial(const DtensorShardingSpec *base,
+                              DtensorShardingSpec *s);
+
+/// The modelled cost of converting the value of `in` from `from` to `to`;
+/// INFINITY if impossible (cached per type).
+double dtPropConvertCost(Prop *p, const Info *in,
+                         const DtensorShardingSpec *from,
+                         const DtensorShardingSpec *to);
+
+/// Whether `s` is a valid layout of the value of `in` (cached per type).
+bool dtPropFits(Prop *p, const Info *in, const DtensorShardingSpec *s);
+
+/// The sharding rule of `op` (cached for named linalg ops).
+void dtPropRule(Prop *p, MlirOperation op, DtRule *out);
+
+/* ---- PropagateStrategy.c ------------------------------------------------- */
+
+/// A value nobody has decided takes the layout `want` its user needs.
+void dtPropAdopt(Prop *p, Info *in, const DtensorShardingSpec *want,
+                 MlirOperation user);
+
+/// Explains (into `why`) or, in strict mode, refuses the redistribution of
+/// operand `i` to `want`.
+void dtPropDescribeRedistribution(Prop *p, MlirOperation op, int i,
+                                  const Info *in,
+                                  const DtensorShardingSpec *want, DtBuf *why);
+
+/// Writes the decision `c` of an op and sets its results.
+void dtPropRecord(Prop *p, MlirOperation op, const DtRule *r, Info **operands,
+                  Info **results, const Choice *c, Origin origin);
+
+/// Decide an op by its rule's kind: the cheapest factor strategy, all
+/// replicated, a free op's demand, an annotate or a redistribute.
+void dtPropDecideFactors(Prop *p, MlirOperation op, const DtRule *r,
+                         Info **operands, Info **results);
+void dtPropDecideReplicated(Prop *p, MlirOperation op, const DtRule *r,
+                            Info **operands, Info **results);
+void dtPropDecideFree(Prop *p, MlirOperation op, const DtRule *r,
+                      Info **operands, Info **results);
+void dtPropDecideExplicit(Prop *p, MlirOperation op, const DtRule *r,
+                          Info **operands, Info **results);
+
+/* ---- PropagateRegions.c -------------------------------------------------- */
+
+/// The `dtensor.layout` of argument or result `i` of `func`, if it has one.
+bool dtPropFuncLayout(Prop *p, MlirOperation func, bool result, intptr_t i,
+                      DtensorShardingSpec *out);
+
+/// Decide func.call (propagating the callee first), scf.for (a fixed point
+/// over its body) and scf.if (both branches).
+void dtPropDecideCall(Prop *p, MlirOperation op, const DtRule *r,
+                      Info **operands, Info **results);
+void dtPropDecideFor(Prop *p, MlirOperation op, DtRule *r, Info **operands,
+                     Info **results);
+void dtPropDecideIf(Prop *p, MlirOperation op, DtRule *r, Info **operands,
+                    Info **results);
+
+/* ---- Propagate.c --------------------------------------------------------- */
+
+/// Decides one op (and, backwards, the producers it adopts).
+void dtPropDecide(Prop *p, MlirOperation op);
+
+/// Decides the ops of a block.
+void dtPropBlock(Prop *p, MlirBlock block);
+
+/// Whether `f` is in `list`.
+bool dtPropFuncListed(void *const *list, int count, MlirOperation f);
+
+/// Whether `func` is a func.func with a body.
+bool dtPropHasBody(MlirOperation func);
+
+/// Propagates one function with the shared state of `base`; false after an
+/// error. A function is propagated once.
+bool dtPropFunction(const Prop *base, MlirOperation func);
+
+#endif

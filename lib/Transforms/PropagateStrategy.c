@@ -1,0 +1,531 @@
+/* dtensor-propagate: the factor strategies an op's rule allows, seeded by
+ * its known operands and its results' demands, and the decision of an op
+ * that has a rule (the cheapest strategy, replicated, a free op's demand,
+ * an annotation or an explicit redistribute). */
+#include "PropagateInternal.h"
+#include "Table.h"
+#include "Util.h"
+
+#include "mlir-c/BuiltinAttributes.h"
+#include "mlir-c/BuiltinTypes.h"
+#include "mlir-c/Diagnostics.h"
+#include "mlir-c/Dialect/Func.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Splits the axes of a compound dim over its factors, major first: a factor
+ * takes axes while their product divides its size, and the next factor
+ * starts only once the previous one is fully split. Stops where the axes
+ * do not fit (those are then not part of the strategy). */
+static void strategyFromCompound(const DtRule *r, const DtCompound *c,
+                                 const DtensorMesh *mesh,
+                                 const DtensorShardingSpec *s, int d,
+                                 Strategy *out) {
+  for (int k = 0; k < c->count; ++k)
+    if (out->numAxes[c->factor[k]] > 0 || !r->shardable[c->factor[k]])
+      return;
+  int k = 0;
+  int64_t prod = 1;
+  for (int i = 0; i < s->numAxes[d]; ++i) {
+    int a = s->axes[d][i];
+    int64_t n = dtensorMeshGetAxisSize(mesh, a);
+    while (k < c->count && r->factorSize[c->factor[k]] % (prod * n) != 0) {
+      if (prod != r->factorSize[c->factor[k]])
+        return;
+      ++k;
+      prod = 1;
+    }
+    if (k == c->count || (out->used & (1u << a)))
+      return;
+    int f = c->factor[k];
+    out->axes[f][out->numAxes[f]++] = a;
+    out->used |= 1u << a;
+    prod *= n;
+  }
+}
+
+/* The factor sharding a value's spec implies through `dimFactor`. */
+static void strategyFrom(const DtRule *r, const DtensorMesh *mesh,
+                         const int *dimFactor, int rank,
+                         const DtensorShardingSpec *s, Strategy *out) {
+  for (int d = 0; d < rank; ++d) {
+    int f = dimFactor[d];
+    if (f <= -2 && s->numAxes[d] > 0) {
+      strategyFromCompound(r, &r->compound[-2 - f], mesh, s, d, out);
+      continue;
+    }
+    if (f < 0 || !r->shardable[f] || out->numAxes[f] > 0 || s->numAxes[d] == 0)
+      continue;
+    unsigned axes = 0;
+    for (int i = 0; i < s->numAxes[d]; ++i)
+      axes |= 1u << s->axes[d][i];
+    if (axes & out->used)
+      continue;
+    out->numAxes[f] = s->numAxes[d];
+    memcpy(out->axes[f], s->axes[d], sizeof(int) * (size_t)s->numAxes[d]);
+    out->used |= axes;
+  }
+}
+
+/* The axes of dim `f` (a factor, or a compound of them) under `st`; false
+ * when a compound's factors are not split in order (a later one sharded
+ * before an earlier one is full), which no layout of the dim expresses. */
+static bool dimAxes(Prop *p, const DtRule *r, const Strategy *st, int f,
+                    DtensorShardingSpec *s, int d) {
+  if (f >= 0) {
+    s->numAxes[d] = st->numAxes[f];
+    memcpy(s->axes[d], st->axes[f], sizeof(int) * (size_t)st->numAxes[f]);
+    return true;
+  }
+  if (f == -1)
+    return true;
+  const DtCompound *c = &r->compound[-2 - f];
+  bool open = false; /* a factor before is not fully split */
+  for (int k = 0; k < c->count; ++k) {
+    int g = c->factor[k];
+    int64_t prod = 1;
+    for (int i = 0; i < st->numAxes[g]; ++i)
+      prod *= dtensorMeshGetAxisSize(p->mesh, st->axes[g][i]);
+    if (st->numAxes[g] > 0 && (open || r->factorSize[g] % prod != 0))
+      return false;
+    open |= prod != r->factorSize[g];
+    for (int i = 0; i < st->numAxes[g]; ++i)
+      s->axes[d][s->numAxes[d]++] = st->axes[g][i];
+  }
+  return true;
+}
+
+/* The operand and result specs of `st` on the op; false if the strategy
+ * does not give valid layouts. */
+static bool specsOf(Prop *p, const DtRule *r, Info **operands, Info **results,
+                    const Known *known, int numKnown, const Strategy *st,
+                    Choice *c) {
+  DtensorReduceKind partial[DTENSOR_MAX_MESH_RANK] = {DTENSOR_REDUCE_NONE};
+  for (int f = 0; f < r->numFactors; ++f)
+    for (int i = 0; i < st->numAxes[f]; ++i)
+      if (r->reduce[f] != DTENSOR_REDUCE_NONE)
+        partial[st->axes[f][i]] = r->reduce[f];
+  /* Partial operands that flow through unresolved. */
+  unsigned pass = 0;
+  int passOperand = -1;
+  if (r->flow != DT_FLOW_NONE) {
+    bool allAlike = true;
+    unsigned first = 0;
+    int count = 0;
+    for (int k = 0; k < numKnown; ++k) {
+      if (known[k].isResult)
+        continue;
+      const DtensorShardingSpec *s = &known[k].spec;
+      unsigned m = 0;
+      bool sums = true;
+      for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
+        if (s->partial[a] != DTENSOR_REDUCE_NONE) {
+          m |= 1u << a;
+          sums &= s->partial[a] == DTENSOR_REDUCE_SUM;
+        }
+      if (r->flow == DT_FLOW_ONE_LINEAR && m && sums && !(m & st->used) &&
+          r->linear[known[k].index] && passOperand < 0) {
+        passOperand = known[k].index;
+        pass = m;
+      }
+      if (count++ == 0)
+        first = m;
+      allAlike &= m == first && sums;
+    }
+    if (r->flow == DT_FLOW_ALL_SUM && allAlike && first &&
+        !(first & st->used) && count == r->numOperands)
+      pass = first;
+    else if (r->flow == DT_FLOW_ALL_SUM)
+      pass = 0;
+  }
+  for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
+    if (pass & (1u << a)) {
+      if (partial[a] != DTENSOR_REDUCE_NONE)
+        return false;
+      partial[a] = DTENSOR_REDUCE_SUM;
+    }
+  for (int i = 0; i < r->numOperands; ++i) {
+    if (!r->operandIsTensor[i] || !operands[i])
+      continue;
+    DtensorShardingSpec *s = &c->operands[i];
+    initSpec(operands[i]->rank, s);
+    for (int d = 0; d < operands[i]->rank; ++d)
+      if (!dimAxes(p, r, st, r->operandFactor[i][d], s, d))
+        return false;
+    bool passes = r->flow == DT_FLOW_ALL_SUM ? pass != 0 : i == passOperand;
+    for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a) {
+      if (passes && (pass & (1u << a)))
+        s->partial[a] = DTENSOR_REDUCE_SUM;
+      if (r->isInit[i])
+        s->partial[a] = partial[a];
+    }
+    if (!dtPropFits(p, operands[i], s))
+      return false;
+  }
+  for (int j = 0; j < r->numResults; ++j) {
+    if (!r->resultIsTensor[j] || !results[j])
+      continue;
+    DtensorShardingSpec *s = &c->results[j];
+    initSpec(results[j]->rank, s);
+    for (int d = 0; d < results[j]->rank; ++d)
+      if (!dimAxes(p, r, st, r->resultFactor[j][d], s, d))
+        return false;
+    for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
+      s->partial[a] = partial[a];
+    if (!dtPropFits(p, results[j], s))
+      return false;
+  }
+  c->strategy = *st;
+  return true;
+}
+
+static double choiceCost(Prop *p, const DtRule *r, Info **operands,
+                         Info **results, const Choice *c) {
+  double cost = 0.0;
+  for (int i = 0; i < r->numOperands; ++i)
+    if (r->operandIsTensor[i] && operands[i] && operands[i]->known) {
+      DtensorShardingSpec cur = specOf(operands[i]);
+      cost += dtPropConvertCost(p, operands[i], &cur, &c->operands[i]);
+    }
+  for (int j = 0; j < r->numResults; ++j)
+    if (r->resultIsTensor[j] && results[j] && results[j]->hasDemand) {
+      DtensorShardingSpec want = demandOf(results[j]);
+      cost += dtPropConvertCost(p, results[j], &c->results[j], &want);
+    }
+  return cost;
+}
+
+static void setAttr(MlirOperation op, const char *name, MlirAttribute value) {
+  mlirOperationSetDiscardableAttributeByName(
+      op, mlirStringRefCreateFromCString(name), value);
+}
+
+/* A value nobody has decided takes the layout `want` its user needs; its
+ * producer is decided with that as the demand on it. */
+void dtPropAdopt(Prop *p, Info *in, const DtensorShardingSpec *want,
+                 MlirOperation user) {
+  if (in->known || !in->isTensor)
+    return;
+  if (!in->hasDemand) {
+    in->hasDemand = true;
+    setDemand(in, want);
+    in->demandPriority = INT64_MAX;
+    in->demandLoc = mlirOperationGetLocation(user);
+  }
+  MlirValue v = in->value;
+  if (mlirValueIsAOpResult(v)) {
+    MlirOperation producer = mlirOpResultGetOwner(v);
+    if (!dtPropIsDecided(p, producer))
+      dtPropDecide(p, producer);
+    return;
+  }
+  /* An argument without a layout. */
+  in->known = true;
+  DtensorShardingSpec noPartial = demandOf(in);
+  for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
+    noPartial.partial[a] = DTENSOR_REDUCE_NONE;
+  setSpec(in, &noPartial); /* arguments arrive resolved */
+  MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(user));
+  char where[160];
+  dtPropLocText(mlirOperationGetLocation(user), where, sizeof(where));
+  in->origin = originOf(p->why || p->strict
+                            ? dtPropKeep(p, "what '%.*s' at %s needs",
+                                         (int)name.length, name.data, where)
+                            : "what its user needs");
+}
+
+void dtPropDescribeRedistribution(Prop *p, MlirOperation op, int i,
+                                  const Info *in,
+                                  const DtensorShardingSpec *want, DtBuf *why) {
+  /* Naming the value builds an AsmState over the whole function: only do
+   * it when the text is wanted. */
+  if (!p->strict && !why)
+    return;
+  char from[256], to[256], value[128] = "";
+  DtensorShardingSpec cur = specOf(in);
+  dtensorShardingSpecPrint(&cur, from, sizeof(from));
+  dtensorShardingSpecPrint(want, to, sizeof(to));
+  DtBuf vb = dtBufInit(value, sizeof(value));
+  MlirOpPrintingFlags flags = mlirOpPrintingFlagsCreate();
+  MlirAsmState state = mlirAsmStateCreateForValue(in->value, flags);
+  mlirValuePrintAsOperand(in->value, state, dtBufSink, &vb);
+  mlirAsmStateDestroy(state);
+  mlirOpPrintingFlagsDestroy(flags);
+  if (p->strict) {
+    char origin[ORIGIN_SIZE];
+    dtPropOriginText(in->origin, origin, sizeof(origin));
+    dtPropError(
+        p, op,
+        "operand %d (%s) has layout %s (from %s) but this op needs %s: an "
+        "implicit redistribution, which strict mode forbids; annotate the "
+        "value or change the layouts",
+        i, value, from, origin, to);
+  }
+  if (why)
+    dtBufPrintf(why, "; operand %d (%s): redistribute %s -> %s", i, value, from,
+                to);
+}
+
+/* Writes the decision of an op and sets its results. Never inlined: its
+ * buffers must not sit in the frames of dtPropDecideIf and dtPropDecideFor,
+ * which recurse once per level of region nesting. */
+__attribute__((noinline)) void dtPropRecord(Prop *p, MlirOperation op,
+                                            const DtRule *r, Info **operands,
+                                            Info **results, const Choice *c,
+                                            Origin origin) {
+  char whyText[2048];
+  DtBuf why = dtBufInit(whyText, sizeof(whyText));
+  bool explain = p->why || r->kind == DT_RULE_REPLICATE;
+  if (explain) {
+    char text[ORIGIN_SIZE];
+    dtPropOriginText(origin, text, sizeof(text));
+    dtBufPrintf(&why, "%s: from %s", r->family, text);
+  }
+  MlirAttribute unit = mlirUnitAttrGet(p->ctx);
+  MlirAttribute opAttrs[DT_MAX_RULE_VALUES];
+  bool anyTensorOperand = false;
+  for (int i = 0; i < r->numOperands; ++i) {
+    if (!r->operandIsTensor[i] || !operands[i]) {
+      opAttrs[i] = unit;
+      continue;
+    }
+    anyTensorOperand = true;
+    opAttrs[i] = dtPropLayoutAttr(p, &c->operands[i]);
+    Info *in = operands[i];
+    if (!in->known)
+      dtPropAdopt(p, in, &c->operands[i], op);
+    DtensorShardingSpec need = c->operands[i], cur = specOf(in);
+    dtPropDropCreatedPartial(&cur, &need);
+    if (in->known && !dtensorShardingSpecEqual(&cur, &need))
+      dtPropDescribeRedistribution(p, op, i, in, &c->operands[i],
+                                   explain ? &why : NULL);
+  }
+  if (anyTensorOperand)
+    dtPropDecided(p, op, DT_DECIDED_OPERANDS,
+                  dtPropArray(p, r->numOperands, opAttrs));
+  MlirAttribute resAttrs[DT_MAX_RULE_VALUES];
+  int numTensorResults = 0;
+  for (int j = 0; j < r->numResults; ++j) {
+    if (!r->resultIsTensor[j] || !results[j]) {
+      resAttrs[j] = unit;
+      continue;
+    }
+    ++numTensorResults;
+    Info *res = results[j];
+    if (!res->fixed) {
+      res->known = true;
+      setSpec(res, &c->results[j]);
+      res->origin = origin;
+    }
+    DtensorShardingSpec cur = specOf(res);
+    resAttrs[j] = dtPropLayoutAttr(p, &cur);
+  }
+  if (numTensorResults == 1 && r->numResults == 1)
+    dtPropDecided(p, op, DT_DECIDED_LAYOUT, resAttrs[0]);
+  else if (numTensorResults > 0)
+    dtPropDecided(p, op, DT_DECIDED_LAYOUT,
+                  dtPropArray(p, r->numResults, resAttrs));
+  if (r->kind == DT_RULE_FACTORS && !strcmp(r->family, "linalg")) {
+    MlirAttribute loops[DT_MAX_FACTORS];
+    for (int f = 0; f < r->numFactors; ++f) {
+      int64_t axes[DTENSOR_MAX_MESH_RANK];
+      for (int i = 0; i < c->strategy.numAxes[f]; ++i)
+        axes[i] = c->strategy.axes[f][i];
+      loops[f] = mlirDenseI64ArrayGet(p->ctx, c->strategy.numAxes[f], axes);
+    }
+    dtPropDecided(p, op, DT_DECIDED_LOOPS,
+                  dtPropArray(p, r->numFactors, loops));
+  }
+  /* An op without a rule always says so: it is replicated, which may cost
+   * communication the user did not expect. */
+  if (explain)
+    setAttr(op, "dtensor.why",
+            mlirStringAttrGet(p->ctx, mlirStringRefCreateFromCString(whyText)));
+}
+
+__attribute__((noinline)) void dtPropDecideFactors(Prop *p, MlirOperation op,
+                                                   const DtRule *r,
+                                                   Info **operands,
+                                                   Info **results) {
+  Known *known = malloc(sizeof(Known) * 2 * DT_MAX_RULE_VALUES);
+  Choice *choices = malloc(sizeof(Choice) * 2);
+  if (!known || !choices) {
+    free(known);
+    free(choices);
+    dtPropError(p, op, "out of memory");
+    return;
+  }
+  Choice *bestp = &choices[0], *trialp = &choices[1];
+#define best (*bestp)
+#define trial (*trialp)
+  int numKnown = 0;
+  /* Seeds: result demands (strongest first), then known operands (fixed
+   * first). */
+  for (int pass = 0; pass < 2; ++pass)
+    for (int j = 0; j < r->numResults; ++j)
+      if (results[j] && results[j]->hasDemand &&
+          (results[j]->demandPriority != INT64_MAX) == (pass == 0)) {
+        Known *k = &known[numKnown++];
+        k->isResult = true;
+        k->index = j;
+        k->spec = demandOf(results[j]);
+        k->info = results[j];
+        k->origin = originOf(NULL);
+      }
+  for (int pass = 0; pass < 2; ++pass)
+    for (int i = 0; i < r->numOperands; ++i)
+      if (operands[i] && operands[i]->known &&
+          operands[i]->fixed == (pass == 0)) {
+        Known *k = &known[numKnown++];
+        k->isResult = false;
+        k->index = i;
+        k->spec = specOf(operands[i]);
+        k->info = operands[i];
+        k->origin = operands[i]->origin;
+      }
+  bool have = false;
+  Origin bestOrigin = originOf("no layout (replicated)");
+  int bestSeed = -1;
+  /* Every seed, then no seed at all (all replicated): the first of equally
+   * cheap candidates wins. */
+  for (int k = 0; k <= numKnown; ++k) {
+    int seed = k < numKnown ? k : -1;
+    Strategy st;
+    memset(&st, 0, sizeof(st));
+    st.seed = seed;
+    int order[2 * DT_MAX_RULE_VALUES], n = 0;
+    if (seed >= 0)
+      order[n++] = seed;
+    for (int k = 0; k < numKnown && seed >= 0; ++k)
+      if (k != seed)
+        order[n++] = k;
+    for (int k = 0; k < n; ++k) {
+      const Known *kv = &known[order[k]];
+      const int *map = kv->isResult ? r->resultFactor[kv->index]
+                                    : r->operandFactor[kv->index];
+      strategyFrom(r, p->mesh, map, kv->info->rank, &kv->spec, &st);
+    }
+    if (!specsOf(p, r, operands, results, known, numKnown, &st, &trial))
+      continue;
+    trial.cost = choiceCost(p, r, operands, results, &trial);
+    if (!have || trial.cost < best.cost) {
+      Choice *swap = bestp; /* dtPropKeep the better one without copying it */
+      bestp = trialp;
+      trialp = swap;
+      have = true;
+      bestSeed = seed;
+    }
+  }
+  if (!have) {
+    Strategy none;
+    memset(&none, 0, sizeof(none));
+    if (!specsOf(p, r, operands, results, NULL, 0, &none, &best)) {
+      dtPropError(p, op, "no strategy gives valid layouts for this op");
+      free(known);
+      free(choices);
+      return;
+    }
+  }
+  if (bestSeed >= 0 && known[bestSeed].origin.text)
+    bestOrigin = known[bestSeed].origin;
+  else if (bestSeed >= 0 && (p->why || p->strict)) {
+    char where[160];
+    dtPropLocText(known[bestSeed].info->demandLoc, where, sizeof(where));
+    bestOrigin = originOf(dtPropKeep(p, "the layout wanted at %s", where));
+  } else if (bestSeed >= 0)
+    bestOrigin = originOf("the layout its users want");
+  dtPropRecord(p, op, r, operands, results, &best, bestOrigin);
+#undef best
+#undef trial
+  free(known);
+  free(choices);
+}
+
+static Choice *newChoice(Prop *p, MlirOperation op) {
+  Choice *c = malloc(sizeof(Choice));
+  if (!c)
+    dtPropError(p, op, "out of memory");
+  return c;
+}
+
+__attribute__((noinline)) void dtPropDecideReplicated(Prop *p, MlirOperation op,
+                                                      const DtRule *r,
+                                                      Info **operands,
+                                                      Info **results) {
+  Choice *c = newChoice(p, op);
+  if (!c)
+    return;
+  for (int i = 0; i < r->numOperands; ++i)
+    if (operands[i])
+      initSpec(operands[i]->rank, &c->operands[i]);
+  for (int j = 0; j < r->numResults; ++j)
+    if (results[j])
+      initSpec(results[j]->rank, &c->results[j]);
+  dtPropRecord(p, op, r, operands, results, c,
+               originOf(dtPropKeep(p, "%s, so replicated", r->family)));
+  free(c);
+}
+
+/* A free op (tensor.empty, constants) takes its demand, or replicated. */
+__attribute__((noinline)) void dtPropDecideFree(Prop *p, MlirOperation op,
+                                                const DtRule *r,
+                                                Info **operands,
+                                                Info **results) {
+  Choice *c = newChoice(p, op);
+  if (!c)
+    return;
+  Origin origin = originOf("no user with a layout (replicated)");
+  for (int j = 0; j < r->numResults; ++j) {
+    if (!results[j])
+      continue;
+    initSpec(results[j]->rank, &c->results[j]);
+    if (results[j]->hasDemand) {
+      c->results[j] = demandOf(results[j]);
+      /* A fresh value holds no pending reduction. */
+      for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
+        c->results[j].partial[a] = DTENSOR_REDUCE_NONE;
+      origin = originOf("what its user needs");
+    }
+  }
+  dtPropRecord(p, op, r, operands, results, c, origin);
+  free(c);
+}
+
+/* dtensor.annotate (the operand must have the annotation's layout, the
+ * result has it) and a global-program dtensor.redistribute (src, dst). */
+__attribute__((noinline)) void dtPropDecideExplicit(Prop *p, MlirOperation op,
+                                                    const DtRule *r,
+                                                    Info **operands,
+                                                    Info **results) {
+  Choice *c = malloc(sizeof(Choice));
+  if (!c) {
+    dtPropError(p, op, "out of memory");
+    return;
+  }
+  bool annotate = dtIsOp(op, "dtensor.annotate");
+  MlirType type = mlirValueGetType(mlirOperationGetResult(op, 0));
+  bool ok =
+      dtPropReadLayout(p, op, dtGetAttr(op, annotate ? "layout" : "src"), type,
+                       annotate ? "the annotation" : "'src'",
+                       &c->operands[0]) &&
+      dtPropReadLayout(p, op, dtGetAttr(op, annotate ? "layout" : "dst"), type,
+                       annotate ? "the annotation" : "'dst'", &c->results[0]);
+  if (ok) {
+    if (!annotate) {
+      results[0]->fixed = results[0]->known = true;
+      setSpec(results[0], &c->results[0]);
+      results[0]->origin = originOf("an explicit redistribute");
+    }
+    DtRule explicitRule = *r;
+    explicitRule.kind = DT_RULE_FACTORS;
+    explicitRule.family = annotate ? "annotation" : "redistribute";
+    dtPropRecord(p, op, &explicitRule, operands, results, c,
+                 annotate ? results[0]->origin
+                          : originOf("an explicit redistribute"));
+  }
+  free(c);
+}
