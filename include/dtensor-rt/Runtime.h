@@ -308,20 +308,26 @@ DTRT_EXPORT void dtrt_mlir_collective(int64_t kind, int64_t dtype,
 /// building the blocks it passes to a compiled entry. Borrowed.
 DTRT_EXPORT DtrtContext *dtrtProcessContext(void);
 
+/// The entry points with one symbol per element type: (suffix, type) for
+/// each type of DTRT_DTYPE_LIST, the suffix its name (dtype-test checks
+/// both).
+#define DTRT_TYPED_SUFFIXES(X)                                                 \
+  X(f32, DTRT_F32)                                                             \
+  X(f64, DTRT_F64)                                                             \
+  X(f16, DTRT_F16)                                                             \
+  X(bf16, DTRT_BF16)                                                           \
+  X(i32, DTRT_I32)                                                             \
+  X(i64, DTRT_I64)
+
 /// The same, one symbol per element type (f32, f64, f16, bf16, i32, i64),
 /// as dtensor-lower-to-runtime declares them.
-#define DTRT_DECLARE_TYPED(suffix)                                             \
+#define DTRT_DECLARE_TYPED(suffix, code)                                       \
   DTRT_EXPORT void dtrt_mlir_collective_##suffix(                              \
       int64_t kind, int64_t dtype, int64_t reduce, int64_t gatherDim,          \
       int64_t shardDim, int64_t root, int64_t inRank, void *inDesc,            \
       int64_t outRank, void *outDesc, int64_t meshRank, void *meshDesc,        \
       int64_t axesRank, void *axesDesc);
-DTRT_DECLARE_TYPED(f32)
-DTRT_DECLARE_TYPED(f64)
-DTRT_DECLARE_TYPED(f16)
-DTRT_DECLARE_TYPED(bf16)
-DTRT_DECLARE_TYPED(i32)
-DTRT_DECLARE_TYPED(i64)
+DTRT_TYPED_SUFFIXES(DTRT_DECLARE_TYPED)
 #undef DTRT_DECLARE_TYPED
 
 /// What dtensor-lower-to-runtime calls for dtensor.permute: `pairs` (1-D
@@ -334,17 +340,12 @@ DTRT_EXPORT void dtrt_mlir_permute(int64_t inRank, void *inDesc,
                                    void *meshDesc, int64_t axesRank,
                                    void *axesDesc, int64_t pairsRank,
                                    void *pairsDesc);
-#define DTRT_DECLARE_TYPED_PERMUTE(suffix)                                     \
+#define DTRT_DECLARE_TYPED_PERMUTE(suffix, code)                               \
   DTRT_EXPORT void dtrt_mlir_permute_##suffix(                                 \
       int64_t inRank, void *inDesc, int64_t outRank, void *outDesc,            \
       int64_t meshRank, void *meshDesc, int64_t axesRank, void *axesDesc,      \
       int64_t pairsRank, void *pairsDesc);
-DTRT_DECLARE_TYPED_PERMUTE(f32)
-DTRT_DECLARE_TYPED_PERMUTE(f64)
-DTRT_DECLARE_TYPED_PERMUTE(f16)
-DTRT_DECLARE_TYPED_PERMUTE(bf16)
-DTRT_DECLARE_TYPED_PERMUTE(i32)
-DTRT_DECLARE_TYPED_PERMUTE(i64)
+DTRT_TYPED_SUFFIXES(DTRT_DECLARE_TYPED_PERMUTE)
 #undef DTRT_DECLARE_TYPED_PERMUTE
 
 /// What a function using a mesh starts with (dtensor-lower-to-runtime):

@@ -56,21 +56,6 @@ static double contribution(double v, const DtensorLayout *l,
   return v;
 }
 
-static void unravel(int64_t linear, int rank, const int64_t *shape,
-                    int64_t *out) {
-  for (int d = rank - 1; d >= 0; --d) {
-    out[d] = linear % shape[d];
-    linear /= shape[d];
-  }
-}
-
-static int64_t ravel(int rank, const int64_t *shape, const int64_t *idx) {
-  int64_t l = 0;
-  for (int d = 0; d < rank; ++d)
-    l = l * shape[d] + idx[d];
-  return l;
-}
-
 static bool blocksInit(Blocks *b, const DtensorLayout *layout) {
   b->layout = *layout;
   b->numDevices = dtensorMeshGetNumDevices(layout->mesh);
@@ -92,7 +77,7 @@ static void distribute(Blocks *b) {
     dtensorMeshGetCoords(l->mesh, dev, coords);
     double *block = b->data + dev * b->elems;
     for (int64_t e = 0; e < b->elems; ++e) {
-      unravel(e, l->rank, b->padded, local);
+      dtUnravel(e, l->rank, b->padded, local);
       bool inside = true;
       for (int d = 0; d < l->rank && inside; ++d)
         inside = local[d] < real[d];
@@ -101,7 +86,7 @@ static void distribute(Blocks *b) {
         continue;
       }
       dtensorLayoutLocalToGlobal(l, dev, local, global);
-      double v = (double)(ravel(l->rank, l->shape, global) + 1);
+      double v = (double)(dtRavel(l->rank, l->shape, global) + 1);
       block[e] = contribution(v, l, coords);
     }
   }
@@ -154,7 +139,7 @@ static void applyStep(const DtensorCommSpec *c, const Blocks *in, Blocks *out) {
     int64_t pos = groupPosition(mesh, c, coords);
     double *block = out->data + dev * out->elems;
     for (int64_t e = 0; e < out->elems; ++e) {
-      unravel(e, rank, out->padded, idx);
+      dtUnravel(e, rank, out->padded, idx);
       memcpy(src, idx, sizeof(int64_t) * (size_t)rank);
       int64_t from = dev;
       if (c->pattern == DTENSOR_COMM_ALL_GATHER ||
@@ -173,7 +158,7 @@ static void applyStep(const DtensorCommSpec *c, const Blocks *in, Blocks *out) {
           continue;
         }
       }
-      int64_t at = ravel(rank, in->padded, src);
+      int64_t at = dtRavel(rank, in->padded, src);
       if (c->pattern == DTENSOR_COMM_ALL_REDUCE ||
           c->pattern == DTENSOR_COMM_REDUCE_SCATTER) {
         double acc = 0.0;
@@ -243,7 +228,7 @@ bool dtensorPlanSimulate(const DtensorLayout *source, const DtensorPlan *plan,
   for (int64_t dev = 0; dev < cur.numDevices && ok; ++dev) {
     dtensorLayoutGetLocalShape(&want, dev, real);
     for (int64_t e = 0; e < cur.elems && ok; ++e) {
-      unravel(e, want.rank, cur.padded, idx);
+      dtUnravel(e, want.rank, cur.padded, idx);
       bool inside = true;
       for (int d = 0; d < want.rank && inside; ++d)
         inside = idx[d] < real[d];

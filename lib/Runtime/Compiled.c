@@ -304,7 +304,7 @@ int64_t dtrt_mlir_mesh_coord(int64_t axis, int64_t meshRank, void *meshDesc) {
 
 /* One symbol per element type, as dtensor-lower-to-runtime declares them
  * (MLIR needs a signature per memref element type). */
-#define DTRT_TYPED(suffix)                                                     \
+#define DTRT_TYPED(suffix, code)                                               \
   void dtrt_mlir_collective_##suffix(                                          \
       int64_t kind, int64_t dtype, int64_t reduce, int64_t gatherDim,          \
       int64_t shardDim, int64_t root, int64_t inRank, void *inDesc,            \
@@ -314,12 +314,7 @@ int64_t dtrt_mlir_mesh_coord(int64_t axis, int64_t meshRank, void *meshDesc) {
                          inRank, inDesc, outRank, outDesc, meshRank, meshDesc, \
                          axesRank, axesDesc);                                  \
   }
-DTRT_TYPED(f32)
-DTRT_TYPED(f64)
-DTRT_TYPED(f16)
-DTRT_TYPED(bf16)
-DTRT_TYPED(i32)
-DTRT_TYPED(i64)
+DTRT_TYPED_SUFFIXES(DTRT_TYPED)
 
 #define DTRT_TYPED_PERMUTE(suffix, code)                                       \
   void dtrt_mlir_permute_##suffix(                                             \
@@ -329,12 +324,7 @@ DTRT_TYPED(i64)
     dtrt_mlir_permute(inRank, inDesc, outRank, outDesc, code, meshRank,        \
                       meshDesc, axesRank, axesDesc, pairsRank, pairsDesc);     \
   }
-DTRT_TYPED_PERMUTE(f32, DTRT_F32)
-DTRT_TYPED_PERMUTE(f64, DTRT_F64)
-DTRT_TYPED_PERMUTE(f16, DTRT_F16)
-DTRT_TYPED_PERMUTE(bf16, DTRT_BF16)
-DTRT_TYPED_PERMUTE(i32, DTRT_I32)
-DTRT_TYPED_PERMUTE(i64, DTRT_I64)
+DTRT_TYPED_SUFFIXES(DTRT_TYPED_PERMUTE)
 
 /* ---- memory of compiled programs ----------------------------------------- */
 

@@ -46,6 +46,24 @@ static inline int64_t dtCeilDiv(int64_t a, int64_t b) {
   return a / b + (a % b != 0);
 }
 
+/// The row-major linear index of `idx` in `shape` (`rank` dims).
+static inline int64_t dtRavel(int rank, const int64_t *shape,
+                              const int64_t *idx) {
+  int64_t l = 0;
+  for (int d = 0; d < rank; ++d)
+    l = l * shape[d] + idx[d];
+  return l;
+}
+
+/// The index of row-major linear position `linear` in `shape` into `out`.
+static inline void dtUnravel(int64_t linear, int rank, const int64_t *shape,
+                             int64_t *out) {
+  for (int d = rank - 1; d >= 0; --d) {
+    out[d] = linear % shape[d];
+    linear /= shape[d];
+  }
+}
+
 /* ---- hash table ---------------------------------------------------------- */
 
 /// An open-addressing hash table of fixed-size entries (linear probing,

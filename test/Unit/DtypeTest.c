@@ -30,6 +30,14 @@ int main(void) {
     CHECK(dtensorElementTypeGetSize(et) == dtrtDtypeSize(t));
     CHECK(!strcmp(dtensorElementTypeGetName(et), name));
   }
+  /* The typed entry points: one per type, in the list's order, each
+   * suffix the type's name. */
+  int typed = 0;
+#define DTRT_TYPED_CHECK(suffix, code)                                         \
+  CHECK((int)(code) == typed++ && !strcmp(dtrtDtypeName(code), #suffix));
+  DTRT_TYPED_SUFFIXES(DTRT_TYPED_CHECK)
+#undef DTRT_TYPED_CHECK
+  CHECK(typed == n);
   /* Reductions: the compiler's kinds (but none) and the runtime's share
    * names and order. */
   int reductions = 0;

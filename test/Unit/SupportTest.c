@@ -1,7 +1,8 @@
 /* lib/Support: the hash table against a plain array as the reference
  * (random inserts, finds and removals, with keys crowded into few home
  * slots so the backward shift of removal is exercised across wrap-around),
- * the growable array, dtCeilDiv near INT64_MAX and the string builder. */
+ * the growable array, dtCeilDiv near INT64_MAX, ravel/unravel and the string
+ * builder. */
 #include "Support/Support.h"
 
 #include <stdint.h>
@@ -84,6 +85,14 @@ int main(void) {
   /* Index arithmetic and text. */
   CHECK(dtCeilDiv(INT64_MAX, 2) == INT64_MAX / 2 + 1);
   CHECK(dtCeilDiv(10, 5) == 2 && dtCeilDiv(0, 3) == 0 && dtCeilDiv(1, 3) == 1);
+  /* Row-major ravel and unravel, inverse of each other over a 3-d shape. */
+  const int64_t shape[3] = {2, 3, 4};
+  for (int64_t l = 0; l < 24; ++l) {
+    int64_t idx[3];
+    dtUnravel(l, 3, shape, idx);
+    CHECK(idx[2] == l % 4 && idx[1] == (l / 4) % 3 && idx[0] == l / 12);
+    CHECK(dtRavel(3, shape, idx) == l);
+  }
   char text[8];
   DtBuf b = dtBufInit(text, sizeof(text));
   dtBufPrintf(&b, "%s-%d", "abcdef", 42);

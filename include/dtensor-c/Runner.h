@@ -1,0 +1,129 @@
+/*===- dtensor-c/Runner.h - differential runs of annotated programs --*- C
+ * -*-===*
+ *
+ * The check dtensor-run makes, as a library: an annotated program is
+ * compiled twice with MLIR's ExecutionEngine — as the single-device
+ * reference (annotations dropped) and with dtensor-spmd for its mesh — the
+ * reference runs on global inputs, and each rank of the mesh runs the SPMD
+ * program on its blocks of the same inputs (laid out under the entry's
+ * argument layouts) and compares its result blocks with the reference's.
+ *
+ * Ranks are processes: the caller starts one per device of the mesh (after
+ * dtensorRunnerComputeReference, so the program is compiled once) with the
+ * runtime's environment (dtensor-run does; see docs/runtime.md), and each
+ * calls dtensorRunnerRunRank. Nothing here prints or exits.
+ *
+ *===----------------------------------------------------------------------===*/
+#ifndef DTENSOR_C_RUNNER_H
+#define DTENSOR_C_RUNNER_H
+
+#include "dtensor-c/Layout.h"
+#include "dtensor-c/Support.h"
+#include "dtensor-rt/Runtime.h"
+#include "mlir-c/IR.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// A program compiled for a differential run.
+typedef struct DtensorRunner DtensorRunner;
+
+/// An argument or a result of the entry, as the global program sees it.
+typedef struct DtensorRunTensor {
+  char name[128]; /* its dtensor.name, else arg<i> / result<i> */
+  int rank;
+  int64_t shape[DTENSOR_MAX_TENSOR_RANK]; /* global */
+  DtrtDtype dtype;
+  DtensorShardingSpec spec; /* replicated where the signature has none */
+} DtensorRunTensor;
+
+/// Compiles `module` (an annotated program; a program of MLIR's shard
+/// dialect or with GSPMD shardings is imported first) for a differential
+/// run of its function `entry` (NULL: the first function with a body), and
+/// fills every argument with deterministic inputs. Takes ownership of
+/// `module`. Returns NULL and fills `outDiag` when the program does not
+/// compile, has no entry or mesh, or its entry takes or returns what the
+/// runner cannot build or compare (it must return at least one tensor;
+/// tensors of the runtime's element types).
+DTENSOR_EXPORT DtensorRunner *dtensorRunnerCreate(MlirOperation module,
+                                                  const char *entry,
+                                                  DtensorDiag *outDiag);
+
+/// Destroys a runner; NULL is a no-op.
+DTENSOR_EXPORT void dtensorRunnerDestroy(DtensorRunner *runner);
+
+/// The program's mesh (owned by the runner).
+DTENSOR_EXPORT const DtensorMesh *
+dtensorRunnerGetMesh(const DtensorRunner *runner);
+
+/// The entry's name.
+DTENSOR_EXPORT const char *dtensorRunnerGetEntry(const DtensorRunner *runner);
+
+/// The number of the entry's arguments and results.
+DTENSOR_EXPORT int dtensorRunnerGetNumArguments(const DtensorRunner *runner);
+DTENSOR_EXPORT int dtensorRunnerGetNumResults(const DtensorRunner *runner);
+
+/// Argument `i` or result `k` of the entry (borrowed).
+DTENSOR_EXPORT const DtensorRunTensor *
+dtensorRunnerGetArgument(const DtensorRunner *runner, int i);
+DTENSOR_EXPORT const DtensorRunTensor *
+dtensorRunnerGetResult(const DtensorRunner *runner, int k);
+
+/// The global value of argument `i`, row-major in its element type
+/// (borrowed, writable until dtensorRunnerComputeReference).
+DTENSOR_EXPORT void *dtensorRunnerGetArgumentData(DtensorRunner *runner, int i);
+
+/// Reads every argument whole from the checkpoint `dir` by name, after
+/// checking each one's element type and shape; a positional tensor
+/// (`arg<i>`) that no argument takes is an error. False with `outDiag`.
+DTENSOR_EXPORT bool dtensorRunnerLoadArguments(DtensorRunner *runner,
+                                               const char *dir,
+                                               DtensorDiag *outDiag);
+
+/// Runs the single-device program on the arguments. False with `outDiag`.
+DTENSOR_EXPORT bool dtensorRunnerComputeReference(DtensorRunner *runner,
+                                                  DtensorDiag *outDiag);
+
+/// The reference's result `k` (global, row-major; borrowed), or NULL before
+/// dtensorRunnerComputeReference.
+DTENSOR_EXPORT const void *
+dtensorRunnerGetReference(const DtensorRunner *runner, int k);
+
+/// What one rank does besides the checked run.
+typedef struct DtensorRankOptions {
+  const char *loadDir; /* the arguments' blocks from this checkpoint */
+  const char *saveDir; /* the results' blocks into this checkpoint */
+  int repeat;          /* timed runs after the checked one (0: none) */
+} DtensorRankOptions;
+
+/// What one rank found: the result elements it compared (padding aside),
+/// how many differ from the reference (floats: rtol 1e-4 or 1e-5 of the
+/// result's scale; f16, bf16: 2e-2 and 1e-2; integers: exactly), the
+/// largest absolute error, and with `repeat` the fastest and median step.
+typedef struct DtensorRankReport {
+  int64_t compared, different;
+  double maxAbsError;
+  int steps;
+  double minStepSeconds, medianStepSeconds;
+} DtensorRankReport;
+
+/// Runs the SPMD program as `rank` of the runtime's process context (the
+/// arguments' blocks from the global inputs, or from `options->loadDir`),
+/// resolves Partial results with all_reduce, compares the blocks with the
+/// reference and, when they are equal, times `options->repeat` more steps.
+/// Every rank calls it (the collectives are collective). False with
+/// `outDiag` when the run fails; a difference is reported in `outReport`.
+DTENSOR_EXPORT bool dtensorRunnerRunRank(DtensorRunner *runner, int rank,
+                                         const DtensorRankOptions *options,
+                                         DtensorRankReport *outReport,
+                                         DtensorDiag *outDiag);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DTENSOR_C_RUNNER_H */

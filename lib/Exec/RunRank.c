@@ -1,0 +1,369 @@
+/* One rank of a differential run (dtensorRunnerRunRank): this rank's
+ * blocks of the global inputs under the entry's argument layouts, the SPMD
+ * program on them, Partial results resolved, every result block compared
+ * with the reference, and the timed steps. */
+#include "RunnerInternal.h"
+
+#include "Support/Support.h"
+
+#include "dtensor-rt/Checkpoint.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static bool layoutOf(const DtensorRunner *r, const DtensorRunTensor *t,
+                     DtensorLayout *out) {
+  return dtensorLayoutInit(r->mesh, &t->spec, t->rank, t->shape, DTENSOR_F32,
+                           out, NULL);
+}
+
+/* The elements of `t`'s padded block (every rank's is the largest). */
+static int64_t blockCount(const DtensorRunner *r, const DtensorRunTensor *t) {
+  DtensorLayout l;
+  layoutOf(r, t, &l);
+  int64_t padded[DTENSOR_MAX_TENSOR_RANK];
+  dtensorLayoutGetMaxLocalShape(&l, padded);
+  return dtRunCount(l.rank, padded);
+}
+
+/* Calls `visit(e, g)` for each element `e` of this rank's padded block of
+ * `t`, with its global linear index `g` (-1 for padding). */
+typedef void (*VisitFn)(void *user, int64_t e, int64_t g);
+static void forBlock(const DtensorRunner *r, const DtensorRunTensor *t,
+                     int rank, VisitFn visit, void *user) {
+  DtensorLayout l;
+  layoutOf(r, t, &l);
+  int64_t padded[DTENSOR_MAX_TENSOR_RANK], real[DTENSOR_MAX_TENSOR_RANK];
+  dtensorLayoutGetMaxLocalShape(&l, padded);
+  dtensorLayoutGetLocalShape(&l, rank, real);
+  int64_t n = dtRunCount(l.rank, padded);
+  for (int64_t e = 0; e < n; ++e) {
+    int64_t idx[DTENSOR_MAX_TENSOR_RANK], g[DTENSOR_MAX_TENSOR_RANK];
+    dtUnravel(e, l.rank, padded, idx);
+    bool inside = true;
+    for (int d = 0; d < l.rank; ++d)
+      inside &= idx[d] < real[d];
+    if (inside)
+      dtensorLayoutLocalToGlobal(&l, rank, idx, g);
+    visit(user, e, inside ? dtRavel(l.rank, l.shape, g) : -1);
+  }
+}
+
+typedef struct Fill {
+  void *block;
+  const void *global;
+  DtrtDtype dtype;
+  bool neutral;        /* a pending sum or product this rank does not own */
+  double neutralValue; /* 0 for a sum, 1 for a product */
+} Fill;
+
+/* Padding holds NaN for floats, a huge value for integers, so a program
+ * that let padding into a result differs from the reference. */
+static void fillElement(void *user, int64_t e, int64_t g) {
+  Fill *f = user;
+  double padding = dtRunIsFloat(f->dtype) ? NAN : 1e9;
+  dtRunStore(f->block, f->dtype, e,
+             g < 0        ? padding
+             : f->neutral ? f->neutralValue
+                          : dtRunLoad(f->global, f->dtype, g));
+}
+
+/* The one reduce kind of `t`'s pending (Partial) mesh axes, NONE if it has
+ * none; false for several kinds, which no reduction of the blocks turns
+ * into one global value. */
+static bool partialKind(const DtensorRunner *r, const DtensorRunTensor *t,
+                        DtensorReduceKind *out, DtensorDiag *outDiag) {
+  *out = DTENSOR_REDUCE_NONE;
+  for (int a = 0; a < dtensorMeshGetRank(r->mesh); ++a) {
+    DtensorReduceKind k = t->spec.partial[a];
+    if (k == DTENSOR_REDUCE_NONE)
+      continue;
+    if (*out != DTENSOR_REDUCE_NONE && *out != k)
+      return dtDiag(outDiag, -1,
+                    "'%s' is pending reductions of two kinds; the runner "
+                    "builds and checks one kind",
+                    t->name);
+    *out = k;
+  }
+  return true;
+}
+
+/* Whether this rank's block of a Partial argument holds the neutral value
+ * (a sum or product is given whole by the ranks at coordinate 0 of its
+ * pending axes; max, min and avg by every rank). */
+static bool ownsPartial(const DtensorRunner *r, const DtensorRunTensor *t,
+                        int rank, DtensorReduceKind kind) {
+  if (kind != DTENSOR_REDUCE_SUM && kind != DTENSOR_REDUCE_PROD)
+    return true;
+  int64_t coords[DTENSOR_MAX_MESH_RANK];
+  dtensorMeshGetCoords(r->mesh, rank, coords);
+  for (int a = 0; a < dtensorMeshGetRank(r->mesh); ++a)
+    if (t->spec.partial[a] != DTENSOR_REDUCE_NONE && coords[a] != 0)
+      return false;
+  return true;
+}
+
+/* This rank's blocks of the arguments (descriptors of padded blocks). */
+static bool makeBlocks(const DtensorRunner *r, int rank, int64_t **descs,
+                       DtensorDiag *outDiag) {
+  for (int a = 0; a < r->numArgs; ++a) {
+    const DtensorRunTensor *t = &r->args[a];
+    DtensorLayout l;
+    layoutOf(r, t, &l);
+    int64_t padded[DTENSOR_MAX_TENSOR_RANK];
+    dtensorLayoutGetMaxLocalShape(&l, padded);
+    DtensorReduceKind kind;
+    if (!partialKind(r, t, &kind, outDiag))
+      return false;
+    Fill f = {dtRunAlloc(t, dtRunCount(l.rank, padded), "the block of argument",
+                         outDiag),
+              r->globals[a], t->dtype, !ownsPartial(r, t, rank, kind),
+              kind == DTENSOR_REDUCE_PROD ? 1.0 : 0.0};
+    if (!f.block)
+      return false;
+    forBlock(r, t, rank, fillElement, &f);
+    descs[a] = dtRunDescriptor(f.block, l.rank, padded);
+    if (!descs[a]) {
+      free(f.block);
+      return dtDiag(outDiag, -1, "out of memory");
+    }
+  }
+  return true;
+}
+
+/* Loads (or saves) the blocks of `tensors` — each an argument descriptor
+ * or a result's first element — collectively under their layouts. */
+static bool checkpointIo(const DtensorRunner *r, const char *dir,
+                         const DtensorRunTensor *tensors, int n, void **data,
+                         bool save, DtensorDiag *outDiag) {
+  DtrtTensor *ts = calloc((size_t)n + 1, sizeof(DtrtTensor));
+  char (*specs)[256] = calloc((size_t)n + 1, sizeof(*specs));
+  if (!ts || !specs) {
+    free(ts);
+    free(specs);
+    return dtDiag(outDiag, -1, "out of memory");
+  }
+  for (int i = 0; i < n; ++i) {
+    const DtensorRunTensor *t = &tensors[i];
+    dtensorShardingSpecPrint(&t->spec, specs[i], sizeof(specs[i]));
+    void *block = save ? data[i] : (void *)(intptr_t)((int64_t *)data[i])[1];
+    ts[i] = (DtrtTensor){t->name,     t->dtype, t->rank, t->shape,
+                         r->meshText, specs[i], block};
+  }
+  DtrtContext *c = dtrtProcessContext();
+  DtrtStatus s = save ? dtrtCheckpointSave(c, dir, n, ts)
+                      : dtrtCheckpointLoad(c, dir, n, ts);
+  free(ts);
+  free(specs);
+  if (s != DTRT_OK)
+    return dtDiag(outDiag, -1, "rank %d: %s: %s", dtrtRank(c),
+                  save ? "save" : "load", dtrtLastError(c));
+  return true;
+}
+
+/* Resolves a Partial result block in place: one all_reduce per pending
+ * mesh axis, so every rank holds the value the check compares. */
+static bool resolvePartial(const DtensorRunner *r, const DtensorRunTensor *t,
+                           void *block, int rank, DtensorDiag *outDiag) {
+  DtensorReduceKind kind;
+  if (!partialKind(r, t, &kind, outDiag))
+    return false;
+  if (kind == DTENSOR_REDUCE_NONE)
+    return true;
+  DtrtContext *c = dtrtProcessContext();
+  int meshRank = dtensorMeshGetRank(r->mesh);
+  int64_t shape[DTENSOR_MAX_MESH_RANK];
+  for (int a = 0; a < meshRank; ++a)
+    shape[a] = dtensorMeshGetAxisSize(r->mesh, a);
+  for (int a = 0; a < meshRank; ++a) {
+    if (t->spec.partial[a] == DTENSOR_REDUCE_NONE)
+      continue;
+    DtrtComm *comm;
+    if (dtrtCommForMeshAxes(c, meshRank, shape, 1, &a, &comm) != DTRT_OK ||
+        dtrtAllReduce(comm, block, block, (size_t)blockCount(r, t), t->dtype,
+                      (DtrtReduce)(kind - 1)) != DTRT_OK)
+      return dtDiag(outDiag, -1, "rank %d: resolving '%s': %s", rank, t->name,
+                    dtrtLastError(c));
+  }
+  return true;
+}
+
+typedef struct Compare {
+  const void *got, *want;
+  DtrtDtype dtype;
+  double scale; /* the reference's largest magnitude */
+  double maxErr;
+  int64_t bad, compared;
+} Compare;
+
+static void compareElement(void *user, int64_t e, int64_t g) {
+  Compare *c = user;
+  if (g < 0)
+    return;
+  double want = dtRunLoad(c->want, c->dtype, g);
+  double err = fabs(dtRunLoad(c->got, c->dtype, e) - want);
+  if (isnan(err))
+    err = INFINITY;
+  if (err > c->maxErr)
+    c->maxErr = err;
+  /* Floats: within 1e-4 relative, or 1e-5 of the result's scale (sums of
+   * many terms near zero keep the rounding of the large ones); f16 and
+   * bf16 (11 and 8 significant bits, partial sums rounded to them in
+   * collectives) within 2e-2 and 1e-2. */
+  bool half = c->dtype == DTRT_F16 || c->dtype == DTRT_BF16;
+  double rtol = half ? 2e-2 : 1e-4, stol = half ? 1e-2 : 1e-5;
+  c->bad += dtRunIsFloat(c->dtype)
+                ? err > rtol * fabs(want) + stol * (c->scale > 1 ? c->scale : 1)
+                : err != 0;
+  ++c->compared;
+}
+
+/* Compares every result block with the reference. */
+static void compareResults(const DtensorRunner *r, int rank, void **out,
+                           DtensorRankReport *report) {
+  for (int k = 0; k < r->numResults; ++k) {
+    const DtensorRunTensor *t = &r->results[k];
+    double scale = 0;
+    for (int64_t e = 0; e < dtRunCount(t->rank, t->shape); ++e) {
+      double v = fabs(dtRunLoad(r->referenceData[k], t->dtype, e));
+      scale = v > scale ? v : scale;
+    }
+    Compare c = {out[k], r->referenceData[k], t->dtype, scale, 0, 0, 0};
+    forBlock(r, t, rank, compareElement, &c);
+    if (c.maxErr > report->maxAbsError)
+      report->maxAbsError = c.maxErr;
+    report->different += c.bad;
+    report->compared += c.compared;
+  }
+}
+
+static double monotonicSeconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int compareTimes(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return (a > b) - (a < b);
+}
+
+/* Runs the entry `repeat` more times on the arguments as they were before
+ * the checked run (`saved`, restored before each step, untimed), every
+ * step after a barrier of all ranks. Results of the timed steps are freed,
+ * as a training loop would. */
+static bool timeSteps(const DtensorRunner *r, int rank, int repeat,
+                      int64_t **descs, void *const *saved,
+                      DtensorRankReport *report, DtensorDiag *outDiag) {
+  double *times = calloc((size_t)repeat, sizeof(double));
+  if (!times)
+    return dtDiag(outDiag, -1, "out of memory");
+  DtrtContext *c = dtrtProcessContext();
+  bool ok = true;
+  for (int s = 0; s < repeat && ok; ++s) {
+    for (int a = 0; a < r->numArgs; ++a)
+      memcpy((void *)(intptr_t)descs[a][1], saved[a],
+             (size_t)blockCount(r, &r->args[a]) *
+                 dtrtDtypeSize(r->args[a].dtype));
+    if (dtrtBarrier(dtrtCommWorld(c)) != DTRT_OK) {
+      free(times);
+      return dtDiag(outDiag, -1, "rank %d: barrier: %s", rank,
+                    dtrtLastError(c));
+    }
+    double t0 = monotonicSeconds();
+    ok = dtRunInvoke(r, r->spmd, descs, NULL, NULL, outDiag);
+    times[s] = monotonicSeconds() - t0;
+  }
+  if (ok) {
+    qsort(times, (size_t)repeat, sizeof(double), compareTimes);
+    report->steps = repeat;
+    report->minStepSeconds = times[0];
+    report->medianStepSeconds = times[repeat / 2];
+  }
+  free(times);
+  return ok;
+}
+
+/* Copies of the argument blocks as given, for the timed steps (the program
+ * may write its arguments in place). */
+static bool saveBlocks(const DtensorRunner *r, int64_t **descs, void **saved,
+                       DtensorDiag *outDiag) {
+  for (int a = 0; a < r->numArgs; ++a) {
+    const DtensorRunTensor *t = &r->args[a];
+    int64_t count = blockCount(r, t);
+    saved[a] = dtRunAlloc(t, count, "the saved block of argument", outDiag);
+    if (!saved[a])
+      return false;
+    memcpy(saved[a], (void *)(intptr_t)descs[a][1],
+           (size_t)count * dtrtDtypeSize(t->dtype));
+  }
+  return true;
+}
+
+/* The checked run: the program on this rank's blocks, the results saved,
+ * resolved and compared. */
+static bool checkedRun(DtensorRunner *r, int rank, const DtensorRankOptions *o,
+                       int64_t **descs, void **out, void **outAlloc,
+                       DtensorRankReport *report, DtensorDiag *outDiag) {
+  if (!dtRunInvoke(r, r->spmd, descs, out, outAlloc, outDiag))
+    return false;
+  if (o->saveDir && !checkpointIo(r, o->saveDir, r->results, r->numResults, out,
+                                  true, outDiag))
+    return false;
+  /* Partial results: each rank holds a contribution; reduced here, so the
+   * check sees the value the layout stands for. */
+  for (int k = 0; k < r->numResults; ++k)
+    if (!resolvePartial(r, &r->results[k], out[k], rank, outDiag))
+      return false;
+  compareResults(r, rank, out, report);
+  return true;
+}
+
+bool dtensorRunnerRunRank(DtensorRunner *r, int rank,
+                          const DtensorRankOptions *o,
+                          DtensorRankReport *outReport, DtensorDiag *outDiag) {
+  memset(outReport, 0, sizeof(*outReport));
+  if (!r->referenceData[0])
+    return dtDiag(outDiag, -1,
+                  "the reference is not computed "
+                  "(dtensorRunnerComputeReference first)");
+  size_t n = (size_t)r->numArgs + 1;
+  int64_t **descs = calloc(n, sizeof(int64_t *));
+  void **saved = calloc(n, sizeof(void *));
+  void **out = calloc((size_t)r->numResults, sizeof(void *));
+  void **outAlloc = calloc((size_t)r->numResults, sizeof(void *));
+  bool ok = descs && saved && out && outAlloc;
+  if (!ok)
+    dtDiag(outDiag, -1, "out of memory");
+  ok = ok && makeBlocks(r, rank, descs, outDiag);
+  /* From a checkpoint: each rank reads its blocks (the padding stays as
+   * filled). */
+  ok = ok && (!o->loadDir || checkpointIo(r, o->loadDir, r->args, r->numArgs,
+                                          (void **)descs, false, outDiag));
+  ok = ok && (!o->repeat || saveBlocks(r, descs, saved, outDiag));
+  ok = ok && checkedRun(r, rank, o, descs, out, outAlloc, outReport, outDiag);
+  if (ok && !outReport->different && o->repeat > 0)
+    ok = timeSteps(r, rank, o->repeat, descs, saved, outReport, outDiag);
+  /* The caller owns results (buffer-deallocation-pipeline clones what it
+   * returns), so none is an argument's block. */
+  for (int k = 0; outAlloc && k < r->numResults; ++k) {
+    for (int j = 0; j < k && outAlloc[k]; ++j)
+      if (outAlloc[j] == outAlloc[k])
+        outAlloc[k] = NULL;
+    free(outAlloc[k]);
+  }
+  for (size_t a = 0; a + 1 < n && descs && saved; ++a) {
+    if (descs[a])
+      free((void *)(intptr_t)descs[a][0]);
+    free(descs[a]);
+    free(saved[a]);
+  }
+  free(descs);
+  free(saved);
+  free(out);
+  free(outAlloc);
+  return ok;
+}

@@ -1,0 +1,577 @@
+/* The differential runner (dtensor-c/Runner.h): compiles an annotated
+ * program twice with the ExecutionEngine — the single-device reference and
+ * the dtensor-spmd program — reads the entry's signature, makes the global
+ * inputs (deterministic, or from a checkpoint) and computes the reference.
+ * One rank's run is in RunRank.c. */
+#include "RunnerInternal.h"
+
+#include "Dialect/DialectInternal.h"
+#include "Support/Support.h"
+#include "Transforms/RuntimeCall.h"
+
+#include "dtensor-c/Dialect.h"
+#include "dtensor-c/Passes.h"
+#include "dtensor-rt/Checkpoint.h"
+#include "mlir-c/BuiltinAttributes.h"
+#include "mlir-c/BuiltinTypes.h"
+#include "mlir-c/Pass.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- elements and buffers ------------------------------------------------ */
+
+bool dtRunIsFloat(DtrtDtype t) {
+  return t == DTRT_F32 || t == DTRT_F64 || t == DTRT_F16 || t == DTRT_BF16;
+}
+
+double dtRunLoad(const void *data, DtrtDtype t, int64_t i) {
+  double v;
+  dtrtConvert((const char *)data + (size_t)i * dtrtDtypeSize(t), t, &v,
+              DTRT_F64, 1);
+  return v;
+}
+
+void dtRunStore(void *data, DtrtDtype t, int64_t i, double v) {
+  dtrtConvert(&v, DTRT_F64, (char *)data + (size_t)i * dtrtDtypeSize(t), t, 1);
+}
+
+int64_t dtRunCount(int rank, const int64_t *shape) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; ++i)
+    n *= shape[i];
+  return n;
+}
+
+void *dtRunAlloc(const DtensorRunTensor *t, int64_t elements, const char *what,
+                 DtensorDiag *outDiag) {
+  size_t es = dtrtDtypeSize(t->dtype);
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
+  double memory = pages > 0 && pageSize > 0 ? (double)pages * pageSize : 0;
+  double bytes = ((double)elements + 1) * (double)es;
+  bool tooBig = memory > 0 && bytes > memory;
+  void *p = elements < 0 || tooBig || bytes > (double)SIZE_MAX
+                ? NULL
+                : calloc((size_t)elements + 1, es);
+  double gib = 1024.0 * 1024 * 1024;
+  if (!p && tooBig)
+    dtDiag(outDiag, -1,
+           "%s '%s' needs %.0f bytes (%.2f GiB), more than this machine's "
+           "memory (%.2f GiB)",
+           what, t->name, bytes, bytes / gib, memory / gib);
+  else if (!p)
+    dtDiag(outDiag, -1,
+           "%s '%s' needs %.0f bytes (%.2f GiB), which could not be "
+           "allocated",
+           what, t->name, bytes, bytes / gib);
+  return p;
+}
+
+int64_t *dtRunDescriptor(void *data, int rank, const int64_t *shape) {
+  int64_t *d = calloc((size_t)(3 + 2 * rank), sizeof(int64_t));
+  if (!d)
+    return NULL;
+  d[0] = d[1] = (int64_t)(intptr_t)data;
+  int64_t stride = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    d[3 + i] = shape[i];
+    d[3 + rank + i] = stride;
+    stride *= shape[i];
+  }
+  return d;
+}
+
+bool dtRunInvoke(const DtensorRunner *r, MlirExecutionEngine jit,
+                 int64_t **argDescs, void **outData, void **outAlloc,
+                 DtensorDiag *outDiag) {
+  size_t words = 0;
+  for (int k = 0; k < r->numResults; ++k)
+    words += 3 + 2 * (size_t)r->results[k].rank;
+  int64_t *packed = calloc(words + 1, sizeof(int64_t));
+  void **slots = calloc((size_t)r->numArgs + 1, sizeof(void *));
+  void **ptrs = calloc((size_t)r->numArgs + 1, sizeof(void *));
+  bool ok = packed && slots && ptrs;
+  if (ok) {
+    /* The results' descriptors come back through the first argument. */
+    ptrs[0] = packed;
+    slots[0] = &ptrs[0];
+    for (int i = 0; i < r->numArgs; ++i) {
+      ptrs[i + 1] = argDescs[i];
+      slots[i + 1] = &ptrs[i + 1];
+    }
+    ok = mlirLogicalResultIsSuccess(mlirExecutionEngineInvokePacked(
+        jit, mlirStringRefCreateFromCString(r->entry), slots));
+    if (!ok)
+      dtDiag(outDiag, -1, "cannot call '%s'", r->entry);
+  } else {
+    dtDiag(outDiag, -1, "out of memory");
+  }
+  const int64_t *d = packed;
+  for (int k = 0; ok && k < r->numResults; ++k) {
+    if (outData) {
+      outData[k] = (char *)(intptr_t)d[1] +
+                   d[2] * (int64_t)dtrtDtypeSize(r->results[k].dtype);
+      outAlloc[k] = (void *)(intptr_t)d[0];
+    } else { /* the caller owns results (buffer-deallocation-pipeline) */
+      free((void *)(intptr_t)d[0]);
+    }
+    d += 3 + 2 * r->results[k].rank;
+  }
+  free(packed);
+  free(slots);
+  free(ptrs);
+  return ok;
+}
+
+/* ---- compiling ----------------------------------------------------------- */
+
+static MlirOperation findEntry(MlirOperation module, const char *entry) {
+  MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(module, 0));
+  for (MlirOperation op = mlirBlockGetFirstOperation(top);
+       !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op)) {
+    if (!dtIsOp(op, "func.func") ||
+        mlirBlockIsNull(mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0))))
+      continue;
+    MlirStringRef name = mlirStringAttrGetValue(mlirOperationGetAttributeByName(
+        op, mlirStringRefCreateFromCString("sym_name")));
+    if (!entry ||
+        mlirStringRefEqual(name, mlirStringRefCreateFromCString(entry)))
+      return op;
+  }
+  return (MlirOperation){NULL};
+}
+
+static MlirOperation findMesh(MlirOperation module) {
+  MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(module, 0));
+  for (MlirOperation op = mlirBlockGetFirstOperation(top);
+       !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op))
+    if (dtIsOp(op, "dtensor.mesh"))
+      return op;
+  return (MlirOperation){NULL};
+}
+
+/* Runs `pipeline` (dtensorPassManagerAddPipeline's text), then, if
+ * `toLLVM`, dtensor-to-llvm on `module`; the passes' errors go to the
+ * context's diagnostic handler. */
+static bool runPipeline(MlirOperation module, const char *pipeline, bool toLLVM,
+                        DtensorDiag *outDiag) {
+  MlirPassManager pm = mlirPassManagerCreate(mlirOperationGetContext(module));
+  MlirOpPassManager opm = mlirPassManagerGetAsOpPassManager(pm);
+  bool ok = mlirLogicalResultIsSuccess(dtensorPassManagerAddPipeline(
+      opm, mlirStringRefCreateFromCString(pipeline), outDiag));
+  if (ok && toLLVM)
+    ok = mlirLogicalResultIsSuccess(dtensorAddToLLVMPipeline(opm, outDiag));
+  if (ok && mlirLogicalResultIsFailure(mlirPassManagerRunOnOp(pm, module)))
+    ok = dtDiag(outDiag, -1, "%s%s%s failed (its errors are above)", pipeline,
+                *pipeline && toLLVM ? ", " : "",
+                toLLVM ? "dtensor-to-llvm" : "");
+  mlirPassManagerDestroy(pm);
+  return ok;
+}
+
+/* The entry's argument or result `pos` (`isResult`) into `t`. */
+static bool readTensor(DtensorRunner *r, MlirOperation func, bool isResult,
+                       int pos, DtensorRunTensor *t, DtensorDiag *outDiag) {
+  MlirType fnType = mlirTypeAttrGetValue(mlirOperationGetAttributeByName(
+      func, mlirStringRefCreateFromCString("function_type")));
+  MlirType type = isResult ? mlirFunctionTypeGetResult(fnType, pos)
+                           : mlirFunctionTypeGetInput(fnType, pos);
+  int64_t code = 0;
+  if (!mlirTypeIsARankedTensor(type) ||
+      !dtRtTypeName(mlirShapedTypeGetElementType(type), &code))
+    return dtDiag(outDiag, -1,
+                  "the entry's %s %d is not a ranked tensor of f32, f64, "
+                  "f16, bf16, i32 or i64, the types dtensor-run builds "
+                  "inputs for and compares",
+                  isResult ? "result" : "argument", pos);
+  t->dtype = (DtrtDtype)code;
+  MlirAttribute list = mlirOperationGetAttributeByName(
+      func,
+      mlirStringRefCreateFromCString(isResult ? "res_attrs" : "arg_attrs"));
+  MlirAttribute dict =
+      mlirAttributeIsNull(list) ? list : mlirArrayAttrGetElement(list, pos);
+  MlirAttribute global = {NULL}, layout = {NULL}, name = {NULL};
+  if (!mlirAttributeIsNull(dict)) {
+    global = mlirDictionaryAttrGetElementByName(
+        dict, mlirStringRefCreateFromCString(DT_ATTR_GLOBAL_SHAPE));
+    layout = mlirDictionaryAttrGetElementByName(
+        dict, mlirStringRefCreateFromCString(DT_ATTR_LAYOUT));
+    name = mlirDictionaryAttrGetElementByName(
+        dict, mlirStringRefCreateFromCString(DT_ATTR_NAME));
+  }
+  if (!mlirAttributeIsNull(name) && mlirAttributeIsAString(name)) {
+    MlirStringRef v = mlirStringAttrGetValue(name);
+    snprintf(t->name, sizeof(t->name), "%.*s", (int)v.length, v.data);
+  } else {
+    snprintf(t->name, sizeof(t->name), "%s%d", isResult ? "result" : "arg",
+             pos);
+  }
+  t->rank = (int)mlirShapedTypeGetRank(type);
+  for (int d = 0; d < t->rank; ++d)
+    t->shape[d] = mlirAttributeIsNull(global)
+                      ? mlirShapedTypeGetDimSize(type, d)
+                      : mlirDenseI64ArrayGetElement(global, d);
+  dtensorShardingSpecInitReplicated(t->rank, &t->spec);
+  if (mlirAttributeIsNull(layout))
+    return true;
+  DtensorLayoutAttrParts parts;
+  DtensorDiag diag;
+  if (!dtensorLayoutAttrGetParts(layout, &parts) ||
+      !dtensorShardingSpecParse(parts.spec, r->mesh, &t->spec, &diag))
+    return dtDiag(outDiag, -1, "the layout of the entry's %s %d does not read",
+                  isResult ? "result" : "argument", pos);
+  return true;
+}
+
+/* The partitioned entry's signature: global shapes, layouts and names. */
+static bool readSignature(DtensorRunner *r, MlirOperation func,
+                          DtensorDiag *outDiag) {
+  MlirType fnType = mlirTypeAttrGetValue(mlirOperationGetAttributeByName(
+      func, mlirStringRefCreateFromCString("function_type")));
+  r->numArgs = (int)mlirFunctionTypeGetNumInputs(fnType);
+  r->numResults = (int)mlirFunctionTypeGetNumResults(fnType);
+  if (r->numResults < 1)
+    return dtDiag(outDiag, -1,
+                  "the entry returns nothing; it must return at least one "
+                  "tensor to compare");
+  r->args = calloc((size_t)r->numArgs + 1, sizeof(DtensorRunTensor));
+  r->results = calloc((size_t)r->numResults, sizeof(DtensorRunTensor));
+  r->globals = calloc((size_t)r->numArgs + 1, sizeof(void *));
+  r->referenceData = calloc((size_t)r->numResults, sizeof(void *));
+  r->referenceAlloc = calloc((size_t)r->numResults, sizeof(void *));
+  r->referenceInputs = calloc((size_t)r->numArgs + 1, sizeof(void *));
+  if (!r->args || !r->results || !r->globals || !r->referenceData ||
+      !r->referenceAlloc || !r->referenceInputs)
+    return dtDiag(outDiag, -1, "out of memory");
+  for (int i = 0; i < r->numArgs; ++i)
+    if (!readTensor(r, func, false, i, &r->args[i], outDiag))
+      return false;
+  for (int k = 0; k < r->numResults; ++k)
+    if (!readTensor(r, func, true, k, &r->results[k], outDiag))
+      return false;
+  return true;
+}
+
+/* The runtime's functions, which compiled programs call, for the JIT. */
+static void registerRuntime(MlirExecutionEngine jit) {
+  static const struct {
+    const char *name;
+    void *fn;
+  } kSymbols[] = {
+#define DT_RUN_TYPED(suffix, code)                                             \
+  {"dtrt_mlir_collective_" #suffix, (void *)dtrt_mlir_collective_##suffix},    \
+      {"dtrt_mlir_permute_" #suffix, (void *)dtrt_mlir_permute_##suffix},
+      DTRT_TYPED_SUFFIXES(DT_RUN_TYPED)
+#undef DT_RUN_TYPED
+          {"dtrt_mlir_mesh_coord", (void *)dtrt_mlir_mesh_coord},
+      {"dtrt_mlir_init", (void *)dtrt_mlir_init},
+      {"_mlir_memref_to_llvm_alloc", (void *)_mlir_memref_to_llvm_alloc},
+      {"_mlir_memref_to_llvm_aligned_alloc",
+       (void *)_mlir_memref_to_llvm_aligned_alloc},
+      {"_mlir_memref_to_llvm_free", (void *)_mlir_memref_to_llvm_free},
+#define DT_CONTRACT_SYMBOL(a, b, c)                                            \
+  {"dtrt_mlir_contract_" #a "_" #b "_" #c,                                     \
+   (void *)dtrt_mlir_contract_##a##_##b##_##c},
+      DTRT_CONTRACT_TYPES(DT_CONTRACT_SYMBOL)
+#undef DT_CONTRACT_SYMBOL
+  };
+  for (size_t k = 0; k < sizeof(kSymbols) / sizeof(kSymbols[0]); ++k)
+    mlirExecutionEngineRegisterSymbol(
+        jit, mlirStringRefCreateFromCString(kSymbols[k].name), kSymbols[k].fn);
+}
+
+static MlirExecutionEngine jitCompile(MlirOperation module) {
+  /* Bufferization may copy buffers with memrefCopy, from MLIR's C runner
+   * utilities. */
+  MlirStringRef libs[1] = {mlirStringRefCreateFromCString(
+      DTENSOR_MLIR_LIB_DIR "/libmlir_c_runner_utils.so")};
+  MlirExecutionEngine jit = mlirExecutionEngineCreate(
+      mlirModuleFromOperation(module), 2, 1, libs, false, false);
+  if (!mlirExecutionEngineIsNull(jit))
+    registerRuntime(jit);
+  return jit;
+}
+
+/* The entry and the mesh of `module` (a shard-dialect or GSPMD program is
+ * imported first). */
+static bool findEntryAndMesh(DtensorRunner *r, MlirOperation module,
+                             const char *entry, DtensorDiag *outDiag) {
+  if (mlirOperationIsNull(findMesh(module)) &&
+      !runPipeline(module, "dtensor-import-shard, dtensor-import-gspmd", false,
+                   outDiag))
+    return false;
+  MlirOperation func = findEntry(module, entry), meshOp = findMesh(module);
+  if (mlirOperationIsNull(func) && entry)
+    return dtDiag(outDiag, -1, "the program has no function '%s' (--entry)",
+                  entry);
+  if (mlirOperationIsNull(func))
+    return dtDiag(outDiag, -1,
+                  "the program has no entry function (a function with a "
+                  "body)");
+  if (mlirOperationIsNull(meshOp))
+    return dtDiag(outDiag, -1, "the program has no dtensor.mesh");
+  MlirStringRef name = mlirStringAttrGetValue(mlirOperationGetAttributeByName(
+      func, mlirStringRefCreateFromCString("sym_name")));
+  if (name.length >= sizeof(r->entry))
+    return dtDiag(outDiag, -1, "the entry's name is too long");
+  /* mlirExecutionEngineInvokePacked adds the "_mlir_ciface_" itself. */
+  snprintf(r->entry, sizeof(r->entry), "%.*s", (int)name.length, name.data);
+  DtensorDiag diag;
+  r->mesh = dtensorMeshCreateFromOp(meshOp, &diag);
+  if (!r->mesh)
+    return dtDiag(outDiag, -1, "its dtensor.mesh is not valid: %s",
+                  diag.message);
+  dtensorMeshPrint(r->mesh, r->meshText, sizeof(r->meshText));
+  mlirOperationSetDiscardableAttributeByName(
+      func, mlirStringRefCreateFromCString("llvm.emit_c_interface"),
+      mlirUnitAttrGet(r->ctx));
+  return true;
+}
+
+/* Compiles the reference (a copy without annotations) and the SPMD program
+ * (partitioned, its signature read, then lowered). */
+static bool compile(DtensorRunner *r, MlirOperation module,
+                    DtensorDiag *outDiag) {
+  MlirOperation ref = mlirOperationClone(module);
+  dtensorStripToSingleDevice(ref);
+  bool ok = runPipeline(ref, "", true, outDiag);
+  if (ok)
+    r->reference = jitCompile(ref);
+  mlirOperationDestroy(ref);
+  if (!ok)
+    return false;
+  if (!runPipeline(module, "dtensor-spmd", false, outDiag) ||
+      !readSignature(r, findEntry(module, r->entry), outDiag) ||
+      !runPipeline(module, "", true, outDiag))
+    return false;
+  r->spmd = jitCompile(module);
+  if (mlirExecutionEngineIsNull(r->reference) ||
+      mlirExecutionEngineIsNull(r->spmd))
+    return dtDiag(outDiag, -1,
+                  "the ExecutionEngine did not compile the program");
+  return true;
+}
+
+/* The deterministic global inputs: small values, integers for integer
+ * types (so sums and products stay exact). */
+static bool makeInputs(DtensorRunner *r, DtensorDiag *outDiag) {
+  for (int a = 0; a < r->numArgs; ++a) {
+    const DtensorRunTensor *t = &r->args[a];
+    int64_t count = dtRunCount(t->rank, t->shape);
+    r->globals[a] = dtRunAlloc(t, count, "argument", outDiag);
+    if (!r->globals[a])
+      return false;
+    for (int64_t e = 0; e < count; ++e) {
+      int64_t v = (e * 37 + a * 11) % 101;
+      dtRunStore(r->globals[a], t->dtype, e,
+                 dtRunIsFloat(t->dtype) ? (double)v / 101.0 - 0.5
+                                        : (double)(v - 50));
+    }
+  }
+  return true;
+}
+
+DtensorRunner *dtensorRunnerCreate(MlirOperation module, const char *entry,
+                                   DtensorDiag *outDiag) {
+  DtensorRunner *r = calloc(1, sizeof(DtensorRunner));
+  if (!r) {
+    mlirOperationDestroy(module);
+    dtDiag(outDiag, -1, "out of memory");
+    return NULL;
+  }
+  r->ctx = mlirOperationGetContext(module);
+  bool ok = findEntryAndMesh(r, module, entry, outDiag) &&
+            compile(r, module, outDiag) && makeInputs(r, outDiag);
+  mlirOperationDestroy(module);
+  if (!ok) {
+    dtensorRunnerDestroy(r);
+    return NULL;
+  }
+  return r;
+}
+
+/* Frees the reference's inputs and results, each buffer once (a result may
+ * be an input, or another result). */
+static void freeReference(DtensorRunner *r) {
+  int n = r->numArgs + r->numResults;
+  for (int i = 0; r->referenceInputs && r->referenceAlloc && i < n; ++i) {
+    void **slot = i < r->numArgs ? &r->referenceInputs[i]
+                                 : &r->referenceAlloc[i - r->numArgs];
+    for (int j = 0; j < i && *slot; ++j)
+      if (*slot == (j < r->numArgs ? r->referenceInputs[j]
+                                   : r->referenceAlloc[j - r->numArgs]))
+        *slot = NULL;
+  }
+  for (int a = 0; r->referenceInputs && a < r->numArgs; ++a) {
+    free(r->referenceInputs[a]);
+    r->referenceInputs[a] = NULL;
+  }
+  for (int k = 0; r->referenceAlloc && k < r->numResults; ++k) {
+    free(r->referenceAlloc[k]);
+    r->referenceAlloc[k] = r->referenceData[k] = NULL;
+  }
+}
+
+void dtensorRunnerDestroy(DtensorRunner *r) {
+  if (!r)
+    return;
+  if (!mlirExecutionEngineIsNull(r->reference))
+    mlirExecutionEngineDestroy(r->reference);
+  if (!mlirExecutionEngineIsNull(r->spmd))
+    mlirExecutionEngineDestroy(r->spmd);
+  for (int a = 0; r->globals && a < r->numArgs; ++a)
+    free(r->globals[a]);
+  freeReference(r);
+  free(r->globals);
+  free(r->referenceData);
+  free(r->referenceAlloc);
+  free(r->referenceInputs);
+  free(r->args);
+  free(r->results);
+  dtensorMeshDestroy(r->mesh);
+  free(r);
+}
+
+const DtensorMesh *dtensorRunnerGetMesh(const DtensorRunner *r) {
+  return r->mesh;
+}
+
+const char *dtensorRunnerGetEntry(const DtensorRunner *r) { return r->entry; }
+
+int dtensorRunnerGetNumArguments(const DtensorRunner *r) { return r->numArgs; }
+
+int dtensorRunnerGetNumResults(const DtensorRunner *r) { return r->numResults; }
+
+const DtensorRunTensor *dtensorRunnerGetArgument(const DtensorRunner *r,
+                                                 int i) {
+  return i >= 0 && i < r->numArgs ? &r->args[i] : NULL;
+}
+
+const DtensorRunTensor *dtensorRunnerGetResult(const DtensorRunner *r, int k) {
+  return k >= 0 && k < r->numResults ? &r->results[k] : NULL;
+}
+
+void *dtensorRunnerGetArgumentData(DtensorRunner *r, int i) {
+  return i >= 0 && i < r->numArgs ? r->globals[i] : NULL;
+}
+
+const void *dtensorRunnerGetReference(const DtensorRunner *r, int k) {
+  return k >= 0 && k < r->numResults ? r->referenceData[k] : NULL;
+}
+
+/* ---- inputs from a checkpoint and the reference -------------------------- */
+
+/* "f32 16x64" for messages. */
+static void typeText(DtrtDtype dtype, int rank, const int64_t *shape, char *out,
+                     size_t size) {
+  DtBuf b = dtBufInit(out, size);
+  dtBufPrintf(&b, "%s ", dtrtDtypeName(dtype));
+  for (int d = 0; d < rank; ++d)
+    dtBufPrintf(&b, "%s%lld", d ? "x" : "", (long long)shape[d]);
+  if (rank == 0)
+    dtBufPrintf(&b, "scalar");
+}
+
+/* Reads argument `index` whole from the checkpoint, after checking its
+ * element type and shape. */
+static bool readArgument(const char *dir, const DtrtCheckpoint *c, int index,
+                         const DtensorRunTensor *t, void *out,
+                         DtensorDiag *outDiag) {
+  char err[512], want[128], have[128] = "";
+  bool found = false, same = false;
+  for (int i = 0; i < dtrtCheckpointNumTensors(c) && !found; ++i) {
+    DtrtTensor saved;
+    dtrtCheckpointGetTensor(c, i, &saved, NULL, NULL);
+    found = !strcmp(saved.name, t->name);
+    same = found && saved.dtype == t->dtype && saved.rank == t->rank;
+    for (int d = 0; same && d < t->rank; ++d)
+      same = saved.shape[d] == t->shape[d];
+    if (found)
+      typeText(saved.dtype, saved.rank, saved.shape, have, sizeof(have));
+  }
+  typeText(t->dtype, t->rank, t->shape, want, sizeof(want));
+  if (!found)
+    return dtDiag(outDiag, -1,
+                  "%s/%s: no tensor '%s' for argument %d of the entry (%s; "
+                  "name an argument with {dtensor.name = \"...\"})",
+                  dir, DTRT_CHECKPOINT_METADATA, t->name, index, want);
+  if (!same)
+    return dtDiag(outDiag, -1,
+                  "%s/%s: '%s' is %s, but argument %d of the entry is %s", dir,
+                  DTRT_CHECKPOINT_METADATA, t->name, have, index, want);
+  size_t bytes =
+      dtrtDtypeSize(t->dtype) * (size_t)dtRunCount(t->rank, t->shape);
+  if (dtrtCheckpointReadTensor(dir, t->name, out, bytes, err, sizeof(err)) !=
+      DTRT_OK)
+    return dtDiag(outDiag, -1, "%s", err);
+  return true;
+}
+
+/* A positional tensor (arg<i>, as the Python package writes a list of
+ * inputs) that no argument takes is a mistake, not something to skip. */
+static bool checkPositional(const DtensorRunner *r, const char *dir,
+                            const DtrtCheckpoint *c, DtensorDiag *outDiag) {
+  for (int i = 0; i < dtrtCheckpointNumTensors(c); ++i) {
+    DtrtTensor saved;
+    dtrtCheckpointGetTensor(c, i, &saved, NULL, NULL);
+    const char *digits = saved.name + 3;
+    if (strncmp(saved.name, "arg", 3) || !*digits ||
+        strspn(digits, "0123456789") != strlen(digits))
+      continue;
+    bool taken = false;
+    for (int a = 0; a < r->numArgs && !taken; ++a)
+      taken = !strcmp(r->args[a].name, saved.name);
+    if (!taken)
+      return dtDiag(outDiag, -1,
+                    "%s/%s: '%s' is given, but the entry takes %d argument%s "
+                    "and none is '%s'",
+                    dir, DTRT_CHECKPOINT_METADATA, saved.name, r->numArgs,
+                    r->numArgs == 1 ? "" : "s", saved.name);
+  }
+  return true;
+}
+
+bool dtensorRunnerLoadArguments(DtensorRunner *r, const char *dir,
+                                DtensorDiag *outDiag) {
+  DtrtCheckpoint *c = NULL;
+  char err[DTENSOR_DIAG_MESSAGE_SIZE];
+  if (dtrtCheckpointOpen(dir, &c, err, sizeof(err)) != DTRT_OK)
+    return dtDiag(outDiag, -1, "%s", err);
+  bool ok = checkPositional(r, dir, c, outDiag);
+  for (int a = 0; ok && a < r->numArgs; ++a)
+    ok = readArgument(dir, c, a, &r->args[a], r->globals[a], outDiag);
+  dtrtCheckpointClose(c);
+  return ok;
+}
+
+bool dtensorRunnerComputeReference(DtensorRunner *r, DtensorDiag *outDiag) {
+  freeReference(r);
+  int64_t **descs = calloc((size_t)r->numArgs + 1, sizeof(int64_t *));
+  bool ok = descs != NULL;
+  if (!ok)
+    dtDiag(outDiag, -1, "out of memory");
+  /* The reference gets its own copy: bufferized code may write its
+   * arguments in place. */
+  for (int a = 0; ok && a < r->numArgs; ++a) {
+    const DtensorRunTensor *t = &r->args[a];
+    int64_t count = dtRunCount(t->rank, t->shape);
+    void *copy =
+        dtRunAlloc(t, count, "the reference's copy of argument", outDiag);
+    r->referenceInputs[a] = copy;
+    if (copy)
+      memcpy(copy, r->globals[a], dtrtDtypeSize(t->dtype) * (size_t)count);
+    descs[a] = copy ? dtRunDescriptor(copy, t->rank, t->shape) : NULL;
+    ok = descs[a] != NULL;
+    if (copy && !ok)
+      dtDiag(outDiag, -1, "out of memory");
+  }
+  ok = ok && dtRunInvoke(r, r->reference, descs, r->referenceData,
+                         r->referenceAlloc, outDiag);
+  for (int a = 0; descs && a < r->numArgs; ++a)
+    free(descs[a]);
+  free(descs);
+  return ok;
+}

@@ -1,0 +1,58 @@
+/* What the runner's files share: the compiled program and the entry's
+ * tensors (Runner.c: compiling, the signature, inputs and the reference;
+ * RunRank.c: one rank's blocks, its check and its timed steps). */
+#ifndef DTENSOR_LIB_EXEC_RUNNERINTERNAL_H
+#define DTENSOR_LIB_EXEC_RUNNERINTERNAL_H
+
+#include "dtensor-c/Runner.h"
+#include "mlir-c/ExecutionEngine.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct DtensorRunner {
+  char entry[256]; /* the entry's name (the c-interface wrapper's suffix) */
+  MlirContext ctx;
+  MlirExecutionEngine reference, spmd;
+  DtensorMesh *mesh;
+  char meshText[256];
+  int numArgs, numResults;
+  DtensorRunTensor *args, *results; /* numArgs and numResults of each */
+  void **globals;                   /* each argument's global value */
+  void **referenceData;   /* each result's first element, once computed */
+  void **referenceAlloc;  /* and the buffers the reference allocated */
+  void **referenceInputs; /* the reference's copies of the arguments (a
+                             result may be one of them) */
+};
+
+/// Elements as doubles, through the runtime's conversions (every element
+/// type the runner accepts is exact in a double).
+double dtRunLoad(const void *data, DtrtDtype t, int64_t i);
+void dtRunStore(void *data, DtrtDtype t, int64_t i, double v);
+
+/// Whether `t` is a floating-point type.
+bool dtRunIsFloat(DtrtDtype t);
+
+/// The number of elements of a shape.
+int64_t dtRunCount(int rank, const int64_t *shape);
+
+/// Zeroed room for `elements` elements of `t` (one more, so 0 is fine);
+/// NULL, with `outDiag` naming `what` and the size, when it does not fit
+/// in this machine's memory or cannot be allocated.
+void *dtRunAlloc(const DtensorRunTensor *t, int64_t elements, const char *what,
+                 DtensorDiag *outDiag);
+
+/// A memref descriptor of a dense row-major buffer (calloc'ed; NULL when
+/// out of memory).
+int64_t *dtRunDescriptor(void *data, int rank, const int64_t *shape);
+
+/// Invokes the entry of `jit` on `argDescs`. Its memref results come back
+/// one descriptor after the other; `outData[k]` gets result k's first
+/// element and `outAlloc[k]` its buffer, or, when `outData` is NULL, the
+/// results are freed. False with `outDiag`.
+bool dtRunInvoke(const DtensorRunner *r, MlirExecutionEngine jit,
+                 int64_t **argDescs, void **outData, void **outAlloc,
+                 DtensorDiag *outDiag);
+
+#endif

@@ -1,0 +1,125 @@
+/* The differential runner of libdtensor (dtensor-c/Runner.h), in process
+ * on one rank: a matmul's signature as the runner reads it, the reference
+ * on inputs the caller sets, the rank's run equal to it, a corrupted
+ * reference found different, and programs the runner refuses with their
+ * reasons. */
+#include "dtensor-c/Runner.h"
+#include "dtensor-c/Dialect.h"
+#include "dtensor-c/Passes.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "Check.h"
+
+static const char kMatmul[] =
+    "\"dtensor.mesh\"() {sym_name = \"m\", shape = array<i64: 1>, "
+    "axis_names = [\"d\"]} : () -> ()\n"
+    "func.func @mm(%a: tensor<4x3xf32> {dtensor.layout = "
+    "#dtensor.layout<@m, \"[S(d), R]\">, dtensor.name = \"a\"},\n"
+    "              %b: tensor<3x2xf32>) -> tensor<4x2xf32> {\n"
+    "  %z = arith.constant 0.0 : f32\n"
+    "  %e = tensor.empty() : tensor<4x2xf32>\n"
+    "  %i = linalg.fill ins(%z : f32) outs(%e : tensor<4x2xf32>) -> "
+    "tensor<4x2xf32>\n"
+    "  %c = linalg.matmul ins(%a, %b : tensor<4x3xf32>, tensor<3x2xf32>) "
+    "outs(%i : tensor<4x2xf32>) -> tensor<4x2xf32>\n"
+    "  return %c : tensor<4x2xf32>\n"
+    "}\n";
+
+static const char kNoResult[] =
+    "\"dtensor.mesh\"() {sym_name = \"m\", shape = array<i64: 1>, "
+    "axis_names = [\"d\"]} : () -> ()\n"
+    "func.func @f(%a: tensor<4xf32>) { return }\n";
+
+static DtensorRunner *create(MlirContext ctx, const char *text,
+                             const char *entry, DtensorDiag *diag) {
+  MlirOperation m =
+      dtensorSourceParse(ctx, mlirStringRefCreateFromCString(text),
+                         mlirStringRefCreateFromCString("runner-test"));
+  CHECK(!mlirOperationIsNull(m));
+  diag->message[0] = 0;
+  return mlirOperationIsNull(m) ? NULL : dtensorRunnerCreate(m, entry, diag);
+}
+
+static MlirLogicalResult quiet(MlirDiagnostic d, void *user) {
+  (void)d;
+  (void)user;
+  return mlirLogicalResultSuccess();
+}
+
+static void testMatmul(MlirContext ctx) {
+  DtensorDiag diag;
+  DtensorRunner *r = create(ctx, kMatmul, NULL, &diag);
+  CHECK(r != NULL);
+  if (!r) {
+    fprintf(stderr, "runner: %s\n", diag.message);
+    return;
+  }
+  CHECK(!strcmp(dtensorRunnerGetEntry(r), "mm"));
+  CHECK(dtensorRunnerGetNumArguments(r) == 2);
+  CHECK(dtensorRunnerGetNumResults(r) == 1);
+  const DtensorRunTensor *a = dtensorRunnerGetArgument(r, 0);
+  const DtensorRunTensor *b = dtensorRunnerGetArgument(r, 1);
+  const DtensorRunTensor *c = dtensorRunnerGetResult(r, 0);
+  CHECK(!strcmp(a->name, "a") && !strcmp(b->name, "arg1"));
+  CHECK(!strcmp(c->name, "result0") && c->dtype == DTRT_F32);
+  CHECK(a->rank == 2 && a->shape[0] == 4 && a->shape[1] == 3);
+  CHECK(a->spec.numAxes[0] == 1 && a->spec.numAxes[1] == 0);
+  CHECK(dtensorRunnerGetArgument(r, 2) == NULL);
+  CHECK(dtensorRunnerGetReference(r, 0) == NULL);
+  float *av = dtensorRunnerGetArgumentData(r, 0);
+  float *bv = dtensorRunnerGetArgumentData(r, 1);
+  for (int i = 0; i < 12; ++i)
+    av[i] = (float)(i + 1);
+  for (int i = 0; i < 6; ++i)
+    bv[i] = (float)(i % 3) - 1.0f;
+  CHECK(dtensorRunnerComputeReference(r, &diag));
+  const float *ref = dtensorRunnerGetReference(r, 0);
+  CHECK(ref != NULL);
+  for (int i = 0; ref && i < 4; ++i)
+    for (int j = 0; j < 2; ++j) {
+      float want = 0;
+      for (int k = 0; k < 3; ++k)
+        want += av[i * 3 + k] * bv[k * 2 + j];
+      CHECK(fabsf(ref[i * 2 + j] - want) < 1e-5f);
+    }
+  DtensorRankOptions o = {NULL, NULL, 2};
+  DtensorRankReport rep;
+  CHECK(dtensorRunnerRunRank(r, 0, &o, &rep, &diag));
+  CHECK(rep.compared == 8 && rep.different == 0 && rep.maxAbsError < 1e-5);
+  CHECK(rep.steps == 2 && rep.minStepSeconds > 0 &&
+        rep.minStepSeconds <= rep.medianStepSeconds);
+  /* A reference that disagrees: the rank says so. */
+  ((float *)ref)[3] += 1.0f;
+  o.repeat = 0;
+  CHECK(dtensorRunnerRunRank(r, 0, &o, &rep, &diag));
+  CHECK(rep.compared == 8 && rep.different == 1 && rep.steps == 0);
+  CHECK(fabs(rep.maxAbsError - 1.0) < 1e-5);
+  dtensorRunnerDestroy(r);
+}
+
+static void testRefused(MlirContext ctx) {
+  DtensorDiag diag;
+  CHECK(create(ctx, kMatmul, "nope", &diag) == NULL);
+  CHECK(strstr(diag.message, "no function 'nope'") != NULL);
+  CHECK(create(ctx, kNoResult, NULL, &diag) == NULL);
+  CHECK(strstr(diag.message, "returns nothing") != NULL);
+  dtensorRunnerDestroy(NULL);
+}
+
+int main(void) {
+  /* One rank of a one-rank job, as a launcher would say. */
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "1", 1);
+  MlirContext ctx = dtensorContextCreate();
+  dtensorRegisterUpstreamPasses();
+  mlirContextAttachDiagnosticHandler(ctx, quiet, NULL, NULL);
+  testMatmul(ctx);
+  testRefused(ctx);
+  mlirContextDestroy(ctx);
+  printf("runner-test: %d passed, %d failed\n", checks - failures, failures);
+  return failures != 0;
+}
