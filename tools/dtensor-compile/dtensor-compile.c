@@ -44,78 +44,84 @@ static MlirLogicalResult report(MlirDiagnostic d, void *user) {
   return mlirLogicalResultSuccess();
 }
 
-int main(int argc, char **argv) {
-  const char *input = NULL, *output = NULL, *emit = "obj", *spmdOptions = "";
-  int opt = 2;
-  bool spmd = true;
+typedef struct Args {
+  const char *input, *output, *emit, *spmdOptions;
+  int opt;
+  bool spmd;
+  DtensorEmitKind kind;
+  bool emitMlir;
+} Args;
+
+/* Reads the command line; returns -1 to go on, else the exit status. */
+static int parseArgs(int argc, char **argv, Args *a) {
   for (int i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "-o") && i + 1 < argc)
-      output = argv[++i];
-    else if (!strcmp(argv[i], "--emit") && i + 1 < argc)
-      emit = argv[++i];
-    else if (!strcmp(argv[i], "--spmd-options") && i + 1 < argc)
-      spmdOptions = argv[++i];
-    else if (!strcmp(argv[i], "--no-spmd"))
-      spmd = false;
-    else if (argv[i][0] == '-' && argv[i][1] == 'O' && argv[i][2] >= '0' &&
-             argv[i][2] <= '3' && !argv[i][3])
-      opt = argv[i][2] - '0';
-    else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+    const char *arg = argv[i];
+    if (!strcmp(arg, "-o") && i + 1 < argc)
+      a->output = argv[++i];
+    else if (!strcmp(arg, "--emit") && i + 1 < argc)
+      a->emit = argv[++i];
+    else if (!strcmp(arg, "--spmd-options") && i + 1 < argc)
+      a->spmdOptions = argv[++i];
+    else if (!strcmp(arg, "--no-spmd"))
+      a->spmd = false;
+    else if (arg[0] == '-' && arg[1] == 'O' && arg[2] >= '0' && arg[2] <= '3' &&
+             !arg[3])
+      a->opt = arg[2] - '0';
+    else if (!strcmp(arg, "--help") || !strcmp(arg, "-h"))
       return usage(stdout, 0);
-    else if (argv[i][0] == '-' && argv[i][1]) {
-      fprintf(stderr, "dtensor-compile: unknown option '%s'\n", argv[i]);
+    else if (arg[0] == '-' && arg[1]) {
+      fprintf(stderr, "dtensor-compile: unknown option '%s'\n", arg);
       return usage(stderr, 2);
-    } else if (!input)
-      input = argv[i];
+    } else if (!a->input)
+      a->input = arg;
     else {
-      fprintf(stderr, "dtensor-compile: more than one input ('%s')\n", argv[i]);
+      fprintf(stderr, "dtensor-compile: more than one input ('%s')\n", arg);
       return usage(stderr, 2);
     }
   }
-  DtensorEmitKind kind = DTENSOR_EMIT_OBJECT;
-  bool emitMlir = !strcmp(emit, "mlir");
-  if (!strcmp(emit, "asm"))
-    kind = DTENSOR_EMIT_ASSEMBLY;
-  else if (!strcmp(emit, "llvm"))
-    kind = DTENSOR_EMIT_LLVM_IR;
-  else if (strcmp(emit, "obj") && !emitMlir) {
+  a->emitMlir = !strcmp(a->emit, "mlir");
+  if (!strcmp(a->emit, "asm"))
+    a->kind = DTENSOR_EMIT_ASSEMBLY;
+  else if (!strcmp(a->emit, "llvm"))
+    a->kind = DTENSOR_EMIT_LLVM_IR;
+  else if (strcmp(a->emit, "obj") && !a->emitMlir) {
     fprintf(stderr,
             "dtensor-compile: --emit '%s' (valid: obj, asm, llvm, "
             "mlir)\n",
-            emit);
+            a->emit);
     return 2;
   }
-  if (!input || !output) {
+  if (!a->input || !a->output) {
     fprintf(stderr, "dtensor-compile: %s\n",
-            input ? "-o OUT is required" : "no input program");
+            a->input ? "-o OUT is required" : "no input program");
     return usage(stderr, 2);
   }
-  MlirContext ctx = dtensorContextCreate();
-  dtensorRegisterUpstreamPasses();
-  mlirContextAttachDiagnosticHandler(ctx, report, NULL, NULL);
+  return -1;
+}
+
+/* dtensor-spmd (unless --no-spmd) and dtensor-to-llvm on `module`. */
+static int lower(MlirContext ctx, MlirOperation module, const Args *a) {
   DtensorDiag diag;
-  MlirOperation module = dtensorSourceParseFile(ctx, input, &diag);
-  if (mlirOperationIsNull(module)) {
-    if (diag.message[0])
-      fprintf(stderr, "dtensor-compile: %s\n", diag.message);
-    return 1;
-  }
-  dtensorMarkCInterface(module);
   MlirPassManager pm = mlirPassManagerCreate(ctx);
   MlirOpPassManager opm = mlirPassManagerGetAsOpPassManager(pm);
-  if ((spmd && mlirLogicalResultIsFailure(dtensorAddSpmdPipeline(
-                   opm, mlirStringRefCreateFromCString(spmdOptions), &diag))) ||
+  if ((a->spmd &&
+       mlirLogicalResultIsFailure(dtensorAddSpmdPipeline(
+           opm, mlirStringRefCreateFromCString(a->spmdOptions), &diag))) ||
       mlirLogicalResultIsFailure(dtensorAddToLLVMPipeline(opm, &diag))) {
     fprintf(stderr, "dtensor-compile: %s\n", diag.message);
     return 2;
   }
-  if (mlirLogicalResultIsFailure(mlirPassManagerRunOnOp(pm, module)))
-    return 1;
+  bool ok = mlirLogicalResultIsSuccess(mlirPassManagerRunOnOp(pm, module));
   mlirPassManagerDestroy(pm);
-  if (emitMlir) {
-    FILE *f = fopen(output, "w");
+  return ok ? 0 : 1;
+}
+
+/* Writes the lowered module as MLIR text or through dtensorEmitModule. */
+static int writeOutput(MlirOperation module, const Args *a) {
+  if (a->emitMlir) {
+    FILE *f = fopen(a->output, "w");
     if (!f) {
-      fprintf(stderr, "dtensor-compile: cannot write '%s': %s\n", output,
+      fprintf(stderr, "dtensor-compile: cannot write '%s': %s\n", a->output,
               strerror(errno));
       return 1;
     }
@@ -123,12 +129,36 @@ int main(int argc, char **argv) {
     fputs("\n", f);
     return fclose(f) ? 1 : 0;
   }
-  if (mlirLogicalResultIsFailure(dtensorEmitModule(
-          module, mlirStringRefCreateFromCString(output), kind, opt, &diag))) {
+  DtensorDiag diag;
+  if (mlirLogicalResultIsFailure(
+          dtensorEmitModule(module, mlirStringRefCreateFromCString(a->output),
+                            a->kind, a->opt, &diag))) {
     fprintf(stderr, "dtensor-compile: %s\n", diag.message);
     return 1;
   }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  Args a = {NULL, NULL, "obj", "", 2, true, DTENSOR_EMIT_OBJECT, false};
+  int status = parseArgs(argc, argv, &a);
+  if (status >= 0)
+    return status;
+  MlirContext ctx = dtensorContextCreate();
+  dtensorRegisterUpstreamPasses();
+  mlirContextAttachDiagnosticHandler(ctx, report, NULL, NULL);
+  DtensorDiag diag;
+  MlirOperation module = dtensorSourceParseFile(ctx, a.input, &diag);
+  if (mlirOperationIsNull(module)) {
+    if (diag.message[0])
+      fprintf(stderr, "dtensor-compile: %s\n", diag.message);
+    return 1;
+  }
+  dtensorMarkCInterface(module);
+  status = lower(ctx, module, &a);
+  if (!status)
+    status = writeOutput(module, &a);
   mlirOperationDestroy(module);
   mlirContextDestroy(ctx);
-  return 0;
+  return status;
 }

@@ -466,6 +466,61 @@ static bool parseSeverity(const char *p, MlirDiagnosticSeverity *out,
   return false;
 }
 
+/* The optional designator of an expected-* comment at `*at` (after the
+ * severity): @above, @below, @unknown, @+N, @-N; sets `e`'s line. False
+ * after reporting a malformed one. */
+static bool parseDesignator(const Source *src, const char **at, const char *eol,
+                            unsigned column, Expected *e) {
+  const char *s = *at;
+  unsigned line = e->line;
+  while (s < eol && (*s == ' ' || *s == '\t'))
+    ++s;
+  if (s < eol && *s == '@') {
+    ++s;
+    if (!strncmp(s, "above", 5)) {
+      e->line = line - 1;
+      s += 5;
+    } else if (!strncmp(s, "below", 5)) {
+      e->line = line + 1;
+      s += 5;
+    } else if (!strncmp(s, "unknown", 7)) {
+      e->unknownLoc = true;
+      s += 7;
+    } else if (*s == '+' || *s == '-') {
+      char sign = *s++;
+      char *stop;
+      long k = strtol(s, &stop, 10);
+      if (stop == s || k < 0 || (sign == '-' && (unsigned long)k >= line)) {
+        printDiagnostic(src, MlirDiagnosticError, src->name, line, column,
+                        "expected a line offset after '@+' or '@-' that "
+                        "stays inside the file");
+        return false;
+      }
+      e->line = sign == '+' ? line + (unsigned)k : line - (unsigned)k;
+      s = stop;
+    } else {
+      printDiagnostic(src, MlirDiagnosticError, src->name, line, column,
+                      "unknown designator after '@': use @+N, @-N, "
+                      "@above, @below or @unknown");
+      return false;
+    }
+  }
+  *at = s;
+  return true;
+}
+
+static void pushExpected(ExpectedList *out, Expected e) {
+  if (out->count == out->capacity) {
+    out->capacity = out->capacity ? 2 * out->capacity : 16;
+    out->items = realloc(out->items, out->capacity * sizeof(Expected));
+    if (!out->items) {
+      fprintf(stderr, "dtensor-opt: out of memory\n");
+      exit(EXIT_ERROR);
+    }
+  }
+  out->items[out->count++] = e;
+}
+
 /* Reads the expected-* comments of one chunk. Lines are absolute; a
  * malformed comment is reported and makes the check fail. */
 static bool parseExpectations(const Source *src, const char *text,
@@ -503,39 +558,9 @@ static bool parseExpectations(const Source *src, const char *text,
         break;
       }
       Expected e = {sev, false, line, line, NULL, false};
-      while (s < eol && (*s == ' ' || *s == '\t'))
-        ++s;
-      if (s < eol && *s == '@') {
-        ++s;
-        if (!strncmp(s, "above", 5)) {
-          e.line = line - 1;
-          s += 5;
-        } else if (!strncmp(s, "below", 5)) {
-          e.line = line + 1;
-          s += 5;
-        } else if (!strncmp(s, "unknown", 7)) {
-          e.unknownLoc = true;
-          s += 7;
-        } else if (*s == '+' || *s == '-') {
-          char sign = *s++;
-          char *stop;
-          long k = strtol(s, &stop, 10);
-          if (stop == s || k < 0 || (sign == '-' && (unsigned long)k >= line)) {
-            printDiagnostic(src, MlirDiagnosticError, src->name, line, column,
-                            "expected a line offset after '@+' or '@-' that "
-                            "stays inside the file");
-            ok = false;
-            break;
-          }
-          e.line = sign == '+' ? line + (unsigned)k : line - (unsigned)k;
-          s = stop;
-        } else {
-          printDiagnostic(src, MlirDiagnosticError, src->name, line, column,
-                          "unknown designator after '@': use @+N, @-N, "
-                          "@above, @below or @unknown");
-          ok = false;
-          break;
-        }
+      if (!parseDesignator(src, &s, eol, column, &e)) {
+        ok = false;
+        break;
       }
       while (s < eol && (*s == ' ' || *s == '\t'))
         ++s;
@@ -554,15 +579,7 @@ static bool parseExpectations(const Source *src, const char *text,
         break;
       }
       e.message = dupRef((MlirStringRef){s + 2, (size_t)(close - s - 2)});
-      if (out->count == out->capacity) {
-        out->capacity = out->capacity ? 2 * out->capacity : 16;
-        out->items = realloc(out->items, out->capacity * sizeof(Expected));
-        if (!out->items) {
-          fprintf(stderr, "dtensor-opt: out of memory\n");
-          exit(EXIT_ERROR);
-        }
-      }
-      out->items[out->count++] = e;
+      pushExpected(out, e);
       q = close + 2;
     }
     p = eol + 1;
@@ -879,6 +896,44 @@ static FILE *openOutput(const char *path, char *tmpPath, size_t size) {
   return f;
 }
 
+/* Runs the pipeline on the whole input, or on each chunk of
+ * --split-input-file; false if any run failed. */
+static bool runAll(MlirContext ctx, const Options *o, const Source *src,
+                   DiagList *diags, MlirOpPrintingFlags flags, FILE *out) {
+  bool ok = true, printed = false;
+  if (!o->splitInputFile)
+    return runChunk(ctx, o, src, src->text, src->length, diags, flags, out,
+                    &printed);
+  /* Each chunk is padded with the newlines of the lines before it, so
+   * line numbers in diagnostics are those of the whole file. */
+  const char *p = src->text, *end = src->text + src->length;
+  const char *chunkStart = p;
+  unsigned line = 1, chunkLine = 1;
+  Text chunk = {0};
+  for (;;) {
+    const char *eol = p < end ? memchr(p, '\n', (size_t)(end - p)) : NULL;
+    const char *next = eol ? eol + 1 : end;
+    bool separator = p < end && isSeparator(p, eol ? eol : end);
+    if (separator || p >= end) {
+      chunk.length = 0;
+      textAppend(&chunk, "", 0);
+      for (unsigned k = 1; k < chunkLine; ++k)
+        textAppendStr(&chunk, "\n");
+      textAppend(&chunk, chunkStart, (size_t)(p - chunkStart));
+      ok &= runChunk(ctx, o, src, chunk.data, chunk.length, diags, flags, out,
+                     &printed);
+      if (p >= end)
+        break;
+      chunkStart = next;
+      chunkLine = line + 1;
+    }
+    p = next;
+    ++line;
+  }
+  free(chunk.data);
+  return ok;
+}
+
 int main(int argc, char **argv) {
   Options o = {0};
   int status = parseArgs(argc, argv, &o);
@@ -917,39 +972,7 @@ int main(int argc, char **argv) {
     return EXIT_ERROR;
   }
 
-  bool ok = true, printed = false;
-  if (!o.splitInputFile) {
-    ok = runChunk(ctx, &o, &src, input.data, input.length, &diags, flags, out,
-                  &printed);
-  } else {
-    /* Each chunk is padded with the newlines of the lines before it, so
-     * line numbers in diagnostics are those of the whole file. */
-    const char *p = input.data, *end = input.data + input.length;
-    const char *chunkStart = p;
-    unsigned line = 1, chunkLine = 1;
-    Text chunk = {0};
-    for (;;) {
-      const char *eol = p < end ? memchr(p, '\n', (size_t)(end - p)) : NULL;
-      const char *next = eol ? eol + 1 : end;
-      bool separator = p < end && isSeparator(p, eol ? eol : end);
-      if (separator || p >= end) {
-        chunk.length = 0;
-        textAppend(&chunk, "", 0);
-        for (unsigned k = 1; k < chunkLine; ++k)
-          textAppendStr(&chunk, "\n");
-        textAppend(&chunk, chunkStart, (size_t)(p - chunkStart));
-        ok &= runChunk(ctx, &o, &src, chunk.data, chunk.length, &diags, flags,
-                       out, &printed);
-        if (p >= end)
-          break;
-        chunkStart = next;
-        chunkLine = line + 1;
-      }
-      p = next;
-      ++line;
-    }
-    free(chunk.data);
-  }
+  bool ok = runAll(ctx, &o, &src, &diags, flags, out);
   /* A write that failed (a full disk, a closed pipe) is an error, not a
    * truncated result with status 0. */
   bool written = !ferror(out);

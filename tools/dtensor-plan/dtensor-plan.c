@@ -252,6 +252,74 @@ static void printJson(const DtensorPlan *plan, const DtensorShardingSpec *to,
          plan->backwardUs);
 }
 
+/* The planner's options from --strategy, --objective and --copy-gbps;
+ * returns -1 to go on, else the exit status. */
+static int planOptions(const Args *a, const char *strategy,
+                       DtensorPlanOptions *options) {
+  dtensorPlanOptionsInit(options);
+  if (!strcmp(strategy, "greedy"))
+    options->strategy = DTENSOR_STRATEGY_GREEDY;
+  else if (strcmp(strategy, "optimal")) {
+    fprintf(stderr,
+            "dtensor-plan: --strategy '%s': expected optimal or "
+            "greedy\n",
+            strategy);
+    return 2;
+  }
+  if (a->objective && !strcmp(a->objective, "forward+backward"))
+    options->objective = DTENSOR_OBJECTIVE_FORWARD_BACKWARD;
+  else if (a->objective && strcmp(a->objective, "forward")) {
+    fprintf(stderr,
+            "dtensor-plan: --objective '%s': expected forward or "
+            "forward+backward\n",
+            a->objective);
+    return 2;
+  }
+  if (a->copy) {
+    char *end;
+    options->copyBandwidthGBps = strtod(a->copy, &end);
+    if (end == a->copy || *end || !(options->copyBandwidthGBps > 0)) {
+      fprintf(stderr,
+              "dtensor-plan: --copy-gbps '%s': expected a bandwidth "
+              "> 0 in GB/s\n",
+              a->copy);
+      return 2;
+    }
+  }
+  return -1;
+}
+
+/* Prints the plan (text or JSON) and, with --show, each step's layout. */
+static void printPlan(const Args *a, const DtensorMesh *mesh,
+                      const DtensorPlan *p, const DtensorLayout *source,
+                      const DtensorShardingSpec *to, const char *strategy) {
+  if (a->json) {
+    printJson(p, to, strategy);
+  } else {
+    static char text[1 << 16];
+    char buf[512];
+    dtensorMeshPrint(mesh, buf, sizeof(buf));
+    printf("plan (%s) on mesh %s, tensor %s x %s\n", strategy, buf, a->shape,
+           a->dtype);
+    dtensorPlanPrint(p, mesh, text, sizeof(text));
+    fputs(text, stdout);
+    if (a->check)
+      printf("check: every device's blocks equal the target's\n");
+  }
+  if (!a->show)
+    return;
+  DtensorLayout l = *source;
+  printf("\n== start\n");
+  printLayout(&l);
+  for (int i = 0; i < p->numSteps; ++i) {
+    char buf[256];
+    dtensorCommSpecPrint(&p->steps[i].comm, buf, sizeof(buf));
+    printf("\n== after step %d: %s\n", i + 1, buf);
+    l.spec = p->steps[i].after;
+    printLayout(&l);
+  }
+}
+
 static int plan(int argc, char **argv) {
   Args a;
   int status = parseArgs(argc, argv, &a);
@@ -260,37 +328,9 @@ static int plan(int argc, char **argv) {
   if (!a.mesh || !a.shape || !a.from || !a.to)
     return usage();
   DtensorPlanOptions options;
-  dtensorPlanOptionsInit(&options);
   const char *strategy = a.strategy ? a.strategy : "optimal";
-  if (!strcmp(strategy, "greedy"))
-    options.strategy = DTENSOR_STRATEGY_GREEDY;
-  else if (strcmp(strategy, "optimal")) {
-    fprintf(stderr,
-            "dtensor-plan: --strategy '%s': expected optimal or "
-            "greedy\n",
-            strategy);
-    return 2;
-  }
-  if (a.objective && !strcmp(a.objective, "forward+backward"))
-    options.objective = DTENSOR_OBJECTIVE_FORWARD_BACKWARD;
-  else if (a.objective && strcmp(a.objective, "forward")) {
-    fprintf(stderr,
-            "dtensor-plan: --objective '%s': expected forward or "
-            "forward+backward\n",
-            a.objective);
-    return 2;
-  }
-  if (a.copy) {
-    char *end;
-    options.copyBandwidthGBps = strtod(a.copy, &end);
-    if (end == a.copy || *end || !(options.copyBandwidthGBps > 0)) {
-      fprintf(stderr,
-              "dtensor-plan: --copy-gbps '%s': expected a bandwidth "
-              "> 0 in GB/s\n",
-              a.copy);
-      return 2;
-    }
-  }
+  if ((status = planOptions(&a, strategy, &options)) >= 0)
+    return status;
   int rank;
   int64_t shape[DTENSOR_MAX_TENSOR_RANK];
   DtensorElementType et;
@@ -315,37 +355,10 @@ static int plan(int argc, char **argv) {
             diag.message);
   else
     rc = 0;
-  if (rc) {
-    dtensorMeshDestroy(mesh);
-    return rc;
-  }
-  if (a.json) {
-    printJson(&p, &to, strategy);
-  } else {
-    static char text[1 << 16];
-    char buf[512];
-    dtensorMeshPrint(mesh, buf, sizeof(buf));
-    printf("plan (%s) on mesh %s, tensor %s x %s\n", strategy, buf, a.shape,
-           a.dtype);
-    dtensorPlanPrint(&p, mesh, text, sizeof(text));
-    fputs(text, stdout);
-    if (a.check)
-      printf("check: every device's blocks equal the target's\n");
-  }
-  if (a.show) {
-    DtensorLayout l = source;
-    printf("\n== start\n");
-    printLayout(&l);
-    for (int i = 0; i < p.numSteps; ++i) {
-      char buf[256];
-      dtensorCommSpecPrint(&p.steps[i].comm, buf, sizeof(buf));
-      printf("\n== after step %d: %s\n", i + 1, buf);
-      l.spec = p.steps[i].after;
-      printLayout(&l);
-    }
-  }
+  if (!rc)
+    printPlan(&a, mesh, &p, &source, &to, strategy);
   dtensorMeshDestroy(mesh);
-  return 0;
+  return rc;
 }
 
 int main(int argc, char **argv) {
