@@ -255,8 +255,14 @@ static int compareTimes(const void *x, const void *y) {
  * the checked run (`saved`, restored before each step, untimed), every
  * step after a barrier of all ranks. Results of the timed steps are freed,
  * as a training loop would. */
+/* An argument's block as given, kept for the timed steps. */
+typedef struct Saved {
+  void *data;
+  size_t bytes;
+} Saved;
+
 static bool timeSteps(const DtensorRunner *r, int rank, int repeat,
-                      int64_t **descs, void *const *saved,
+                      int64_t **descs, const Saved *saved,
                       DtensorRankReport *report, DtensorDiag *outDiag) {
   double *times = calloc((size_t)repeat, sizeof(double));
   if (!times)
@@ -265,9 +271,7 @@ static bool timeSteps(const DtensorRunner *r, int rank, int repeat,
   bool ok = true;
   for (int s = 0; s < repeat && ok; ++s) {
     for (int a = 0; a < r->numArgs; ++a)
-      memcpy((void *)(intptr_t)descs[a][1], saved[a],
-             (size_t)blockCount(r, &r->args[a]) *
-                 dtrtDtypeSize(r->args[a].dtype));
+      memcpy((void *)(intptr_t)descs[a][1], saved[a].data, saved[a].bytes);
     if (dtrtBarrier(dtrtCommWorld(c)) != DTRT_OK) {
       free(times);
       return dtDiag(outDiag, -1, "rank %d: barrier: %s", rank,
@@ -289,16 +293,17 @@ static bool timeSteps(const DtensorRunner *r, int rank, int repeat,
 
 /* Copies of the argument blocks as given, for the timed steps (the program
  * may write its arguments in place). */
-static bool saveBlocks(const DtensorRunner *r, int64_t **descs, void **saved,
+static bool saveBlocks(const DtensorRunner *r, int64_t **descs, Saved *saved,
                        DtensorDiag *outDiag) {
   for (int a = 0; a < r->numArgs; ++a) {
     const DtensorRunTensor *t = &r->args[a];
     int64_t count = blockCount(r, t);
-    saved[a] = dtRunAlloc(t, count, "the saved block of argument", outDiag);
-    if (!saved[a])
+    saved[a].bytes = (size_t)count * dtrtDtypeSize(t->dtype);
+    saved[a].data =
+        dtRunAlloc(t, count, "the saved block of argument", outDiag);
+    if (!saved[a].data)
       return false;
-    memcpy(saved[a], (void *)(intptr_t)descs[a][1],
-           (size_t)count * dtrtDtypeSize(t->dtype));
+    memcpy(saved[a].data, (void *)(intptr_t)descs[a][1], saved[a].bytes);
   }
   return true;
 }
@@ -332,7 +337,7 @@ bool dtensorRunnerRunRank(DtensorRunner *r, int rank,
                   "(dtensorRunnerComputeReference first)");
   size_t n = (size_t)r->numArgs + 1;
   int64_t **descs = calloc(n, sizeof(int64_t *));
-  void **saved = calloc(n, sizeof(void *));
+  Saved *saved = calloc(n, sizeof(Saved));
   void **out = calloc((size_t)r->numResults, sizeof(void *));
   void **outAlloc = calloc((size_t)r->numResults, sizeof(void *));
   bool ok = descs && saved && out && outAlloc;
@@ -359,7 +364,7 @@ bool dtensorRunnerRunRank(DtensorRunner *r, int rank,
     if (descs[a])
       free((void *)(intptr_t)descs[a][0]);
     free(descs[a]);
-    free(saved[a]);
+    free(saved[a].data);
   }
   free(descs);
   free(saved);

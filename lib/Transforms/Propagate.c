@@ -282,8 +282,7 @@ static void decideReturn(Prop *p, MlirOperation func, MlirOperation ret) {
         dtPropAdopt(p, in, &replicated, ret);
       }
       want = specOf(in);
-      for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
-        want.partial[a] = DTENSOR_REDUCE_NONE;
+      resolved(&want);
       mlirFuncSetResultAttr(func, i,
                             mlirStringRefCreateFromCString(DT_ATTR_LAYOUT),
                             dtPropLayoutAttr(p, &want));

@@ -120,6 +120,13 @@ static inline DtensorShardingSpec demandOf(const Info *in) {
   return s;
 }
 
+/* `s` without pending reductions (what arguments, fresh values and results
+ * of a function hold). */
+static inline void resolved(DtensorShardingSpec *s) {
+  for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
+    s->partial[a] = DTENSOR_REDUCE_NONE;
+}
+
 static inline void setSpec(Info *in, const DtensorShardingSpec *s) {
   pack(s, &in->spec);
 }

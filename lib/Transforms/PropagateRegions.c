@@ -65,8 +65,7 @@ __attribute__((noinline)) void dtPropDecideCall(Prop *p, MlirOperation op,
           dtPropFuncLayout(p, callee, false, i, &declared))
         continue;
       DtensorShardingSpec s = specOf(operands[i]);
-      for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
-        s.partial[a] = DTENSOR_REDUCE_NONE; /* arguments arrive resolved */
+      resolved(&s); /* arguments arrive resolved */
       mlirFuncSetArgAttr(callee, i,
                          mlirStringRefCreateFromCString(DT_ATTR_LAYOUT),
                          dtPropLayoutAttr(p, &s));
@@ -123,11 +122,6 @@ static MlirWalkResult forget(MlirOperation op, void *userData) {
           in->known = false;
       }
   return MlirWalkResultAdvance;
-}
-
-static void resolved(DtensorShardingSpec *s) {
-  for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
-    s->partial[a] = DTENSOR_REDUCE_NONE;
 }
 
 /* A region's yield: operand k must have `want[k]`. Never inlined (into

@@ -99,6 +99,17 @@ static bool dimAxes(Prop *p, const DtRule *r, const Strategy *st, int f,
   return true;
 }
 
+/* The dims of a value of `rank` whose dim d is factor (or compound)
+ * `dimFactor[d]`, sharded as `st` says; false where no layout expresses it. */
+static bool factorSpec(Prop *p, const DtRule *r, const Strategy *st,
+                       const int *dimFactor, int rank, DtensorShardingSpec *s) {
+  initSpec(rank, s);
+  for (int d = 0; d < rank; ++d)
+    if (!dimAxes(p, r, st, dimFactor[d], s, d))
+      return false;
+  return true;
+}
+
 /* The operand and result specs of `st` on the op; false if the strategy
  * does not give valid layouts. */
 static bool specsOf(Prop *p, const DtRule *r, Info **operands, Info **results,
@@ -152,10 +163,8 @@ static bool specsOf(Prop *p, const DtRule *r, Info **operands, Info **results,
     if (!r->operandIsTensor[i] || !operands[i])
       continue;
     DtensorShardingSpec *s = &c->operands[i];
-    initSpec(operands[i]->rank, s);
-    for (int d = 0; d < operands[i]->rank; ++d)
-      if (!dimAxes(p, r, st, r->operandFactor[i][d], s, d))
-        return false;
+    if (!factorSpec(p, r, st, r->operandFactor[i], operands[i]->rank, s))
+      return false;
     bool passes = r->flow == DT_FLOW_ALL_SUM ? pass != 0 : i == passOperand;
     for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a) {
       if (passes && (pass & (1u << a)))
@@ -170,10 +179,8 @@ static bool specsOf(Prop *p, const DtRule *r, Info **operands, Info **results,
     if (!r->resultIsTensor[j] || !results[j])
       continue;
     DtensorShardingSpec *s = &c->results[j];
-    initSpec(results[j]->rank, s);
-    for (int d = 0; d < results[j]->rank; ++d)
-      if (!dimAxes(p, r, st, r->resultFactor[j][d], s, d))
-        return false;
+    if (!factorSpec(p, r, st, r->resultFactor[j], results[j]->rank, s))
+      return false;
     for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
       s->partial[a] = partial[a];
     if (!dtPropFits(p, results[j], s))
@@ -226,8 +233,7 @@ void dtPropAdopt(Prop *p, Info *in, const DtensorShardingSpec *want,
   /* An argument without a layout. */
   in->known = true;
   DtensorShardingSpec noPartial = demandOf(in);
-  for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
-    noPartial.partial[a] = DTENSOR_REDUCE_NONE;
+  resolved(&noPartial);
   setSpec(in, &noPartial); /* arguments arrive resolved */
   MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(user));
   char where[160];
@@ -486,8 +492,7 @@ __attribute__((noinline)) void dtPropDecideFree(Prop *p, MlirOperation op,
     if (results[j]->hasDemand) {
       c->results[j] = demandOf(results[j]);
       /* A fresh value holds no pending reduction. */
-      for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
-        c->results[j].partial[a] = DTENSOR_REDUCE_NONE;
+      resolved(&c->results[j]);
       origin = originOf("what its user needs");
     }
   }
