@@ -119,6 +119,20 @@ DTENSOR_EXPORT DtensorCommCost
 dtensorCommSpecGetCost(const DtensorCommSpec *comm, const DtensorLayout *in,
                        const DtensorPlanOptions *options);
 
+/// The modelled cost of `pattern` over the group of the `numAxes` mesh
+/// `axes` (its slowest link), for `bytesIn` and `bytesOut` per device: the
+/// model of dtensorCommSpecGetCost for a collective already in a program.
+DTENSOR_EXPORT DtensorCommCost
+dtensorCommGetCostOnAxes(const DtensorMesh *mesh, DtensorCommPattern pattern,
+                         int numAxes, const int *axes, int64_t bytesIn,
+                         int64_t bytesOut, const DtensorPlanOptions *options);
+
+/// The modelled cost of a point-to-point exchange over the group of the
+/// `numAxes` mesh `axes` in which each device sends its `bytes` block once
+/// (broadcast, permute): one latency plus the bytes over the slowest link.
+DTENSOR_EXPORT DtensorCommCost dtensorPointToPointGetCost(
+    const DtensorMesh *mesh, int numAxes, const int *axes, int64_t bytes);
+
 /*===----------------------------------------------------------------------===*
  * Plans
  *===----------------------------------------------------------------------===*/

@@ -445,16 +445,32 @@ void dtGroupLink(const DtensorMesh *mesh, int numAxes, const int *axes,
   *outBeta = beta;
 }
 
+DtensorCommCost dtensorCommGetCostOnAxes(const DtensorMesh *mesh,
+                                         DtensorCommPattern pattern,
+                                         int numAxes, const int *axes,
+                                         int64_t bytesIn, int64_t bytesOut,
+                                         const DtensorPlanOptions *options) {
+  if (pattern == DTENSOR_COMM_IDENTITY)
+    return (DtensorCommCost){0.0, 0.0, 0};
+  double alpha, beta;
+  dtGroupLink(mesh, numAxes, axes, &alpha, &beta);
+  return dtCommCostOnGroup(pattern, (double)dtGroupSize(mesh, numAxes, axes),
+                           alpha, beta, bytesIn, bytesOut, options);
+}
+
+DtensorCommCost dtensorPointToPointGetCost(const DtensorMesh *mesh, int numAxes,
+                                           const int *axes, int64_t bytes) {
+  double alpha, beta;
+  dtGroupLink(mesh, numAxes, axes, &alpha, &beta);
+  DtensorCommCost c = {alpha + (double)bytes / (beta * 1e3), 0.0, bytes};
+  return c;
+}
+
 DtensorCommCost dtCommCost(const DtensorCommSpec *comm, const DtensorMesh *mesh,
                            int64_t bytesIn, int64_t bytesOut,
                            const DtensorPlanOptions *options) {
-  if (comm->pattern == DTENSOR_COMM_IDENTITY)
-    return (DtensorCommCost){0.0, 0.0, 0};
-  double alpha, beta;
-  dtGroupLink(mesh, comm->numAxes, comm->axes, &alpha, &beta);
-  return dtCommCostOnGroup(comm->pattern,
-                           (double)dtGroupSize(mesh, comm->numAxes, comm->axes),
-                           alpha, beta, bytesIn, bytesOut, options);
+  return dtensorCommGetCostOnAxes(mesh, comm->pattern, comm->numAxes,
+                                  comm->axes, bytesIn, bytesOut, options);
 }
 
 static int64_t paddedBytes(const DtensorLayout *in,

@@ -9,8 +9,8 @@
 #include "PassDef.h"
 #include "Util.h"
 
-#include "Planner/PlannerInternal.h"
 #include "dtensor-c/Dialect.h"
+#include "dtensor-c/Planner.h"
 #include "mlir-c/BuiltinAttributes.h"
 #include "mlir-c/BuiltinTypes.h"
 #include "mlir-c/Diagnostics.h"
@@ -41,7 +41,8 @@ static MlirNamedAttribute named(MlirContext ctx, const char *name,
       mlirIdentifierGet(ctx, mlirStringRefCreateFromCString(name)), value);
 }
 
-/* Prices one collective; broadcast and permute move the whole block once. */
+/* Prices one collective by the planner's model; broadcast and permute
+ * move the whole block once. */
 static void priceCollective(MlirOperation op, Totals *t) {
   const DtCollectiveInfo *info = dtCollectiveOf(op);
   bool known = info && info->pattern >= 0;
@@ -68,21 +69,15 @@ static void priceCollective(MlirOperation op, Totals *t) {
        i < mlirDenseArrayGetNumElements(axesAttr) && n < DTENSOR_MAX_MESH_RANK;
        ++i)
     axes[n++] = (int)mlirDenseI64ArrayGetElement(axesAttr, i);
-  double alpha, beta;
-  dtGroupLink(mesh, n, axes, &alpha, &beta);
-  double devices = (double)dtGroupSize(mesh, n, axes);
-  dtensorMeshDestroy(mesh);
   int64_t in = tensorBytes(mlirValueGetType(mlirOperationGetOperand(op, 0)));
   int64_t out = tensorBytes(mlirValueGetType(mlirOperationGetResult(op, 0)));
   DtensorPlanOptions options;
   dtensorPlanOptionsInit(&options);
-  DtensorCommCost c;
-  if (pointToPoint) {
-    c.bytesPerDevice = in;
-    c.forwardUs = alpha + (double)in / (beta * 1e3);
-  } else {
-    c = dtCommCostOnGroup(pattern, devices, alpha, beta, in, out, &options);
-  }
+  DtensorCommCost c =
+      pointToPoint
+          ? dtensorPointToPointGetCost(mesh, n, axes, in)
+          : dtensorCommGetCostOnAxes(mesh, pattern, n, axes, in, out, &options);
+  dtensorMeshDestroy(mesh);
   MlirContext ctx = mlirOperationGetContext(op);
   MlirNamedAttribute fields[2] = {
       named(ctx, "bytes",

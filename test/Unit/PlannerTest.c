@@ -136,6 +136,19 @@ static void testCommSpecs(void) {
   CHECK(fabs(c.forwardUs - (14.0 * 5.0 + 2.0 * 7.0 / 8.0 * 256.0 / 50e3)) <
         1e-9);
   CHECK(c.backwardUs == 0.0);
+  /* The same model for a collective already in a program (dtensor-report),
+   * and the point-to-point one: a latency plus the block over the slowest
+   * link of the group. */
+  int both[2] = {0, 1};
+  DtensorCommCost onAxes = dtensorCommGetCostOnAxes(
+      mesh, DTENSOR_COMM_ALL_REDUCE, 2, both, 256, 256, &o);
+  CHECK(onAxes.forwardUs == c.forwardUs && onAxes.bytesPerDevice == 256);
+  CHECK(dtensorCommGetCostOnAxes(mesh, DTENSOR_COMM_IDENTITY, 2, both, 256, 256,
+                                 &o)
+            .forwardUs == 0.0);
+  DtensorCommCost p2p = dtensorPointToPointGetCost(mesh, 2, both, 1000);
+  CHECK(fabs(p2p.forwardUs - (5.0 + 1000.0 / 50e3)) < 1e-12);
+  CHECK(p2p.bytesPerDevice == 1000 && p2p.backwardUs == 0.0);
   dtensorMeshDestroy(mesh);
 }
 
