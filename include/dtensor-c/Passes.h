@@ -129,6 +129,16 @@ DTENSOR_EXPORT void dtensorRegisterUpstreamPasses(void);
 DTENSOR_EXPORT MlirLogicalResult dtensorPassManagerAddPipeline(
     MlirOpPassManager pm, MlirStringRef pipeline, DtensorDiag *outDiag);
 
+/// Prints what the dtensor-report pass wrote on `module` as a table through
+/// `callback`: per reported function its bytes and collectives, then one
+/// line per collective with its bytes, modelled time and
+/// `sourceName`:line. Returns how many functions it reported (0: the pass
+/// did not run).
+DTENSOR_EXPORT int dtensorReportPrint(MlirOperation module,
+                                      MlirStringRef sourceName,
+                                      MlirStringCallback callback,
+                                      void *userData);
+
 /// Turns an annotated global program into the single-device program it
 /// stands for (the reference a partitioned run is compared with): every
 /// dtensor.annotate, and every dtensor.redistribute between values of the

@@ -4,8 +4,8 @@
  * modelled time under the mesh's link model (the planner's cost formulas).
  * The MLIR C API cannot emit remarks, so the report is written as
  * attributes: `dtensor.cost = {bytes, modelled_us}` on each collective and
- * `dtensor.report = {...}` on the function; `dtensor-opt --dtensor-report`
- * prints them (docs/partition.md). */
+ * `dtensor.report = {...}` on the function; dtensorReportPrint (which
+ * `dtensor-opt --dtensor-report` calls) prints them (docs/partition.md). */
 #include "PassDef.h"
 #include "Util.h"
 
@@ -15,6 +15,7 @@
 #include "mlir-c/BuiltinTypes.h"
 #include "mlir-c/Diagnostics.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -185,3 +186,84 @@ const DtPassDef dtReportPass = {
     .verifyFirst = true,
     .run = runReport,
 };
+
+/* ---- printing ------------------------------------------------------------ */
+
+static int64_t intField(MlirAttribute dict, const char *name) {
+  MlirAttribute a = mlirDictionaryAttrGetElementByName(
+      dict, mlirStringRefCreateFromCString(name));
+  return mlirAttributeIsNull(a) ? 0 : mlirIntegerAttrGetValueInt(a);
+}
+
+static double floatField(MlirAttribute dict, const char *name) {
+  MlirAttribute a = mlirDictionaryAttrGetElementByName(
+      dict, mlirStringRefCreateFromCString(name));
+  return mlirAttributeIsNull(a) ? 0.0 : mlirFloatAttrGetValueDouble(a);
+}
+
+typedef struct Printer {
+  MlirStringRef source;
+  MlirStringCallback callback;
+  void *userData;
+} Printer;
+
+static void emit(const Printer *p, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void emit(const Printer *p, const char *format, ...) {
+  char line[1024];
+  va_list args;
+  va_start(args, format);
+  int n = vsnprintf(line, sizeof(line), format, args);
+  va_end(args);
+  if (n > 0)
+    p->callback((MlirStringRef){line, (size_t)n < sizeof(line)
+                                          ? (size_t)n
+                                          : sizeof(line) - 1},
+                p->userData);
+}
+
+static MlirWalkResult printCollective(MlirOperation op, void *userData) {
+  const Printer *p = userData;
+  MlirAttribute cost = dtGetAttr(op, "dtensor.cost");
+  if (mlirAttributeIsNull(cost))
+    return MlirWalkResultAdvance;
+  MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
+  MlirLocation loc = mlirOperationGetLocation(op);
+  int line = mlirLocationIsAFileLineColRange(loc)
+                 ? mlirLocationFileLineColRangeGetStartLine(loc)
+                 : 0;
+  emit(p, "    %-24.*s %12lld bytes %12.3f us   %.*s:%d\n", (int)name.length,
+       name.data, (long long)intField(cost, "bytes"),
+       floatField(cost, "modelled_us"), (int)p->source.length, p->source.data,
+       line);
+  return MlirWalkResultAdvance;
+}
+
+int dtensorReportPrint(MlirOperation module, MlirStringRef sourceName,
+                       MlirStringCallback callback, void *userData) {
+  Printer p = {sourceName, callback, userData};
+  int reported = 0;
+  MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(module, 0));
+  for (MlirOperation f = mlirBlockGetFirstOperation(body);
+       !mlirOperationIsNull(f); f = mlirOperationGetNextInBlock(f)) {
+    MlirAttribute r = dtGetAttr(f, "dtensor.report");
+    if (mlirAttributeIsNull(r))
+      continue;
+    ++reported;
+    MlirStringRef fname = mlirStringAttrGetValue(dtGetAttr(f, "sym_name"));
+    emit(&p,
+         "dtensor report: @%.*s, per device\n"
+         "  arguments %lld bytes, results %lld bytes, largest tensor %lld "
+         "bytes\n"
+         "  %lld collectives, %lld bytes moved, %.3f us modelled\n",
+         (int)fname.length, fname.data,
+         (long long)intField(r, "argument_bytes"),
+         (long long)intField(r, "result_bytes"),
+         (long long)intField(r, "largest_tensor_bytes"),
+         (long long)intField(r, "collectives"),
+         (long long)intField(r, "bytes_moved"), floatField(r, "modelled_us"));
+    mlirOperationWalk(f, printCollective, &p, MlirWalkPreOrder);
+  }
+  return reported;
+}

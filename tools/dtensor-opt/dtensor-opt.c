@@ -320,65 +320,9 @@ static bool buildPassManager(MlirContext ctx, const Options *o,
   return true;
 }
 
-static int64_t intField(MlirAttribute dict, const char *name) {
-  MlirAttribute a = mlirDictionaryAttrGetElementByName(
-      dict, mlirStringRefCreateFromCString(name));
-  return mlirAttributeIsNull(a) ? 0 : mlirIntegerAttrGetValueInt(a);
-}
-
-static double floatField(MlirAttribute dict, const char *name) {
-  MlirAttribute a = mlirDictionaryAttrGetElementByName(
-      dict, mlirStringRefCreateFromCString(name));
-  return mlirAttributeIsNull(a) ? 0.0 : mlirFloatAttrGetValueDouble(a);
-}
-
-typedef struct ReportWalk {
-  const Source *src;
-} ReportWalk;
-
-static MlirWalkResult printCollective(MlirOperation op, void *userData) {
-  ReportWalk *w = userData;
-  MlirAttribute cost = mlirOperationGetDiscardableAttributeByName(
-      op, mlirStringRefCreateFromCString("dtensor.cost"));
-  if (mlirAttributeIsNull(cost))
-    return MlirWalkResultAdvance;
-  MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
-  MlirLocation loc = mlirOperationGetLocation(op);
-  int line = 0;
-  if (mlirLocationIsAFileLineColRange(loc))
-    line = mlirLocationFileLineColRangeGetStartLine(loc);
-  fprintf(stderr, "    %-24.*s %12lld bytes %12.3f us   %s:%d\n",
-          (int)name.length, name.data, (long long)intField(cost, "bytes"),
-          floatField(cost, "modelled_us"), w->src->name, line);
-  return MlirWalkResultAdvance;
-}
-
-/* --dtensor-report: what the dtensor-report pass wrote, as a table. */
-static void printReport(const Source *src, MlirOperation module) {
-  MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(module, 0));
-  for (MlirOperation f = mlirBlockGetFirstOperation(body);
-       !mlirOperationIsNull(f); f = mlirOperationGetNextInBlock(f)) {
-    MlirAttribute r = mlirOperationGetDiscardableAttributeByName(
-        f, mlirStringRefCreateFromCString("dtensor.report"));
-    if (mlirAttributeIsNull(r))
-      continue;
-    MlirStringRef fname =
-        mlirStringAttrGetValue(mlirOperationGetAttributeByName(
-            f, mlirStringRefCreateFromCString("sym_name")));
-    fprintf(
-        stderr,
-        "dtensor report: @%.*s, per device\n"
-        "  arguments %lld bytes, results %lld bytes, largest tensor %lld "
-        "bytes\n"
-        "  %lld collectives, %lld bytes moved, %.3f us modelled\n",
-        (int)fname.length, fname.data, (long long)intField(r, "argument_bytes"),
-        (long long)intField(r, "result_bytes"),
-        (long long)intField(r, "largest_tensor_bytes"),
-        (long long)intField(r, "collectives"),
-        (long long)intField(r, "bytes_moved"), floatField(r, "modelled_us"));
-    ReportWalk w = {src};
-    mlirOperationWalk(f, printCollective, &w, MlirWalkPreOrder);
-  }
+static void toStderr(MlirStringRef s, void *userData) {
+  (void)userData;
+  fwrite(s.data, 1, s.length, stderr);
 }
 
 /* The printing flags the options ask for. */
@@ -430,7 +374,8 @@ static bool runChunk(MlirContext ctx, const Options *o, const Source *src,
   }
   ok = ok && !diags->anyError;
   if (ok && o->report)
-    printReport(src, module);
+    dtensorReportPrint(module, mlirStringRefCreateFromCString(src->name),
+                       toStderr, NULL);
   if (ok) {
     if (*printed)
       fprintf(out, "// -----\n");
