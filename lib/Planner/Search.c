@@ -326,48 +326,42 @@ typedef struct Search {
   uint64_t target;
   Node *nodes;
   int numNodes, capNodes;
-  int *table; /* open addressing: node index + 1, 0 = empty */
-  unsigned tableMask;
+  DtTable index; /* a state's node index, by its key */
   HeapItem *heap;
   int heapSize, capHeap;
   int current;
   bool failed;
 } Search;
 
-static unsigned hashKey(uint64_t k) {
+/* MurmurHash3's finalizer: every bit of a state's packed key reaches the
+ * low bits the table indexes by. */
+static uint64_t hashKey(uint64_t k) {
   k ^= k >> 33;
   k *= 0xff51afd7ed558ccdULL;
   k ^= k >> 33;
-  return (unsigned)k;
+  return k;
 }
 
-static bool growTable(Search *s) {
-  unsigned size = (s->tableMask + 1) * 2;
-  int *table = calloc(size, sizeof(int));
-  if (!table)
-    return false;
-  for (int i = 0; i < s->numNodes; ++i) {
-    unsigned h = hashKey(s->nodes[i].key) & (size - 1);
-    while (table[h])
-      h = (h + 1) & (size - 1);
-    table[h] = i + 1;
-  }
-  free(s->table);
-  s->table = table;
-  s->tableMask = size - 1;
-  return true;
+/* Search.index holds node indices (an int each: the probe stays small);
+ * the key is the node's. */
+typedef struct NodeKey {
+  const Node *nodes;
+  uint64_t key;
+} NodeKey;
+
+static bool sameKey(const void *entry, const void *key) {
+  const NodeKey *k = key;
+  return k->nodes[*(const int *)entry].key == k->key;
 }
 
 /* Returns the node of `key`, creating it (g = INFINITY) if new; -1 when
  * out of memory. */
 static int nodeOf(Search *s, uint64_t key) {
-  unsigned h = hashKey(key) & s->tableMask;
-  while (s->table[h]) {
-    int i = s->table[h] - 1;
-    if (s->nodes[i].key == key)
-      return i;
-    h = (h + 1) & s->tableMask;
-  }
+  uint64_t hash = hashKey(key);
+  NodeKey probe = {s->nodes, key};
+  const int *hit = dtTableFind(&s->index, hash, sameKey, &probe);
+  if (hit)
+    return *hit;
   if (s->numNodes == s->capNodes) {
     int cap = s->capNodes * 2;
     Node *nodes = realloc(s->nodes, sizeof(Node) * (size_t)cap);
@@ -376,14 +370,15 @@ static int nodeOf(Search *s, uint64_t key) {
     s->nodes = nodes;
     s->capNodes = cap;
   }
+  int *slot = dtTableInsert(&s->index, hash);
+  if (!slot)
+    return -1;
   int i = s->numNodes++;
   memset(&s->nodes[i], 0, sizeof(Node));
   s->nodes[i].key = key;
   s->nodes[i].g = INFINITY;
   s->nodes[i].parent = -1;
-  s->table[h] = i + 1;
-  if ((unsigned)s->numNodes * 2 > s->tableMask && !growTable(s))
-    return -1;
+  *slot = i;
   return i;
 }
 
@@ -456,7 +451,7 @@ static void relax(const Edge *e, void *user) {
 
 static void searchFree(Search *s) {
   free(s->nodes);
-  free(s->table);
+  dtTableFree(&s->index);
   free(s->heap);
 }
 
@@ -486,11 +481,11 @@ static bool tracePath(const Ctx *c, const Node *nodes, int node,
 
 static bool searchOptimal(const Ctx *c, uint64_t source, uint64_t target,
                           DtensorPlan *plan, DtensorDiag *diag) {
-  Search s = {c, target, NULL, 0, 64, NULL, 127, NULL, 0, 64, 0, false};
+  Search s = {c,    target, NULL, 0, 64,   dtTableInit(sizeof(int)),
+              NULL, 0,      64,   0, false};
   s.nodes = malloc(sizeof(Node) * (size_t)s.capNodes);
-  s.table = calloc(s.tableMask + 1, sizeof(int));
   s.heap = malloc(sizeof(HeapItem) * (size_t)s.capHeap);
-  if (!s.nodes || !s.table || !s.heap) {
+  if (!s.nodes || !s.heap) {
     searchFree(&s);
     return dtDiag(diag, -1, "out of memory while planning");
   }

@@ -68,23 +68,40 @@ static inline void dtUnravel(int64_t linear, int rank, const int64_t *shape,
 
 /// An open-addressing hash table of fixed-size entries (linear probing,
 /// removal by backward shift, so no tombstones). The table keeps each
-/// entry's hash and whether its slot is used; the caller compares keys.
+/// entry's hash (0 marks a free slot: a hash of 0 is stored as 1), so a
+/// probe reads one array until a hash matches; the caller compares keys.
 typedef struct DtTable {
   size_t entrySize;
   unsigned mask; /* capacity - 1; 0 before the first insert */
   unsigned count;
-  uint64_t *hashes;
-  bool *used;
+  uint64_t *hashes; /* one block with the entries */
   char *entries;
 } DtTable;
+
+/// The hash a table stores for `hash` (never 0, the free mark).
+static inline uint64_t dtTableSlotHash(uint64_t hash) {
+  return hash ? hash : 1;
+}
 
 /// An empty table of entries of `entrySize` bytes.
 DtTable dtTableInit(size_t entrySize);
 
 /// Returns the entry with `hash` for which `equal(entry, key)`, or NULL.
-void *dtTableFind(const DtTable *t, uint64_t hash,
-                  bool (*equal)(const void *entry, const void *key),
-                  const void *key);
+/// Inline, so the comparison inlines into the hot lookups (planner search,
+/// propagation's caches).
+static inline void *dtTableFind(const DtTable *t, uint64_t hash,
+                                bool (*equal)(const void *entry,
+                                              const void *key),
+                                const void *key) {
+  if (!t->mask)
+    return NULL;
+  hash = dtTableSlotHash(hash);
+  for (unsigned h = (unsigned)hash & t->mask; t->hashes[h];
+       h = (h + 1) & t->mask)
+    if (t->hashes[h] == hash && equal(t->entries + h * t->entrySize, key))
+      return t->entries + h * t->entrySize;
+  return NULL;
+}
 
 /// Returns a new zeroed entry for `hash` (growing the table), or NULL when
 /// out of memory. Entries stay where they are until the next insert or

@@ -5,42 +5,38 @@
 #include <string.h>
 
 DtTable dtTableInit(size_t entrySize) {
-  DtTable t = {entrySize, 0, 0, NULL, NULL, NULL};
+  DtTable t = {entrySize, 0, 0, NULL, NULL};
   return t;
-}
-
-void *dtTableFind(const DtTable *t, uint64_t hash,
-                  bool (*equal)(const void *entry, const void *key),
-                  const void *key) {
-  if (!t->mask)
-    return NULL;
-  for (unsigned h = (unsigned)hash & t->mask; t->used[h]; h = (h + 1) & t->mask)
-    if (t->hashes[h] == hash && equal(t->entries + h * t->entrySize, key))
-      return t->entries + h * t->entrySize;
-  return NULL;
 }
 
 static unsigned freeSlot(const DtTable *t, uint64_t hash) {
   unsigned h = (unsigned)hash & t->mask;
-  while (t->used[h])
+  while (t->hashes[h])
     h = (h + 1) & t->mask;
   return h;
 }
 
+/* A table of `size` slots (a power of two) in one zeroed block: the hashes,
+ * then the entries. */
+static bool allocSlots(DtTable *t, unsigned size) {
+  char *block = calloc(1, (size_t)size * (sizeof(uint64_t) + t->entrySize));
+  if (!block)
+    return false;
+  t->hashes = (uint64_t *)block;
+  t->entries = block + (size_t)size * sizeof(uint64_t);
+  t->mask = size - 1;
+  return true;
+}
+
 void *dtTableInsert(DtTable *t, uint64_t hash) {
   if ((t->count + 1) * 2 > t->mask) {
-    unsigned size = t->mask ? 2 * (t->mask + 1) : 64;
-    DtTable grown = {t->entrySize,    size - 1,
-                     t->count,        calloc(size, sizeof(uint64_t)),
-                     calloc(size, 1), calloc(size, t->entrySize)};
-    if (!grown.hashes || !grown.used || !grown.entries) {
-      dtTableFree(&grown);
+    DtTable grown = dtTableInit(t->entrySize);
+    if (!allocSlots(&grown, t->mask ? 2 * (t->mask + 1) : 64))
       return NULL;
-    }
+    grown.count = t->count;
     for (unsigned i = 0; t->mask && i <= t->mask; ++i)
-      if (t->used[i]) {
+      if (t->hashes[i]) {
         unsigned h = freeSlot(&grown, t->hashes[i]);
-        grown.used[h] = true;
         grown.hashes[h] = t->hashes[i];
         memcpy(grown.entries + h * t->entrySize, t->entries + i * t->entrySize,
                t->entrySize);
@@ -48,8 +44,8 @@ void *dtTableInsert(DtTable *t, uint64_t hash) {
     dtTableFree(t);
     *t = grown;
   }
+  hash = dtTableSlotHash(hash);
   unsigned h = freeSlot(t, hash);
-  t->used[h] = true;
   t->hashes[h] = hash;
   ++t->count;
   return memset(t->entries + h * t->entrySize, 0, t->entrySize);
@@ -57,21 +53,20 @@ void *dtTableInsert(DtTable *t, uint64_t hash) {
 
 void dtTableRemove(DtTable *t, void *entry) {
   unsigned hole = (unsigned)(((char *)entry - t->entries) / t->entrySize);
-  t->used[hole] = false;
+  t->hashes[hole] = 0;
   --t->count;
   /* Backward shift: move up each later entry of the run whose home slot
    * is not between the hole and it, so every probe still finds it. */
-  for (unsigned i = (hole + 1) & t->mask; t->used[i]; i = (i + 1) & t->mask) {
+  for (unsigned i = (hole + 1) & t->mask; t->hashes[i]; i = (i + 1) & t->mask) {
     unsigned home = (unsigned)t->hashes[i] & t->mask;
     bool stays =
         hole <= i ? (hole < home && home <= i) : (hole < home || home <= i);
     if (stays)
       continue;
-    t->used[hole] = true;
     t->hashes[hole] = t->hashes[i];
     memcpy(t->entries + hole * t->entrySize, t->entries + i * t->entrySize,
            t->entrySize);
-    t->used[i] = false;
+    t->hashes[i] = 0;
     hole = i;
   }
 }
@@ -79,16 +74,13 @@ void dtTableRemove(DtTable *t, void *entry) {
 void dtTableForEach(DtTable *t, void (*visit)(void *entry, void *user),
                     void *user) {
   for (unsigned i = 0; t->mask && i <= t->mask; ++i)
-    if (t->used[i])
+    if (t->hashes[i])
       visit(t->entries + i * t->entrySize, user);
 }
 
 void dtTableFree(DtTable *t) {
-  free(t->hashes);
-  free(t->used);
-  free(t->entries);
+  free(t->hashes); /* the block of allocSlots */
   t->hashes = NULL;
-  t->used = NULL;
   t->entries = NULL;
   t->mask = t->count = 0;
 }
