@@ -119,6 +119,10 @@ irdl.dialect @dtensor {
     irdl.attributes {"mesh" = %m, "mesh_axes" = %a, "pairs" = %p}
   }
 
+  // `mesh_axes` (array<i64>, optional: all axes when absent) is not listed
+  // here because IRDL (MLIR 22) has no optional attributes and requires
+  // every listed one; Verify.c checks it when present, as it checks the
+  // collectives' (docs/dialect.md).
   irdl.operation @mesh_index {
     %m = irdl.base "#builtin.symbol_ref"
     %idx = irdl.is index
