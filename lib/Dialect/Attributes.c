@@ -433,20 +433,14 @@ MlirOperation dtMeshOpCreate(MlirOperation module, MlirLocation loc,
     names[a] = mlirStringAttrGet(
         ctx, mlirStringRefCreateFromCString(dtensorMeshGetAxisName(mesh, a)));
   }
-#define NAMED(key, value)                                                      \
-  mlirNamedAttributeGet(                                                       \
-      mlirIdentifierGet(ctx, mlirStringRefCreateFromCString(key)), value)
   MlirNamedAttribute attrs[3] = {
-      NAMED("sym_name",
-            mlirStringAttrGet(ctx, mlirStringRefCreateFromCString(name))),
-      NAMED("shape", mlirDenseI64ArrayGet(ctx, rank, shape)),
-      NAMED("axis_names", mlirArrayAttrGet(ctx, rank, names)),
+      dtNamedAttr(ctx, "sym_name",
+                  mlirStringAttrGet(ctx, mlirStringRefCreateFromCString(name))),
+      dtNamedAttr(ctx, "shape", mlirDenseI64ArrayGet(ctx, rank, shape)),
+      dtNamedAttr(ctx, "axis_names", mlirArrayAttrGet(ctx, rank, names)),
   };
-#undef NAMED
-  MlirOperationState st = mlirOperationStateGet(
-      mlirStringRefCreateFromCString("dtensor.mesh"), loc);
-  mlirOperationStateAddAttributes(&st, 3, attrs);
-  MlirOperation op = mlirOperationCreate(&st);
+  MlirOperation op =
+      dtOpCreateDetached(loc, "dtensor.mesh", 0, NULL, 0, NULL, 3, attrs);
   MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(module, 0));
   MlirOperation first = mlirBlockGetFirstOperation(top);
   if (mlirOperationIsNull(first))

@@ -61,6 +61,54 @@ void dtOpError(MlirOperation op, const char *format, ...)
 void dtOpErrorV(MlirOperation op, const char *format, va_list args)
     __attribute__((format(printf, 2, 0)));
 
+/* ---- building ops (Builders.c) ------------------------------------------ */
+
+/// A named attribute (the identifier made here; hot paths use DtIds).
+MlirNamedAttribute dtNamedAttr(MlirContext ctx, const char *name,
+                               MlirAttribute value);
+
+/// Creates op `name` with the operands, results and attributes (sorted by
+/// name, as MLIR keeps them, to spare it a sort), not in any block.
+MlirOperation dtOpCreateDetached(MlirLocation loc, const char *name,
+                                 int nOperands, const MlirValue *operands,
+                                 int nResults, const MlirType *results,
+                                 int nAttrs, const MlirNamedAttribute *attrs);
+
+/// dtOpCreateDetached, inserted before `before` (not null).
+MlirOperation dtOpCreate(MlirOperation before, MlirLocation loc,
+                         const char *name, int nOperands,
+                         const MlirValue *operands, int nResults,
+                         const MlirType *results, int nAttrs,
+                         const MlirNamedAttribute *attrs);
+
+/// The identifiers of the dialect's op attributes, made once per pass run.
+typedef struct DtIds {
+  MlirIdentifier dst, gatherDim, globalShape, layout, mesh, meshAxes, reduce,
+      shardDim, src;
+} DtIds;
+
+DtIds dtIdsGet(MlirContext ctx);
+
+/// dtensor.redistribute of `value` (src -> dst, the global shape an
+/// array<i64>) with type `result`, before `before`.
+MlirOperation dtBuildRedistribute(const DtIds *ids, MlirOperation before,
+                                  MlirLocation loc, MlirValue value,
+                                  MlirType result, MlirAttribute src,
+                                  MlirAttribute dst, MlirAttribute globalShape);
+
+/// dtensor.annotate of `value` with `layout`, before `before`.
+MlirOperation dtBuildAnnotate(const DtIds *ids, MlirOperation before,
+                              MlirLocation loc, MlirValue value,
+                              MlirAttribute layout);
+
+/// The collective of one plan step `c` on `input` over the mesh `meshRef`,
+/// with type `result`, before (and at the location of) `before`.
+struct DtensorCommSpec;
+MlirOperation dtBuildCollective(const DtIds *ids, MlirOperation before,
+                                MlirAttribute meshRef,
+                                const struct DtensorCommSpec *c,
+                                MlirValue input, MlirType result);
+
 /// Whether `op` is named `name`. Inline, so the length of a literal name is
 /// known when compiling (passes ask this of every op, several times).
 static inline bool dtIsOp(MlirOperation op, const char *name) {

@@ -169,6 +169,7 @@ static bool runImportShard(MlirOperation module, const DtPassOptions *options) {
     }
   }
   /* Shard ops: annotations. */
+  DtIds ids = dtIdsGet(ctx);
   MlirOperation *replaced = calloc(f.shards.count + 1, sizeof(MlirOperation));
   for (size_t i = 0; i < f.shards.count && ok; ++i) {
     MlirOperation sh = f.shards.ops[i];
@@ -206,18 +207,8 @@ static bool runImportShard(MlirOperation module, const DtPassOptions *options) {
       break;
     }
     MlirAttribute layout = dtensorLayoutAttrGet(ctx, grid, &parsed);
-    MlirNamedAttribute attr = mlirNamedAttributeGet(
-        mlirIdentifierGet(ctx, mlirStringRefCreateFromCString("layout")),
-        layout);
-    MlirOperationState st = mlirOperationStateGet(
-        mlirStringRefCreateFromCString("dtensor.annotate"),
-        mlirOperationGetLocation(sh));
-    mlirOperationStateAddOperands(&st, 1, &value);
-    mlirOperationStateAddResults(&st, 1, &type);
-    mlirOperationStateAddAttributes(&st, 1, &attr);
-    MlirOperation annotate = mlirOperationCreate(&st);
-    mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(sh), sh,
-                                        annotate);
+    MlirOperation annotate =
+        dtBuildAnnotate(&ids, sh, mlirOperationGetLocation(sh), value, layout);
     mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(sh, 0),
                                   mlirOperationGetResult(annotate, 0));
     replaced[i] = sh;

@@ -17,64 +17,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The attribute names of a collective, in the order MLIR keeps them
- * (sorted: attributes given in that order need no sorting). */
-enum {
-  NAME_GATHER_DIM,
-  NAME_MESH,
-  NAME_MESH_AXES,
-  NAME_REDUCE,
-  NAME_SHARD_DIM,
-  NUM_NAMES
-};
-static const char *const kNames[NUM_NAMES] = {"gather_dim", "mesh", "mesh_axes",
-                                              "reduce", "shard_dim"};
-
-/* Builds the collective of one plan step on `input`, before `before`;
- * `names` are the identifiers of kNames. */
-static MlirValue buildStep(const MlirIdentifier *names, MlirOperation before,
+/* Builds the collective of one plan step on `input`, before `before`. */
+static MlirValue buildStep(const DtIds *ids, MlirOperation before,
                            MlirAttribute meshRef, const DtensorPlanStep *step,
                            MlirValue input, const DtensorLayout *after) {
-  MlirContext ctx = mlirOperationGetContext(before);
-  MlirLocation loc = mlirOperationGetLocation(before);
-  const DtensorCommSpec *c = &step->comm;
-  char name[64];
-  snprintf(name, sizeof(name), "dtensor.%s",
-           dtensorCommPatternGetName(c->pattern));
-  MlirOperationState state =
-      mlirOperationStateGet(mlirStringRefCreateFromCString(name), loc);
-  int64_t shape[DTENSOR_MAX_TENSOR_RANK], axes[DTENSOR_MAX_MESH_RANK];
+  int64_t shape[DTENSOR_MAX_TENSOR_RANK];
   dtensorLayoutGetMaxLocalShape(after, shape);
-  MlirType inType = mlirValueGetType(input);
   MlirType outType = mlirRankedTensorTypeGet(
-      after->rank, shape, mlirShapedTypeGetElementType(inType),
+      after->rank, shape, mlirShapedTypeGetElementType(mlirValueGetType(input)),
       mlirAttributeGetNull());
-  for (int i = 0; i < c->numAxes; ++i)
-    axes[i] = c->axes[i];
-  MlirType i64 = mlirIntegerTypeGet(ctx, 64);
-  MlirNamedAttribute attrs[NUM_NAMES];
-  int n = 0;
-  if (c->gatherDim >= 0)
-    attrs[n++] = mlirNamedAttributeGet(
-        names[NAME_GATHER_DIM], mlirIntegerAttrGet(i64, (int64_t)c->gatherDim));
-  attrs[n++] = mlirNamedAttributeGet(names[NAME_MESH], meshRef);
-  attrs[n++] = mlirNamedAttributeGet(
-      names[NAME_MESH_AXES], mlirDenseI64ArrayGet(ctx, c->numAxes, axes));
-  if (c->reduce != DTENSOR_REDUCE_NONE)
-    attrs[n++] = mlirNamedAttributeGet(
-        names[NAME_REDUCE],
-        mlirStringAttrGet(ctx, mlirStringRefCreateFromCString(
-                                   dtensorReduceKindGetName(c->reduce))));
-  if (c->shardDim >= 0)
-    attrs[n++] = mlirNamedAttributeGet(
-        names[NAME_SHARD_DIM], mlirIntegerAttrGet(i64, (int64_t)c->shardDim));
-  mlirOperationStateAddOperands(&state, 1, &input);
-  mlirOperationStateAddResults(&state, 1, &outType);
-  mlirOperationStateAddAttributes(&state, n, attrs);
-  MlirOperation op = mlirOperationCreate(&state);
-  mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(before), before,
-                                      op);
-  return mlirOperationGetResult(op, 0);
+  return mlirOperationGetResult(
+      dtBuildCollective(ids, before, meshRef, &step->comm, input, outType), 0);
 }
 
 /* The layouts of a (src, dst, global type) triple, read once: a program
@@ -90,7 +43,7 @@ typedef struct Lower {
   DtensorPlanner *planner;
   bool report;
   DtTable pairs; /* Pair */
-  MlirIdentifier names[NUM_NAMES];
+  DtIds ids;
 } Lower;
 
 static bool samePair(const void *entry, const void *key) {
@@ -186,7 +139,7 @@ static bool lowerOne(Lower *l, MlirOperation op) {
   for (int i = 0; i < plan->numSteps; ++i) {
     after.spec = plan->steps[i].after;
     value =
-        buildStep(l->names, op, pair->meshRef, &plan->steps[i], value, &after);
+        buildStep(&l->ids, op, pair->meshRef, &plan->steps[i], value, &after);
     last = mlirOpResultGetOwner(value);
   }
   if (l->report && !mlirOperationIsNull(last)) {
@@ -242,13 +195,9 @@ static bool runLowerRedistribute(MlirOperation root,
   bool report = dtPassOptionsGetBool(options, "report");
   Collected found = {NULL, 0, 0, false};
   mlirOperationWalk(root, collect, &found, MlirWalkPostOrder);
-  Lower l = {dtensorPlannerCreate(&planOptions),
-             report,
+  Lower l = {dtensorPlannerCreate(&planOptions), report,
              dtTableInit(sizeof(Pair)),
-             {{NULL}}};
-  for (int k = 0; k < NUM_NAMES; ++k)
-    l.names[k] = mlirIdentifierGet(mlirOperationGetContext(root),
-                                   mlirStringRefCreateFromCString(kNames[k]));
+             dtIdsGet(mlirOperationGetContext(root))};
   bool ok = !found.failed && l.planner;
   if (!ok)
     mlirEmitError(mlirOperationGetLocation(root),

@@ -305,41 +305,24 @@ static MlirWalkResult collect(MlirOperation op, void *userData) {
 
 /* ---- building ops -------------------------------------------------------- */
 
-MlirOperation dtPartCreate(MlirOperation before, const char *name,
-                           int nOperands, const MlirValue *operands,
-                           int nResults, const MlirType *results, int nAttrs,
-                           const MlirNamedAttribute *attrs) {
-  MlirOperationState st = mlirOperationStateGet(
-      mlirStringRefCreateFromCString(name), mlirOperationGetLocation(before));
-  if (nOperands)
-    mlirOperationStateAddOperands(&st, nOperands, operands);
-  mlirOperationStateAddResults(&st, nResults, results);
-  if (nAttrs)
-    mlirOperationStateAddAttributes(&st, nAttrs, attrs);
-  MlirOperation op = mlirOperationCreate(&st);
-  mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(before), before,
-                                      op);
-  return op;
-}
-
-MlirNamedAttribute dtPartNamed(Part *p, const char *name, MlirAttribute a) {
-  return mlirNamedAttributeGet(
-      mlirIdentifierGet(p->ctx, mlirStringRefCreateFromCString(name)), a);
-}
-
 MlirValue dtPartIndexConst(Part *p, MlirOperation before, int64_t v) {
   MlirType index = mlirIndexTypeGet(p->ctx);
-  MlirNamedAttribute a = dtPartNamed(p, "value", mlirIntegerAttrGet(index, v));
+  MlirNamedAttribute a =
+      dtNamedAttr(p->ctx, "value", mlirIntegerAttrGet(index, v));
   return mlirOperationGetResult(
-      dtPartCreate(before, "arith.constant", 0, NULL, 1, &index, 1, &a), 0);
+      dtOpCreate(before, mlirOperationGetLocation(before), "arith.constant", 0,
+                 NULL, 1, &index, 1, &a),
+      0);
 }
 
 MlirValue dtPartBinary(Part *p, MlirOperation before, const char *name,
                        MlirValue a, MlirValue b) {
   MlirValue ops[2] = {a, b};
   MlirType index = mlirIndexTypeGet(p->ctx);
-  return mlirOperationGetResult(
-      dtPartCreate(before, name, 2, ops, 1, &index, 0, NULL), 0);
+  return mlirOperationGetResult(dtOpCreate(before,
+                                           mlirOperationGetLocation(before),
+                                           name, 2, ops, 1, &index, 0, NULL),
+                                0);
 }
 
 /* ---- rewriting ----------------------------------------------------------- */
@@ -416,21 +399,9 @@ static void insertRedistribute(Part *p, MlirOperation op, intptr_t i,
   const Value *target = recordAs(p, op, (MlirValue){NULL}, dst, have->global);
   if (!target)
     return;
-  /* In MLIR's (sorted) order, which spares sorting them. */
-  MlirNamedAttribute attrs[3] = {
-      mlirNamedAttributeGet(p->idDst, dst),
-      mlirNamedAttributeGet(p->idGlobalShape,
-                            i64Array(p, have->rank, have->shape)),
-      mlirNamedAttributeGet(p->idSrc, have->layout),
-  };
-  MlirOperationState state = mlirOperationStateGet(
-      mlirStringRefCreateFromCString("dtensor.redistribute"),
-      mlirOperationGetLocation(op));
-  mlirOperationStateAddOperands(&state, 1, &v);
-  mlirOperationStateAddResults(&state, 1, &target->local);
-  mlirOperationStateAddAttributes(&state, 3, attrs);
-  MlirOperation r = mlirOperationCreate(&state);
-  mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(op), op, r);
+  MlirOperation r = dtBuildRedistribute(
+      &p->ids, op, mlirOperationGetLocation(op), v, target->local, have->layout,
+      dst, i64Array(p, have->rank, have->shape));
   MlirValue result = mlirOperationGetResult(r, 0);
   mlirOperationSetOperand(op, i, result);
   setValue(p, op, result.ptr, target);
@@ -460,12 +431,13 @@ MlirOperation dtPartMeshIndex(Part *p, MlirOperation at, int numAxes,
     types[k] = mlirIndexTypeGet(p->ctx);
   }
   MlirNamedAttribute attrs[2] = {
-      dtPartNamed(p, "mesh",
+      dtNamedAttr(p->ctx, "mesh",
                   mlirFlatSymbolRefAttrGet(
                       p->ctx, mlirStringRefCreateFromCString(p->meshName))),
-      dtPartNamed(p, "mesh_axes", mlirDenseI64ArrayGet(p->ctx, numAxes, list))};
-  return dtPartCreate(at, "dtensor.mesh_index", 0, NULL, numAxes, types, 2,
-                      attrs);
+      dtNamedAttr(p->ctx, "mesh_axes",
+                  mlirDenseI64ArrayGet(p->ctx, numAxes, list))};
+  return dtOpCreate(at, mlirOperationGetLocation(at), "dtensor.mesh_index", 0,
+                    NULL, numAxes, types, 2, attrs);
 }
 
 /* Operand `i` of `op` (replicated over the `axes` mask) becomes Partial
@@ -487,22 +459,28 @@ static void keepOnFirst(Part *p, MlirOperation op, intptr_t i, unsigned axes,
                        mlirOperationGetResult(coords, k));
   MlirType i1 = mlirIntegerTypeGet(p->ctx, 1);
   MlirValue cmp[2] = {sum, dtPartIndexConst(p, at, 0)};
-  MlirNamedAttribute pred = dtPartNamed(
-      p, "predicate", mlirIntegerAttrGet(mlirIntegerTypeGet(p->ctx, 64), 0));
-  MlirValue first = mlirOperationGetResult(
-      dtPartCreate(at, "arith.cmpi", 2, cmp, 1, &i1, 1, &pred), 0);
+  MlirNamedAttribute pred =
+      dtNamedAttr(p->ctx, "predicate",
+                  mlirIntegerAttrGet(mlirIntegerTypeGet(p->ctx, 64), 0));
+  MlirValue first =
+      mlirOperationGetResult(dtOpCreate(at, mlirOperationGetLocation(at),
+                                        "arith.cmpi", 2, cmp, 1, &i1, 1, &pred),
+                             0);
   MlirValue x = mlirOperationGetOperand(op, i);
   MlirType t = mlirValueGetType(x);
   MlirType elt = mlirShapedTypeGetElementType(t);
-  MlirNamedAttribute value = dtPartNamed(
-      p, "value", mlirDenseElementsAttrSplatGet(t, neutral(elt, kind)));
+  MlirNamedAttribute value = dtNamedAttr(
+      p->ctx, "value", mlirDenseElementsAttrSplatGet(t, neutral(elt, kind)));
   MlirValue other = mlirOperationGetResult(
-      dtPartCreate(op, "arith.constant", 0, NULL, 1, &t, 1, &value), 0);
+      dtOpCreate(op, mlirOperationGetLocation(op), "arith.constant", 0, NULL, 1,
+                 &t, 1, &value),
+      0);
   MlirValue ops[3] = {first, x, other};
   mlirOperationSetOperand(
       op, i,
-      mlirOperationGetResult(
-          dtPartCreate(op, "arith.select", 3, ops, 1, &t, 0, NULL), 0));
+      mlirOperationGetResult(dtOpCreate(op, mlirOperationGetLocation(op),
+                                        "arith.select", 3, ops, 1, &t, 0, NULL),
+                             0));
 }
 
 /* Converts operand `i` of `op` to the layout its use needs. */
@@ -586,16 +564,9 @@ static void splitConstant(Part *p, MlirOperation op) {
   MlirOperation next = mlirOperationGetNextInBlock(op);
   MlirLocation loc = mlirOperationGetLocation(op);
   MlirType local = localType(p, global, &v->spec);
-  MlirNamedAttribute attrs[3] = {
-      dtPartNamed(p, "src", whole.layout), dtPartNamed(p, "dst", v->layout),
-      dtPartNamed(p, "global_shape", i64Array(p, v->rank, v->shape))};
-  MlirOperationState st = mlirOperationStateGet(
-      mlirStringRefCreateFromCString("dtensor.redistribute"), loc);
-  mlirOperationStateAddOperands(&st, 1, &c);
-  mlirOperationStateAddResults(&st, 1, &local);
-  mlirOperationStateAddAttributes(&st, 3, attrs);
-  MlirOperation r = mlirOperationCreate(&st);
-  mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(op), next, r);
+  MlirOperation r =
+      dtBuildRedistribute(&p->ids, next, loc, c, local, whole.layout, v->layout,
+                          i64Array(p, v->rank, v->shape));
   MlirValue block = mlirOperationGetResult(r, 0);
   mlirValueReplaceAllUsesExcept(c, block, 1, &r);
   /* Users read the block's layout from the table. */
@@ -854,10 +825,7 @@ static bool runPartition(MlirOperation root, const DtPassOptions *options) {
     p.ctx = mlirOperationGetContext(root);
     p.func = op;
     p.decisions = options->decisions;
-    p.idSrc = mlirIdentifierGet(p.ctx, mlirStringRefCreateFromCString("src"));
-    p.idDst = mlirIdentifierGet(p.ctx, mlirStringRefCreateFromCString("dst"));
-    p.idGlobalShape = mlirIdentifierGet(
-        p.ctx, mlirStringRefCreateFromCString("global_shape"));
+    p.ids = dtIdsGet(p.ctx);
     p.values = dtTableInit(sizeof(ValueEntry));
     p.interned = dtTableInit(sizeof(Interned));
     p.converted = dtTableInit(sizeof(Converted));

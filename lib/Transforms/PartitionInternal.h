@@ -6,6 +6,8 @@
 
 #include "Table.h"
 
+#include "Dialect/DialectInternal.h"
+
 #include "dtensor-c/Layout.h"
 #include "mlir-c/IR.h"
 
@@ -68,7 +70,7 @@ typedef struct Part {
   MlirOperation entryFirst; /* where per-function index values go */
   int numExtents;
   Extent extents[MAX_EXTENTS];
-  MlirIdentifier idSrc, idDst, idGlobalShape; /* redistribute attributes */
+  DtIds ids;                    /* the dialect's attribute identifiers */
   const DtDecisions *decisions; /* NULL: propagation's in attributes */
   bool failed;
 } Part;
@@ -79,15 +81,6 @@ void dtPartError(Part *p, MlirOperation op, const char *format, ...)
 
 /// What the propagated program says of tensor value `v` (NULL if none).
 const Value *dtPartValueOf(const Part *p, MlirValue v);
-
-/// Creates op `name` before `before` (at its location).
-MlirOperation dtPartCreate(MlirOperation before, const char *name,
-                           int nOperands, const MlirValue *operands,
-                           int nResults, const MlirType *results, int nAttrs,
-                           const MlirNamedAttribute *attrs);
-
-/// A named attribute.
-MlirNamedAttribute dtPartNamed(Part *p, const char *name, MlirAttribute a);
 
 /// An index constant before `before`.
 MlirValue dtPartIndexConst(Part *p, MlirOperation before, int64_t v);

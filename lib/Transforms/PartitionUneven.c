@@ -141,19 +141,21 @@ static void sliceOperand(Part *p, MlirOperation op, intptr_t i, int d,
       rank, sizes, mlirShapedTypeGetElementType(t), mlirAttributeGetNull());
   int32_t segments[4] = {1, 0, 1, 0};
   MlirNamedAttribute attrs[4] = {
-      dtPartNamed(p, "static_offsets",
+      dtNamedAttr(p->ctx, "static_offsets",
                   mlirDenseI64ArrayGet(p->ctx, rank, offsets)),
-      dtPartNamed(p, "static_sizes", mlirDenseI64ArrayGet(p->ctx, rank, sizes)),
-      dtPartNamed(p, "static_strides",
+      dtNamedAttr(p->ctx, "static_sizes",
+                  mlirDenseI64ArrayGet(p->ctx, rank, sizes)),
+      dtNamedAttr(p->ctx, "static_strides",
                   mlirDenseI64ArrayGet(p->ctx, rank, strides)),
-      dtPartNamed(p, "operandSegmentSizes",
+      dtNamedAttr(p->ctx, "operandSegmentSizes",
                   mlirDenseI32ArrayGet(p->ctx, 4, segments)),
   };
   MlirValue operands[2] = {x, real};
   mlirOperationSetOperand(
       op, i,
-      mlirOperationGetResult(dtPartCreate(op, "tensor.extract_slice", 2,
-                                          operands, 1, &sliced, 4, attrs),
+      mlirOperationGetResult(dtOpCreate(op, mlirOperationGetLocation(op),
+                                        "tensor.extract_slice", 2, operands, 1,
+                                        &sliced, 4, attrs),
                              0));
 }
 
@@ -280,12 +282,9 @@ void dtPartOffsetIndices(Part *p, MlirOperation op) {
     MlirValue local = mlirOperationGetResult(index, 0);
     MlirValue ops[2] = {local, offset};
     MlirType indexType = mlirIndexTypeGet(p->ctx);
-    MlirOperationState st =
-        mlirOperationStateGet(mlirStringRefCreateFromCString("arith.addi"),
-                              mlirOperationGetLocation(index));
-    mlirOperationStateAddOperands(&st, 2, ops);
-    mlirOperationStateAddResults(&st, 1, &indexType);
-    MlirOperation add = mlirOperationCreate(&st);
+    MlirOperation add =
+        dtOpCreateDetached(mlirOperationGetLocation(index), "arith.addi", 2,
+                           ops, 1, &indexType, 0, NULL);
     mlirBlockInsertOwnedOperationAfter(mlirOperationGetBlock(index), index,
                                        add);
     mlirValueReplaceAllUsesExcept(local, mlirOperationGetResult(add, 0), 1,

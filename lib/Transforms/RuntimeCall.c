@@ -18,25 +18,12 @@ DtRtBuilder dtRtBuilderBegin(MlirOperation module) {
 
 void dtRtBuilderEnd(DtRtBuilder *b) { mlirSymbolTableDestroy(b->symbols); }
 
-MlirNamedAttribute dtNamedAttr(MlirContext ctx, const char *name,
-                               MlirAttribute value) {
-  return mlirNamedAttributeGet(
-      mlirIdentifierGet(ctx, mlirStringRefCreateFromCString(name)), value);
-}
-
 MlirOperation dtRtBuild(DtRtBuilder *b, const char *name, MlirLocation loc,
                         int nOperands, const MlirValue *operands, int nResults,
                         const MlirType *results, int nAttrs,
                         const MlirNamedAttribute *attrs, MlirOperation before) {
-  MlirOperationState st =
-      mlirOperationStateGet(mlirStringRefCreateFromCString(name), loc);
-  if (nOperands)
-    mlirOperationStateAddOperands(&st, nOperands, operands);
-  if (nResults)
-    mlirOperationStateAddResults(&st, nResults, results);
-  if (nAttrs)
-    mlirOperationStateAddAttributes(&st, nAttrs, attrs);
-  MlirOperation op = mlirOperationCreate(&st);
+  MlirOperation op = dtOpCreateDetached(loc, name, nOperands, operands,
+                                        nResults, results, nAttrs, attrs);
   if (mlirOperationIsNull(before))
     mlirBlockInsertOwnedOperationBefore(b->top, mlirBlockGetTerminator(b->top),
                                         op);

@@ -6,6 +6,7 @@
 #ifndef DTENSOR_LIB_TRANSFORMS_RUNTIMECALL_H
 #define DTENSOR_LIB_TRANSFORMS_RUNTIMECALL_H
 
+#include "Dialect/DialectInternal.h"
 #include "mlir-c/IR.h"
 
 #include <stdbool.h>
@@ -23,10 +24,6 @@ DtRtBuilder dtRtBuilderBegin(MlirOperation module);
 
 /// Releases the builder's symbol table.
 void dtRtBuilderEnd(DtRtBuilder *b);
-
-/// A named attribute `name` = `value`.
-MlirNamedAttribute dtNamedAttr(MlirContext ctx, const char *name,
-                               MlirAttribute value);
 
 /// Creates op `name` from its parts before `before` (at the end of the
 /// module body when `before` is null) and returns it.
