@@ -277,14 +277,22 @@ DTRT_EXPORT DtrtStatus dtrtWait(DtrtRequest *request);
 
 /* ---- the entry point of compiled programs -------------------------------- */
 
-/// The collectives dtrt_mlir_collective performs (`kind`).
+/// The collectives dtrt_mlir_collective performs (`kind`, numbered in this
+/// order from 0: the ABI of compiled programs), with the name of the dtensor
+/// op each one runs (the dialect's collective table is checked against it,
+/// ctest collective-table-test).
+#define DTRT_MLIR_COLLECTIVE_LIST(X)                                           \
+  X(DTRT_MLIR_ALL_GATHER, "all_gather")                                        \
+  X(DTRT_MLIR_ALL_REDUCE, "all_reduce")                                        \
+  X(DTRT_MLIR_REDUCE_SCATTER, "reduce_scatter")                                \
+  X(DTRT_MLIR_ALL_TO_ALL, "all_to_all")                                        \
+  X(DTRT_MLIR_LOCAL_SPLIT, "local_split")                                      \
+  X(DTRT_MLIR_BROADCAST, "broadcast")
+
 enum {
-  DTRT_MLIR_ALL_GATHER = 0,
-  DTRT_MLIR_ALL_REDUCE = 1,
-  DTRT_MLIR_REDUCE_SCATTER = 2,
-  DTRT_MLIR_ALL_TO_ALL = 3,
-  DTRT_MLIR_LOCAL_SPLIT = 4,
-  DTRT_MLIR_BROADCAST = 5,
+#define DTRT_MLIR_COLLECTIVE_ENUM(e, name) e,
+  DTRT_MLIR_COLLECTIVE_LIST(DTRT_MLIR_COLLECTIVE_ENUM)
+#undef DTRT_MLIR_COLLECTIVE_ENUM
 };
 
 /// What dtensor-lower-to-runtime calls for every dtensor collective, with

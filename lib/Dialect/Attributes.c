@@ -1,8 +1,6 @@
 /* Layout attributes, mesh symbols and element types. */
 #include "DialectInternal.h"
 
-#include "dtensor-c/Planner.h"
-#include "dtensor-rt/Runtime.h"
 #include "mlir-c/BuiltinAttributes.h"
 #include "mlir-c/BuiltinTypes.h"
 #include "mlir-c/Diagnostics.h"
@@ -52,33 +50,6 @@ void dtOpError(MlirOperation op, const char *format, ...) {
   va_start(args, format);
   dtOpErrorV(op, format, args);
   va_end(args);
-}
-
-static const DtCollectiveInfo kCollectives[] = {
-    {"dtensor.all_gather", "gather_dim", NULL, false, DTENSOR_COMM_ALL_GATHER,
-     DTRT_MLIR_ALL_GATHER},
-    {"dtensor.all_reduce", NULL, NULL, true, DTENSOR_COMM_ALL_REDUCE,
-     DTRT_MLIR_ALL_REDUCE},
-    {"dtensor.reduce_scatter", NULL, "shard_dim", true,
-     DTENSOR_COMM_REDUCE_SCATTER, DTRT_MLIR_REDUCE_SCATTER},
-    {"dtensor.all_to_all", "gather_dim", "shard_dim", false,
-     DTENSOR_COMM_ALL_TO_ALL, DTRT_MLIR_ALL_TO_ALL},
-    {"dtensor.local_split", NULL, "shard_dim", false, DTENSOR_COMM_LOCAL_SPLIT,
-     DTRT_MLIR_LOCAL_SPLIT},
-    {"dtensor.broadcast", NULL, NULL, false, -1, DTRT_MLIR_BROADCAST},
-    {"dtensor.permute", NULL, NULL, false, -1, -1},
-};
-
-const DtCollectiveInfo *dtCollectives(int *outCount) {
-  *outCount = (int)(sizeof(kCollectives) / sizeof(kCollectives[0]));
-  return kCollectives;
-}
-
-const DtCollectiveInfo *dtCollectiveOf(MlirOperation op) {
-  for (size_t k = 0; k < sizeof(kCollectives) / sizeof(kCollectives[0]); ++k)
-    if (dtIsOp(op, kCollectives[k].name))
-      return &kCollectives[k];
-  return NULL;
 }
 
 MlirOperation dtEnclosingModule(MlirOperation op) {

@@ -20,7 +20,8 @@
 /// NULL), whether it takes a `reduce`, the planner's pattern (-1: none) and
 /// dtrt_mlir_collective's kind (-1: lowered otherwise). The verifier, the
 /// report, dtensor-lower-to-runtime and propagation read this one table;
-/// dialect-test checks it against the planner's and the runtime's names.
+/// collective-table-test checks it against the planner's pattern names and
+/// the runtime's DTRT_MLIR_COLLECTIVE_LIST (Collectives.c).
 typedef struct DtCollectiveInfo {
   const char *name;
   const char *gatherDim, *shardDim;
