@@ -172,7 +172,7 @@ MlirOperation dtensorMeshOpLookup(MlirOperation from, MlirStringRef name) {
   MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(module, 0));
   for (MlirOperation op = mlirBlockGetFirstOperation(body);
        !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op)) {
-    if (!dtIsOp(op, "dtensor.mesh"))
+    if (!dtIsOp(op, DT_OP_MESH))
       continue;
     MlirAttribute sym = mlirOperationGetAttributeByName(
         op, mlirStringRefCreateFromCString("sym_name"));
@@ -411,7 +411,7 @@ MlirOperation dtMeshOpCreate(MlirOperation module, MlirLocation loc,
       dtNamedAttr(ctx, "axis_names", mlirArrayAttrGet(ctx, rank, names)),
   };
   MlirOperation op =
-      dtOpCreateDetached(loc, "dtensor.mesh", 0, NULL, 0, NULL, 3, attrs);
+      dtOpCreateDetached(loc, DT_OP_MESH, 0, NULL, 0, NULL, 3, attrs);
   MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(module, 0));
   MlirOperation first = mlirBlockGetFirstOperation(top);
   if (mlirOperationIsNull(first))

@@ -61,8 +61,8 @@ MlirOperation dtBuildRedistribute(const DtIds *ids, MlirOperation before,
       mlirNamedAttributeGet(ids->globalShape, globalShape),
       mlirNamedAttributeGet(ids->src, src),
   };
-  return dtOpCreate(before, loc, "dtensor.redistribute", 1, &value, 1, &result,
-                    3, attrs);
+  return dtOpCreate(before, loc, DT_OP_REDISTRIBUTE, 1, &value, 1, &result, 3,
+                    attrs);
 }
 
 MlirOperation dtBuildAnnotate(const DtIds *ids, MlirOperation before,
@@ -70,8 +70,7 @@ MlirOperation dtBuildAnnotate(const DtIds *ids, MlirOperation before,
                               MlirAttribute layout) {
   MlirNamedAttribute attr = mlirNamedAttributeGet(ids->layout, layout);
   MlirType type = mlirValueGetType(value);
-  return dtOpCreate(before, loc, "dtensor.annotate", 1, &value, 1, &type, 1,
-                    &attr);
+  return dtOpCreate(before, loc, DT_OP_ANNOTATE, 1, &value, 1, &type, 1, &attr);
 }
 
 MlirOperation dtBuildCollective(const DtIds *ids, MlirOperation before,

@@ -8,18 +8,18 @@
 #include "dtensor-rt/Runtime.h"
 
 static const DtCollectiveInfo kCollectives[] = {
-    {"dtensor.all_gather", "gather_dim", NULL, false, DTENSOR_COMM_ALL_GATHER,
+    {DT_OP_ALL_GATHER, "gather_dim", NULL, false, DTENSOR_COMM_ALL_GATHER,
      DTRT_MLIR_ALL_GATHER},
-    {"dtensor.all_reduce", NULL, NULL, true, DTENSOR_COMM_ALL_REDUCE,
+    {DT_OP_ALL_REDUCE, NULL, NULL, true, DTENSOR_COMM_ALL_REDUCE,
      DTRT_MLIR_ALL_REDUCE},
-    {"dtensor.reduce_scatter", NULL, "shard_dim", true,
-     DTENSOR_COMM_REDUCE_SCATTER, DTRT_MLIR_REDUCE_SCATTER},
-    {"dtensor.all_to_all", "gather_dim", "shard_dim", false,
+    {DT_OP_REDUCE_SCATTER, NULL, "shard_dim", true, DTENSOR_COMM_REDUCE_SCATTER,
+     DTRT_MLIR_REDUCE_SCATTER},
+    {DT_OP_ALL_TO_ALL, "gather_dim", "shard_dim", false,
      DTENSOR_COMM_ALL_TO_ALL, DTRT_MLIR_ALL_TO_ALL},
-    {"dtensor.local_split", NULL, "shard_dim", false, DTENSOR_COMM_LOCAL_SPLIT,
+    {DT_OP_LOCAL_SPLIT, NULL, "shard_dim", false, DTENSOR_COMM_LOCAL_SPLIT,
      DTRT_MLIR_LOCAL_SPLIT},
-    {"dtensor.broadcast", NULL, NULL, false, -1, DTRT_MLIR_BROADCAST},
-    {"dtensor.permute", NULL, NULL, false, -1, -1},
+    {DT_OP_BROADCAST, NULL, NULL, false, -1, DTRT_MLIR_BROADCAST},
+    {DT_OP_PERMUTE, NULL, NULL, false, -1, -1},
 };
 
 const DtCollectiveInfo *dtCollectives(int *outCount) {

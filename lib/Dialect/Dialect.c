@@ -1,4 +1,6 @@
 /* Loading the dtensor dialect from its IRDL definition. */
+#include "DialectInternal.h"
+
 #include "dtensor-c/Dialect.h"
 
 #include "mlir-c/Dialect/IRDL.h"
@@ -9,7 +11,7 @@ extern const char dtIrdlSource[];
 
 MlirLogicalResult dtensorContextLoadDialect(MlirContext ctx) {
   if (mlirContextIsRegisteredOperation(
-          ctx, mlirStringRefCreateFromCString("dtensor.mesh")))
+          ctx, mlirStringRefCreateFromCString(DT_OP_MESH)))
     return mlirLogicalResultSuccess();
   mlirDialectHandleLoadDialect(mlirGetDialectHandle__irdl__(), ctx);
   MlirModule definition =

@@ -15,6 +15,31 @@
 #define DT_ATTR_GLOBAL_SHAPE "dtensor.global_shape"
 #define DT_ATTR_NAME "dtensor.name"
 
+/// The dialect's op names, one spelling for every file (macros, so dtIsOp
+/// sees literals).
+#define DT_OP_ANNOTATE "dtensor.annotate"
+#define DT_OP_REDISTRIBUTE "dtensor.redistribute"
+#define DT_OP_MESH "dtensor.mesh"
+#define DT_OP_MESH_INDEX "dtensor.mesh_index"
+#define DT_OP_PERMUTE "dtensor.permute"
+#define DT_OP_BROADCAST "dtensor.broadcast"
+#define DT_OP_ALL_GATHER "dtensor.all_gather"
+#define DT_OP_ALL_REDUCE "dtensor.all_reduce"
+#define DT_OP_REDUCE_SCATTER "dtensor.reduce_scatter"
+#define DT_OP_ALL_TO_ALL "dtensor.all_to_all"
+#define DT_OP_LOCAL_SPLIT "dtensor.local_split"
+
+/// The attributes the passes write: propagation's explanation and operand
+/// layouts and loop axes, a user's rule, dtensor-report's figures,
+/// lower-redistribute's plan cost.
+#define DT_ATTR_WHY "dtensor.why"
+#define DT_ATTR_RULE "dtensor.rule"
+#define DT_ATTR_REPORT "dtensor.report"
+#define DT_ATTR_OPERAND_LAYOUTS "dtensor.operand_layouts"
+#define DT_ATTR_COST "dtensor.cost"
+#define DT_ATTR_PLAN_COST "dtensor.plan_cost"
+#define DT_ATTR_LOOP_AXES "dtensor.loop_axes"
+
 /// The dialect's collectives, one row each: the op, the attribute naming
 /// the dim that grows (or NULL), the one naming the dim that shrinks (or
 /// NULL), whether it takes a `reduce`, the planner's pattern (-1: none) and

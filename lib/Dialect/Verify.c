@@ -120,7 +120,7 @@ static void verifyMesh(Verifier *v, MlirOperation op) {
        !mlirOperationEqual(prev, op);
        prev = mlirOperationGetNextInBlock(prev)) {
     MlirAttribute other = getAttr(prev, "sym_name");
-    if (dtIsOp(prev, "dtensor.mesh") && !mlirAttributeIsNull(other) &&
+    if (dtIsOp(prev, DT_OP_MESH) && !mlirAttributeIsNull(other) &&
         mlirAttributeIsAString(other) &&
         mlirStringRefEqual(mlirStringAttrGetValue(other), name)) {
       opError(v, op,
@@ -269,7 +269,7 @@ static void verifyLayoutList(Verifier *v, MlirOperation op, const char *name,
 
 static void verifyOpLayout(Verifier *v, MlirOperation op) {
   verifyLayoutList(v, op, DT_ATTR_LAYOUT, true);
-  verifyLayoutList(v, op, "dtensor.operand_layouts", false);
+  verifyLayoutList(v, op, DT_ATTR_OPERAND_LAYOUTS, false);
 }
 
 /* ---- dtensor.annotate / dtensor.redistribute ---------------------------- */
@@ -493,7 +493,7 @@ static bool checkTensor(Verifier *v, MlirOperation op, MlirType type,
 }
 
 static void checkGroupPosition(Verifier *v, MlirOperation op, int64_t group) {
-  if (dtIsOp(op, "dtensor.broadcast")) {
+  if (dtIsOp(op, DT_OP_BROADCAST)) {
     MlirAttribute root = getAttr(op, "root");
     int64_t r =
         mlirAttributeIsAInteger(root) ? mlirIntegerAttrGetValueInt(root) : -1;
@@ -504,7 +504,7 @@ static void checkGroupPosition(Verifier *v, MlirOperation op, int64_t group) {
               (long long)r, (long long)group - 1);
     return;
   }
-  if (!dtIsOp(op, "dtensor.permute"))
+  if (!dtIsOp(op, DT_OP_PERMUTE))
     return;
   MlirAttribute pairs = getAttr(op, "pairs");
   if (!mlirAttributeIsADenseI64Array(pairs) ||
@@ -647,15 +647,15 @@ static MlirWalkResult visit(MlirOperation op, void *userData) {
   MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
   if (name.length < 8 || memcmp(name.data, "dtensor.", 8) != 0)
     return MlirWalkResultAdvance;
-  if (dtIsOp(op, "dtensor.mesh"))
+  if (dtIsOp(op, DT_OP_MESH))
     verifyMesh(v, op);
-  else if (dtIsOp(op, "dtensor.annotate")) {
+  else if (dtIsOp(op, DT_OP_ANNOTATE)) {
     if (hasOneInOut(v, op))
       verifyAnnotate(v, op);
-  } else if (dtIsOp(op, "dtensor.redistribute")) {
+  } else if (dtIsOp(op, DT_OP_REDISTRIBUTE)) {
     if (hasOneInOut(v, op))
       verifyRedistribute(v, op);
-  } else if (dtIsOp(op, "dtensor.mesh_index"))
+  } else if (dtIsOp(op, DT_OP_MESH_INDEX))
     verifyMeshIndex(v, op);
   else if (dtCollectiveOf(op) && hasOneInOut(v, op))
     verifyCollective(v, op, dtCollectiveOf(op));

@@ -148,7 +148,7 @@ static MlirOperation findMesh(MlirOperation module) {
   MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(module, 0));
   for (MlirOperation op = mlirBlockGetFirstOperation(top);
        !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op))
-    if (dtIsOp(op, "dtensor.mesh"))
+    if (dtIsOp(op, DT_OP_MESH))
       return op;
   return (MlirOperation){NULL};
 }

@@ -147,7 +147,7 @@ static bool lowerOne(Lower *l, MlirOperation op) {
     snprintf(text, sizeof(text), "%d steps, forward %.3f us, backward %.3f us",
              plan->numSteps, plan->forwardUs, plan->backwardUs);
     mlirOperationSetDiscardableAttributeByName(
-        last, mlirStringRefCreateFromCString("dtensor.plan_cost"),
+        last, mlirStringRefCreateFromCString(DT_ATTR_PLAN_COST),
         mlirStringAttrGet(ctx, mlirStringRefCreateFromCString(text)));
   }
   mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(op, 0), value);
@@ -163,7 +163,7 @@ typedef struct Collected {
 
 static MlirWalkResult collect(MlirOperation op, void *userData) {
   Collected *c = userData;
-  if (!dtIsOp(op, "dtensor.redistribute"))
+  if (!dtIsOp(op, DT_OP_REDISTRIBUTE))
     return MlirWalkResultAdvance;
   if (c->count == c->capacity) {
     size_t cap = c->capacity ? 2 * c->capacity : 16;

@@ -294,12 +294,12 @@ static bool runLowerToRuntime(MlirOperation root,
   int numInited = 0;
   for (size_t i = 0; i < found.count; ++i) {
     MlirOperation op = found.ops[i];
-    if (dtIsOp(op, "dtensor.mesh")) {
+    if (dtIsOp(op, DT_OP_MESH)) {
       if (numMeshes < 64)
         meshes[numMeshes++] = op;
       continue;
     }
-    if (!dtIsOp(op, "dtensor.redistribute") && !dtIsOp(op, "dtensor.annotate"))
+    if (!dtIsOp(op, DT_OP_REDISTRIBUTE) && !dtIsOp(op, DT_OP_ANNOTATE))
       ensureInit(&l, op, inited, &numInited, 256);
     bool done = false;
     const DtCollectiveInfo *info = dtCollectiveOf(op);
@@ -307,13 +307,13 @@ static bool runLowerToRuntime(MlirOperation root,
       lowerCollective(&l, op, info->runtimeKind);
       done = true;
     }
-    if (!done && dtIsOp(op, "dtensor.mesh_index")) {
+    if (!done && dtIsOp(op, DT_OP_MESH_INDEX)) {
       lowerMeshIndex(&l, op);
       done = true;
     }
     if (!done)
       fail(&l, op, "is not lowered to the runtime (%s)",
-           dtIsOp(op, "dtensor.redistribute")
+           dtIsOp(op, DT_OP_REDISTRIBUTE)
                ? "run dtensor-lower-redistribute first"
                : "annotations are removed by dtensor-partition");
   }

@@ -436,8 +436,8 @@ MlirOperation dtPartMeshIndex(Part *p, MlirOperation at, int numAxes,
                       p->ctx, mlirStringRefCreateFromCString(p->meshName))),
       dtNamedAttr(p->ctx, "mesh_axes",
                   mlirDenseI64ArrayGet(p->ctx, numAxes, list))};
-  return dtOpCreate(at, mlirOperationGetLocation(at), "dtensor.mesh_index", 0,
-                    NULL, numAxes, types, 2, attrs);
+  return dtOpCreate(at, mlirOperationGetLocation(at), DT_OP_MESH_INDEX, 0, NULL,
+                    numAxes, types, 2, attrs);
 }
 
 /* Operand `i` of `op` (replicated over the `axes` mask) becomes Partial
@@ -622,7 +622,7 @@ static void fixSizes(Part *p, MlirOperation op) {
 #define NUM_PROPAGATION_ATTRS (DT_NUM_DECIDED + 1)
 
 static const char *propagationAttr(int k) {
-  return k < DT_NUM_DECIDED ? dtDecidedName((DtDecided)k) : "dtensor.why";
+  return k < DT_NUM_DECIDED ? dtDecidedName((DtDecided)k) : DT_ATTR_WHY;
 }
 
 static void rewriteOp(Part *p, MlirOperation op) {
@@ -646,7 +646,7 @@ static void rewriteOp(Part *p, MlirOperation op) {
   }
   /* A redistribute the user wrote in the global program becomes a
    * per-device one: local types (above) and the global shape. */
-  if (dtIsOp(op, "dtensor.redistribute") &&
+  if (dtIsOp(op, DT_OP_REDISTRIBUTE) &&
       mlirAttributeIsNull(dtGetAttr(op, "global_shape"))) {
     const Value *v = dtPartValueOf(p, mlirOperationGetResult(op, 0));
     if (v)
@@ -796,7 +796,7 @@ static void partitionFunction(Part *p, MlirOperation func) {
    * operand. */
   for (size_t k = 0; k < p->numOps; ++k) {
     MlirOperation op = p->ops[k];
-    if (!dtIsOp(op, "dtensor.annotate"))
+    if (!dtIsOp(op, DT_OP_ANNOTATE))
       continue;
     mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(op, 0),
                                   mlirOperationGetOperand(op, 0));

@@ -65,7 +65,7 @@ static void decideOp(Prop *p, MlirOperation op, DtRule *r) {
         r->resultIsTensor[j] = false;
       }
     }
-  if ((dtIsOp(op, "dtensor.annotate") || dtIsOp(op, "dtensor.redistribute")) &&
+  if ((dtIsOp(op, DT_OP_ANNOTATE) || dtIsOp(op, DT_OP_REDISTRIBUTE)) &&
       operands[0] && results[0]) {
     dtPropDecideExplicit(p, op, r, operands, results);
     return;
@@ -172,7 +172,7 @@ static void addDemand(Prop *p, MlirOperation at, Info *in,
  * wants the layout. */
 static MlirWalkResult seedAnnotation(MlirOperation op, void *userData) {
   Prop *p = userData;
-  if (!dtIsOp(op, "dtensor.annotate") || mlirOperationGetNumResults(op) != 1 ||
+  if (!dtIsOp(op, DT_OP_ANNOTATE) || mlirOperationGetNumResults(op) != 1 ||
       mlirOperationGetNumOperands(op) != 1)
     return MlirWalkResultAdvance;
   Info *out = dtPropInfo(p, mlirOperationGetResult(op, 0));
@@ -301,7 +301,7 @@ static void decideReturn(Prop *p, MlirOperation func, MlirOperation ret) {
 static MlirWalkResult findAnnotationMesh(MlirOperation op, void *userData) {
   char *found = userData;
   DtensorLayoutAttrParts parts;
-  if (dtIsOp(op, "dtensor.annotate") &&
+  if (dtIsOp(op, DT_OP_ANNOTATE) &&
       dtensorLayoutAttrGetParts(dtGetAttr(op, "layout"), &parts)) {
     snprintf(found, 256, "%s", parts.mesh);
     return MlirWalkResultInterrupt;
@@ -391,7 +391,7 @@ static MlirWalkResult registerValues(MlirOperation op, void *userData) {
   for (intptr_t j = 0; j < mlirOperationGetNumResults(op); ++j)
     registerValue(p, mlirOperationGetResult(op, j));
   /* Values are registered in order, so an annotation's are there now. */
-  if (mlirOperationGetNumResults(op) == 1 && dtIsOp(op, "dtensor.annotate"))
+  if (mlirOperationGetNumResults(op) == 1 && dtIsOp(op, DT_OP_ANNOTATE))
     seedAnnotation(op, p);
   return MlirWalkResultAdvance;
 }
@@ -416,7 +416,7 @@ void dtPropBlock(Prop *p, MlirBlock block) {
 /* The first per-device op (a collective or mesh_index) under a function of
  * the global program, where nothing gives it a meaning. */
 static MlirWalkResult findPerDevice(MlirOperation op, void *userData) {
-  if (dtCollectiveOf(op) || dtIsOp(op, "dtensor.mesh_index")) {
+  if (dtCollectiveOf(op) || dtIsOp(op, DT_OP_MESH_INDEX)) {
     *(MlirOperation *)userData = op;
     return MlirWalkResultInterrupt;
   }

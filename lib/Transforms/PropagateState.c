@@ -397,7 +397,7 @@ void dtPropRule(Prop *p, MlirOperation op, DtRule *out) {
       !mlirStringRefEqual(name,
                           mlirStringRefCreateFromCString("linalg.reduce")) &&
       nOperands + nResults <= 2 * DT_MAX_RULE_VALUES &&
-      mlirAttributeIsNull(dtGetAttr(op, "dtensor.rule")) &&
+      mlirAttributeIsNull(dtGetAttr(op, DT_ATTR_RULE)) &&
       !dtRuleRegistryLookup(p->registry, name);
   if (!cacheable) {
     dtRuleGet(op, p->registry, out);

@@ -349,7 +349,7 @@ __attribute__((noinline)) void dtPropRecord(Prop *p, MlirOperation op,
   /* An op without a rule always says so: it is replicated, which may cost
    * communication the user did not expect. */
   if (explain)
-    setAttr(op, "dtensor.why",
+    setAttr(op, DT_ATTR_WHY,
             mlirStringAttrGet(p->ctx, mlirStringRefCreateFromCString(whyText)));
 }
 
@@ -511,7 +511,7 @@ __attribute__((noinline)) void dtPropDecideExplicit(Prop *p, MlirOperation op,
     dtPropError(p, op, "out of memory");
     return;
   }
-  bool annotate = dtIsOp(op, "dtensor.annotate");
+  bool annotate = dtIsOp(op, DT_OP_ANNOTATE);
   MlirType type = mlirValueGetType(mlirOperationGetResult(op, 0));
   bool ok =
       dtPropReadLayout(p, op, dtGetAttr(op, annotate ? "layout" : "src"), type,

@@ -49,8 +49,7 @@ static void priceCollective(MlirOperation op, Totals *t) {
   bool known = info && info->pattern >= 0;
   DtensorCommPattern pattern =
       known ? (DtensorCommPattern)info->pattern : DTENSOR_COMM_IDENTITY;
-  bool pointToPoint =
-      dtIsOp(op, "dtensor.broadcast") || dtIsOp(op, "dtensor.permute");
+  bool pointToPoint = dtIsOp(op, DT_OP_BROADCAST) || dtIsOp(op, DT_OP_PERMUTE);
   if (!known && !pointToPoint)
     return;
   MlirAttribute ref = dtGetAttr(op, "mesh");
@@ -87,7 +86,7 @@ static void priceCollective(MlirOperation op, Totals *t) {
             mlirFloatAttrDoubleGet(ctx, mlirF64TypeGet(ctx), c.forwardUs)),
   };
   mlirOperationSetDiscardableAttributeByName(
-      op, mlirStringRefCreateFromCString("dtensor.cost"),
+      op, mlirStringRefCreateFromCString(DT_ATTR_COST),
       mlirDictionaryAttrGet(ctx, 2, fields));
   t->moved += c.bytesPerDevice;
   t->us += c.forwardUs;
@@ -102,10 +101,10 @@ static MlirWalkResult visit(MlirOperation op, void *userData) {
       t->largest = b;
   }
   const char *early =
-      dtIsOp(op, "dtensor.redistribute")
+      dtIsOp(op, DT_OP_REDISTRIBUTE)
           ? "'dtensor.redistribute' op is not lowered yet: run "
             "dtensor-lower-redistribute before dtensor-report"
-      : dtIsOp(op, "dtensor.annotate")
+      : dtIsOp(op, DT_OP_ANNOTATE)
           ? "'dtensor.annotate' op in a global program: dtensor-report "
             "estimates the per-device program (run dtensor-spmd first)"
           : NULL;
@@ -172,7 +171,7 @@ static bool runReport(MlirOperation root, const DtPassOptions *options) {
               mlirFloatAttrDoubleGet(ctx, mlirF64TypeGet(ctx), t.us)),
     };
     mlirOperationSetDiscardableAttributeByName(
-        f, mlirStringRefCreateFromCString("dtensor.report"),
+        f, mlirStringRefCreateFromCString(DT_ATTR_REPORT),
         mlirDictionaryAttrGet(ctx, 6, fields));
   }
   return ok;
@@ -225,7 +224,7 @@ static void emit(const Printer *p, const char *format, ...) {
 
 static MlirWalkResult printCollective(MlirOperation op, void *userData) {
   const Printer *p = userData;
-  MlirAttribute cost = dtGetAttr(op, "dtensor.cost");
+  MlirAttribute cost = dtGetAttr(op, DT_ATTR_COST);
   if (mlirAttributeIsNull(cost))
     return MlirWalkResultAdvance;
   MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
@@ -247,7 +246,7 @@ int dtensorReportPrint(MlirOperation module, MlirStringRef sourceName,
   MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(module, 0));
   for (MlirOperation f = mlirBlockGetFirstOperation(body);
        !mlirOperationIsNull(f); f = mlirOperationGetNextInBlock(f)) {
-    MlirAttribute r = dtGetAttr(f, "dtensor.report");
+    MlirAttribute r = dtGetAttr(f, DT_ATTR_REPORT);
     if (mlirAttributeIsNull(r))
       continue;
     ++reported;

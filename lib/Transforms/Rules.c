@@ -551,7 +551,7 @@ void dtRuleGet(MlirOperation op, const DtensorRuleRegistry *registry,
     r->family = "no tensors";
     return;
   }
-  MlirAttribute rule = attrOf(op, "dtensor.rule");
+  MlirAttribute rule = attrOf(op, DT_ATTR_RULE);
   if (!mlirAttributeIsNull(rule)) {
     if (!mlirAttributeIsAString(rule)) {
       invalid(r, "its 'dtensor.rule' must be a string such as \"ij,jk->ik\"");

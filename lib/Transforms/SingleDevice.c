@@ -72,8 +72,8 @@ static MlirWalkResult collect(MlirOperation op, void *userData) {
     return MlirWalkResultAdvance;
   }
   bool identity =
-      dtIsOp(op, "dtensor.annotate") ||
-      (dtIsOp(op, "dtensor.redistribute") &&
+      dtIsOp(op, DT_OP_ANNOTATE) ||
+      (dtIsOp(op, DT_OP_REDISTRIBUTE) &&
        mlirTypeEqual(mlirValueGetType(mlirOperationGetOperand(op, 0)),
                      mlirValueGetType(mlirOperationGetResult(op, 0))));
   return !identity || dtOpListPush(userData, op) ? MlirWalkResultAdvance

@@ -60,7 +60,7 @@ typedef struct DecisionEntry {
 } DecisionEntry;
 
 static const char *const kDecidedNames[DT_NUM_DECIDED] = {
-    DT_ATTR_LAYOUT, "dtensor.operand_layouts", "dtensor.loop_axes"};
+    DT_ATTR_LAYOUT, DT_ATTR_OPERAND_LAYOUTS, DT_ATTR_LOOP_AXES};
 
 const char *dtDecidedName(DtDecided kind) { return kDecidedNames[kind]; }
 
