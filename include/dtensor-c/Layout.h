@@ -388,6 +388,15 @@ DTENSOR_EXPORT void dtensorLayoutLocalToGlobal(const DtensorLayout *layout,
                                                const int64_t *local,
                                                int64_t *outIndex);
 
+/// Calls `visit(user, local, global)` for every element of `device`'s padded
+/// block, row-major: `local` is its linear index in the padded block,
+/// `global` the row-major linear index of the global element it holds, or
+/// -1 for padding. The one walk from blocks to the global tensor (the
+/// runner fills and checks blocks with it, the plan simulator too).
+DTENSOR_EXPORT void dtensorLayoutForEachElement(
+    const DtensorLayout *layout, int64_t device,
+    void (*visit)(void *user, int64_t local, int64_t global), void *user);
+
 /// Writes (up to `capacity`) the devices that hold exactly the same data as
 /// `device` (same block, same Partial contribution), ascending, including
 /// `device`, and returns their number.

@@ -31,25 +31,12 @@ static int64_t blockCount(const DtensorRunner *r, const DtensorRunTensor *t) {
 
 /* Calls `visit(e, g)` for each element `e` of this rank's padded block of
  * `t`, with its global linear index `g` (-1 for padding). */
-typedef void (*VisitFn)(void *user, int64_t e, int64_t g);
 static void forBlock(const DtensorRunner *r, const DtensorRunTensor *t,
-                     int rank, VisitFn visit, void *user) {
+                     int rank, void (*visit)(void *user, int64_t e, int64_t g),
+                     void *user) {
   DtensorLayout l;
   layoutOf(r, t, &l);
-  int64_t padded[DTENSOR_MAX_TENSOR_RANK], real[DTENSOR_MAX_TENSOR_RANK];
-  dtensorLayoutGetMaxLocalShape(&l, padded);
-  dtensorLayoutGetLocalShape(&l, rank, real);
-  int64_t n = dtRunCount(l.rank, padded);
-  for (int64_t e = 0; e < n; ++e) {
-    int64_t idx[DTENSOR_MAX_TENSOR_RANK], g[DTENSOR_MAX_TENSOR_RANK];
-    dtUnravel(e, l.rank, padded, idx);
-    bool inside = true;
-    for (int d = 0; d < l.rank; ++d)
-      inside &= idx[d] < real[d];
-    if (inside)
-      dtensorLayoutLocalToGlobal(&l, rank, idx, g);
-    visit(user, e, inside ? dtRavel(l.rank, l.shape, g) : -1);
-  }
+  dtensorLayoutForEachElement(&l, rank, visit, user);
 }
 
 typedef struct Fill {

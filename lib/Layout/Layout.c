@@ -269,3 +269,26 @@ int64_t dtensorLayoutGetNumReplicaGroups(const DtensorLayout *layout) {
       groupsCount *= dtensorMeshGetAxisSize(layout->mesh, a);
   return groupsCount;
 }
+
+void dtensorLayoutForEachElement(const DtensorLayout *layout, int64_t device,
+                                 void (*visit)(void *user, int64_t local,
+                                               int64_t global),
+                                 void *user) {
+  int64_t padded[DTENSOR_MAX_TENSOR_RANK], real[DTENSOR_MAX_TENSOR_RANK];
+  dtensorLayoutGetMaxLocalShape(layout, padded);
+  dtensorLayoutGetLocalShape(layout, device, real);
+  int rank = layout->rank;
+  int64_t n = 1;
+  for (int d = 0; d < rank; ++d)
+    n *= padded[d];
+  for (int64_t e = 0; e < n; ++e) {
+    int64_t idx[DTENSOR_MAX_TENSOR_RANK], g[DTENSOR_MAX_TENSOR_RANK];
+    dtUnravel(e, rank, padded, idx);
+    bool inside = true;
+    for (int d = 0; d < rank && inside; ++d)
+      inside = idx[d] < real[d];
+    if (inside)
+      dtensorLayoutLocalToGlobal(layout, device, idx, g);
+    visit(user, e, inside ? dtRavel(rank, layout->shape, g) : -1);
+  }
+}

@@ -67,28 +67,27 @@ static bool blocksInit(Blocks *b, const DtensorLayout *layout) {
   return b->data != NULL;
 }
 
+typedef struct Fill {
+  const DtensorLayout *layout;
+  const int64_t *coords;
+  double *block;
+} Fill;
+
+/* An element of the test array: its global linear index + 1, as the
+ * device's contribution when the layout is Partial; NaN in padding. */
+static void fillElement(void *user, int64_t e, int64_t g) {
+  Fill *f = user;
+  f->block[e] =
+      g < 0 ? NAN : contribution((double)(g + 1), f->layout, f->coords);
+}
+
 /* Fills every device's block with the distribution of the test array. */
 static void distribute(Blocks *b) {
-  const DtensorLayout *l = &b->layout;
-  int64_t local[DTENSOR_MAX_TENSOR_RANK], global[DTENSOR_MAX_TENSOR_RANK];
-  int64_t real[DTENSOR_MAX_TENSOR_RANK], coords[DTENSOR_MAX_MESH_RANK];
+  int64_t coords[DTENSOR_MAX_MESH_RANK];
   for (int64_t dev = 0; dev < b->numDevices; ++dev) {
-    dtensorLayoutGetLocalShape(l, dev, real);
-    dtensorMeshGetCoords(l->mesh, dev, coords);
-    double *block = b->data + dev * b->elems;
-    for (int64_t e = 0; e < b->elems; ++e) {
-      dtUnravel(e, l->rank, b->padded, local);
-      bool inside = true;
-      for (int d = 0; d < l->rank && inside; ++d)
-        inside = local[d] < real[d];
-      if (!inside) {
-        block[e] = NAN;
-        continue;
-      }
-      dtensorLayoutLocalToGlobal(l, dev, local, global);
-      double v = (double)(dtRavel(l->rank, l->shape, global) + 1);
-      block[e] = contribution(v, l, coords);
-    }
+    dtensorMeshGetCoords(b->layout.mesh, dev, coords);
+    Fill f = {&b->layout, coords, b->data + dev * b->elems};
+    dtensorLayoutForEachElement(&b->layout, dev, fillElement, &f);
   }
 }
 

@@ -148,7 +148,53 @@ static void enumerateSpecs(const DtensorMesh *mesh, int rank,
   }
 }
 
+/* dtensorLayoutForEachElement: an uneven [S(0), R] of 10x3 over 4 devices
+ * (rows 3, 3, 3, 1): every global element is held by exactly one device,
+ * at the local position the layout maps it to, and the rest is padding. */
+typedef struct Seen {
+  const DtensorLayout *layout;
+  int64_t device;
+  int held[30];
+  int64_t padding, visits;
+} Seen;
+
+static void see(void *user, int64_t local, int64_t global) {
+  Seen *s = user;
+  ++s->visits;
+  if (global < 0) {
+    ++s->padding;
+    return;
+  }
+  CHECK(global < 30);
+  if (global >= 30)
+    return;
+  ++s->held[global];
+  int64_t g[2] = {global / 3, global % 3}, l[2];
+  CHECK(dtensorLayoutGlobalToLocal(s->layout, s->device, g, l));
+  CHECK(l[0] * 3 + l[1] == local);
+}
+
+static void testForEachElement(void) {
+  DtensorMesh *mesh = dtensorMeshParse("4", NULL);
+  DtensorShardingSpec spec;
+  DtensorLayout layout;
+  int64_t shape[2] = {10, 3};
+  CHECK(dtensorShardingSpecParse("[S0, R]", mesh, &spec, NULL));
+  CHECK(dtensorLayoutInit(mesh, &spec, 2, shape, DTENSOR_F32, &layout, NULL));
+  Seen s;
+  memset(&s, 0, sizeof(s));
+  s.layout = &layout;
+  for (s.device = 0; s.device < 4; ++s.device)
+    dtensorLayoutForEachElement(&layout, s.device, see, &s);
+  CHECK(s.visits == 4 * 9);  /* four padded blocks of 3x3 */
+  CHECK(s.padding == 2 * 3); /* the last device holds one row of three */
+  for (int g = 0; g < 30; ++g)
+    CHECK(s.held[g] == 1);
+  dtensorMeshDestroy(mesh);
+}
+
 int main(void) {
+  testForEachElement();
   roundTrip("[S0, R]", "[S0, R]");
   roundTrip("[ S01 ,S10,R ]", "[S01, S10, R]");
   roundTrip("[]", "[]");
