@@ -573,48 +573,53 @@ static void splitConstant(Part *p, MlirOperation op) {
   setValue(p, op, block.ptr, v);
 }
 
-/* Sizes in slice and reshape attributes that are global sizes of sharded
- * dims become local. */
-static void fixSizes(Part *p, MlirOperation op) {
+/* Sizes in slice attributes that are global sizes of sharded dims become
+ * local. */
+void dtPartFixSliceSizes(Part *p, MlirOperation op) {
   bool extract = dtIsOp(op, "tensor.extract_slice");
-  if (extract || dtIsOp(op, "tensor.insert_slice")) {
-    MlirValue small = extract ? mlirOperationGetResult(op, 0)
-                              : mlirOperationGetOperand(op, 0);
-    MlirAttribute sizes = dtGetAttr(op, "static_sizes");
-    MlirType t = mlirValueGetType(small);
-    intptr_t n = mlirDenseArrayGetNumElements(sizes);
-    if (mlirShapedTypeGetRank(t) != n || n > DTENSOR_MAX_TENSOR_RANK)
-      return;
-    int64_t v[DTENSOR_MAX_TENSOR_RANK];
-    for (intptr_t d = 0; d < n; ++d)
-      v[d] = mlirShapedTypeGetDimSize(t, d);
-    mlirOperationSetInherentAttributeByName(
-        op, mlirStringRefCreateFromCString("static_sizes"),
-        i64Array(p, (int)n, v));
-  } else if (dtIsOp(op, "tensor.expand_shape")) {
-    MlirType t = mlirValueGetType(mlirOperationGetResult(op, 0));
-    int n = (int)mlirShapedTypeGetRank(t);
-    int64_t v[DTENSOR_MAX_TENSOR_RANK];
-    for (int d = 0; d < n; ++d)
-      v[d] = mlirShapedTypeGetDimSize(t, d);
-    mlirOperationSetInherentAttributeByName(
-        op, mlirStringRefCreateFromCString("static_output_shape"),
-        i64Array(p, n, v));
-  } else if (dtIsOp(op, "arith.constant")) {
-    MlirAttribute value = dtGetAttr(op, "value");
-    MlirType t = mlirValueGetType(mlirOperationGetResult(op, 0));
-    if (!mlirAttributeIsADenseElements(value) ||
-        mlirTypeEqual(mlirAttributeGetType(value), t))
-      return;
-    if (!mlirDenseElementsAttrIsSplat(value)) {
-      splitConstant(p, op);
-      return;
-    }
-    mlirOperationSetInherentAttributeByName(
-        op, mlirStringRefCreateFromCString("value"),
-        mlirDenseElementsAttrSplatGet(
-            t, mlirDenseElementsAttrGetSplatValue(value)));
+  MlirValue small =
+      extract ? mlirOperationGetResult(op, 0) : mlirOperationGetOperand(op, 0);
+  MlirAttribute sizes = dtGetAttr(op, "static_sizes");
+  MlirType t = mlirValueGetType(small);
+  intptr_t n = mlirDenseArrayGetNumElements(sizes);
+  if (mlirShapedTypeGetRank(t) != n || n > DTENSOR_MAX_TENSOR_RANK)
+    return;
+  int64_t v[DTENSOR_MAX_TENSOR_RANK];
+  for (intptr_t d = 0; d < n; ++d)
+    v[d] = mlirShapedTypeGetDimSize(t, d);
+  mlirOperationSetInherentAttributeByName(
+      op, mlirStringRefCreateFromCString("static_sizes"),
+      i64Array(p, (int)n, v));
+}
+
+/* An expand_shape's output shape is its (now local) result type's. */
+void dtPartFixExpandShape(Part *p, MlirOperation op) {
+  MlirType t = mlirValueGetType(mlirOperationGetResult(op, 0));
+  int n = (int)mlirShapedTypeGetRank(t);
+  int64_t v[DTENSOR_MAX_TENSOR_RANK];
+  for (int d = 0; d < n; ++d)
+    v[d] = mlirShapedTypeGetDimSize(t, d);
+  mlirOperationSetInherentAttributeByName(
+      op, mlirStringRefCreateFromCString("static_output_shape"),
+      i64Array(p, n, v));
+}
+
+/* A splat constant gets its local type; another dense constant is split
+ * (its value is global). */
+void dtPartFixConstant(Part *p, MlirOperation op) {
+  MlirAttribute value = dtGetAttr(op, "value");
+  MlirType t = mlirValueGetType(mlirOperationGetResult(op, 0));
+  if (!mlirAttributeIsADenseElements(value) ||
+      mlirTypeEqual(mlirAttributeGetType(value), t))
+    return;
+  if (!mlirDenseElementsAttrIsSplat(value)) {
+    splitConstant(p, op);
+    return;
   }
+  mlirOperationSetInherentAttributeByName(
+      op, mlirStringRefCreateFromCString("value"),
+      mlirDenseElementsAttrSplatGet(t,
+                                    mlirDenseElementsAttrGetSplatValue(value)));
 }
 
 /* What propagation leaves on ops: its decisions (Table.h) and, with
@@ -626,8 +631,9 @@ static const char *propagationAttr(int k) {
 }
 
 static void rewriteOp(Part *p, MlirOperation op) {
-  if (dtIsOp(op, "linalg.generic") || dtIsOp(op, "linalg.map"))
-    dtPartOffsetIndices(p, op);
+  const DtOpFamily *family = dtOpFamilyOf(op);
+  if (family && family->partitionBefore)
+    family->partitionBefore(p, op);
   MlirAttribute uses = dtDecisionGet(p->decisions, op, DT_DECIDED_OPERANDS);
   for (intptr_t i = 0; !mlirAttributeIsNull(uses) &&
                        i < mlirOperationGetNumOperands(op) && !p->failed;
@@ -663,7 +669,8 @@ static void rewriteOp(Part *p, MlirOperation op) {
         mlirBlockArgumentSetType(arg, localOf(p, v, mlirValueGetType(arg)));
     }
   }
-  fixSizes(p, op);
+  if (family && family->partitionAfter && !p->failed)
+    family->partitionAfter(p, op);
   bool anyDiscardable = mlirOperationGetNumDiscardableAttributes(op) > 0;
   for (int k = 0; anyDiscardable && k < NUM_PROPAGATION_ATTRS; ++k) {
     /* Looking up is cheaper than removing (which builds the name). */

@@ -102,4 +102,11 @@ void dtPartSliceReductions(Part *p, MlirOperation op);
 /// sharded loops (PartitionUneven.c).
 void dtPartOffsetIndices(Part *p, MlirOperation op);
 
+/// The op families' fix-ups after the types become local (Partition.c;
+/// rows of the family table in Rules.c): slice sizes, an expand_shape's
+/// output shape, a dense constant's value.
+void dtPartFixSliceSizes(Part *p, MlirOperation op);
+void dtPartFixExpandShape(Part *p, MlirOperation op);
+void dtPartFixConstant(Part *p, MlirOperation op);
+
 #endif

@@ -12,6 +12,7 @@
  *    output are reductions, of sum unless the rule ends in ":max" etc.);
  *  - anything else with tensors: replicated. */
 #include "Rules.h"
+#include "PartitionInternal.h"
 #include "Util.h"
 
 #include "mlir-c/AffineExpr.h"
@@ -106,21 +107,21 @@ static void replicate(DtRule *r, const char *why) {
   r->family = why;
 }
 
-static void linalgRule(MlirOperation op, DtRule *r) {
+static bool linalgRule(MlirOperation op, DtRule *r) {
   MlirAttribute maps = mlirLinalgGetIndexingMapsAttribute(op);
   intptr_t numOperands = mlirOperationGetNumOperands(op);
   if (mlirAttributeIsNull(maps) || !mlirAttributeIsAArray(maps) ||
       mlirArrayAttrGetNumElements(maps) != numOperands ||
       numOperands < r->numResults) {
     replicate(r, "a linalg op without indexing maps for every operand");
-    return;
+    return true;
   }
   MlirAffineMap first =
       mlirAffineMapAttrGetValue(mlirArrayAttrGetElement(maps, 0));
   int numFactors = (int)mlirAffineMapGetNumDims(first);
   if (numFactors > DT_MAX_FACTORS) {
     replicate(r, "a linalg op with more loops than the propagator handles");
-    return;
+    return true;
   }
   r->kind = DT_RULE_FACTORS;
   r->family = "linalg";
@@ -137,7 +138,7 @@ static void linalgRule(MlirOperation op, DtRule *r) {
     if (!readMap(mlirArrayAttrGetElement(maps, i), numFactors, factors, rank)) {
       replicate(r, "a linalg op whose indexing maps do not match its "
                    "operand ranks");
-      return;
+      return true;
     }
     r->isInit[i] = i >= numInputs;
     if (i >= numInputs) {
@@ -164,6 +165,7 @@ static void linalgRule(MlirOperation op, DtRule *r) {
     for (int i = 0; i < numInputs; ++i)
       r->linear[i] = true;
   }
+  return true;
 }
 
 /* arith/math elementwise: every tensor operand and result of one shape. */
@@ -519,6 +521,48 @@ static void einsumRule(MlirOperation op, const char *text, DtRule *r) {
   }
 }
 
+/* Values made from nothing (no tensor operand, no region) take the layout
+ * their users want. */
+static bool freeRule(MlirOperation op, DtRule *r) {
+  for (int i = 0; i < r->numOperands; ++i)
+    if (r->operandIsTensor[i])
+      return false;
+  if (mlirOperationGetNumRegions(op) != 0)
+    return false;
+  r->kind = DT_RULE_FREE;
+  r->family = "free";
+  return true;
+}
+
+/* The families, exact names before the prefixes that contain them. */
+static const DtOpFamily kFamilies[] = {
+    {"linalg.generic", linalgRule, dtPartOffsetIndices, NULL},
+    {"linalg.map", linalgRule, dtPartOffsetIndices, NULL},
+    {"linalg.", linalgRule, NULL, NULL},
+    {"tensor.extract_slice", sliceRule, NULL, dtPartFixSliceSizes},
+    {"tensor.insert_slice", sliceRule, NULL, dtPartFixSliceSizes},
+    {"tensor.pad", padRule, NULL, NULL},
+    {"tensor.collapse_shape", reshapeRule, NULL, NULL},
+    {"tensor.expand_shape", reshapeRule, NULL, dtPartFixExpandShape},
+    {"tensor.concat", concatRule, NULL, NULL},
+    {"tensor.empty", freeRule, NULL, NULL},
+    {"tensor.splat", freeRule, NULL, NULL},
+    {"arith.constant", freeRule, NULL, dtPartFixConstant},
+};
+
+const DtOpFamily *dtOpFamilyOf(MlirOperation op) {
+  MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
+  for (size_t k = 0; k < sizeof(kFamilies) / sizeof(kFamilies[0]); ++k) {
+    const char *f = kFamilies[k].name;
+    size_t n = strlen(f);
+    bool prefix = f[n - 1] == '.';
+    if (prefix ? name.length > n && !memcmp(name.data, f, n)
+               : name.length == n && !memcmp(name.data, f, n))
+      return &kFamilies[k];
+  }
+  return NULL;
+}
+
 void dtRuleGet(MlirOperation op, const DtensorRuleRegistry *registry,
                DtRule *r) {
   memset(r, 0, sizeof(*r));
@@ -531,12 +575,11 @@ void dtRuleGet(MlirOperation op, const DtensorRuleRegistry *registry,
   }
   r->numOperands = (int)numOperands;
   r->numResults = (int)numResults;
-  bool anyTensor = false, tensorInput = false;
+  bool anyTensor = false;
   for (int i = 0; i < r->numOperands; ++i) {
     r->operandIsTensor[i] =
         isRankedTensor(mlirValueGetType(mlirOperationGetOperand(op, i)));
     anyTensor |= r->operandIsTensor[i];
-    tensorInput |= r->operandIsTensor[i];
   }
   for (int i = 0; i < r->numResults; ++i) {
     r->resultIsTensor[i] =
@@ -569,29 +612,9 @@ void dtRuleGet(MlirOperation op, const DtensorRuleRegistry *registry,
     einsumRule(op, registered, r);
     return;
   }
-  if (nameStarts(op, "linalg.")) {
-    linalgRule(op, r);
+  const DtOpFamily *family = dtOpFamilyOf(op);
+  if (family && family->rule(op, r))
     return;
-  }
-  if ((dtIsOp(op, "tensor.extract_slice") ||
-       dtIsOp(op, "tensor.insert_slice")) &&
-      sliceRule(op, r))
-    return;
-  if (dtIsOp(op, "tensor.pad") && padRule(op, r))
-    return;
-  if ((dtIsOp(op, "tensor.collapse_shape") ||
-       dtIsOp(op, "tensor.expand_shape")) &&
-      reshapeRule(op, r))
-    return;
-  if (dtIsOp(op, "tensor.concat") && concatRule(op, r))
-    return;
-  if (!tensorInput && mlirOperationGetNumRegions(op) == 0 &&
-      (dtIsOp(op, "tensor.empty") || dtIsOp(op, "arith.constant") ||
-       dtIsOp(op, "tensor.splat"))) {
-    r->kind = DT_RULE_FREE;
-    r->family = "free";
-    return;
-  }
   if (elementwiseRule(op, r))
     return;
   replicate(r, "an op with no sharding rule");

@@ -83,6 +83,26 @@ const char *dtRuleRegistryLookup(const DtensorRuleRegistry *registry,
 void dtRuleGet(MlirOperation op, const DtensorRuleRegistry *registry,
                DtRule *outRule);
 
+/// dtensor-partition's state (PartitionInternal.h).
+typedef struct Part Part;
+
+/// An op family: the ops it covers (`name`, or a prefix ending in '.'), its
+/// sharding rule (false: the op does not fit it; the next rules are tried)
+/// and what dtensor-partition does to its ops besides the common rewrite —
+/// before the types become local (`partitionBefore`, which still sees the
+/// global types) and after (`partitionAfter`); NULL: nothing. Adding a
+/// family is one row of the table in Rules.c.
+typedef struct DtOpFamily {
+  const char *name;
+  bool (*rule)(MlirOperation op, DtRule *r);
+  void (*partitionBefore)(Part *p, MlirOperation op);
+  void (*partitionAfter)(Part *p, MlirOperation op);
+} DtOpFamily;
+
+/// The family of `op`, or NULL (elementwise ops and others are decided by
+/// their traits and bodies, not by name).
+const DtOpFamily *dtOpFamilyOf(MlirOperation op);
+
 /// Checks an einsum rule's syntax ("ij,jk->ik", reductions optionally
 /// ":max"); false with a message in `outDiag` if it is malformed.
 bool dtRuleCheckEinsum(const char *text, DtensorDiag *outDiag);
