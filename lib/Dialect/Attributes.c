@@ -420,3 +420,56 @@ MlirOperation dtMeshOpCreate(MlirOperation module, MlirLocation loc,
     mlirBlockInsertOwnedOperationBefore(top, first, op);
   return op;
 }
+
+/* ---- the layout cache ---------------------------------------------------- */
+
+typedef struct LayoutEntry {
+  const void *attr, *type;
+  MlirIdentifier mesh;
+  DtensorShardingSpec spec;
+} LayoutEntry;
+
+static bool sameLayoutKey(const void *entry, const void *key) {
+  const LayoutEntry *e = entry, *k = key;
+  return e->attr == k->attr && e->type == k->type;
+}
+
+DtLayoutCache dtLayoutCacheInit(void) {
+  DtLayoutCache c = {dtTableInit(sizeof(LayoutEntry))};
+  return c;
+}
+
+bool dtLayoutCacheRead(DtLayoutCache *c, MlirOperation from, MlirAttribute attr,
+                       MlirType type, DtensorShardingSpec *outSpec,
+                       MlirIdentifier *outMesh, DtensorDiag *outDiag) {
+  LayoutEntry key;
+  key.attr = attr.ptr;
+  key.type = type.ptr;
+  uint64_t hash = dtHashMix(dtHashMix(7, (uint64_t)(uintptr_t)attr.ptr),
+                            (uint64_t)(uintptr_t)type.ptr);
+  LayoutEntry *hit = dtTableFind(&c->table, hash, sameLayoutKey, &key);
+  if (!hit) {
+    DtensorLayoutAttrParts parts;
+    if (!dtensorLayoutAttrGetParts(attr, &parts))
+      return dtDiag(outDiag, -1, "expected a #dtensor.layout");
+    DtensorMesh *mesh = NULL;
+    DtensorLayout layout;
+    if (!dtensorLayoutFromAttr(from, attr, type, &mesh, &layout, outDiag))
+      return false;
+    dtensorMeshDestroy(mesh);
+    key.spec = layout.spec;
+    key.mesh = mlirIdentifierGet(mlirAttributeGetContext(attr),
+                                 mlirStringRefCreateFromCString(parts.mesh));
+    hit = dtTableInsert(&c->table, hash);
+    if (hit) /* only a cache */
+      *hit = key;
+    else
+      hit = &key;
+  }
+  *outSpec = hit->spec;
+  if (outMesh)
+    *outMesh = hit->mesh;
+  return true;
+}
+
+void dtLayoutCacheFree(DtLayoutCache *c) { dtTableFree(&c->table); }

@@ -2,6 +2,7 @@
 #ifndef DTENSOR_LIB_DIALECT_INTERNAL_H
 #define DTENSOR_LIB_DIALECT_INTERNAL_H
 
+#include "Support/Support.h"
 #include "dtensor-c/Dialect.h"
 
 #include <stdarg.h>
@@ -86,6 +87,29 @@ void dtOpError(MlirOperation op, const char *format, ...)
 /// dtOpError with a va_list.
 void dtOpErrorV(MlirOperation op, const char *format, va_list args)
     __attribute__((format(printf, 2, 0)));
+
+/* ---- reading layouts (Attributes.c) -------------------------------------- */
+
+/// The one way the passes read `#dtensor.layout`: per (attribute, type),
+/// both uniqued, its spec checked against its mesh and the type, and its
+/// mesh's name as an identifier (uniqued: compare with mlirIdentifierEqual),
+/// each worked out once per pass run.
+typedef struct DtLayoutCache {
+  DtTable table;
+} DtLayoutCache;
+
+/// An empty cache.
+DtLayoutCache dtLayoutCacheInit(void);
+
+/// The spec of `attr` for a value of `type` used in `from`, and (if
+/// `outMesh` is not NULL) the name of its mesh. False with `outDiag` filled
+/// when the attribute is not a layout or does not fit (not cached).
+bool dtLayoutCacheRead(DtLayoutCache *c, MlirOperation from, MlirAttribute attr,
+                       MlirType type, DtensorShardingSpec *outSpec,
+                       MlirIdentifier *outMesh, DtensorDiag *outDiag);
+
+/// Frees the cache.
+void dtLayoutCacheFree(DtLayoutCache *c);
 
 /* ---- building ops (Builders.c) ------------------------------------------ */
 

@@ -113,25 +113,6 @@ static MlirType localOf(const Part *p, const Value *v, MlirType type) {
                                         : localType(p, type, &v->spec);
 }
 
-static bool samePtr(const void *entry, const void *key) {
-  return *(const void *const *)entry == key;
-}
-
-/* Whether a layout attribute names the function's mesh (cached). */
-static bool sameMesh(Part *p, MlirAttribute attr) {
-  uint64_t h = dtHashMix(11, (uint64_t)(uintptr_t)attr.ptr);
-  if (dtTableFind(&p->meshNames, h, samePtr, attr.ptr))
-    return true;
-  DtensorLayoutAttrParts parts;
-  if (!dtensorLayoutAttrGetParts(attr, &parts) ||
-      strcmp(parts.mesh, p->meshName))
-    return false;
-  const void **slot = dtTableInsert(&p->meshNames, h);
-  if (slot)
-    *slot = attr.ptr;
-  return true;
-}
-
 /* Records the layout of `v` (of global type), checking it; returns the
  * shared info (NULL after an error or for a non-tensor). A null `v` only
  * looks the info up. */
@@ -158,13 +139,12 @@ static const Value *recordAs(Part *p, MlirOperation at, MlirValue v,
   }
   DtensorDiag diag;
   DtensorShardingSpec spec;
-  if (!dtLayoutCacheRead(&p->layouts, at, attr, type, &spec, &diag)) {
+  MlirIdentifier meshId;
+  if (!dtLayoutCacheRead(&p->layouts, at, attr, type, &spec, &meshId, &diag)) {
     dtPartError(p, at, "%s", diag.message);
     return NULL;
   }
   if (!p->mesh) {
-    DtensorLayoutAttrParts parts;
-    dtensorLayoutAttrGetParts(attr, &parts);
     DtensorLayout first;
     DtensorMesh *mesh = NULL;
     if (!dtensorLayoutFromAttr(at, attr, type, &mesh, &first, &diag)) {
@@ -172,14 +152,16 @@ static const Value *recordAs(Part *p, MlirOperation at, MlirValue v,
       return NULL;
     }
     p->mesh = mesh;
-    snprintf(p->meshName, sizeof(p->meshName), "%s", parts.mesh);
-  } else if (!sameMesh(p, attr)) {
-    DtensorLayoutAttrParts parts;
-    dtensorLayoutAttrGetParts(attr, &parts);
+    p->meshId = meshId;
+    MlirStringRef name = mlirIdentifierStr(meshId);
+    snprintf(p->meshName, sizeof(p->meshName), "%.*s", (int)name.length,
+             name.data);
+  } else if (!mlirIdentifierEqual(meshId, p->meshId)) {
+    MlirStringRef name = mlirIdentifierStr(meshId);
     dtPartError(p, at,
-                "uses mesh '@%s' and '@%s'; a function is partitioned "
+                "uses mesh '@%s' and '@%.*s'; a function is partitioned "
                 "on one mesh",
-                p->meshName, parts.mesh);
+                p->meshName, (int)name.length, name.data);
     return NULL;
   }
   DtensorLayout layout;
@@ -497,7 +479,7 @@ static void convertOperand(Part *p, MlirOperation op, intptr_t i,
   }
   DtensorDiag diag;
   DtensorShardingSpec need;
-  if (!dtLayoutCacheRead(&p->layouts, op, wantAttr, have->global, &need,
+  if (!dtLayoutCacheRead(&p->layouts, op, wantAttr, have->global, &need, NULL,
                          &diag)) {
     dtPartError(p, op, "operand %ld: %s", (long)i, diag.message);
     return;
@@ -837,14 +819,12 @@ static bool runPartition(MlirOperation root, const DtPassOptions *options) {
     p.interned = dtTableInit(sizeof(Interned));
     p.converted = dtTableInit(sizeof(Converted));
     p.layouts = dtLayoutCacheInit();
-    p.meshNames = dtTableInit(sizeof(void *));
     partitionFunction(&p, op);
     ok = ok && !p.failed;
     dtTableFree(&p.values);
     dtTableForEach(&p.interned, freeInterned, NULL);
     dtTableFree(&p.interned);
     dtTableFree(&p.converted);
-    dtTableFree(&p.meshNames);
     dtLayoutCacheFree(&p.layouts);
     free(p.ops);
     dtensorMeshDestroy(p.mesh);

@@ -60,10 +60,10 @@ typedef struct Part {
   MlirOperation func;
   DtensorMesh *mesh;
   char meshName[256];
-  DtTable meshNames; /* layout attributes known to be on the mesh */
-  DtTable values;    /* ValueEntry by value pointer */
-  DtTable interned;  /* Interned by (layout attribute, type) */
-  DtTable converted; /* Converted by (value, target layout) */
+  MlirIdentifier meshId; /* the same name, uniqued */
+  DtTable values;        /* ValueEntry by value pointer */
+  DtTable interned;      /* Interned by (layout attribute, type) */
+  DtTable converted;     /* Converted by (value, target layout) */
   DtLayoutCache layouts;
   MlirOperation *ops;
   size_t numOps, capOps;

@@ -365,6 +365,7 @@ static bool findMesh(Prop *p, MlirOperation func) {
   if (!found[0])
     return false;
   snprintf(p->meshName, sizeof(p->meshName), "%s", found);
+  p->meshId = mlirIdentifierGet(p->ctx, mlirStringRefCreateFromCString(found));
   p->meshOp = dtensorMeshOpLookup(func, mlirStringRefCreateFromCString(found));
   DtensorDiag diag;
   p->mesh = dtensorMeshCreateFromOp(p->meshOp, &diag);
@@ -523,6 +524,7 @@ bool dtPropFunction(const Prop *base, MlirOperation func) {
   p.decisions = base->decisions;
   p.planner = base->planner;
   p.attrs = dtTableInit(sizeof(AttrCache));
+  p.layouts = dtLayoutCacheInit();
   p.arrays = dtTableInit(sizeof(ArrayEntry));
   p.rules = dtTableInit(sizeof(RuleEntry));
   p.costs = dtTableInit(sizeof(CostEntry));
@@ -536,6 +538,7 @@ bool dtPropFunction(const Prop *base, MlirOperation func) {
   dtTableFree(&p.decided);
   free(p.infos);
   dtTableFree(&p.attrs);
+  dtLayoutCacheFree(&p.layouts);
   dtTableFree(&p.arrays);
   dtTableFree(&p.rules);
   dtTableFree(&p.costs);

@@ -195,13 +195,13 @@ typedef struct Prop {
   /* Strings that outlive a decision (origins). */
   char **arena;
   size_t numArena, capArena;
-  /* Layout attributes read (attribute, type) -> spec, and built
-   * spec -> attribute: both are uniqued, so each is worked out once. */
-  DtTable attrs;  /* AttrCache */
-  DtTable arrays; /* ArrayEntry */
-  DtTable rules;  /* RuleEntry */
-  DtTable costs;  /* CostEntry */
-  DtTable fits;   /* FitEntry */
+  DtLayoutCache layouts; /* the layouts read (the dialect's cache) */
+  MlirIdentifier meshId; /* meshName, uniqued */
+  DtTable attrs;         /* AttrCache: the layouts built, by spec */
+  DtTable arrays;        /* ArrayEntry */
+  DtTable rules;         /* RuleEntry */
+  DtTable costs;         /* CostEntry */
+  DtTable fits;          /* FitEntry */
 } Prop;
 
 /* Rules of named linalg ops without a body of their own, which depend only
@@ -224,7 +224,7 @@ typedef struct ArrayEntry {
 } ArrayEntry;
 
 typedef struct AttrCache {
-  const void *attr, *type; /* read: both set; built: type = NULL */
+  const void *attr;
   CSpec spec;
   int rank;
 } AttrCache;

@@ -164,81 +164,37 @@ void dtPropUnmarkDecided(Prop *p, MlirOperation op) {
 
 /* ---- layouts and costs --------------------------------------------------- */
 
-/* Keys of the attribute cache: a read entry by (attr, type), a built one by
- * (spec, rank) with type NULL. */
-static uint64_t readKey(const void *attr, const void *type) {
-  return dtHashMix(dtHashMix(1, (uint64_t)(uintptr_t)attr),
-                   (uint64_t)(uintptr_t)type);
-}
-
+/* Layout attributes this pass builds, by (packed spec, rank). */
 static uint64_t builtKey(const CSpec *c, int rank) {
   return dtHashMix(dtHashMix(dtHashMix(2, c->code), c->partial),
                    (uint64_t)rank);
 }
 
-static bool sameRead(const void *entry, const void *key) {
-  const AttrCache *e = entry, *k = key;
-  return e->type && e->attr == k->attr && e->type == k->type;
-}
-
 static bool sameBuilt(const void *entry, const void *key) {
   const AttrCache *e = entry, *k = key;
-  return !e->type && e->rank == k->rank && e->spec.code == k->spec.code &&
+  return e->rank == k->rank && e->spec.code == k->spec.code &&
          e->spec.partial == k->spec.partial;
 }
 
-static void addAttr(Prop *p, const AttrCache *entry, uint64_t hash) {
-  AttrCache *slot = dtTableInsert(&p->attrs, hash);
-  if (slot) /* only a cache */
-    *slot = *entry;
-}
-
-static bool readLayoutUncached(Prop *p, MlirOperation at, MlirAttribute attr,
-                               MlirType type, const char *what,
-                               DtensorShardingSpec *out);
-
+/* Reads a layout through the dialect's cache; it must be on the function's
+ * mesh and not interleaved. */
 bool dtPropReadLayout(Prop *p, MlirOperation at, MlirAttribute attr,
                       MlirType type, const char *what,
                       DtensorShardingSpec *out) {
-  AttrCache key = {attr.ptr, type.ptr, {0, 0}, 0};
-  uint64_t hash = readKey(attr.ptr, type.ptr);
-  AttrCache *hit = dtTableFind(&p->attrs, hash, sameRead, &key);
-  if (hit) {
-    unpack(&hit->spec, hit->rank, out);
-    return true;
-  }
-  if (!readLayoutUncached(p, at, attr, type, what, out))
-    return false;
-  AttrCache e = {attr.ptr, type.ptr, {0, 0}, out->rank};
-  pack(out, &e.spec);
-  addAttr(p, &e, hash);
-  return true;
-}
-
-static bool readLayoutUncached(Prop *p, MlirOperation at, MlirAttribute attr,
-                               MlirType type, const char *what,
-                               DtensorShardingSpec *out) {
-  DtensorLayoutAttrParts parts;
-  if (!dtensorLayoutAttrGetParts(attr, &parts)) {
-    dtPropError(p, at, "%s must be a #dtensor.layout", what);
-    return false;
-  }
-  if (strcmp(parts.mesh, p->meshName) != 0) {
-    dtPropError(p, at,
-                "%s is on mesh '@%s' but this function is propagated on "
-                "'@%s'; a function uses one mesh",
-                what, parts.mesh, p->meshName);
-    return false;
-  }
-  DtensorMesh *mesh = NULL;
-  DtensorLayout layout;
   DtensorDiag diag;
-  if (!dtensorLayoutFromAttr(at, attr, type, &mesh, &layout, &diag)) {
+  MlirIdentifier mesh;
+  if (!dtLayoutCacheRead(&p->layouts, at, attr, type, out, &mesh, &diag)) {
     dtPropError(p, at, "%s: %s", what, diag.message);
     return false;
   }
-  *out = layout.spec;
-  dtensorMeshDestroy(mesh);
+  if (!mlirIdentifierEqual(mesh, p->meshId)) {
+    MlirStringRef name = mlirIdentifierStr(mesh);
+    dtPropError(p, at,
+                "%s is on mesh '@%.*s' but this function is propagated on "
+                "'@%s'; a function uses one mesh",
+                what, (int)name.length, name.data, p->meshName);
+    return false;
+  }
   for (int d = 0; d < out->rank; ++d)
     if (out->numAxes[d] > 0 && out->interleave[d] > 1) {
       dtPropError(p, at,
@@ -278,7 +234,7 @@ MlirAttribute dtPropArray(Prop *p, int n, const MlirAttribute *elems) {
 }
 
 MlirAttribute dtPropLayoutAttr(Prop *p, const DtensorShardingSpec *s) {
-  AttrCache key = {NULL, NULL, {0, 0}, s->rank};
+  AttrCache key = {NULL, {0, 0}, s->rank};
   pack(s, &key.spec);
   uint64_t hash = builtKey(&key.spec, s->rank);
   AttrCache *hit = dtTableFind(&p->attrs, hash, sameBuilt, &key);
@@ -286,9 +242,11 @@ MlirAttribute dtPropLayoutAttr(Prop *p, const DtensorShardingSpec *s) {
     return (MlirAttribute){hit->attr};
   MlirAttribute a = dtensorLayoutAttrGet(
       p->ctx, mlirStringRefCreateFromCString(p->meshName), s);
-  if (!mlirAttributeIsNull(a)) {
+  AttrCache *slot =
+      mlirAttributeIsNull(a) ? NULL : dtTableInsert(&p->attrs, hash);
+  if (slot) { /* only a cache */
     key.attr = a.ptr;
-    addAttr(p, &key, hash);
+    *slot = key;
   }
   return a;
 }

@@ -9,51 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct LayoutEntry {
-  const void *attr, *type;
-  DtensorShardingSpec spec;
-} LayoutEntry;
-
-static bool sameLayoutKey(const void *entry, const void *key) {
-  const LayoutEntry *e = entry, *k = key;
-  return e->attr == k->attr && e->type == k->type;
-}
-
-DtLayoutCache dtLayoutCacheInit(void) {
-  DtLayoutCache c = {dtTableInit(sizeof(LayoutEntry))};
-  return c;
-}
-
-bool dtLayoutCacheRead(DtLayoutCache *c, MlirOperation from, MlirAttribute attr,
-                       MlirType type, DtensorShardingSpec *outSpec,
-                       DtensorDiag *outDiag) {
-  LayoutEntry key;
-  key.attr = attr.ptr;
-  key.type = type.ptr;
-  uint64_t hash = dtHashMix(dtHashMix(7, (uint64_t)(uintptr_t)attr.ptr),
-                            (uint64_t)(uintptr_t)type.ptr);
-  LayoutEntry *hit = dtTableFind(&c->table, hash, sameLayoutKey, &key);
-  if (hit) {
-    *outSpec = hit->spec;
-    return true;
-  }
-  DtensorMesh *mesh = NULL;
-  DtensorLayout layout;
-  if (!dtensorLayoutFromAttr(from, attr, type, &mesh, &layout, outDiag))
-    return false;
-  dtensorMeshDestroy(mesh);
-  *outSpec = layout.spec;
-  LayoutEntry *slot = dtTableInsert(&c->table, hash);
-  if (slot) {
-    slot->attr = attr.ptr;
-    slot->type = type.ptr;
-    slot->spec = layout.spec;
-  }
-  return true;
-}
-
-void dtLayoutCacheFree(DtLayoutCache *c) { dtTableFree(&c->table); }
-
 typedef struct DecisionEntry {
   const void *op;
   MlirAttribute value[DT_NUM_DECIDED];

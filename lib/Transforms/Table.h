@@ -1,31 +1,14 @@
 /* The passes' tables, over the support hash table (Support/Support.h):
- * the layout cache, the decisions of dtensor-propagate, op lists. */
+ * the decisions of dtensor-propagate, op lists (the layout cache is the
+ * dialect's, DialectInternal.h). */
 #ifndef DTENSOR_LIB_TRANSFORMS_TABLE_H
 #define DTENSOR_LIB_TRANSFORMS_TABLE_H
 
+#include "Dialect/DialectInternal.h"
 #include "Support/Support.h"
 
 #include "dtensor-c/Layout.h"
 #include "mlir-c/IR.h"
-
-/// Layout attributes read before, keyed on (attribute, type), both uniqued:
-/// a program uses the same few layouts on many values.
-typedef struct DtLayoutCache {
-  DtTable table;
-} DtLayoutCache;
-
-/// An empty cache.
-DtLayoutCache dtLayoutCacheInit(void);
-
-/// dtensorLayoutFromAttr through the cache: the spec of `attr` for a value
-/// of `type` used in `from`; the mesh is not returned. False with `outDiag`
-/// filled when the layout does not fit (failures are not cached).
-bool dtLayoutCacheRead(DtLayoutCache *c, MlirOperation from, MlirAttribute attr,
-                       MlirType type, DtensorShardingSpec *outSpec,
-                       DtensorDiag *outDiag);
-
-/// Frees the cache.
-void dtLayoutCacheFree(DtLayoutCache *c);
 
 /// What dtensor-propagate decides for an op: the layouts of its results,
 /// those its operands must have, and the mesh axes of its loops. On its own
