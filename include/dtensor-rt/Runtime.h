@@ -227,15 +227,21 @@ DTRT_EXPORT DtrtStatus dtrtPermute(DtrtComm *comm, const void *send, void *recv,
 
 /* ---- asynchronous collectives -------------------------------------------- */
 
-/// Which collective a DtrtCollective describes.
+/// Which collective a DtrtCollective describes, with its name in messages
+/// (a broadcast works in place on `recv`; `send` is ignored).
+#define DTRT_COLL_LIST(X)                                                      \
+  X(DTRT_COLL_ALL_GATHER, "all_gather")                                        \
+  X(DTRT_COLL_ALL_REDUCE, "all_reduce")                                        \
+  X(DTRT_COLL_REDUCE_SCATTER, "reduce_scatter")                                \
+  X(DTRT_COLL_ALL_TO_ALL, "all_to_all")                                        \
+  X(DTRT_COLL_BROADCAST, "broadcast")                                          \
+  X(DTRT_COLL_PERMUTE, "permute")                                              \
+  X(DTRT_COLL_BARRIER, "barrier")
+
 typedef enum DtrtCollectiveKind {
-  DTRT_COLL_ALL_GATHER = 0,
-  DTRT_COLL_ALL_REDUCE,
-  DTRT_COLL_REDUCE_SCATTER,
-  DTRT_COLL_ALL_TO_ALL,
-  DTRT_COLL_BROADCAST, /* in place on `recv`; `send` is ignored */
-  DTRT_COLL_PERMUTE,
-  DTRT_COLL_BARRIER,
+#define DTRT_COLL_ENUM(e, name) e,
+  DTRT_COLL_LIST(DTRT_COLL_ENUM)
+#undef DTRT_COLL_ENUM
 } DtrtCollectiveKind;
 
 /// One collective, as the blocking functions above take it: the fields a

@@ -396,9 +396,11 @@ DtrtStatus dtrtCommForMeshAxes(DtrtContext *c, int meshRank,
 /* ---- the public collectives: checks, then the backend -------------------- */
 
 const char *dtrtCollectiveName(DtrtCollectiveKind k) {
-  static const char *names[] = {"all_gather", "all_reduce", "reduce_scatter",
-                                "all_to_all", "broadcast",  "permute",
-                                "barrier"};
+  static const char *const names[] = {
+#define DTRT_COLL_NAME(e, name) name,
+      DTRT_COLL_LIST(DTRT_COLL_NAME)
+#undef DTRT_COLL_NAME
+  };
   return (unsigned)k <= DTRT_COLL_BARRIER ? names[k] : "collective";
 }
 

@@ -4,12 +4,14 @@
  * dtensorCommPatternGetName names it, and every planner pattern but
  * identity has its row; a row with a runtime kind has the name
  * DTRT_MLIR_COLLECTIVE_LIST gives that kind, and every kind has exactly
- * one row; reducing rows are those whose pattern reduces. */
+ * one row; reducing rows are those whose pattern reduces; and every
+ * collective but local_split is one the backends run (DTRT_COLL_LIST). */
 #include "Dialect/DialectInternal.h"
 
 #include "dtensor-c/Planner.h"
 #include "dtensor-rt/Runtime.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,6 +22,20 @@ static const char *kRuntimeNames[] = {
     DTRT_MLIR_COLLECTIVE_LIST(DT_NAME)
 #undef DT_NAME
 };
+
+static const char *kBackendNames[] = {
+#define DT_NAME(e, name) name,
+    DTRT_COLL_LIST(DT_NAME)
+#undef DT_NAME
+};
+
+/* Whether the runtime's backends run a collective named `op`. */
+static bool backendRuns(const char *op) {
+  for (size_t k = 0; k < sizeof(kBackendNames) / sizeof(kBackendNames[0]); ++k)
+    if (!strcmp(kBackendNames[k], op))
+      return true;
+  return false;
+}
 
 int main(void) {
   int n = 0;
@@ -38,6 +54,8 @@ int main(void) {
                            r->pattern == DTENSOR_COMM_REDUCE_SCATTER));
       ++patternRows[r->pattern];
     }
+    /* Every collective but local_split (a local slice) is a backend's. */
+    CHECK(backendRuns(op) == (r->pattern != DTENSOR_COMM_LOCAL_SPLIT));
     if (r->runtimeKind >= 0) {
       CHECK(r->runtimeKind < numKinds);
       if (r->runtimeKind < numKinds)
