@@ -7,8 +7,6 @@
 #include "mlir-c/BuiltinAttributes.h"
 #include "mlir-c/BuiltinTypes.h"
 
-#include <stdio.h>
-
 MlirNamedAttribute dtNamedAttr(MlirContext ctx, const char *name,
                                MlirAttribute value) {
   return mlirNamedAttributeGet(
@@ -77,9 +75,9 @@ MlirOperation dtBuildCollective(const DtIds *ids, MlirOperation before,
                                 MlirAttribute meshRef, const DtensorCommSpec *c,
                                 MlirValue input, MlirType result) {
   MlirContext ctx = mlirOperationGetContext(before);
-  char name[64];
-  snprintf(name, sizeof(name), "dtensor.%s",
-           dtensorCommPatternGetName(c->pattern));
+  const DtCollectiveInfo *row = dtCollectiveOfPattern(c->pattern);
+  if (!row) /* identity: nothing to build */
+    return (MlirOperation){NULL};
   int64_t axes[DTENSOR_MAX_MESH_RANK];
   for (int i = 0; i < c->numAxes; ++i)
     axes[i] = c->axes[i];
@@ -100,6 +98,6 @@ MlirOperation dtBuildCollective(const DtIds *ids, MlirOperation before,
   if (c->shardDim >= 0)
     attrs[n++] = mlirNamedAttributeGet(
         ids->shardDim, mlirIntegerAttrGet(i64, (int64_t)c->shardDim));
-  return dtOpCreate(before, mlirOperationGetLocation(before), name, 1, &input,
-                    1, &result, n, attrs);
+  return dtOpCreate(before, mlirOperationGetLocation(before), row->name, 1,
+                    &input, 1, &result, n, attrs);
 }

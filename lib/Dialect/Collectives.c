@@ -33,3 +33,10 @@ const DtCollectiveInfo *dtCollectiveOf(MlirOperation op) {
       return &kCollectives[k];
   return NULL;
 }
+
+const DtCollectiveInfo *dtCollectiveOfPattern(int pattern) {
+  for (size_t k = 0; k < sizeof(kCollectives) / sizeof(kCollectives[0]); ++k)
+    if (kCollectives[k].pattern == pattern)
+      return &kCollectives[k];
+  return NULL;
+}

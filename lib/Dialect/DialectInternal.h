@@ -59,6 +59,10 @@ typedef struct DtCollectiveInfo {
 /// The row of `op`, or NULL when `op` is not a collective.
 const DtCollectiveInfo *dtCollectiveOf(MlirOperation op);
 
+/// The row of the planner's pattern `pattern` (DtensorCommPattern), or NULL
+/// (identity).
+const DtCollectiveInfo *dtCollectiveOfPattern(int pattern);
+
 /// The rows: `*outCount` of them.
 const DtCollectiveInfo *dtCollectives(int *outCount);
 
@@ -152,7 +156,8 @@ MlirOperation dtBuildAnnotate(const DtIds *ids, MlirOperation before,
                               MlirAttribute layout);
 
 /// The collective of one plan step `c` on `input` over the mesh `meshRef`,
-/// with type `result`, before (and at the location of) `before`.
+/// with type `result`, before (and at the location of) `before`; a null op
+/// for identity, which has no collective.
 struct DtensorCommSpec;
 MlirOperation dtBuildCollective(const DtIds *ids, MlirOperation before,
                                 MlirAttribute meshRef,

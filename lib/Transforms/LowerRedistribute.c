@@ -26,8 +26,9 @@ static MlirValue buildStep(const DtIds *ids, MlirOperation before,
   MlirType outType = mlirRankedTensorTypeGet(
       after->rank, shape, mlirShapedTypeGetElementType(mlirValueGetType(input)),
       mlirAttributeGetNull());
-  return mlirOperationGetResult(
-      dtBuildCollective(ids, before, meshRef, &step->comm, input, outType), 0);
+  MlirOperation op =
+      dtBuildCollective(ids, before, meshRef, &step->comm, input, outType);
+  return mlirOperationIsNull(op) ? input : mlirOperationGetResult(op, 0);
 }
 
 /* The layouts of a (src, dst, global type) triple, read once: a program

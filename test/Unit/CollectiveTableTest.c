@@ -53,6 +53,7 @@ int main(void) {
       CHECK(r->reduces == (r->pattern == DTENSOR_COMM_ALL_REDUCE ||
                            r->pattern == DTENSOR_COMM_REDUCE_SCATTER));
       ++patternRows[r->pattern];
+      CHECK(dtCollectiveOfPattern(r->pattern) == r);
     }
     /* Every collective but local_split (a local slice) is a backend's. */
     CHECK(backendRuns(op) == (r->pattern != DTENSOR_COMM_LOCAL_SPLIT));
@@ -67,6 +68,7 @@ int main(void) {
     CHECK(kindRows[k] == 1);
   for (int p = DTENSOR_COMM_ALL_GATHER; p <= DTENSOR_COMM_REDUCE_SCATTER; ++p)
     CHECK(patternRows[p] == 1);
+  CHECK(dtCollectiveOfPattern(DTENSOR_COMM_IDENTITY) == NULL);
   CHECK(DTRT_MLIR_ALL_GATHER == 0 && DTRT_MLIR_BROADCAST == 5);
   printf("collective-table-test: %d rows, %d passed, %d failed\n", n,
          checks - failures, failures);
