@@ -8,10 +8,10 @@
  * program on its blocks of the same inputs (laid out under the entry's
  * argument layouts) and compares its result blocks with the reference's.
  *
- * Ranks are processes: the caller starts one per device of the mesh (after
- * dtensorRunnerComputeReference, so the program is compiled once) with the
- * runtime's environment (dtensor-run does; see docs/runtime.md), and each
- * calls dtensorRunnerRunRank. Nothing here prints or exits.
+ * Ranks are processes: dtensorRunnerLaunch forks one per device of the mesh
+ * (after dtensorRunnerComputeReference, so the program is compiled once)
+ * and gathers their reports; a caller with its own launcher (mpirun) calls
+ * dtensorRunnerRunRank in each. Nothing here prints or exits.
  *
  *===----------------------------------------------------------------------===*/
 #ifndef DTENSOR_C_RUNNER_H
@@ -19,6 +19,7 @@
 
 #include "dtensor-c/Layout.h"
 #include "dtensor-c/Support.h"
+#include "dtensor-rt/Launch.h"
 #include "dtensor-rt/Runtime.h"
 #include "mlir-c/IR.h"
 
@@ -121,6 +122,20 @@ DTENSOR_EXPORT bool dtensorRunnerRunRank(DtensorRunner *runner, int rank,
                                          const DtensorRankOptions *options,
                                          DtensorRankReport *outReport,
                                          DtensorDiag *outDiag);
+
+/// Runs every rank in its own process (dtrtLaunch with `launch`, whose
+/// numRanks must be the mesh's device count; each rank calls
+/// dtensorRunnerRunRank with `options`) after dtensorRunnerComputeReference,
+/// and fills `outReports[rank]` for every rank. True when every rank ran
+/// (a difference from the reference is in its report, not a failure);
+/// false with `outDiag` naming the rank that failed and why, or why the job
+/// could not start or was stopped. `outExitCode` (NULL: not wanted) gets
+/// the launch's exit code: 0, 1, or 128 + the signal that stopped it.
+DTENSOR_EXPORT bool dtensorRunnerLaunch(DtensorRunner *runner,
+                                        const DtrtLaunchOptions *launch,
+                                        const DtensorRankOptions *options,
+                                        DtensorRankReport *outReports,
+                                        int *outExitCode, DtensorDiag *outDiag);
 
 #ifdef __cplusplus
 }

@@ -33,6 +33,8 @@ static void finalizeProcess(void) {
   }
 }
 
+void dtrtProcessContextForget(void) { process = NULL; }
+
 static void die(const char *what) {
   fprintf(stderr, "dtensor runtime: %s: %s\n", what,
           process ? dtrtLastError(process) : "no context");

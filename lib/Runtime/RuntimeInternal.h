@@ -125,4 +125,11 @@ DtrtStatus dtrtStoreSet(DtrtStore *store, const char *key, const void *value,
 DtrtStatus dtrtStoreGet(DtrtStore *store, const char *key, void *out,
                         size_t size);
 
+/* The compiled programs' process context (Compiled.c). */
+
+/// In a freshly forked rank: forgets the process context inherited from the
+/// launcher (it is the launcher's, in the launcher's job), so the rank's
+/// first collective creates its own from the rank's environment.
+void dtrtProcessContextForget(void);
+
 #endif

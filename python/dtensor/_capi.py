@@ -1,5 +1,6 @@
 """ctypes declarations of the C APIs the package uses: libdtensor (layout
-algebra, planner, compiler) and libdtensor_rt (checkpoints). Every foreign
+algebra, planner, compiler, differential runner) and libdtensor_rt
+(checkpoints). Every foreign
 function gets its argtypes and restype here, and nowhere else."""
 
 import ctypes
@@ -112,6 +113,28 @@ class RtTensor(Structure):
                 ("spec", c_char_p), ("block", c_void_p)]
 
 
+class RunTensor(Structure):
+    _fields_ = [("name", c_char * 128), ("rank", c_int),
+                ("shape", c_int64 * MAX_TENSOR_RANK), ("dtype", c_int),
+                ("spec", ShardingSpec)]
+
+
+class LaunchOptions(Structure):
+    _fields_ = [("numRanks", c_int), ("backend", c_char_p),
+                ("timeoutSeconds", c_double), ("stop", c_void_p)]
+
+
+class RankOptions(Structure):
+    _fields_ = [("loadDir", c_char_p), ("saveDir", c_char_p),
+                ("repeat", c_int)]
+
+
+class RankReport(Structure):
+    _fields_ = [("compared", c_int64), ("different", c_int64),
+                ("maxAbsError", c_double), ("steps", c_int),
+                ("minStepSeconds", c_double), ("medianStepSeconds", c_double)]
+
+
 # Callbacks get the C API's small structs split as the x86-64 and AArch64
 # ABIs pass them: MlirDiagnostic {void *} as one pointer, MlirStringRef
 # {data, length} as two words; MlirLogicalResult {int8} is returned as an
@@ -195,6 +218,23 @@ passManagerAddPipeline = _declare(lib, "dtensorPassManagerAddPipeline",
                                   c_int8, Handle, StringRef, POINTER(Diag))
 passManagerRunOnOp = _declare(lib, "mlirPassManagerRunOnOp", c_int8, Handle,
                               Handle)
+
+# ---- the differential runner (dtensor-c/Runner.h) ------------------------------------
+runnerCreate = _declare(lib, "dtensorRunnerCreate", c_void_p, Handle,
+                        c_char_p, POINTER(Diag))
+runnerDestroy = _declare(lib, "dtensorRunnerDestroy", None, c_void_p)
+runnerGetMesh = _declare(lib, "dtensorRunnerGetMesh", c_void_p, c_void_p)
+runnerGetNumResults = _declare(lib, "dtensorRunnerGetNumResults", c_int,
+                               c_void_p)
+runnerGetResult = _declare(lib, "dtensorRunnerGetResult", POINTER(RunTensor),
+                           c_void_p, c_int)
+runnerLoadArguments = _declare(lib, "dtensorRunnerLoadArguments", c_bool,
+                               c_void_p, c_char_p, POINTER(Diag))
+runnerComputeReference = _declare(lib, "dtensorRunnerComputeReference",
+                                  c_bool, c_void_p, POINTER(Diag))
+runnerLaunch = _declare(lib, "dtensorRunnerLaunch", c_bool, c_void_p,
+                        POINTER(LaunchOptions), POINTER(RankOptions),
+                        POINTER(RankReport), POINTER(c_int), POINTER(Diag))
 
 # ---- element types (libdtensor_rt's one list) ---------------------------------------
 dtypeName = _declare(rt, "dtrtDtypeName", c_char_p, c_int)

@@ -265,64 +265,82 @@ def plan(layout, target, strategy="optimal"):
 _upstream_registered = False
 
 
+class _Program:
+    """An MLIR context with the dtensor dialect, its diagnostics collected,
+    and `text` parsed in it (`module`, owned until a callee takes it).
+    Raises CompileError with the diagnostics if the text does not parse."""
+
+    def __init__(self, text, name):
+        global _upstream_registered
+        if not _upstream_registered:
+            C.registerUpstreamPasses()
+            _upstream_registered = True
+        self.ctx = C.contextCreate()
+        if not self.ctx.ptr:
+            raise DtensorError("the dtensor dialect did not load")
+        self.diagnostics = []
+
+        def on_diagnostic(diag_ptr, _user):
+            buf = create_string_buffer(4096)
+            C.diagnosticFormat(C.Handle(diag_ptr), buf, len(buf))
+            self.diagnostics.append(buf.value.decode(errors="replace"))
+            return 1  # handled
+
+        self._handler = C.DiagnosticHandler(on_diagnostic)
+        C.attachDiagnosticHandler(self.ctx, self._handler, None, None)
+        src, nm = _bytes(text), _bytes(name)
+        self.module = C.sourceParse(self.ctx, C.StringRef(src, len(src)),
+                                    C.StringRef(nm, len(nm)))
+        if not self.module.ptr:
+            C.contextDestroy(self.ctx)
+            raise CompileError("\n".join(self.diagnostics) or "parse failed",
+                               self.diagnostics)
+
+    def error(self, fallback):
+        return CompileError("\n".join(self.diagnostics) or fallback,
+                            self.diagnostics)
+
+    def take_module(self):
+        module, self.module = self.module, C.Handle()
+        return module
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.module.ptr:
+            C.operationDestroy(self.module)
+        C.contextDestroy(self.ctx)
+
+
 def compile(text, pipeline="dtensor-spmd", name="<string>"):
     """Runs `pipeline` (dtensor and upstream passes, as dtensor-opt
     --pass-pipeline takes them without the anchor, e.g. "dtensor-propagate,
     dtensor-partition" or "dtensor-spmd, dtensor-to-llvm") on the program
     `text` and returns the resulting IR. Raises CompileError with the located
     diagnostics if the program does not parse, verify or compile."""
-    global _upstream_registered
-    if not _upstream_registered:
-        C.registerUpstreamPasses()
-        _upstream_registered = True
-    ctx = C.contextCreate()
-    if not ctx.ptr:
-        raise DtensorError("the dtensor dialect did not load")
-    diagnostics = []
+    with _Program(text, name) as prog:
+        pm = C.passManagerCreate(prog.ctx)
+        try:
+            diag = C.Diag()
+            pipe = _bytes(pipeline)
+            if not C.passManagerAddPipeline(
+                    C.passManagerGetAsOpPassManager(pm),
+                    C.StringRef(pipe, len(pipe)), byref(diag)):
+                raise CompileError(f"pipeline '{pipeline}', column "
+                                   f"{diag.column + 1}: {_diag_text(diag)}")
+            if not C.passManagerRunOnOp(pm, prog.module):
+                raise prog.error("a pass failed")
+            chunks = []
 
-    def on_diagnostic(diag_ptr, _user):
-        buf = create_string_buffer(4096)
-        C.diagnosticFormat(C.Handle(diag_ptr), buf, len(buf))
-        diagnostics.append(buf.value.decode(errors="replace"))
-        return 1  # handled
+            def on_text(data, length, _user):
+                chunks.append(ctypes.string_at(data, length))
 
-    handler = C.DiagnosticHandler(on_diagnostic)
-    C.attachDiagnosticHandler(ctx, handler, None, None)
-    src = _bytes(text)
-    nm = _bytes(name)
-    module = C.Handle()
-    pm = C.Handle()
-    try:
-        module = C.sourceParse(ctx, C.StringRef(src, len(src)),
-                               C.StringRef(nm, len(nm)))
-        if not module.ptr:
-            raise CompileError("\n".join(diagnostics) or "parse failed",
-                               diagnostics)
-        pm = C.passManagerCreate(ctx)
-        diag = C.Diag()
-        pipe = _bytes(pipeline)
-        if not C.passManagerAddPipeline(C.passManagerGetAsOpPassManager(pm),
-                                        C.StringRef(pipe, len(pipe)),
-                                        byref(diag)):
-            raise CompileError(f"pipeline '{pipeline}', column "
-                               f"{diag.column + 1}: {_diag_text(diag)}")
-        if not C.passManagerRunOnOp(pm, module):
-            raise CompileError("\n".join(diagnostics) or "a pass failed",
-                               diagnostics)
-        chunks = []
-
-        def on_text(data, length, _user):
-            chunks.append(ctypes.string_at(data, length))
-
-        printer = C.StringCallback(on_text)
-        C.operationPrint(module, printer, None)
-        return b"".join(chunks).decode()
-    finally:
-        if pm.ptr:
+            printer = C.StringCallback(on_text)
+            C.operationPrint(prog.module, printer, None)
+            return b"".join(chunks).decode()
+        finally:
             C.passManagerDestroy(pm)
-        if module.ptr:
-            C.operationDestroy(module)
-        C.contextDestroy(ctx)
 
 
 # ---- checkpoints -------------------------------------------------------------------
@@ -444,13 +462,83 @@ def convert_checkpoint(path, out, mesh, specs=None, default=None):
 # ---- running --------------------------------------------------------------------
 
 
+def _program_text(program):
+    """(text, name) of `program`: a path to a .mlir file, or IR text."""
+    if "\n" not in program and os.path.exists(program):
+        with open(program) as f:
+            return f.read(), program
+    return program, "<string>"
+
+
+def _named_inputs(inputs):
+    return inputs if isinstance(inputs, dict) else {
+        f"arg{i}": a for i, a in enumerate(inputs)}
+
+
 def run(program, n, inputs, backend="shm", entry=None, timeout=None):
     """Compiles the annotated `program` (a path, or IR text) with
-    dtensor-spmd, runs it on `n` ranks (dtensor-run) on `inputs` (a list of
-    numpy arrays for the entry's arguments in order, or {name: array} by
-    their dtensor.name) and returns the results as numpy arrays, in order.
-    dtensor-run also checks every rank against the single-device run;
-    a difference or any failure raises DtensorError with its output."""
+    dtensor-spmd and runs it on `n` ranks on `inputs` (a list of numpy
+    arrays for the entry's arguments in order, or {name: array} by their
+    dtensor.name); returns the results as numpy arrays, in order. Every
+    rank's result is checked against the single-device run: a difference or
+    any failure raises DtensorError (CompileError when the program does not
+    compile). On shm the program is compiled in this process and the ranks
+    are forked from it (libdtensor's runner); on mpi, mpirun starts
+    dtensor-run once per rank."""
+    if backend == "mpi":
+        return _run_under_mpirun(program, n, inputs, entry, timeout)
+    if backend != "shm":
+        raise DtensorError(f"backend '{backend}': MLIR programs run on host "
+                           "memory (valid: shm, mpi)")
+    text, name = _program_text(program)
+    named = _named_inputs(inputs)
+    with _Program(text, name) as prog, \
+            tempfile.TemporaryDirectory(prefix="dtensor-run-") as tmp:
+        diag = C.Diag()
+        runner = C.runnerCreate(prog.take_module(),
+                                _bytes(entry) if entry else None, byref(diag))
+        if not runner:
+            raise prog.error(f"{name}: {_diag_text(diag)}")
+        try:
+            return _run_ranks(runner, n, named, timeout, tmp)
+        finally:
+            C.runnerDestroy(runner)
+
+
+def _run_ranks(runner, n, named, timeout, tmp):
+    devices = C.meshGetNumDevices(C.runnerGetMesh(runner))
+    if devices != n:
+        raise DtensorError(f"the program's mesh has {devices} devices; "
+                           f"run it with n={devices}")
+    diag = C.Diag()
+    ck_in, ck_out = os.path.join(tmp, "in"), os.path.join(tmp, "out")
+    if named:
+        save_checkpoint(ck_in, named)
+        if not C.runnerLoadArguments(runner, _bytes(ck_in), byref(diag)):
+            raise DtensorError(_diag_text(diag))
+    if not C.runnerComputeReference(runner, byref(diag)):
+        raise DtensorError(_diag_text(diag))
+    launch = C.LaunchOptions(n, b"shm", float(timeout or 0), None)
+    options = C.RankOptions(None, _bytes(ck_out), 0)
+    reports = (C.RankReport * n)()
+    code = c_int()
+    if not C.runnerLaunch(runner, byref(launch), byref(options), reports,
+                          byref(code), byref(diag)):
+        raise DtensorError(_diag_text(diag))
+    different = [k for k in range(n) if reports[k].different]
+    if different:
+        worst = max(reports[k].maxAbsError for k in different)
+        raise DtensorError(
+            f"rank(s) {', '.join(map(str, different))}: the result differs "
+            f"from the single-device run (max abs error {worst:.3g})")
+    results = load_checkpoint(ck_out)
+    return [results[C.runnerGetResult(runner, k).contents.name.decode()]
+            for k in range(C.runnerGetNumResults(runner))]
+
+
+def _run_under_mpirun(program, n, inputs, entry, timeout):
+    """run() on the mpi backend: dtensor-run under mpirun, results through a
+    checkpoint."""
     tool = os.path.join(C.bin_dir(), "dtensor-run")
     with tempfile.TemporaryDirectory(prefix="dtensor-run-") as tmp:
         if "\n" not in program and os.path.exists(program):
@@ -459,12 +547,11 @@ def run(program, n, inputs, backend="shm", entry=None, timeout=None):
             path = os.path.join(tmp, "program.mlir")
             with open(path, "w") as f:
                 f.write(program)
-        named = inputs if isinstance(inputs, dict) else {
-            f"arg{i}": a for i, a in enumerate(inputs)}
+        named = _named_inputs(inputs)
         ck_in, ck_out = os.path.join(tmp, "in"), os.path.join(tmp, "out")
         if named:
             save_checkpoint(ck_in, named)
-        cmd = [tool, "-n", str(n), "--backend", backend]
+        cmd = [tool, "-n", str(n), "--backend", "mpi"]
         if entry:
             cmd += ["--entry", entry]
         if timeout:

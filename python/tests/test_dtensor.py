@@ -176,6 +176,34 @@ def test_run_megatron_on_four_ranks():
     assert np.abs(y - ref).max() <= 1e-5 * np.abs(ref).max()
 
 
+def test_run_is_in_process_and_leaves_other_children_alone(monkeypatch):
+    # On shm no tool is started: the ranks are forked from this process.
+    monkeypatch.setenv("DTENSOR_BIN_DIR", "/nonexistent")
+    import subprocess
+    other = subprocess.Popen(["sh", "-c", "sleep 0.2; exit 7"])
+    x = np.ones((16, 64), np.float32)
+    w1 = np.full((64, 256), 0.5, np.float32)
+    w2 = np.full((256, 64), 0.25, np.float32)
+    y, = dtensor.run(MEGATRON, 4, [x, w1, w2])
+    assert np.allclose(y, 64 * 0.5 * 256 * 0.25)
+    # The launcher waited for its ranks only.
+    assert other.wait() == 7
+
+
+def test_run_with_the_wrong_rank_count_or_a_bad_program():
+    x = np.ones((16, 64), np.float32)
+    with pytest.raises(dtensor.DtensorError,
+                       match="mesh has 4 devices; run it with n=4"):
+        dtensor.run(MEGATRON, 2, [x, x, x])
+    bad = ('"dtensor.mesh"() {sym_name = "m", shape = array<i64: 2>, '
+           'axis_names = ["d"]} '
+           ': () -> ()\nfunc.func @f(%a: tensor<4xf32> {dtensor.layout = '
+           '#dtensor.layout<@m, "[S(nope)]">}) -> tensor<4xf32> {\n'
+           '  return %a : tensor<4xf32>\n}\n')
+    with pytest.raises(dtensor.CompileError, match="nope"):
+        dtensor.run(bad, 2, [])
+
+
 def test_run_program_text_on_mpi():
     with open(MEGATRON) as f:
         text = f.read()

@@ -2,7 +2,9 @@
  * on one rank: a matmul's signature as the runner reads it, the reference
  * on inputs the caller sets, the rank's run equal to it, a corrupted
  * reference found different, and programs the runner refuses with their
- * reasons. */
+ * reasons; then dtensorRunnerLaunch forking the ranks of a two-device mesh
+ * from this process (whose runtime context is a one-rank job's by then),
+ * and launches it refuses. */
 #include "dtensor-c/Runner.h"
 #include "dtensor-c/Dialect.h"
 #include "dtensor-c/Passes.h"
@@ -25,6 +27,24 @@ static const char kMatmul[] =
     "  %i = linalg.fill ins(%z : f32) outs(%e : tensor<4x2xf32>) -> "
     "tensor<4x2xf32>\n"
     "  %c = linalg.matmul ins(%a, %b : tensor<4x3xf32>, tensor<3x2xf32>) "
+    "outs(%i : tensor<4x2xf32>) -> tensor<4x2xf32>\n"
+    "  return %c : tensor<4x2xf32>\n"
+    "}\n";
+
+/* A matmul on two devices, its contraction split: a sum across the ranks
+ * (a collective of the runtime). */
+static const char kMatmul2[] =
+    "\"dtensor.mesh\"() {sym_name = \"m\", shape = array<i64: 2>, "
+    "axis_names = [\"d\"]} : () -> ()\n"
+    "func.func @mm(%a: tensor<4x4xf32> {dtensor.layout = "
+    "#dtensor.layout<@m, \"[R, S(d)]\">},\n"
+    "              %b: tensor<4x2xf32> {dtensor.layout = "
+    "#dtensor.layout<@m, \"[S(d), R]\">}) -> tensor<4x2xf32> {\n"
+    "  %z = arith.constant 0.0 : f32\n"
+    "  %e = tensor.empty() : tensor<4x2xf32>\n"
+    "  %i = linalg.fill ins(%z : f32) outs(%e : tensor<4x2xf32>) -> "
+    "tensor<4x2xf32>\n"
+    "  %c = linalg.matmul ins(%a, %b : tensor<4x4xf32>, tensor<4x2xf32>) "
     "outs(%i : tensor<4x2xf32>) -> tensor<4x2xf32>\n"
     "  return %c : tensor<4x2xf32>\n"
     "}\n";
@@ -110,6 +130,43 @@ static void testRefused(MlirContext ctx) {
   dtensorRunnerDestroy(NULL);
 }
 
+static void testLaunch(MlirContext ctx) {
+  DtensorDiag diag;
+  DtensorRunner *r = create(ctx, kMatmul2, NULL, &diag);
+  CHECK(r != NULL);
+  if (!r)
+    return;
+  DtrtLaunchOptions launch = {2, "shm", 30, NULL};
+  DtensorRankOptions o = {NULL, NULL, 0};
+  DtensorRankReport reps[2];
+  int code = -1;
+  /* Before the reference, and with a count that is not the mesh's. */
+  CHECK(!dtensorRunnerLaunch(r, &launch, &o, reps, &code, &diag));
+  CHECK(strstr(diag.message, "dtensorRunnerComputeReference") != NULL);
+  CHECK(dtensorRunnerComputeReference(r, &diag));
+  launch.numRanks = 3;
+  CHECK(!dtensorRunnerLaunch(r, &launch, &o, reps, &code, &diag));
+  CHECK(strstr(diag.message, "mesh has 2 devices, not 3 ranks") != NULL);
+  launch.numRanks = 2;
+  /* This process's runtime context is a one-rank job's: the ranks make
+   * their own. */
+  CHECK(dtrtWorldSize(dtrtProcessContext()) == 1);
+  CHECK(dtensorRunnerLaunch(r, &launch, &o, reps, &code, &diag));
+  CHECK(code == 0);
+  for (int k = 0; k < 2; ++k)
+    CHECK(reps[k].compared == 8 && reps[k].different == 0);
+  /* A wrong reference: every rank ran and says so. */
+  ((float *)dtensorRunnerGetReference(r, 0))[7] += 1.0f;
+  CHECK(dtensorRunnerLaunch(r, &launch, &o, reps, &code, &diag));
+  CHECK(reps[0].different == 1 && reps[1].different == 1);
+  /* A rank that cannot run (its checkpoint is missing): the launch fails
+   * and names it. */
+  o.loadDir = "/nonexistent/dtensor-runner-test";
+  CHECK(!dtensorRunnerLaunch(r, &launch, &o, reps, &code, &diag));
+  CHECK(code == 1 && strstr(diag.message, "rank ") != NULL);
+  dtensorRunnerDestroy(r);
+}
+
 int main(void) {
   /* One rank of a one-rank job, as a launcher would say. */
   setenv("RANK", "0", 1);
@@ -119,6 +176,7 @@ int main(void) {
   mlirContextAttachDiagnosticHandler(ctx, quiet, NULL, NULL);
   testMatmul(ctx);
   testRefused(ctx);
+  testLaunch(ctx);
   mlirContextDestroy(ctx);
   printf("runner-test: %d passed, %d failed\n", checks - failures, failures);
   return failures != 0;

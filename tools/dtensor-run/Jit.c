@@ -22,32 +22,55 @@ static MlirLogicalResult report(MlirDiagnostic d, void *user) {
   return mlirLogicalResultSuccess();
 }
 
-typedef struct Job {
-  DtensorRunner *runner;
-  DtensorRankOptions options;
-} Job;
-
-/* One rank: runs and checks, prints its line and exits (which runs the
- * runtime's finalize). */
-static int runRank(int rank, void *arg) {
-  Job *job = arg;
-  DtensorRankReport rep;
-  DtensorDiag diag;
-  if (!dtensorRunnerRunRank(job->runner, rank, &job->options, &rep, &diag)) {
-    fprintf(stderr, "dtensor-run: %s\n", diag.message);
-    exit(1);
-  }
+/* One rank's line (and its step times with --repeat). */
+static void printReport(const DtensorRunner *r, int rank,
+                        const DtensorRankReport *rep) {
   printf("rank %d: %lld result elements%s, %s the single-device run (max abs "
          "error %.3g)\n",
-         rank, (long long)rep.compared,
-         dtensorRunnerGetNumResults(job->runner) > 1 ? " (all results)" : "",
-         rep.different ? "DIFFERENT from" : "equal to", rep.maxAbsError);
-  if (rep.steps)
+         rank, (long long)rep->compared,
+         dtensorRunnerGetNumResults(r) > 1 ? " (all results)" : "",
+         rep->different ? "DIFFERENT from" : "equal to", rep->maxAbsError);
+  if (rep->steps)
     printf("rank %d: step time min %.3f ms, median %.3f ms over %d runs\n",
-           rank, 1e3 * rep.minStepSeconds, 1e3 * rep.medianStepSeconds,
-           rep.steps);
-  fflush(stdout);
-  exit(rep.different ? 1 : 0);
+           rank, 1e3 * rep->minStepSeconds, 1e3 * rep->medianStepSeconds,
+           rep->steps);
+}
+
+/* One rank in this process (under mpirun): runs, checks and prints. */
+static int runMpiRank(DtensorRunner *r, int rank, const DtensorRankOptions *o) {
+  DtensorRankReport rep;
+  DtensorDiag diag;
+  if (!dtensorRunnerRunRank(r, rank, o, &rep, &diag)) {
+    fprintf(stderr, "dtensor-run: %s\n", diag.message);
+    return 1;
+  }
+  printReport(r, rank, &rep);
+  return rep.different ? 1 : 0;
+}
+
+/* Every rank forked from this process; their lines in rank order. */
+static int launchRanks(DtensorRunner *r, const DtRunOptions *o,
+                       const DtensorRankOptions *ro) {
+  DtrtLaunchOptions launch = {o->n, o->backend,
+                              o->timeout ? strtod(o->timeout, NULL) : 0,
+                              &dtRunStopSignal};
+  DtensorRankReport *reps = calloc((size_t)o->n, sizeof(*reps));
+  if (!reps)
+    return 1;
+  DtensorDiag diag;
+  int status;
+  dtRunCatchStopSignals(true);
+  bool ok = dtensorRunnerLaunch(r, &launch, ro, reps, &status, &diag);
+  dtRunCatchStopSignals(false);
+  for (int k = 0; ok && k < o->n; ++k) {
+    printReport(r, k, &reps[k]);
+    if (reps[k].different)
+      status = 1;
+  }
+  if (!ok)
+    fprintf(stderr, "dtensor-run: %s\n", diag.message);
+  free(reps);
+  return status;
 }
 
 /* Reads and compiles PROG.mlir and computes the reference; NULL after a
@@ -92,21 +115,20 @@ static int compileAndRun(const char *path, const DtRunOptions *o, int mpiRank) {
   dtensorRegisterUpstreamPasses();
   mlirContextAttachDiagnosticHandler(ctx, report, NULL, NULL);
   int status;
-  Job job = {prepare(ctx, path, o, &status),
-             {o->loadDir, o->saveDir, o->repeat}};
-  if (!job.runner)
-    return status;
-  if (mpiRank <= 0)
+  DtensorRunner *runner = prepare(ctx, path, o, &status);
+  DtensorRankOptions ro = {o->loadDir, o->saveDir, o->repeat};
+  if (runner && mpiRank <= 0)
     printf("dtensor-run: %s compiled for %d ranks; single-device reference "
            "computed\n",
            path, o->n);
   fflush(stdout);
-  if (mpiRank >= 0)
-    return runRank(mpiRank, &job);
-  status = dtRunLaunch(o->n, o->backend, o->timeout, runRank, &job);
-  if (!status)
+  if (runner && mpiRank >= 0)
+    status = runMpiRank(runner, mpiRank, &ro);
+  else if (runner)
+    status = launchRanks(runner, o, &ro);
+  if (runner && mpiRank < 0 && !status)
     printf("dtensor-run: every rank's result equals the single-device run\n");
-  dtensorRunnerDestroy(job.runner);
+  dtensorRunnerDestroy(runner);
   mlirContextDestroy(ctx);
   return status;
 }

@@ -3,8 +3,16 @@
 #ifndef DTENSOR_TOOLS_DTENSOR_RUN_RUN_H
 #define DTENSOR_TOOLS_DTENSOR_RUN_RUN_H
 
-int dtRunLaunch(int n, const char *backend, const char *timeout,
-                int (*child)(int rank, void *arg), void *childArg);
+#include <signal.h>
+#include <stdbool.h>
+
+/// The signal that asked dtensor-run to stop (0: none yet), set while
+/// dtRunCatchStopSignals(true) is in force.
+extern volatile sig_atomic_t dtRunStopSignal;
+
+/// Catches SIGINT, SIGTERM and SIGHUP into dtRunStopSignal (cleared first),
+/// or puts back their default actions.
+void dtRunCatchStopSignals(bool catchThem);
 
 /// How to run PROG.mlir (dtensor-run's options).
 typedef struct DtRunOptions {

@@ -1,30 +1,20 @@
-/* dtensor-run: launches a program on N ranks on this host, as torchrun does
- * (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), plus
- * DTENSOR_JOB (a fresh random token the job's shared memory is named
- * after), DTENSOR_SECRET (another, which admits the ranks to the
- * rendezvous store) and DTENSOR_BACKEND. If a rank fails or dies, the others
- * are stopped (SIGTERM, then SIGKILL after 5 s), the job's shared-memory
- * segments are removed, and it says which rank and how. SIGINT, SIGTERM
- * or SIGHUP to dtensor-run stop the ranks the same way; ranks die with it
- * if it is killed (PR_SET_PDEATHSIG). */
+/* dtensor-run: launches a program on N ranks on this host, as torchrun does,
+ * through the runtime's launcher (dtensor-rt/Launch.h: the variables, and
+ * a rank that fails or dies stops the others), and says which rank failed
+ * and how. SIGINT, SIGTERM or SIGHUP to dtensor-run stop the ranks the same
+ * way; ranks die with it if it is killed. Under --backend mpi, mpirun
+ * launches instead. */
 #include "Run.h"
 
-#include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "dtensor-rt/Runtime.h"
+#include "dtensor-rt/Launch.h"
 
 static int usage(void) {
   fprintf(
@@ -46,225 +36,37 @@ static int usage(void) {
   return 2;
 }
 
-static void removeSegments(const char *job) {
-  char prefix[160];
-  snprintf(prefix, sizeof(prefix), "dtensor-%s-", job);
-  DIR *d = opendir("/dev/shm");
-  if (!d)
-    return;
-  for (struct dirent *e; (e = readdir(d));)
-    if (!strncmp(e->d_name, prefix, strlen(prefix))) {
-      char path[512];
-      snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
-      unlink(path);
-    }
-  closedir(d);
-}
+volatile sig_atomic_t dtRunStopSignal;
 
-/* A TCP port on loopback that is free now (the kernel picks it), for the
- * rendezvous of backends that need one (nccl); a fixed fallback otherwise. */
-static int freePort(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {0};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = 29500 + (int)(getpid() % 1000);
-  if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-    port = ntohs(a.sin_port);
-  if (fd >= 0)
-    close(fd);
-  return port;
-}
+static void onStopSignal(int sig) { dtRunStopSignal = sig; }
 
-/* The signal that asked dtensor-run to stop (0: none yet). */
-static volatile sig_atomic_t stopSignal;
-
-static void onStopSignal(int sig) { stopSignal = sig; }
-
-static const int stopSignals[] = {SIGINT, SIGTERM, SIGHUP};
-
-static void handleStopSignals(void (*handler)(int)) {
+void dtRunCatchStopSignals(bool catchThem) {
+  static const int stopSignals[] = {SIGINT, SIGTERM, SIGHUP};
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));
-  sa.sa_handler = handler;
+  sa.sa_handler = catchThem ? onStopSignal : SIG_DFL;
   sigemptyset(&sa.sa_mask);
+  if (catchThem)
+    dtRunStopSignal = 0;
   for (size_t i = 0; i < sizeof(stopSignals) / sizeof(stopSignals[0]); ++i)
     sigaction(stopSignals[i], &sa, NULL);
 }
 
-/* What a job's ranks share: the torchrun variables' values and the pids. */
-typedef struct Job {
-  int n;
-  const char *backend, *timeout;
-  char id[80], secret[40], port[16], size[16];
-  pid_t *pids;
-} Job;
-
-static void pauseBriefly(void) {
-  struct timespec pause = {0, 10 * 1000 * 1000};
-  nanosleep(&pause, NULL);
-}
-
-static void signalRanks(const Job *job, int sig) {
-  for (int r = 0; r < job->n; ++r)
-    if (job->pids[r])
-      kill(job->pids[r], sig);
-}
-
-/* The rank of a child that ended (its pid forgotten), or -1. */
-static int reapRank(Job *job, pid_t pid) {
-  for (int r = 0; r < job->n; ++r)
-    if (job->pids[r] == pid) {
-      job->pids[r] = 0;
-      return r;
-    }
-  return -1;
-}
-
-/* In a forked rank: the torchrun variables, then `child`. */
-static void startRank(const Job *job, int r, pid_t parent,
-                      int (*child)(int rank, void *arg), void *childArg) {
-  /* A rank ends with dtensor-run, however that ends. */
-  handleStopSignals(SIG_DFL);
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != parent)
-    _exit(1);
-  char rank[16];
-  snprintf(rank, sizeof(rank), "%d", r);
-  setenv("RANK", rank, 1);
-  setenv("LOCAL_RANK", rank, 1);
-  setenv("WORLD_SIZE", job->size, 1);
-  setenv("LOCAL_WORLD_SIZE", job->size, 1);
-  setenv("MASTER_ADDR", "127.0.0.1", 1);
-  setenv("MASTER_PORT", job->port, 1);
-  setenv("DTENSOR_JOB", job->id, 1);
-  setenv("DTENSOR_SECRET", job->secret, 1);
-  setenv("DTENSOR_BACKEND", job->backend, 1);
-  if (job->timeout)
-    setenv("DTENSOR_TIMEOUT_S", job->timeout, 1);
-  fflush(stdout);
-  _exit(child(r, childArg));
-}
-
-/* A rank failed with status `st`: ranks that lose a peer fail at nearly the
- * same moment as the peer, so gather what else ends within a moment and
- * name a rank killed by a signal (the likelier cause) before one that
- * exited with an error; then stop the others. */
-static void reportFailure(Job *job, int r, int st, int *live) {
-  for (int waited = 0; waited < 25 && *live > 0; ++waited) {
-    int st2;
-    pid_t p2 = waitpid(-1, &st2, WNOHANG);
-    if (p2 <= 0) {
-      pauseBriefly();
-      continue;
-    }
-    int r2 = reapRank(job, p2);
-    if (r2 < 0)
-      continue;
-    --*live;
-    if (WIFSIGNALED(st2) && !WIFSIGNALED(st)) {
-      r = r2;
-      st = st2;
-    }
-  }
-  if (WIFSIGNALED(st))
-    fprintf(stderr,
-            "dtensor-run: rank %d was killed by signal %d (%s); "
-            "stopping the other ranks\n",
-            r, WTERMSIG(st), strsignal(WTERMSIG(st)));
-  else
-    fprintf(stderr,
-            "dtensor-run: rank %d exited with status %d; "
-            "stopping the other ranks\n",
-            r, WEXITSTATUS(st));
-  signalRanks(job, SIGTERM);
-}
-
-/* Waits for every rank: the first failure, or a stop signal, stops the
- * others (SIGTERM, SIGKILL after 5 s). Returns the job's status. */
-static int waitRanks(Job *job) {
-  int live = job->n, status = 0;
-  bool failed = false, interrupted = false;
-  time_t stopping = 0;
-  while (live > 0) {
-    int st;
-    pid_t pid = waitpid(-1, &st, WNOHANG);
-    if (pid == 0 || (pid < 0 && errno == EINTR)) {
-      if (stopSignal && !interrupted) {
-        interrupted = true;
-        fprintf(stderr, "dtensor-run: %s; stopping the ranks\n",
-                strsignal(stopSignal));
-        status = 128 + stopSignal;
-        if (!stopping)
-          stopping = time(NULL);
-        signalRanks(job, SIGTERM);
-      }
-      if (stopping && time(NULL) - stopping >= 5)
-        signalRanks(job, SIGKILL);
-      pauseBriefly();
-      continue;
-    }
-    if (pid < 0)
-      break;
-    int r = reapRank(job, pid);
-    if (r < 0)
-      continue;
-    --live;
-    if ((!WIFEXITED(st) || WEXITSTATUS(st) != 0) && !failed && !interrupted) {
-      failed = true;
-      reportFailure(job, r, st, &live);
-      status = 1;
-      stopping = time(NULL);
-    }
-  }
-  return status;
-}
-
-/* Starts `child(rank, arg)` in N processes with the torchrun variables and
- * waits: a rank that fails stops the others (SIGTERM, SIGKILL after 5 s);
- * so does a stop signal to dtensor-run; the job's shared memory is removed.
- * Returns 0 when every rank succeeded, 128 + the signal when stopped by
- * one, 1 otherwise. */
-int dtRunLaunch(int n, const char *backend, const char *timeout,
-                int (*child)(int rank, void *arg), void *childArg) {
-  Job job = {n, backend, timeout, "", "", "", "", NULL};
-  char token[40];
-  if (dtrtJobToken(token, sizeof(token)) != DTRT_OK ||
-      dtrtJobToken(job.secret, sizeof(job.secret)) != DTRT_OK) {
-    fprintf(stderr, "dtensor-run: no random job token: %s\n", strerror(errno));
-    return 1;
-  }
-  /* The pid makes a job's segments easy to find; the token makes them
-   * impossible to guess. */
-  snprintf(job.id, sizeof(job.id), "j%ld-%s", (long)getpid(), token);
-  snprintf(job.port, sizeof(job.port), "%d", freePort());
-  snprintf(job.size, sizeof(job.size), "%d", n);
-  job.pids = calloc((size_t)n, sizeof(pid_t));
-  if (!job.pids)
-    return 1;
-  pid_t parent = getpid();
-  stopSignal = 0;
-  handleStopSignals(onStopSignal);
-  for (int r = 0; r < n; ++r) {
-    pid_t pid = fork();
-    if (pid == 0)
-      startRank(&job, r, parent, child, childArg);
-    if (pid < 0) {
-      fprintf(stderr, "dtensor-run: fork: %s\n", strerror(errno));
-      signalRanks(&job, SIGKILL);
-      handleStopSignals(SIG_DFL);
-      free(job.pids);
-      return 1;
-    }
-    job.pids[r] = pid;
-  }
-  int status = waitRanks(&job);
-  handleStopSignals(SIG_DFL);
-  removeSegments(job.id);
-  free(job.pids);
-  return status;
+/* Starts `child(rank, arg)` on N ranks (dtrtLaunch) with the stop signals
+ * caught: a rank that fails, or SIGINT, SIGTERM or SIGHUP, stops the
+ * others. Returns 0 when every rank succeeded, 128 + the signal when
+ * stopped by one, 1 otherwise, after saying why. */
+static int launch(int n, const char *backend, const char *timeout,
+                  int (*child)(int rank, void *arg), void *childArg) {
+  DtrtLaunchOptions o = {n, backend, timeout ? strtod(timeout, NULL) : 0,
+                         &dtRunStopSignal};
+  DtrtLaunchResult result;
+  dtRunCatchStopSignals(true);
+  dtrtLaunch(&o, child, childArg, &result);
+  dtRunCatchStopSignals(false);
+  if (result.message[0])
+    fprintf(stderr, "dtensor-run: %s\n", result.message);
+  return result.exitCode;
 }
 
 typedef struct Exec {
@@ -385,11 +187,10 @@ static int checkOptions(int argc, const Args *a, bool isMlir) {
 /* Runs mpirun with `args` and waits; a stop signal goes on to mpirun,
  * which stops its ranks. */
 static int waitForMpirun(char **args) {
-  stopSignal = 0;
-  handleStopSignals(onStopSignal);
+  dtRunCatchStopSignals(true);
   pid_t pid = fork();
   if (pid == 0) {
-    handleStopSignals(SIG_DFL);
+    dtRunCatchStopSignals(false);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     execvp("mpirun", args);
     fprintf(stderr,
@@ -402,14 +203,14 @@ static int waitForMpirun(char **args) {
   pid_t done = -1;
   bool forwarded = false;
   while (pid > 0 && (done = waitpid(pid, &st, 0)) < 0 && errno == EINTR)
-    if (stopSignal && !forwarded) {
+    if (dtRunStopSignal && !forwarded) {
       kill(pid, SIGTERM);
       forwarded = true;
     }
-  if (stopSignal) {
+  if (dtRunStopSignal) {
     fprintf(stderr, "dtensor-run: %s; the MPI job was stopped\n",
-            strsignal(stopSignal));
-    return 128 + stopSignal;
+            strsignal(dtRunStopSignal));
+    return 128 + dtRunStopSignal;
   }
   if (pid < 0 || done < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
     fprintf(stderr, "dtensor-run: the MPI job failed\n");
@@ -504,5 +305,5 @@ int main(int argc, char **argv) {
   if (isMlir)
     return dtRunMlir(prog, &opts);
   Exec exec = {argv + a.first};
-  return dtRunLaunch(a.n, a.backend, a.timeout, execChild, &exec);
+  return launch(a.n, a.backend, a.timeout, execChild, &exec);
 }
