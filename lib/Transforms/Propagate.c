@@ -454,6 +454,10 @@ static void propagateFunction(Prop *p, MlirOperation func) {
         "dtensor.redistribute) and dtensor-spmd inserts the collectives");
     return;
   }
+  if (!dtPropSplitInits(func)) {
+    dtPropError(p, func, "out of memory");
+    return;
+  }
   /* Every value gets its info now (nested regions too): the table must
    * not move later. */
   mlirOperationWalk(func, registerValues, p, MlirWalkPreOrder);

@@ -8,6 +8,7 @@
  *    that has a rule (factors, replicated, free, annotate/redistribute);
  *  - PropagateRegions.c: func.call, scf.for and scf.if, whose regions or
  *    callees are propagated as part of deciding them;
+ *  - PropagateInits.c: values that only initialize, one per use;
  *  - Propagate.c: seeding from annotations and signatures, the walk over a
  *    function's blocks, the module's call order and the pass. */
 #ifndef DTENSOR_LIB_TRANSFORMS_PROPAGATEINTERNAL_H
@@ -377,5 +378,13 @@ bool dtPropHasBody(MlirOperation func);
 /// Propagates one function with the shared state of `base`; false after an
 /// error. A function is propagated once.
 bool dtPropFunction(const Prop *base, MlirOperation func);
+
+/* PropagateInits.c */
+
+/// Gives every use of a value that only initializes (tensor.empty, tensor
+/// constants and splats, linalg ops on such values alone) after the first
+/// its own copy of it, so each user's layout is its own; false when out of
+/// memory.
+bool dtPropSplitInits(MlirOperation func);
 
 #endif
