@@ -127,8 +127,12 @@ static bool specsOf(Prop *p, const DtRule *r, Info **operands, Info **results,
     bool allAlike = true;
     unsigned first = 0;
     int count = 0;
+    /* Inits follow the result (below), so only inputs decide. */
+    int inputs = 0;
+    for (int i = 0; i < r->numOperands; ++i)
+      inputs += r->operandIsTensor[i] && !r->isInit[i];
     for (int k = 0; k < numKnown; ++k) {
-      if (known[k].isResult)
+      if (known[k].isResult || r->isInit[known[k].index])
         continue;
       const DtensorShardingSpec *s = &known[k].spec;
       unsigned m = 0;
@@ -148,7 +152,7 @@ static bool specsOf(Prop *p, const DtRule *r, Info **operands, Info **results,
       allAlike &= m == first && sums;
     }
     if (r->flow == DT_FLOW_ALL_SUM && allAlike && first &&
-        !(first & st->used) && count == r->numOperands)
+        !(first & st->used) && count == inputs)
       pass = first;
     else if (r->flow == DT_FLOW_ALL_SUM)
       pass = 0;

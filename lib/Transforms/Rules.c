@@ -10,7 +10,9 @@
  *  - an einsum rule: the op's `dtensor.rule` attribute or one an embedder
  *    registered for its name ("ij,jk->ik"; factors missing from every
  *    output are reductions, of sum unless the rule ends in ":max" etc.);
- *  - anything else with tensors: replicated. */
+ *  - anything else with tensors: replicated.
+ * Which Partial operands an op passes through is read from its body
+ * (RulesLinear.c). */
 #include "Rules.h"
 #include "PartitionInternal.h"
 #include "Util.h"
@@ -154,17 +156,7 @@ static bool linalgRule(MlirOperation op, DtRule *r) {
     r->reduce[f] = usedByInit[f] ? DTENSOR_REDUCE_NONE : combiner;
     r->shardable[f] = usedByInit[f] || combiner != DTENSOR_REDUCE_NONE;
   }
-  if (mlirLinalgIsAContractionOp(op)) {
-    r->flow = DT_FLOW_ONE_LINEAR;
-    for (int i = 0; i < numInputs; ++i)
-      r->linear[i] = true;
-  } else if (dtIsOp(op, "linalg.add") || dtIsOp(op, "linalg.sub")) {
-    r->flow = DT_FLOW_ALL_SUM;
-  } else if (dtIsOp(op, "linalg.mul")) {
-    r->flow = DT_FLOW_ONE_LINEAR;
-    for (int i = 0; i < numInputs; ++i)
-      r->linear[i] = true;
-  }
+  dtRuleReadLinearity(op, numInputs, r);
   return true;
 }
 
@@ -199,19 +191,7 @@ static bool elementwiseRule(MlirOperation op, DtRule *r) {
   for (int i = 0; i < r->numResults; ++i)
     for (int d = 0; d < rank; ++d)
       r->resultFactor[i][d] = d;
-  static const char *const kSum[] = {"arith.addf", "arith.subf", "arith.addi",
-                                     "arith.subi", "arith.negf"};
-  for (size_t k = 0; k < sizeof(kSum) / sizeof(kSum[0]); ++k)
-    if (dtIsOp(op, kSum[k]))
-      r->flow = DT_FLOW_ALL_SUM;
-  if (dtIsOp(op, "arith.mulf") || dtIsOp(op, "arith.muli")) {
-    r->flow = DT_FLOW_ONE_LINEAR;
-    for (int i = 0; i < r->numOperands; ++i)
-      r->linear[i] = true;
-  } else if (dtIsOp(op, "arith.divf")) {
-    r->flow = DT_FLOW_ONE_LINEAR;
-    r->linear[0] = true;
-  }
+  dtRuleReadLinearity(op, r->numOperands, r);
   return true;
 }
 

@@ -105,6 +105,11 @@ const DtOpFamily *dtOpFamilyOf(MlirOperation op);
 
 /// Checks an einsum rule's syntax ("ij,jk->ik", reductions optionally
 /// ":max"); false with a message in `outDiag` if it is malformed.
+/// Reads from `op`'s body (a linalg op's region; an op without one is its
+/// own body) which Partial(sum) operands it passes through: r->linear and
+/// r->flow. `numInputs`: the operands before the inits.
+void dtRuleReadLinearity(MlirOperation op, int numInputs, DtRule *r);
+
 bool dtRuleCheckEinsum(const char *text, DtensorDiag *outDiag);
 
 #endif
