@@ -246,6 +246,10 @@ static bool sliceRule(MlirOperation op, DtRule *r) {
   int tensors[2] = {0, 1};
   keptDims(r, extract ? "extract_slice" : "insert_slice", rank, keep, tensors,
            extract ? 1 : 2);
+  /* A slice of a sum is the sum of the slices; an insert keeps sums when
+   * both tensors are sums. */
+  r->flow = extract ? DT_FLOW_ONE_LINEAR : DT_FLOW_ALL_SUM;
+  r->linear[0] = extract;
   return true;
 }
 
@@ -262,6 +266,10 @@ static bool padRule(MlirOperation op, DtRule *r) {
     keep[d] = arrayAt(low, d) == 0 && arrayAt(high, d) == 0;
   int tensors[1] = {0};
   keptDims(r, "pad", rank, keep, tensors, 1);
+  if (dtRuleYieldsZero(op)) { /* zeros keep sums */
+    r->flow = DT_FLOW_ONE_LINEAR;
+    r->linear[0] = true;
+  }
   return true;
 }
 
@@ -279,6 +287,7 @@ static bool concatRule(MlirOperation op, DtRule *r) {
   for (int i = 0; i < r->numOperands; ++i)
     tensors[i] = i;
   keptDims(r, "concat", rank, keep, tensors, r->numOperands);
+  r->flow = DT_FLOW_ALL_SUM;
   return true;
 }
 
@@ -333,6 +342,8 @@ static bool reshapeRule(MlirOperation op, DtRule *r) {
           (int)mlirIntegerAttrGetValueInt(mlirArrayAttrGetElement(group, k));
     coarseDims[g] = -2 - r->numCompounds++;
   }
+  r->flow = DT_FLOW_ONE_LINEAR; /* the same elements, in another shape */
+  r->linear[0] = true;
   return true;
 }
 

@@ -110,6 +110,10 @@ const DtOpFamily *dtOpFamilyOf(MlirOperation op);
 /// r->flow. `numInputs`: the operands before the inits.
 void dtRuleReadLinearity(MlirOperation op, int numInputs, DtRule *r);
 
+/// Whether every value `op`'s region yields is a zero constant (a
+/// tensor.pad that pads with zeros, so it keeps sums).
+bool dtRuleYieldsZero(MlirOperation op);
+
 bool dtRuleCheckEinsum(const char *text, DtensorDiag *outDiag);
 
 #endif

@@ -183,6 +183,27 @@ static bool yieldsLinear(MlirBlock block, uint64_t partial) {
   return true;
 }
 
+bool dtRuleYieldsZero(MlirOperation op) {
+  if (mlirOperationGetNumRegions(op) < 1)
+    return false;
+  MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0));
+  if (mlirBlockIsNull(body))
+    return false;
+  Body b = {body, 0, 0, {NULL}, {LIN_OTHER}};
+  MlirOperation term = mlirBlockGetTerminator(body);
+  /* Only constants may be computed on the way: no op of the body counts. */
+  if (mlirOperationIsNull(term) || mlirOperationGetNumOperands(term) == 0)
+    return false;
+  for (intptr_t i = 0; i < mlirOperationGetNumOperands(term); ++i) {
+    MlirValue v = mlirOperationGetOperand(term, i);
+    if (mlirValueIsABlockArgument(v) ||
+        !dtIsOp(mlirOpResultGetOwner(v), "arith.constant") ||
+        valueClass(&b, v) != LIN_ZERO)
+      return false;
+  }
+  return true;
+}
+
 /* One elementwise op as its own body: linear in the operands `partial`. */
 static bool opLinear(MlirOperation op, uint64_t partial) {
   int n = (int)mlirOperationGetNumOperands(op);

@@ -3,6 +3,8 @@
 // RUN: dtensor-run -n 4 --entry masked_generic %s | FileCheck %s --check-prefix=OK
 // RUN: dtensor-run -n 4 --entry sum_generic %s | FileCheck %s --check-prefix=OK
 // RUN: dtensor-run -n 4 --entry scale_map %s | FileCheck %s --check-prefix=OK
+// RUN: dtensor-run -n 4 --entry shape_ops %s | FileCheck %s --check-prefix=OK
+// RUN: dtensor-run -n 4 --entry concat_sums %s | FileCheck %s --check-prefix=OK
 // OK: every rank's result equals the single-device run
 // Linearity read from op bodies: a Partial(sum) passes through a
 // linalg.generic/map whose yielded values are linear in it, and is resolved
@@ -145,4 +147,46 @@ func.func @affine(%h: tensor<16x64xf32> {dtensor.layout = #dtensor.layout<@m, "[
       linalg.yield %m : f32
     }
   return %s : tensor<16x32xf32>
+}
+
+// Transposes (linalg bodies that yield their input), a reshape, a slice and
+// a zero pad keep sums too: the Partial reaches the return, which wants
+// rows: one reduce_scatter there.
+// CHECK-LABEL: dtensor report: @shape_ops
+// CHECK: 1 collectives
+// CHECK-NEXT: dtensor.reduce_scatter
+func.func @shape_ops(%h: tensor<16x64xf32> {dtensor.layout = #dtensor.layout<@m, "[R, S(d)]">},
+                     %w: tensor<64x32xf32> {dtensor.layout = #dtensor.layout<@m, "[S(d), R]">})
+    -> (tensor<4x4x36xf32> {dtensor.layout = #dtensor.layout<@m, "[S(d), R, R]">}) {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<16x32xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<16x32xf32>) -> tensor<16x32xf32>
+  %y = linalg.matmul ins(%h, %w : tensor<16x64xf32>, tensor<64x32xf32>) outs(%f : tensor<16x32xf32>) -> tensor<16x32xf32>
+  %et = tensor.empty() : tensor<32x16xf32>
+  %t = linalg.transpose ins(%y : tensor<16x32xf32>) outs(%et : tensor<32x16xf32>) permutation = [1, 0]
+  %t2 = linalg.transpose ins(%t : tensor<32x16xf32>) outs(%e : tensor<16x32xf32>) permutation = [1, 0]
+  %s = tensor.extract_slice %t2[0, 0] [16, 30] [1, 1] : tensor<16x32xf32> to tensor<16x30xf32>
+  %p = tensor.pad %s low[0, 2] high[0, 4] {
+  ^bb0(%i: index, %j: index):
+    tensor.yield %z : f32
+  } : tensor<16x30xf32> to tensor<16x36xf32>
+  %x = tensor.expand_shape %p [[0, 1], [2]] output_shape [4, 4, 36] : tensor<16x36xf32> into tensor<4x4x36xf32>
+  return %x : tensor<4x4x36xf32>
+}
+
+// Two Partials concatenated stay one Partial: one all_reduce.
+// CHECK-LABEL: dtensor report: @concat_sums
+// CHECK: 1 collectives
+// CHECK-NEXT: dtensor.all_reduce 4096 bytes
+func.func @concat_sums(%h: tensor<16x64xf32> {dtensor.layout = #dtensor.layout<@m, "[R, S(d)]">},
+                       %w: tensor<64x32xf32> {dtensor.layout = #dtensor.layout<@m, "[S(d), R]">},
+                       %v: tensor<64x32xf32> {dtensor.layout = #dtensor.layout<@m, "[S(d), R]">})
+    -> (tensor<16x64xf32> {dtensor.layout = #dtensor.layout<@m, "[R, R]">}) {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<16x32xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<16x32xf32>) -> tensor<16x32xf32>
+  %a = linalg.matmul ins(%h, %w : tensor<16x64xf32>, tensor<64x32xf32>) outs(%f : tensor<16x32xf32>) -> tensor<16x32xf32>
+  %b = linalg.matmul ins(%h, %v : tensor<16x64xf32>, tensor<64x32xf32>) outs(%f : tensor<16x32xf32>) -> tensor<16x32xf32>
+  %c = tensor.concat dim(1) %a, %b : (tensor<16x32xf32>, tensor<16x32xf32>) -> tensor<16x64xf32>
+  return %c : tensor<16x64xf32>
 }
