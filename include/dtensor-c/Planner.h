@@ -90,11 +90,20 @@ typedef enum DtensorPlanStrategy {
   DTENSOR_STRATEGY_GREEDY,      /* the seed's greedy walk, for comparison */
 } DtensorPlanStrategy;
 
+/// A measured cost model (dtensor-run --calibrate; docs/planner.md): for a
+/// mesh shape, per group of mesh axes and per collective, the time of one
+/// collective as latency + bytes / bandwidth fitted to timings on a
+/// machine. Where it has a (collective, axes) pair, it replaces the ring
+/// model of the mesh's links in the forward cost.
+typedef struct DtensorCalibration DtensorCalibration;
+
 /// Planner options.
 typedef struct DtensorPlanOptions {
   DtensorPlanStrategy strategy;
   DtensorPlanObjective objective;
   double copyBandwidthGBps; /* prices local_split; > 0 */
+  /* NULL: the mesh's link model; else borrowed for the planner's life. */
+  const DtensorCalibration *calibration;
 } DtensorPlanOptions;
 
 /// Sets `outOptions` to the defaults: optimal, forward, copy bandwidth
@@ -217,6 +226,61 @@ DTENSOR_EXPORT bool dtensorPlanSimulate(const DtensorLayout *source,
                                         const DtensorPlan *plan,
                                         const DtensorShardingSpec *target,
                                         DtensorDiag *outDiag);
+
+/*===----------------------------------------------------------------------===*
+ * Calibration
+ *===----------------------------------------------------------------------===*/
+
+/// An empty calibration for meshes of `meshRank` axes of `meshShape`
+/// (copied); NULL when the shape is not a valid mesh shape.
+DTENSOR_EXPORT DtensorCalibration *
+dtensorCalibrationCreate(int meshRank, const int64_t *meshShape);
+
+/// Destroys a calibration; NULL is a no-op.
+DTENSOR_EXPORT void dtensorCalibrationDestroy(DtensorCalibration *cal);
+
+/// Records the fit of `pattern` (all_gather, all_to_all, all_reduce or
+/// reduce_scatter) over the group of `axes` (increasing, in range):
+/// `latencyUs` >= 0 and `bandwidthGBps` > 0. False with `outDiag` otherwise.
+DTENSOR_EXPORT bool
+dtensorCalibrationSet(DtensorCalibration *cal, DtensorCommPattern pattern,
+                      int numAxes, const int *axes, double latencyUs,
+                      double bandwidthGBps, DtensorDiag *outDiag);
+
+/// The fit of `pattern` over `axes` (any order): true and the two values,
+/// or false when the calibration has none.
+DTENSOR_EXPORT bool dtensorCalibrationGet(const DtensorCalibration *cal,
+                                          DtensorCommPattern pattern,
+                                          int numAxes, const int *axes,
+                                          double *outLatencyUs,
+                                          double *outBandwidthGBps);
+
+/// Fits time = latency + bytes / (bandwidth * 1e3) to `count` >= 2 samples
+/// (bytes per device, microseconds) by least squares, latency at least 0
+/// and bandwidth capped at 1e6 GB/s (times that do not grow with size).
+/// False when fewer than two distinct sizes are given.
+DTENSOR_EXPORT bool dtensorCalibrationFit(const int64_t *bytes,
+                                          const double *us, int count,
+                                          double *outLatencyUs,
+                                          double *outBandwidthGBps);
+
+/// Reads a calibration file (the format dtensorCalibrationWrite writes).
+/// NULL with `outDiag` ("PATH:LINE: what is wrong") when it does not read.
+DTENSOR_EXPORT DtensorCalibration *dtensorCalibrationRead(const char *path,
+                                                          DtensorDiag *outDiag);
+
+/// Writes `cal` to `path`, `comment` (NULL: none; one line) first as a
+/// `#` line. False with `outDiag` when the file cannot be written.
+DTENSOR_EXPORT bool dtensorCalibrationWrite(const DtensorCalibration *cal,
+                                            const char *path,
+                                            const char *comment,
+                                            DtensorDiag *outDiag);
+
+/// Checks that `cal` was measured on a mesh of `mesh`'s shape; false with
+/// `outDiag` naming both shapes otherwise.
+DTENSOR_EXPORT bool dtensorCalibrationCheckMesh(const DtensorCalibration *cal,
+                                                const DtensorMesh *mesh,
+                                                DtensorDiag *outDiag);
 
 #ifdef __cplusplus
 }

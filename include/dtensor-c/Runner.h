@@ -18,6 +18,7 @@
 #define DTENSOR_C_RUNNER_H
 
 #include "dtensor-c/Layout.h"
+#include "dtensor-c/Planner.h"
 #include "dtensor-c/Support.h"
 #include "dtensor-rt/Launch.h"
 #include "dtensor-rt/Runtime.h"
@@ -136,6 +137,19 @@ DTENSOR_EXPORT bool dtensorRunnerLaunch(DtensorRunner *runner,
                                         const DtensorRankOptions *options,
                                         DtensorRankReport *outReports,
                                         int *outExitCode, DtensorDiag *outDiag);
+
+/// Times the runtime's all_gather, all_reduce, reduce_scatter and all_to_all
+/// (f32, 1 KiB to 2 MiB per device, the slowest rank's best batch) on every
+/// group of `mesh`'s axes of more than one device, this process being one
+/// rank of a job of the mesh's size (the runtime's environment; every rank
+/// calls it), and fits latency + bytes / bandwidth per (collective, group).
+/// At most `repeats` runs per batch. Rank 0 gets the calibration in
+/// `*outCal` (the caller owns it), the others NULL. False with `outDiag`
+/// when the job does not match the mesh or a collective fails.
+DTENSOR_EXPORT bool dtensorCalibrationMeasure(const DtensorMesh *mesh,
+                                              int repeats,
+                                              DtensorCalibration **outCal,
+                                              DtensorDiag *outDiag);
 
 #ifdef __cplusplus
 }

@@ -431,6 +431,17 @@ DtensorCommCost dtCommCostOnGroup(DtensorCommPattern pattern, double n,
   return c;
 }
 
+void dtCommCostCalibrate(DtensorCommCost *c, DtensorCommPattern pattern,
+                         int numAxes, const int *axes, int64_t bytesIn,
+                         int64_t bytesOut, const DtensorPlanOptions *options) {
+  double latency, bandwidth;
+  if (options && dtensorCalibrationGet(options->calibration, pattern, numAxes,
+                                       axes, &latency, &bandwidth)) {
+    int64_t bytes = pattern == DTENSOR_COMM_ALL_GATHER ? bytesOut : bytesIn;
+    c->forwardUs = latency + (double)bytes / (bandwidth * 1e3);
+  }
+}
+
 void dtGroupLink(const DtensorMesh *mesh, int numAxes, const int *axes,
                  double *outAlpha, double *outBeta) {
   double alpha = 0.0, beta = 0.0;
@@ -454,8 +465,11 @@ DtensorCommCost dtensorCommGetCostOnAxes(const DtensorMesh *mesh,
     return (DtensorCommCost){0.0, 0.0, 0};
   double alpha, beta;
   dtGroupLink(mesh, numAxes, axes, &alpha, &beta);
-  return dtCommCostOnGroup(pattern, (double)dtGroupSize(mesh, numAxes, axes),
-                           alpha, beta, bytesIn, bytesOut, options);
+  DtensorCommCost c =
+      dtCommCostOnGroup(pattern, (double)dtGroupSize(mesh, numAxes, axes),
+                        alpha, beta, bytesIn, bytesOut, options);
+  dtCommCostCalibrate(&c, pattern, numAxes, axes, bytesIn, bytesOut, options);
+  return c;
 }
 
 DtensorCommCost dtensorPointToPointGetCost(const DtensorMesh *mesh, int numAxes,

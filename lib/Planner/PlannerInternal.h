@@ -25,6 +25,13 @@ int64_t dtGroupSize(const DtensorMesh *mesh, int numAxes, const int *axes);
 
 /// The slowest link of a group: the largest latency and the smallest
 /// bandwidth over `axes`.
+/// Replaces `c`'s forward time by the calibration's measured line where
+/// `options` has one for (pattern, axes) (bytes: the gathered size for
+/// all_gather, the input's otherwise).
+void dtCommCostCalibrate(DtensorCommCost *c, DtensorCommPattern pattern,
+                         int numAxes, const int *axes, int64_t bytesIn,
+                         int64_t bytesOut, const DtensorPlanOptions *options);
+
 void dtGroupLink(const DtensorMesh *mesh, int numAxes, const int *axes,
                  double *outAlpha, double *outBeta);
 

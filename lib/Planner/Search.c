@@ -130,6 +130,8 @@ static void emit(const Ctx *c, const State *st, DtensorCommSpec *comm,
   e.cost =
       dtCommCostOnGroup(comm->pattern, c->groupN[mask], c->groupAlpha[mask],
                         c->groupBeta[mask], st->bytes, bytesOut, c->options);
+  dtCommCostCalibrate(&e.cost, comm->pattern, comm->numAxes, comm->axes,
+                      st->bytes, bytesOut, c->options);
   fn(&e, user);
 }
 
@@ -646,6 +648,7 @@ void dtensorPlanOptionsInit(DtensorPlanOptions *outOptions) {
   outOptions->strategy = DTENSOR_STRATEGY_OPTIMAL;
   outOptions->objective = DTENSOR_OBJECTIVE_FORWARD;
   outOptions->copyBandwidthGBps = DTENSOR_DEFAULT_COPY_BANDWIDTH_GBPS;
+  outOptions->calibration = NULL;
 }
 
 static bool interleaved(const DtensorShardingSpec *s) {
@@ -656,6 +659,32 @@ static bool interleaved(const DtensorShardingSpec *s) {
 }
 
 /* Says why the conversion is impossible, or fills the search context. */
+/* With a calibration, a collective over a measured group A may cost only
+ * its latency L_A while taking |A| axes off: each axis's share of the bound
+ * is at most L_A / |A| for every measured A that has it. */
+static void calibratedBounds(Ctx *c) {
+  if (!c->options->calibration)
+    return;
+  static const DtensorCommPattern kMeasured[] = {
+      DTENSOR_COMM_ALL_GATHER, DTENSOR_COMM_ALL_TO_ALL, DTENSOR_COMM_ALL_REDUCE,
+      DTENSOR_COMM_REDUCE_SCATTER};
+  for (unsigned m = 1; m < (1u << c->meshRank); ++m) {
+    int axes[DTENSOR_MAX_MESH_RANK], n = 0;
+    for (int a = 0; a < c->meshRank; ++a)
+      if (m >> a & 1)
+        axes[n++] = a;
+    for (size_t k = 0; k < sizeof(kMeasured) / sizeof(kMeasured[0]); ++k) {
+      double latency, bandwidth;
+      if (!dtensorCalibrationGet(c->options->calibration, kMeasured[k], n, axes,
+                                 &latency, &bandwidth))
+        continue;
+      for (int i = 0; i < n; ++i)
+        if (latency / n < c->minLatency[axes[i]])
+          c->minLatency[axes[i]] = latency / n;
+    }
+  }
+}
+
 static bool prepare(const DtensorLayout *source,
                     const DtensorShardingSpec *target,
                     const DtensorPlanOptions *options, Ctx *c,
@@ -677,6 +706,7 @@ static bool prepare(const DtensorLayout *source,
     c->minLatency[a] =
         (double)(c->axisSize[a] - 1) * dtensorMeshGetLink(mesh, a).latencyUs;
   }
+  calibratedBounds(c);
   /* Each mask from the one without its lowest axis. */
   c->groupN[0] = 1.0;
   c->groupAlpha[0] = 0.0;

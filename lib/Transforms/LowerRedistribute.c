@@ -42,6 +42,7 @@ typedef struct Pair {
 
 typedef struct Lower {
   DtensorPlanner *planner;
+  const DtensorCalibration *calibration; /* NULL: the mesh's link model */
   bool report;
   DtTable pairs; /* Pair */
   DtIds ids;
@@ -86,6 +87,12 @@ static const Pair *pairOf(Lower *l, MlirOperation op, MlirType globalType) {
               "redistributes from mesh '@%s' to mesh '@%s'; both layouts "
               "must be on one mesh",
               src.mesh, dst.mesh);
+    dtensorMeshDestroy(mesh);
+    return NULL;
+  }
+  if (l->calibration &&
+      !dtensorCalibrationCheckMesh(l->calibration, mesh, &diag)) {
+    dtOpError(op, "mesh '@%s': %s", src.mesh, diag.message);
     dtensorMeshDestroy(mesh);
     return NULL;
   }
@@ -194,9 +201,13 @@ static bool runLowerRedistribute(MlirOperation root,
   if (!strcmp(dtPassOptionsGet(options, "objective"), "forward+backward"))
     planOptions.objective = DTENSOR_OBJECTIVE_FORWARD_BACKWARD;
   bool report = dtPassOptionsGetBool(options, "report");
+  DtensorCalibration *cal = NULL;
+  if (!dtPassReadCalibration(root, "dtensor-lower-redistribute", options, &cal))
+    return false;
+  planOptions.calibration = cal;
   Collected found = {NULL, 0, 0, false};
   mlirOperationWalk(root, collect, &found, MlirWalkPostOrder);
-  Lower l = {dtensorPlannerCreate(&planOptions), report,
+  Lower l = {dtensorPlannerCreate(&planOptions), cal, report,
              dtTableInit(sizeof(Pair)),
              dtIdsGet(mlirOperationGetContext(root))};
   bool ok = !found.failed && l.planner;
@@ -210,6 +221,7 @@ static bool runLowerRedistribute(MlirOperation root,
   dtTableForEach(&l.pairs, destroyPairMesh, NULL);
   dtTableFree(&l.pairs);
   dtensorPlannerDestroy(l.planner);
+  dtensorCalibrationDestroy(cal);
   free(found.ops);
   return ok;
 }
@@ -223,6 +235,9 @@ static const DtensorPassOptionInfo kOptions[] = {
     {"report", DTENSOR_OPTION_BOOL, "false", NULL,
      "attach each plan's modelled cost to its last collective as the "
      "'dtensor.plan_cost' attribute"},
+    {"calibration", DTENSOR_OPTION_STRING, "", NULL,
+     "price collectives with this measured cost file (dtensor-run "
+     "--calibrate) instead of the mesh's link model"},
 };
 
 const DtPassDef dtLowerRedistributePass = {

@@ -58,6 +58,14 @@ int64_t dtPassOptionsGetInt(const DtPassOptions *options, const char *name);
 /// Returns option `name` as a bool.
 bool dtPassOptionsGetBool(const DtPassOptions *options, const char *name);
 
+/// Reads the file of option "calibration" into `*outCal` (NULL when the
+/// option is empty); false after an error at `root` naming `pass` and the
+/// file's line when it does not read.
+struct DtensorCalibration;
+bool dtPassReadCalibration(MlirOperation root, const char *pass,
+                           const DtPassOptions *options,
+                           struct DtensorCalibration **outCal);
+
 extern const DtPassDef dtVerifyPass;
 extern const DtPassDef dtLowerRedistributePass;
 extern const DtPassDef dtPropagatePass;

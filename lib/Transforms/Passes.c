@@ -2,6 +2,9 @@
  * that every dtensor pass shares. */
 #include "PassDef.h"
 
+#include "Dialect/DialectInternal.h"
+#include "dtensor-c/Planner.h"
+
 #include "Support/Support.h"
 #include "dtensor-c/Dialect.h"
 #include "mlir-c/RegisterEverything.h"
@@ -76,6 +79,32 @@ int64_t dtPassOptionsGetInt(const DtPassOptions *options, const char *name) {
 bool dtPassOptionsGetBool(const DtPassOptions *options, const char *name) {
   const char *v = dtPassOptionsGet(options, name);
   return strcmp(v, "true") == 0 || strcmp(v, "1") == 0;
+}
+
+bool dtPassReadCalibration(MlirOperation root, const char *pass,
+                           const DtPassOptions *options,
+                           DtensorCalibration **outCal) {
+  const char *path = dtPassOptionsGet(options, "calibration");
+  *outCal = NULL;
+  if (!path[0])
+    return true;
+  DtensorDiag diag;
+  *outCal = dtensorCalibrationRead(path, &diag);
+  if (*outCal)
+    return true;
+  /* At the module's first mesh: the file is read for the meshes. */
+  MlirOperation at = root;
+  MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0));
+  for (MlirOperation op = mlirBlockIsNull(top)
+                              ? (MlirOperation){NULL}
+                              : mlirBlockGetFirstOperation(top);
+       !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op))
+    if (dtIsOp(op, DT_OP_MESH)) {
+      at = op;
+      break;
+    }
+  dtOpError(at, "%s: calibration: %s", pass, diag.message);
+  return false;
 }
 
 static bool isBoolText(const char *v) {

@@ -373,6 +373,12 @@ static bool findMesh(Prop *p, MlirOperation func) {
     dtPropError(p, func, "mesh '@%s': %s", found, diag.message);
     return false;
   }
+  if (p->calibration &&
+      !dtensorCalibrationCheckMesh(p->calibration, p->mesh, &diag)) {
+    dtPropError(p, mlirOperationIsNull(p->meshOp) ? func : p->meshOp,
+                "mesh '@%s': %s", found, diag.message);
+    return false;
+  }
   return true;
 }
 
@@ -527,6 +533,7 @@ bool dtPropFunction(const Prop *base, MlirOperation func) {
   p.registry = base->registry;
   p.decisions = base->decisions;
   p.planner = base->planner;
+  p.calibration = base->calibration;
   p.attrs = dtTableInit(sizeof(AttrCache));
   p.layouts = dtLayoutCacheInit();
   p.arrays = dtTableInit(sizeof(ArrayEntry));
@@ -596,7 +603,13 @@ static bool runPropagate(MlirOperation root, const DtPassOptions *options) {
   p.why = dtPassOptionsGetBool(options, "why");
   p.registry = options->context;
   p.decisions = options->decisions;
-  p.planner = dtensorPlannerCreate(NULL);
+  DtensorCalibration *cal = NULL;
+  if (!dtPassReadCalibration(root, "dtensor-propagate", options, &cal))
+    return false;
+  DtensorPlanOptions planOptions;
+  dtensorPlanOptionsInit(&planOptions);
+  planOptions.calibration = p.calibration = cal;
+  p.planner = dtensorPlannerCreate(&planOptions);
   p.funcs = &funcs;
   funcs.symbols = mlirSymbolTableCreate(root);
   MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0));
@@ -619,6 +632,7 @@ static bool runPropagate(MlirOperation root, const DtPassOptions *options) {
   free(funcs.done);
   free(funcs.active);
   dtensorPlannerDestroy(p.planner);
+  dtensorCalibrationDestroy(cal);
   return ok;
 }
 
@@ -629,6 +643,9 @@ static const DtensorPassOptionInfo kOptions[] = {
     {"why", DTENSOR_OPTION_BOOL, "false", NULL,
      "attach to every op a 'dtensor.why' string: where its layout came from "
      "and each redistribution it needs"},
+    {"calibration", DTENSOR_OPTION_STRING, "", NULL,
+     "choose by this measured cost file (dtensor-run --calibrate) instead "
+     "of the mesh's link model"},
 };
 
 const DtPassDef dtPropagatePass = {

@@ -181,6 +181,7 @@ typedef struct Prop {
   char meshName[256];
   DtensorMesh *mesh;
   DtensorPlanner *planner;
+  const DtensorCalibration *calibration; /* NULL: the link model */
   Info *infos;
   int numInfos, capInfos;
   DtTable values;  /* ValueSlot: a value's index in infos */

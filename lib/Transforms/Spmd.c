@@ -42,11 +42,12 @@ static void stepDone(bool timing, const char *step, struct timespec *last) {
 }
 
 static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
-  char text[3 * DT_MAX_OPTION_VALUE + 64];
+  char text[4 * DT_MAX_OPTION_VALUE + 96];
   DtPassOptions propagate, partition, lower;
-  snprintf(text, sizeof(text), "strict=%s why=%s",
+  snprintf(text, sizeof(text), "strict=%s why=%s calibration='%s'",
            dtPassOptionsGet(options, "strict"),
-           dtPassOptionsGet(options, "why"));
+           dtPassOptionsGet(options, "why"),
+           dtPassOptionsGet(options, "calibration"));
   bool ok = dtPassOptionsParse(&dtPropagatePass.info,
                                mlirStringRefCreateFromCString(text), &propagate,
                                NULL);
@@ -54,10 +55,12 @@ static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
   ok = ok &&
        dtPassOptionsParse(&dtPartitionPass.info,
                           mlirStringRefCreateFromCString(""), &partition, NULL);
-  snprintf(text, sizeof(text), "strategy=%s objective=%s report=%s",
+  snprintf(text, sizeof(text),
+           "strategy=%s objective=%s report=%s calibration='%s'",
            dtPassOptionsGet(options, "strategy"),
            dtPassOptionsGet(options, "objective"),
-           dtPassOptionsGet(options, "report"));
+           dtPassOptionsGet(options, "report"),
+           dtPassOptionsGet(options, "calibration"));
   ok = ok &&
        dtPassOptionsParse(&dtLowerRedistributePass.info,
                           mlirStringRefCreateFromCString(text), &lower, NULL);
@@ -93,6 +96,9 @@ static const DtensorPassOptionInfo kOptions[] = {
      "dtensor-lower-redistribute: what the search minimizes"},
     {"report", DTENSOR_OPTION_BOOL, "false", NULL,
      "dtensor-lower-redistribute: attach each plan's cost"},
+    {"calibration", DTENSOR_OPTION_STRING, "", NULL,
+     "dtensor-propagate and dtensor-lower-redistribute: price collectives "
+     "with this measured cost file (dtensor-run --calibrate)"},
     {"timing", DTENSOR_OPTION_BOOL, "false", NULL,
      "print the time of each step to stderr (--mlir-timing sees one pass)"},
 };

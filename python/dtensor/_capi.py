@@ -95,7 +95,7 @@ class Plan(Structure):
 
 class PlanOptions(Structure):
     _fields_ = [("strategy", c_int), ("objective", c_int),
-                ("copyBandwidthGBps", c_double)]
+                ("copyBandwidthGBps", c_double), ("calibration", c_void_p)]
 
 
 class StringRef(Structure):

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "Check.h"
 #include "SpecEnum.h"
@@ -279,7 +280,8 @@ typedef struct Tally {
  * of the search never gains a Partial axis, so only specs whose Partial
  * axes are a subset of the source's are usable. */
 static void runConfig(const char *meshText, int rank, const int64_t *shape,
-                      bool withPartial, Tally *tally) {
+                      bool withPartial, const DtensorCalibration *cal,
+                      Tally *tally) {
   DtensorMesh *mesh = dtensorMeshParse(meshText, NULL);
   dtensorMeshSetLink(mesh, 0, (DtensorLink){5.0, 25.0}, NULL);
   if (dtensorMeshGetRank(mesh) > 1)
@@ -296,6 +298,7 @@ static void runConfig(const char *meshText, int rank, const int64_t *shape,
   dtensorPlanOptionsInit(&optimal);
   dtensorPlanOptionsInit(&greedy);
   greedy.strategy = DTENSOR_STRATEGY_GREEDY;
+  optimal.calibration = greedy.calibration = cal;
   buildEdges(&g, &optimal);
   double *dist = malloc(sizeof(double) * (size_t)g.numSpecs);
   bool *usable = malloc((size_t)g.numSpecs);
@@ -387,11 +390,180 @@ static void testExhaustive(void) {
     for (int rank = 1; rank <= 3; ++rank)
       for (int u = 0; u < 2; ++u)
         for (int partial = 0; partial < 2; ++partial)
-          runConfig(meshes[m], rank, shapes[rank - 1][u], partial, &tally);
+          runConfig(meshes[m], rank, shapes[rank - 1][u], partial, NULL,
+                    &tally);
   printf("exhaustive: %ld spec pairs; greedy worse than optimal on %.1f %%, "
          "worst ratio %.2f\n",
          tally.pairs, 100.0 * (double)tally.greedyWorse / (double)tally.pairs,
          tally.worstRatio);
+  /* A calibration far from the ring model (cheap all_reduce, dear
+   * all_to_all, a whole-mesh group cheaper than its axes): the search's
+   * bound must stay admissible, so plans stay optimal. */
+  int64_t shape2x2[2] = {2, 2};
+  DtensorCalibration *cal = dtensorCalibrationCreate(2, shape2x2);
+  int a0[1] = {0}, a1[1] = {1}, both[2] = {0, 1};
+  const int *groups[3] = {a0, a1, both};
+  int sizes[3] = {1, 1, 2};
+  for (int k = 0; k < 3; ++k) {
+    double scale = k == 2 ? 0.3 : 1.0;
+    dtensorCalibrationSet(cal, DTENSOR_COMM_ALL_REDUCE, sizes[k], groups[k],
+                          0.5 * scale, 2.0, NULL);
+    dtensorCalibrationSet(cal, DTENSOR_COMM_ALL_TO_ALL, sizes[k], groups[k],
+                          400.0 * scale, 0.5, NULL);
+    dtensorCalibrationSet(cal, DTENSOR_COMM_ALL_GATHER, sizes[k], groups[k],
+                          3.0 * scale, 50.0, NULL);
+  }
+  Tally calibrated = {0, 0, 1.0};
+  for (int rank = 1; rank <= 3; ++rank)
+    for (int u = 0; u < 2; ++u)
+      runConfig("2x2", rank, shapes[rank - 1][u], true, cal, &calibrated);
+  printf("exhaustive, calibrated 2x2: %ld spec pairs\n", calibrated.pairs);
+  CHECK(calibrated.pairs > 0);
+  dtensorCalibrationDestroy(cal);
+}
+
+/* ---- calibration: fit, file, mesh check, costs --------------------------- */
+
+static const char *writeTemp(const char *name, const char *text) {
+  static char path[4][256];
+  static int next;
+  char *p = path[next++ % 4];
+  const char *dir = getenv("TMPDIR");
+  snprintf(p, 256, "%s/planner-test-%d-%s", dir ? dir : "/tmp", (int)getpid(),
+           name);
+  FILE *f = fopen(p, "w");
+  CHECK(f != NULL);
+  if (f) {
+    fputs(text, f);
+    fclose(f);
+  }
+  return p;
+}
+
+static void readError(const char *text, const char *needle) {
+  const char *path = writeTemp("bad.txt", text);
+  DtensorDiag diag = {-1, ""};
+  DtensorCalibration *cal = dtensorCalibrationRead(path, &diag);
+  CHECK(cal == NULL);
+  if (cal || !strstr(diag.message, needle))
+    fprintf(stderr, "calibration error '%s', want '%s'\n", diag.message,
+            needle);
+  CHECK(strstr(diag.message, needle) != NULL);
+  dtensorCalibrationDestroy(cal);
+  remove(path);
+}
+
+static void testCalibration(void) {
+  /* The fit recovers an exact line, and clamps what does not grow. */
+  int64_t bytes[4] = {1000, 10000, 100000, 1000000};
+  double us[4], flat[4] = {7, 7, 7, 7}, lat, bw;
+  for (int i = 0; i < 4; ++i)
+    us[i] = 12.0 + (double)bytes[i] / (4.0 * 1e3);
+  CHECK(dtensorCalibrationFit(bytes, us, 4, &lat, &bw));
+  CHECK(fabs(lat - 12.0) < 1e-6 && fabs(bw - 4.0) < 1e-6);
+  CHECK(dtensorCalibrationFit(bytes, flat, 4, &lat, &bw));
+  CHECK(fabs(lat - 7.0) < 1e-9 && bw == 1e6);
+  int64_t same[2] = {64, 64};
+  CHECK(!dtensorCalibrationFit(same, us, 2, &lat, &bw));
+  /* Set, get (axes in any order), refused values. */
+  int64_t shape[2] = {2, 4};
+  DtensorCalibration *cal = dtensorCalibrationCreate(2, shape);
+  int ax10[2] = {1, 0}, ax01[2] = {0, 1}, ax1[1] = {1}, bad[1] = {2};
+  DtensorDiag diag;
+  CHECK(dtensorCalibrationSet(cal, DTENSOR_COMM_ALL_REDUCE, 2, ax10, 20.0, 3.0,
+                              &diag));
+  CHECK(dtensorCalibrationSet(cal, DTENSOR_COMM_ALL_GATHER, 1, ax1, 8.0, 6.5,
+                              &diag));
+  CHECK(
+      dtensorCalibrationGet(cal, DTENSOR_COMM_ALL_REDUCE, 2, ax01, &lat, &bw) &&
+      lat == 20.0 && bw == 3.0);
+  CHECK(
+      !dtensorCalibrationGet(cal, DTENSOR_COMM_ALL_REDUCE, 1, ax1, &lat, &bw));
+  CHECK(!dtensorCalibrationSet(cal, DTENSOR_COMM_LOCAL_SPLIT, 1, ax1, 1, 1,
+                               &diag));
+  CHECK(!dtensorCalibrationSet(cal, DTENSOR_COMM_ALL_GATHER, 1, bad, 1, 1,
+                               &diag));
+  CHECK(!dtensorCalibrationSet(cal, DTENSOR_COMM_ALL_GATHER, 1, ax1, 1, 0,
+                               &diag));
+  /* The file: written, read back the same. */
+  const char *path = writeTemp("cal.txt", "");
+  CHECK(dtensorCalibrationWrite(cal, path, "a test", &diag));
+  DtensorCalibration *back = dtensorCalibrationRead(path, &diag);
+  CHECK(back != NULL);
+  CHECK(back &&
+        dtensorCalibrationGet(back, DTENSOR_COMM_ALL_REDUCE, 2, ax01, &lat,
+                              &bw) &&
+        lat == 20.0 && bw == 3.0);
+  CHECK(
+      back &&
+      dtensorCalibrationGet(back, DTENSOR_COMM_ALL_GATHER, 1, ax1, &lat, &bw) &&
+      lat == 8.0 && bw == 6.5);
+  remove(path);
+  /* Costs: the measured line where there is one, the ring model elsewhere. */
+  DtensorMesh *mesh = dtensorMeshParse("2x4", NULL);
+  DtensorMesh *other = dtensorMeshParse("4x2", NULL);
+  CHECK(dtensorCalibrationCheckMesh(cal, mesh, &diag));
+  CHECK(!dtensorCalibrationCheckMesh(cal, other, &diag) &&
+        strstr(diag.message, "shape 2x4, not 4x2"));
+  DtensorPlanOptions o;
+  dtensorPlanOptionsInit(&o);
+  DtensorCommCost ring = dtensorCommGetCostOnAxes(mesh, DTENSOR_COMM_ALL_REDUCE,
+                                                  2, ax01, 3000, 3000, &o);
+  o.calibration = cal;
+  DtensorCommCost c = dtensorCommGetCostOnAxes(mesh, DTENSOR_COMM_ALL_REDUCE, 2,
+                                               ax01, 3000, 3000, &o);
+  CHECK(fabs(c.forwardUs - (20.0 + 3000.0 / 3e3)) < 1e-9);
+  CHECK(c.forwardUs != ring.forwardUs);
+  /* all_gather is priced by what it gathers. */
+  c = dtensorCommGetCostOnAxes(mesh, DTENSOR_COMM_ALL_GATHER, 1, ax1, 100, 6500,
+                               &o);
+  CHECK(fabs(c.forwardUs - (8.0 + 1.0)) < 1e-9);
+  DtensorCommCost ring2 = dtensorCommGetCostOnAxes(
+      mesh, DTENSOR_COMM_ALL_TO_ALL, 1, ax1, 100, 100, NULL);
+  c = dtensorCommGetCostOnAxes(mesh, DTENSOR_COMM_ALL_TO_ALL, 1, ax1, 100, 100,
+                               &o);
+  CHECK(c.forwardUs == ring2.forwardUs);
+  /* The plan follows the measurements: a dear all_to_all on a 1-d mesh
+   * makes [S0, R] -> [R, S0] an all_gather and a local split. */
+  DtensorMesh *m4 = dtensorMeshParse("4", NULL);
+  int64_t four[1] = {4}, t2[2] = {16, 32};
+  int a0[1] = {0};
+  DtensorCalibration *dear = dtensorCalibrationCreate(1, four);
+  dtensorCalibrationSet(dear, DTENSOR_COMM_ALL_TO_ALL, 1, a0, 500.0, 10.0,
+                        NULL);
+  DtensorLayout l = layoutOf(m4, "[S0, R]", 2, t2);
+  DtensorShardingSpec t;
+  dtensorShardingSpecParse("[R, S0]", m4, &t, NULL);
+  static DtensorPlan plan;
+  CHECK(dtensorPlanCompute(&l, &t, NULL, &plan, NULL) && plan.numSteps == 1 &&
+        plan.steps[0].comm.pattern == DTENSOR_COMM_ALL_TO_ALL);
+  DtensorPlanOptions od;
+  dtensorPlanOptionsInit(&od);
+  od.calibration = dear;
+  CHECK(dtensorPlanCompute(&l, &t, &od, &plan, NULL) && plan.numSteps == 2 &&
+        plan.steps[0].comm.pattern == DTENSOR_COMM_ALL_GATHER &&
+        plan.steps[1].comm.pattern == DTENSOR_COMM_LOCAL_SPLIT);
+  CHECK(dtensorPlanSimulate(&l, &plan, &t, NULL));
+  /* Files that do not read say where. */
+  CHECK(dtensorCalibrationRead("/nonexistent/cal.txt", &diag) == NULL &&
+        strstr(diag.message, "cannot read"));
+  readError("mesh 2x4\n", ":1: not a dtensor calibration file");
+  readError("dtensor-calibration 1\nmesh 2y4\n", ":2: expected 'mesh SHAPE'");
+  readError("# c\ndtensor-calibration 1\nmesh 4\nall_gather 0 x 1\n",
+            ":4: expected 'COLLECTIVE AXES");
+  readError("dtensor-calibration 1\nmesh 4\nall_gatherr 0 1 1\n",
+            ":3: unknown collective 'all_gatherr'");
+  readError("dtensor-calibration 1\nmesh 4\nall_gather 1 1 1\n",
+            ":3: the axes of a calibrated group");
+  readError("dtensor-calibration 1\nmesh 4\nall_gather 0 1 -2\n",
+            ":3: a latency must be >= 0");
+  readError("dtensor-calibration 1\n", "no 'dtensor-calibration 1' and");
+  dtensorCalibrationDestroy(dear);
+  dtensorCalibrationDestroy(back);
+  dtensorCalibrationDestroy(cal);
+  dtensorMeshDestroy(mesh);
+  dtensorMeshDestroy(other);
+  dtensorMeshDestroy(m4);
 }
 
 /* ---- reduce kinds, impossible conversions, the simulator can fail -------- */
@@ -537,6 +709,7 @@ int main(void) {
   testKindsAndErrors();
   testCache();
   testExhaustive();
+  testCalibration();
   printf("%d passed, %d failed\n", checks - failures, failures);
   return failures ? 1 : 0;
 }

@@ -22,11 +22,14 @@ static int usage(void) {
       "forward|forward+backward]\n"
       "                [--latency-us A,B,..] [--bandwidth-gbps A,B,..] "
       "[--copy-gbps G]\n"
+      "                [--calibration FILE]\n"
       "                [--json] [--show] [--check]\n"
       "  MESH: 2x4 or dp=2,tp=4;  SPEC: e.g. \"[S0, S1]\" (docs/layouts.md);"
       "  T: f32 (default), f64, f16, bf16, i1, i8, i16, i32, i64\n"
       "  --latency-us/--bandwidth-gbps: the link model, one value per mesh "
       "axis\n"
+      "  --calibration: price collectives with a measured cost file "
+      "(dtensor-run --calibrate)\n"
       "  --check: run the plan on every device's blocks in memory and "
       "compare\n");
   return 2;
@@ -63,7 +66,7 @@ static void printLayout(const DtensorLayout *layout) {
 /* The command line of both subcommands. */
 typedef struct Args {
   const char *mesh, *shape, *spec, *from, *to, *dtype, *strategy, *objective;
-  const char *latency, *bandwidth, *copy;
+  const char *latency, *bandwidth, *copy, *calibration;
   bool json, show, check;
 } Args;
 
@@ -90,6 +93,7 @@ static int parseArgs(int argc, char **argv, Args *a) {
                         : !strcmp(argv[i], "--latency-us")     ? &a->latency
                         : !strcmp(argv[i], "--bandwidth-gbps") ? &a->bandwidth
                         : !strcmp(argv[i], "--copy-gbps")      ? &a->copy
+                        : !strcmp(argv[i], "--calibration")    ? &a->calibration
                                                                : NULL;
     if (!slot || i + 1 >= argc) {
       fprintf(stderr, "dtensor-plan: unknown or incomplete option '%s'\n",
@@ -320,6 +324,23 @@ static void printPlan(const Args *a, const DtensorMesh *mesh,
   }
 }
 
+/* --calibration's file for `mesh` into `*out` (NULL without the option);
+ * false after saying why it does not read or fit the mesh. */
+static bool loadCalibration(const Args *a, const DtensorMesh *mesh,
+                            DtensorCalibration **out) {
+  *out = NULL;
+  if (!a->calibration)
+    return true;
+  DtensorDiag diag;
+  *out = dtensorCalibrationRead(a->calibration, &diag);
+  if (*out && dtensorCalibrationCheckMesh(*out, mesh, &diag))
+    return true;
+  fprintf(stderr, "dtensor-plan: --calibration: %s\n", diag.message);
+  dtensorCalibrationDestroy(*out);
+  *out = NULL;
+  return false;
+}
+
 static int plan(int argc, char **argv) {
   Args a;
   int status = parseArgs(argc, argv, &a);
@@ -335,8 +356,12 @@ static int plan(int argc, char **argv) {
   int64_t shape[DTENSOR_MAX_TENSOR_RANK];
   DtensorElementType et;
   DtensorMesh *mesh = loadMesh(&a, &rank, shape, &et);
-  if (!mesh)
+  DtensorCalibration *cal = NULL;
+  if (!mesh || !loadCalibration(&a, mesh, &cal)) {
+    dtensorMeshDestroy(mesh);
     return 1;
+  }
+  options.calibration = cal;
   DtensorShardingSpec from, to;
   DtensorLayout source;
   DtensorDiag diag;
@@ -358,6 +383,7 @@ static int plan(int argc, char **argv) {
   if (!rc)
     printPlan(&a, mesh, &p, &source, &to, strategy);
   dtensorMeshDestroy(mesh);
+  dtensorCalibrationDestroy(cal);
   return rc;
 }
 

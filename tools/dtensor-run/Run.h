@@ -14,6 +14,16 @@ extern volatile sig_atomic_t dtRunStopSignal;
 /// or puts back their default actions.
 void dtRunCatchStopSignals(bool catchThem);
 
+/// Starts `child(rank, arg)` on N ranks (dtrtLaunch) with the stop signals
+/// caught; returns 0, 128 + a stop signal, or 1 after saying why.
+int dtRunLaunch(int n, const char *backend, const char *timeout,
+                int (*child)(int rank, void *arg), void *childArg);
+
+/// dtensor-run --calibrate PATH: times the collectives of `meshText` (NULL:
+/// a 1-d mesh of N) on N ranks and writes the fitted cost file.
+int dtRunCalibrate(const char *path, int n, const char *meshText,
+                   const char *timeout);
+
 /// How to run PROG.mlir (dtensor-run's options).
 typedef struct DtRunOptions {
   int n;               /* ranks */

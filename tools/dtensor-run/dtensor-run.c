@@ -25,6 +25,7 @@ static int usage(void) {
       "       dtensor-run -n N [--backend shm|mpi] [--entry FUNC] "
       "[--load DIR] [--save DIR]\n"
       "                   [--repeat R] [--threads T] PROG.mlir\n"
+      "       dtensor-run -n N --calibrate FILE [--mesh SHAPE]\n"
       "  PROG.mlir: compiles the annotated program with dtensor-spmd, "
       "runs it on N ranks\n  (shm or mpi) and checks every rank's result "
       "against the single-device run;\n  --repeat R then runs it R more "
@@ -32,7 +33,10 @@ static int usage(void) {
       "  runs PROGRAM on N ranks with RANK, WORLD_SIZE, LOCAL_RANK, "
       "MASTER_ADDR,\n  MASTER_PORT, DTENSOR_JOB and DTENSOR_BACKEND set\n"
       "  --threads T: compute (BLAS) threads per rank (default: the "
-      "cores / N)\n");
+      "cores / N)\n"
+      "  --calibrate FILE: times this machine's collectives on every group "
+      "of the mesh's\n  axes (default mesh: N) and writes the cost file "
+      "that calibration=FILE reads\n");
   return 2;
 }
 
@@ -52,12 +56,9 @@ void dtRunCatchStopSignals(bool catchThem) {
     sigaction(stopSignals[i], &sa, NULL);
 }
 
-/* Starts `child(rank, arg)` on N ranks (dtrtLaunch) with the stop signals
- * caught: a rank that fails, or SIGINT, SIGTERM or SIGHUP, stops the
- * others. Returns 0 when every rank succeeded, 128 + the signal when
- * stopped by one, 1 otherwise, after saying why. */
-static int launch(int n, const char *backend, const char *timeout,
-                  int (*child)(int rank, void *arg), void *childArg) {
+/* A rank that fails, or SIGINT, SIGTERM or SIGHUP, stops the others. */
+int dtRunLaunch(int n, const char *backend, const char *timeout,
+                int (*child)(int rank, void *arg), void *childArg) {
   DtrtLaunchOptions o = {n, backend, timeout ? strtod(timeout, NULL) : 0,
                          &dtRunStopSignal};
   DtrtLaunchResult result;
@@ -85,6 +86,7 @@ static int execChild(int rank, void *arg) {
 typedef struct Args {
   int n;
   const char *backend, *timeout, *entry, *loadDir, *saveDir, *threads;
+  const char *calibrate, *mesh; /* --calibrate FILE [--mesh SHAPE] */
   int repeat;
   bool mpiRank; /* started by mpirun as one rank of a .mlir run */
   int first;    /* argv index of PROGRAM */
@@ -116,6 +118,10 @@ static int parseOptions(int argc, char **argv, Args *a) {
       a->loadDir = argv[++i];
     else if (!strcmp(arg, "--save") && value)
       a->saveDir = argv[++i];
+    else if (!strcmp(arg, "--calibrate") && value)
+      a->calibrate = argv[++i];
+    else if (!strcmp(arg, "--mesh") && value)
+      a->mesh = argv[++i];
     else if (!strcmp(arg, "--repeat") && value) {
       a->repeat = (int)wholeNumber(argv[++i], 1, 1000000);
       if (a->repeat < 0) {
@@ -152,7 +158,7 @@ static int parseOptions(int argc, char **argv, Args *a) {
 
 /* Checks the options together; returns -1 to go on, else the status. */
 static int checkOptions(int argc, const Args *a, bool isMlir) {
-  if (a->n < 1 || a->n > 1024 || a->first >= argc) {
+  if (a->n < 1 || a->n > 1024 || (a->first >= argc && !a->calibrate)) {
     if (a->n < 1 || a->n > 1024)
       fprintf(stderr, "dtensor-run: -n needs a rank count from 1 to 1024\n");
     return usage();
@@ -174,6 +180,16 @@ static int checkOptions(int argc, const Args *a, bool isMlir) {
             "dtensor-run: unknown backend '%s' (valid: shm, mpi, "
             "nccl)\n",
             a->backend);
+    return 2;
+  }
+  if (a->calibrate && (a->first < argc || strcmp(a->backend, "shm"))) {
+    fprintf(stderr, "dtensor-run: --calibrate times the shm backend's "
+                    "collectives and takes no PROGRAM\n");
+    return 2;
+  }
+  if (a->mesh && !a->calibrate) {
+    fprintf(stderr, "dtensor-run: --mesh applies to --calibrate (a "
+                    "PROG.mlir declares its own mesh)\n");
     return 2;
   }
   if ((a->loadDir || a->saveDir || a->repeat) && !isMlir) {
@@ -283,7 +299,7 @@ static int runUnderMpirun(int argc, char **argv, const Args *a, bool isMlir) {
 }
 
 int main(int argc, char **argv) {
-  Args a = {0, "shm", NULL, NULL, NULL, NULL, NULL, 0, false, 1};
+  Args a = {0, "shm", NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, false, 1};
   int status = parseOptions(argc, argv, &a);
   if (status >= 0)
     return status;
@@ -298,6 +314,8 @@ int main(int argc, char **argv) {
    * without it, the cores shared among the ranks). */
   if (a.threads)
     setenv("DTENSOR_THREADS", a.threads, 1);
+  if (a.calibrate)
+    return dtRunCalibrate(a.calibrate, a.n, a.mesh, a.timeout);
   if (a.mpiRank)
     return isMlir ? dtRunMlirMpiRank(prog, &opts) : usage();
   if (!strcmp(a.backend, "mpi"))
@@ -305,5 +323,5 @@ int main(int argc, char **argv) {
   if (isMlir)
     return dtRunMlir(prog, &opts);
   Exec exec = {argv + a.first};
-  return launch(a.n, a.backend, a.timeout, execChild, &exec);
+  return dtRunLaunch(a.n, a.backend, a.timeout, execChild, &exec);
 }
