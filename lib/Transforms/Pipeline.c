@@ -229,7 +229,8 @@ MlirLogicalResult dtensorAddSpmdPipeline(MlirOpPassManager pm,
   return mlirLogicalResultSuccess();
 }
 
-/* dtensor-to-llvm: runtime calls, then bufferization and LLVM conversion. */
+/* dtensor-to-llvm: runtime calls, tosa to linalg, then bufferization and
+ * LLVM conversion. */
 MlirLogicalResult dtensorAddToLLVMPipeline(MlirOpPassManager pm,
                                            DtensorDiag *outDiag) {
   MlirPass pass = dtensorPassCreate(
@@ -241,7 +242,8 @@ MlirLogicalResult dtensorAddToLLVMPipeline(MlirOpPassManager pm,
   return dtensorPassManagerAddPipeline(
       pm,
       mlirStringRefCreateFromCString(
-          "func.func(convert-elementwise-to-linalg), "
+          "func.func(tosa-to-linalg-named, tosa-to-linalg, tosa-to-arith, "
+          "tosa-to-tensor, convert-elementwise-to-linalg), "
           "dtensor-decompose-softmax, "
           "dtensor-prepare-contractions, "
           "linalg-fuse-elementwise-ops, "

@@ -212,7 +212,7 @@ typedef struct Prop {
  * same few, whose maps are costly to rebuild. (linalg.reduce's rule also
  * depends on its body's combiner, linalg.generic's on everything.) */
 typedef struct RuleEntry {
-  const void *key[2 * DT_MAX_RULE_VALUES + 4];
+  const void *key[2 * DT_MAX_RULE_VALUES + 5];
   int keyLength;
   DtRule rule;
 } RuleEntry;

@@ -354,6 +354,8 @@ void dtPropRule(Prop *p, MlirOperation op, DtRule *out) {
                           mlirStringRefCreateFromCString("linalg.generic")) &&
       !mlirStringRefEqual(name,
                           mlirStringRefCreateFromCString("linalg.reduce")) &&
+      /* a map's linearity is read from its body, which no key holds */
+      !mlirStringRefEqual(name, mlirStringRefCreateFromCString("linalg.map")) &&
       nOperands + nResults <= 2 * DT_MAX_RULE_VALUES &&
       mlirAttributeIsNull(dtGetAttr(op, DT_ATTR_RULE)) &&
       !dtRuleRegistryLookup(p->registry, name);
@@ -361,12 +363,13 @@ void dtPropRule(Prop *p, MlirOperation op, DtRule *out) {
     dtRuleGet(op, p->registry, out);
     return;
   }
-  const void *key[2 * DT_MAX_RULE_VALUES + 4];
+  const void *key[2 * DT_MAX_RULE_VALUES + 5];
   int n = 0;
   key[n++] = mlirOperationGetName(op).ptr;
   key[n++] = dtGetAttr(op, "indexing_maps").ptr;
   key[n++] = dtGetAttr(op, "dimensions").ptr;
   key[n++] = dtGetAttr(op, "permutation").ptr;
+  key[n++] = dtGetAttr(op, "dimension").ptr; /* linalg.softmax */
   for (intptr_t i = 0; i < nOperands; ++i)
     key[n++] = mlirValueGetType(mlirOperationGetOperand(op, i)).ptr;
   for (intptr_t j = 0; j < nResults; ++j)

@@ -3,10 +3,13 @@
  *    indexing maps; a loop no init map uses is a reduction, whose combiner
  *    is read from the body (addf/addi → sum, maximumf/maxsi → max, ...);
  *  - arith/math elementwise ops on tensors: one factor per dim;
+ *  - linalg.softmax: every dim but the normalized one;
  *  - tensor.extract_slice/insert_slice, tensor.pad, tensor.concat: a dim
  *    kept whole is one factor through the op; a sliced, padded or
  *    concatenated dim is replicated;
  *  - tensor.empty, tensor.splat, arith.constant: free (their users decide);
+ *  - tosa elementwise, matmul, reductions, transpose, concat: einsum rules
+ *    made from each op (RulesTosa.c);
  *  - an einsum rule: the op's `dtensor.rule` attribute or one an embedder
  *    registered for its name ("ij,jk->ik"; factors missing from every
  *    output are reductions, of sum unless the rule ends in ":max" etc.);
@@ -291,6 +294,23 @@ static bool concatRule(MlirOperation op, DtRule *r) {
   return true;
 }
 
+/* linalg.softmax: every dim but the one it normalizes along. */
+static bool softmaxRule(MlirOperation op, DtRule *r) {
+  MlirAttribute dim = attrOf(op, "dimension");
+  MlirType t = mlirValueGetType(mlirOperationGetResult(op, 0));
+  int rank = (int)mlirShapedTypeGetRank(t);
+  if (mlirAttributeIsNull(dim) || !mlirAttributeIsAInteger(dim) ||
+      r->numOperands != 2 || rank > DT_MAX_FACTORS)
+    return false;
+  bool keep[DT_MAX_FACTORS];
+  for (int d = 0; d < rank; ++d)
+    keep[d] = d != mlirIntegerAttrGetValueInt(dim);
+  int tensors[2] = {0, 1};
+  keptDims(r, "softmax", rank, keep, tensors, 2);
+  r->isInit[1] = true;
+  return true;
+}
+
 /* ---- reshapes ------------------------------------------------------------ */
 
 /* collapse_shape and expand_shape: a factor per dim of the finer side; each
@@ -525,10 +545,21 @@ static bool freeRule(MlirOperation op, DtRule *r) {
   return true;
 }
 
+/* tosa ops: an einsum rule made from the op (RulesTosa.c). */
+static bool tosaRule(MlirOperation op, DtRule *r) {
+  char text[256];
+  if (!dtTosaEinsum(op, text, sizeof(text)))
+    return false;
+  einsumRule(op, text, r);
+  r->family = "tosa";
+  return true;
+}
+
 /* The families, exact names before the prefixes that contain them. */
 static const DtOpFamily kFamilies[] = {
     {"linalg.generic", linalgRule, dtPartOffsetIndices, NULL},
     {"linalg.map", linalgRule, dtPartOffsetIndices, NULL},
+    {"linalg.softmax", softmaxRule, NULL, NULL},
     {"linalg.", linalgRule, NULL, NULL},
     {"tensor.extract_slice", sliceRule, NULL, dtPartFixSliceSizes},
     {"tensor.insert_slice", sliceRule, NULL, dtPartFixSliceSizes},
@@ -539,6 +570,7 @@ static const DtOpFamily kFamilies[] = {
     {"tensor.empty", freeRule, NULL, NULL},
     {"tensor.splat", freeRule, NULL, NULL},
     {"arith.constant", freeRule, NULL, dtPartFixConstant},
+    {"tosa.", tosaRule, NULL, NULL},
 };
 
 const DtOpFamily *dtOpFamilyOf(MlirOperation op) {

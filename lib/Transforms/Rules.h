@@ -114,6 +114,11 @@ void dtRuleReadLinearity(MlirOperation op, int numInputs, DtRule *r);
 /// tensor.pad that pads with zeros, so it keeps sums).
 bool dtRuleYieldsZero(MlirOperation op);
 
+/// Writes the einsum rule of a tosa op with a rule ("abc,abc->abc",
+/// "nhc,ncw,.,.->nhw", "abc->a.c:sum", ...) into `out`; false for other
+/// ops or shapes it cannot express.
+bool dtTosaEinsum(MlirOperation op, char *out, size_t capacity);
+
 bool dtRuleCheckEinsum(const char *text, DtensorDiag *outDiag);
 
 #endif

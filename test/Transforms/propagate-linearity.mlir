@@ -5,6 +5,7 @@
 // RUN: dtensor-run -n 4 --entry scale_map %s | FileCheck %s --check-prefix=OK
 // RUN: dtensor-run -n 4 --entry shape_ops %s | FileCheck %s --check-prefix=OK
 // RUN: dtensor-run -n 4 --entry concat_sums %s | FileCheck %s --check-prefix=OK
+// RUN: dtensor-run -n 4 --entry two_maps %s | FileCheck %s --check-prefix=OK
 // OK: every rank's result equals the single-device run
 // Linearity read from op bodies: a Partial(sum) passes through a
 // linalg.generic/map whose yielded values are linear in it, and is resolved
@@ -189,4 +190,44 @@ func.func @concat_sums(%h: tensor<16x64xf32> {dtensor.layout = #dtensor.layout<@
   %b = linalg.matmul ins(%h, %v : tensor<16x64xf32>, tensor<64x32xf32>) outs(%f : tensor<16x32xf32>) -> tensor<16x32xf32>
   %c = tensor.concat dim(1) %a, %b : (tensor<16x32xf32>, tensor<16x32xf32>) -> tensor<16x64xf32>
   return %c : tensor<16x64xf32>
+}
+
+// Two linalg.map ops of the same types, one linear and one not, each
+// followed by a matmul to a small result: each body is read on its own (a
+// rule cached by name and types gave the square the scale's linearity, a
+// Partial through x*x, and wrong numbers). The scale's Partial flows to one
+// reduce_scatter of the small result; the square's is resolved first (by an
+// all_reduce, as ops are still decided in program order).
+// IR-LABEL: func.func @two_maps
+// IR: %[[A:.*]] = linalg.matmul
+// IR: %[[B:.*]] = linalg.matmul
+// IR: %[[RB:.*]] = "dtensor.{{all_reduce|reduce_scatter}}"(%[[B]])
+// IR: linalg.map ins(%[[RB]]
+func.func @two_maps(%h: tensor<16x64xf32> {dtensor.layout = #dtensor.layout<@m, "[R, S(d)]">},
+                    %w: tensor<64x32xf32> {dtensor.layout = #dtensor.layout<@m, "[S(d), R]">},
+                    %v: tensor<64x32xf32> {dtensor.layout = #dtensor.layout<@m, "[S(d), R]">},
+                    %w2: tensor<32x8xf32> {dtensor.layout = #dtensor.layout<@m, "[R, R]">})
+    -> (tensor<16x8xf32> {dtensor.layout = #dtensor.layout<@m, "[S(d), R]">},
+        tensor<16x8xf32> {dtensor.layout = #dtensor.layout<@m, "[S(d), R]">}) {
+  %z = arith.constant 0.0 : f32
+  %half = arith.constant 0.5 : f32
+  %e = tensor.empty() : tensor<16x32xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<16x32xf32>) -> tensor<16x32xf32>
+  %a = linalg.matmul ins(%h, %w : tensor<16x64xf32>, tensor<64x32xf32>) outs(%f : tensor<16x32xf32>) -> tensor<16x32xf32>
+  %b = linalg.matmul ins(%h, %v : tensor<16x64xf32>, tensor<64x32xf32>) outs(%f : tensor<16x32xf32>) -> tensor<16x32xf32>
+  %s1 = linalg.map ins(%a : tensor<16x32xf32>) outs(%e : tensor<16x32xf32>)
+    (%x: f32, %o: f32) {
+      %m = arith.mulf %x, %half : f32
+      linalg.yield %m : f32
+    }
+  %s2 = linalg.map ins(%b : tensor<16x32xf32>) outs(%e : tensor<16x32xf32>)
+    (%x: f32, %o: f32) {
+      %m = arith.mulf %x, %x : f32
+      linalg.yield %m : f32
+    }
+  %e2 = tensor.empty() : tensor<16x8xf32>
+  %f2 = linalg.fill ins(%z : f32) outs(%e2 : tensor<16x8xf32>) -> tensor<16x8xf32>
+  %r1 = linalg.matmul ins(%s1, %w2 : tensor<16x32xf32>, tensor<32x8xf32>) outs(%f2 : tensor<16x8xf32>) -> tensor<16x8xf32>
+  %r2 = linalg.matmul ins(%s2, %w2 : tensor<16x32xf32>, tensor<32x8xf32>) outs(%f2 : tensor<16x8xf32>) -> tensor<16x8xf32>
+  return %r1, %r2 : tensor<16x8xf32>, tensor<16x8xf32>
 }

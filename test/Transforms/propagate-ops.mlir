@@ -124,3 +124,20 @@ func.func @combiners(%x: tensor<8x8xf32> {dtensor.layout = #dtensor.layout<@m, "
   %sa = "dtensor.annotate"(%s) {layout = #dtensor.layout<@m, "[R] Psum(0)">} : (tensor<8xf32>) -> tensor<8xf32>
   return %ma, %sa, %t : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
 }
+
+// -----
+
+// linalg.softmax keeps every dim but the one it normalizes along: a row
+// softmax of row-sharded data stays sharded (no gather), also when
+// dtensor-propagate runs alone (dtensor-spmd decomposes softmax first).
+// CHECK-LABEL: func.func @softmax_rows
+// CHECK: linalg.softmax {dtensor.layout = #dtensor.layout<@m, "[S0, R]">, dtensor.operand_layouts = [#dtensor.layout<@m, "[S0, R]">, #dtensor.layout<@m, "[S0, R]">]} dimension(1)
+// CHECK: linalg.softmax {dtensor.layout = #dtensor.layout<@m, "[R, R]">, dtensor.operand_layouts = [#dtensor.layout<@m, "[R, R]">, #dtensor.layout<@m, "[R, R]">]} dimension(0)
+"dtensor.mesh"() {sym_name = "m", shape = array<i64: 4>, axis_names = ["d"]} : () -> ()
+func.func @softmax_rows(%x: tensor<16x32xf32> {dtensor.layout = #dtensor.layout<@m, "[S(d), R]">})
+    -> (tensor<16x32xf32>, tensor<16x32xf32>) {
+  %e = tensor.empty() : tensor<16x32xf32>
+  %s = linalg.softmax dimension(1) ins(%x : tensor<16x32xf32>) outs(%e : tensor<16x32xf32>) -> tensor<16x32xf32>
+  %c = linalg.softmax dimension(0) ins(%x : tensor<16x32xf32>) outs(%e : tensor<16x32xf32>) -> tensor<16x32xf32>
+  return %s, %c : tensor<16x32xf32>, tensor<16x32xf32>
+}
