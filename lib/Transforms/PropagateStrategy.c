@@ -357,21 +357,71 @@ __attribute__((noinline)) void dtPropRecord(Prop *p, MlirOperation op,
             mlirStringAttrGet(p->ctx, mlirStringRefCreateFromCString(whyText)));
 }
 
+/* Whether two candidates need and give the same layouts. */
+static bool sameChoice(const DtRule *r, const Choice *a, const Choice *b) {
+  for (int i = 0; i < r->numOperands; ++i)
+    if (r->operandIsTensor[i] &&
+        !dtensorShardingSpecEqual(&a->operands[i], &b->operands[i]))
+      return false;
+  for (int j = 0; j < r->numResults; ++j)
+    if (r->resultIsTensor[j] &&
+        !dtensorShardingSpecEqual(&a->results[j], &b->results[j]))
+      return false;
+  return true;
+}
+
+/* why=true on an op that needs communication: the cheapest candidate it
+ * did not take, with both modelled costs. */
+static void explainAlternative(Prop *p, MlirOperation op, const DtRule *r,
+                               const Choice *chosen, const Choice *other) {
+  char text[3072];
+  DtBuf b = dtBufInit(text, sizeof(text));
+  MlirAttribute why = dtGetAttr(op, DT_ATTR_WHY);
+  if (mlirAttributeIsAString(why)) {
+    MlirStringRef v = mlirStringAttrGetValue(why);
+    dtBufPrintf(&b, "%.*s; ", (int)v.length, v.data);
+  }
+  dtBufPrintf(&b,
+              "chosen: %.3f us modelled; cheapest alternative:", chosen->cost);
+  for (int i = 0; i < r->numOperands; ++i)
+    if (r->operandIsTensor[i]) {
+      char spec[256];
+      dtensorShardingSpecPrint(&other->operands[i], spec, sizeof(spec));
+      dtBufPrintf(&b, " operand %d %s,", i, spec);
+    }
+  for (int j = 0; j < r->numResults; ++j)
+    if (r->resultIsTensor[j]) {
+      char spec[256];
+      dtensorShardingSpecPrint(&other->results[j], spec, sizeof(spec));
+      dtBufPrintf(&b, " result %d %s,", j, spec);
+    }
+  if (isinf(other->cost))
+    dtBufPrintf(&b, " not possible here");
+  else
+    dtBufPrintf(&b, " %.3f us", other->cost);
+  setAttr(op, DT_ATTR_WHY,
+          mlirStringAttrGet(p->ctx, mlirStringRefCreateFromCString(text)));
+}
+
 __attribute__((noinline)) void dtPropDecideFactors(Prop *p, MlirOperation op,
                                                    const DtRule *r,
                                                    Info **operands,
                                                    Info **results) {
   Known *known = malloc(sizeof(Known) * 2 * DT_MAX_RULE_VALUES);
-  Choice *choices = malloc(sizeof(Choice) * 2);
+  Choice *choices = malloc(sizeof(Choice) * 3);
   if (!known || !choices) {
     free(known);
     free(choices);
     dtPropError(p, op, "out of memory");
     return;
   }
-  Choice *bestp = &choices[0], *trialp = &choices[1];
+  /* The best candidate, the one being tried, and (for why=true) the
+   * cheapest other one. */
+  Choice *bestp = &choices[0], *trialp = &choices[1], *altp = &choices[2];
+  bool haveAlt = false;
 #define best (*bestp)
 #define trial (*trialp)
+#define alt (*altp)
   int numKnown = 0;
   /* Seeds: result demands (strongest first), then known operands (fixed
    * first). */
@@ -422,12 +472,28 @@ __attribute__((noinline)) void dtPropDecideFactors(Prop *p, MlirOperation op,
     if (!specsOf(p, r, operands, results, known, numKnown, &st, &trial))
       continue;
     trial.cost = choiceCost(p, r, operands, results, &trial);
+    if (have && sameChoice(r, &trial, &best))
+      continue;
     if (!have || trial.cost < best.cost) {
-      Choice *swap = bestp; /* dtPropKeep the better one without copying it */
+      /* Keep the better one without copying it; the old best becomes the
+       * alternative. */
+      Choice *swap = bestp;
       bestp = trialp;
       trialp = swap;
+      if (have && p->why && (!haveAlt || trial.cost < alt.cost)) {
+        Choice *keep = altp;
+        altp = trialp;
+        trialp = keep;
+        haveAlt = true;
+      }
       have = true;
       bestSeed = seed;
+    } else if (p->why && (!haveAlt || trial.cost < alt.cost) &&
+               !sameChoice(r, &trial, &alt)) {
+      Choice *swap = altp;
+      altp = trialp;
+      trialp = swap;
+      haveAlt = true;
     }
   }
   if (!have) {
@@ -449,8 +515,11 @@ __attribute__((noinline)) void dtPropDecideFactors(Prop *p, MlirOperation op,
   } else if (bestSeed >= 0)
     bestOrigin = originOf("the layout its users want");
   dtPropRecord(p, op, r, operands, results, &best, bestOrigin);
+  if (p->why && haveAlt && best.cost > 0)
+    explainAlternative(p, op, r, &best, &alt);
 #undef best
 #undef trial
+#undef alt
   free(known);
   free(choices);
 }
