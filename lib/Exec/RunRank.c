@@ -58,38 +58,43 @@ static void fillElement(void *user, int64_t e, int64_t g) {
                           : dtRunLoad(f->global, f->dtype, g));
 }
 
-/* The one reduce kind of `t`'s pending (Partial) mesh axes, NONE if it has
- * none; false for several kinds, which no reduction of the blocks turns
+/* The reduce kind of `t`'s pending (Partial) mesh axes, NONE if it has
+ * none, sum when sums and averages are mixed (they commute: the value is
+ * defined); false for other mixes, which no reduction of the blocks turns
  * into one global value. */
 static bool partialKind(const DtensorRunner *r, const DtensorRunTensor *t,
                         DtensorReduceKind *out, DtensorDiag *outDiag) {
   *out = DTENSOR_REDUCE_NONE;
+  bool linear = true, mixed = false;
   for (int a = 0; a < dtensorMeshGetRank(r->mesh); ++a) {
     DtensorReduceKind k = t->spec.partial[a];
     if (k == DTENSOR_REDUCE_NONE)
       continue;
-    if (*out != DTENSOR_REDUCE_NONE && *out != k)
-      return dtDiag(outDiag, -1,
-                    "'%s' is pending reductions of two kinds; the runner "
-                    "builds and checks one kind",
-                    t->name);
-    *out = k;
+    linear &= k == DTENSOR_REDUCE_SUM || k == DTENSOR_REDUCE_AVG;
+    mixed |= *out != DTENSOR_REDUCE_NONE && *out != k;
+    if (*out == DTENSOR_REDUCE_NONE || k == DTENSOR_REDUCE_SUM)
+      *out = k;
   }
+  if (mixed && !linear)
+    return dtDiag(outDiag, -1,
+                  "'%s' is pending reductions of two kinds that do not "
+                  "commute (only sum and avg mix)",
+                  t->name);
   return true;
 }
 
-/* Whether this rank's block of a Partial argument holds the neutral value
- * (a sum or product is given whole by the ranks at coordinate 0 of its
- * pending axes; max, min and avg by every rank). */
+/* Whether this rank's block of a Partial argument holds the value rather
+ * than the neutral element: a sum or product is given whole by the ranks
+ * at coordinate 0 of its pending axes, max, min and avg by every rank. */
 static bool ownsPartial(const DtensorRunner *r, const DtensorRunTensor *t,
-                        int rank, DtensorReduceKind kind) {
-  if (kind != DTENSOR_REDUCE_SUM && kind != DTENSOR_REDUCE_PROD)
-    return true;
+                        int rank) {
   int64_t coords[DTENSOR_MAX_MESH_RANK];
   dtensorMeshGetCoords(r->mesh, rank, coords);
-  for (int a = 0; a < dtensorMeshGetRank(r->mesh); ++a)
-    if (t->spec.partial[a] != DTENSOR_REDUCE_NONE && coords[a] != 0)
+  for (int a = 0; a < dtensorMeshGetRank(r->mesh); ++a) {
+    DtensorReduceKind k = t->spec.partial[a];
+    if ((k == DTENSOR_REDUCE_SUM || k == DTENSOR_REDUCE_PROD) && coords[a])
       return false;
+  }
   return true;
 }
 
@@ -107,7 +112,7 @@ static bool makeBlocks(const DtensorRunner *r, int rank, int64_t **descs,
       return false;
     Fill f = {dtRunAlloc(t, dtRunCount(l.rank, padded), "the block of argument",
                          outDiag),
-              r->globals[a], t->dtype, !ownsPartial(r, t, rank, kind),
+              r->globals[a], t->dtype, !ownsPartial(r, t, rank),
               kind == DTENSOR_REDUCE_PROD ? 1.0 : 0.0};
     if (!f.block)
       return false;
@@ -169,9 +174,10 @@ static bool resolvePartial(const DtensorRunner *r, const DtensorRunTensor *t,
     if (t->spec.partial[a] == DTENSOR_REDUCE_NONE)
       continue;
     DtrtComm *comm;
+    /* Axis by axis, each with its own kind. */
     if (dtrtCommForMeshAxes(c, meshRank, shape, 1, &a, &comm) != DTRT_OK ||
         dtrtAllReduce(comm, block, block, (size_t)blockCount(r, t), t->dtype,
-                      (DtrtReduce)(kind - 1)) != DTRT_OK)
+                      (DtrtReduce)(t->spec.partial[a] - 1)) != DTRT_OK)
       return dtDiag(outDiag, -1, "rank %d: resolving '%s': %s", rank, t->name,
                     dtrtLastError(c));
   }

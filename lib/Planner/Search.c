@@ -28,9 +28,9 @@ typedef struct Ctx {
   int64_t shape[DTENSOR_MAX_TENSOR_RANK];
   int64_t eltSize;
   DtensorReduceKind partialKind[DTENSOR_MAX_MESH_RANK]; /* of the source */
-  bool keep[DTENSOR_MAX_MESH_RANK];         /* Partial in the target too */
-  DtensorReduceKind kind;                   /* the kind being resolved */
-  double minLatency[DTENSOR_MAX_MESH_RANK]; /* (n_a - 1) α_a */
+  bool keep[DTENSOR_MAX_MESH_RANK];              /* Partial in the target too */
+  DtensorReduceKind kind[DTENSOR_MAX_MESH_RANK]; /* each Partial axis's */
+  double minLatency[DTENSOR_MAX_MESH_RANK];      /* (n_a - 1) α_a */
   const DtensorPlanOptions *options;
   /* The target, for the lower bound: its axes per dim. */
   int targetNum[DTENSOR_MAX_TENSOR_RANK];
@@ -174,8 +174,13 @@ static void splitOntoDim(const Ctx *c, const State *st, uint64_t key,
     to = setCode(to, seq[i], CODE_DIM0 + d * 8 + st->numAxes[d] + i);
   DtensorCommSpec comm = {sa->pattern, n, {0}, -1, d, DTENSOR_REDUCE_NONE};
   memcpy(comm.axes, seq, sizeof(int) * (size_t)n);
-  if (sa->pattern == DTENSOR_COMM_REDUCE_SCATTER)
-    comm.reduce = c->kind;
+  if (sa->pattern == DTENSOR_COMM_REDUCE_SCATTER) {
+    /* One collective reduces one kind. */
+    comm.reduce = c->kind[seq[0]];
+    for (int i = 1; i < n; ++i)
+      if (c->kind[seq[i]] != comm.reduce)
+        return;
+  }
   int64_t out =
       st->bytes / st->padded[d] * dtCeilDiv(c->shape[d], st->shards[d] * g);
   emit(c, st, &comm, to, out, sa->fn, sa->user);
@@ -256,14 +261,20 @@ static void forEachEdge(const Ctx *c, uint64_t key, EdgeFn fn, void *user) {
             &scatter);
   /* all_reduce of any non-empty subset of the Partial axes. */
   for (unsigned mask = 1; mask < (1u << numPartial); ++mask) {
-    DtensorCommSpec ar = {DTENSOR_COMM_ALL_REDUCE, 0, {0}, -1, -1, c->kind};
+    DtensorCommSpec ar = {DTENSOR_COMM_ALL_REDUCE, 0, {0}, -1, -1,
+                          DTENSOR_REDUCE_NONE};
     uint64_t to = key;
+    bool oneKind = true;
     for (int i = 0; i < numPartial; ++i)
       if (mask & (1u << i)) {
+        DtensorReduceKind k = c->kind[partialAxes[i]];
+        oneKind &= ar.numAxes == 0 || k == ar.reduce;
+        ar.reduce = k;
         ar.axes[ar.numAxes++] = partialAxes[i];
         to = setCode(to, partialAxes[i], CODE_FREE);
       }
-    emit(c, &st, &ar, to, st.bytes, fn, user);
+    if (oneKind)
+      emit(c, &st, &ar, to, st.bytes, fn, user);
   }
 }
 
@@ -741,26 +752,28 @@ static bool prepare(const DtensorLayout *source,
                     dtensorReduceKindGetName(to));
     c->keep[a] = to != DTENSOR_REDUCE_NONE;
   }
-  /* Pending reductions of different kinds do not commute, so resolving
-   * any of them has no defined order. */
+  /* Pending reductions of different kinds commute only when both are
+   * linear (sum and avg: an average of sums is a sum of averages); max,
+   * min or prod mixed with another kind have no defined order. */
   DtensorReduceKind first = DTENSOR_REDUCE_NONE;
-  bool resolves = false;
+  bool resolves = false, mixed = false, linear = true;
   for (int a = 0; a < c->meshRank; ++a) {
     DtensorReduceKind k = s->partial[a];
+    c->kind[a] = k;
     if (k == DTENSOR_REDUCE_NONE)
       continue;
     resolves |= !c->keep[a];
+    linear &= k == DTENSOR_REDUCE_SUM || k == DTENSOR_REDUCE_AVG;
+    mixed |= first != DTENSOR_REDUCE_NONE && k != first;
     if (first == DTENSOR_REDUCE_NONE)
       first = k;
-    else if (k != first)
-      first = (DtensorReduceKind)-1;
   }
-  if (resolves && (int)first < 0)
+  if (resolves && mixed && !linear)
     return dtDiag(diag, -1,
                   "the source is Partial with different reduce kinds on "
-                  "different mesh axes; the order of their reductions is not "
-                  "defined, so none can be resolved by a redistribution");
-  c->kind = resolves ? first : DTENSOR_REDUCE_NONE;
+                  "different mesh axes, not all sum or avg; the order of "
+                  "their reductions is not defined, so none can be resolved "
+                  "by a redistribution");
   if ((interleaved(s) || interleaved(target)) &&
       !dtensorShardingSpecEqual(s, target))
     return dtDiag(diag, -1,

@@ -610,7 +610,12 @@ static void testKindsAndErrors(void) {
   planCase("2x4", "[S0, R] Psum(1)", "[S0, R] Pmax(1)", 2, s2,
            "do not convert");
   planCase("2x4", "[R, R] Psum(0) Pmax(1)", "[R, R] Pmax(1)", 2, s2,
-           "different reduce kinds");
+           "different reduce kinds on different mesh axes, not all sum or avg");
+  /* Sums and averages commute: each axis reduced with its own kind, in
+   * any order, checked by the simulator. */
+  planCase("2x4", "[R, R] Psum(0) Pavg(1)", "[R, R]", 2, s2, NULL);
+  planCase("2x4", "[R, R] Pavg(0) Psum(1)", "[S1, R] Pavg(0)", 2, s2, NULL);
+  planCase("2x3x2", "[S0, R] Psum(1) Pavg(2)", "[S01, S2]", 2, s2, NULL);
   planCase("2x4", "[S0, S1]", "[S0, S0]", 2, s2, "shards both");
   int64_t qkv[2] = {24, 4};
   planCase("2x4", "[S1i3, R]", "[S1, R]", 2, qkv, "interleaved");
