@@ -28,6 +28,10 @@ typedef enum DtensorCommPattern {
   DTENSOR_COMM_LOCAL_SPLIT,
   DTENSOR_COMM_ALL_REDUCE,
   DTENSOR_COMM_REDUCE_SCATTER,
+  /* Replicated axes become Partial of `reduce`, locally: for sum (prod) the
+   * devices at coordinate 0 of the axes keep the value and the others hold
+   * 0 (1); for max, min and avg every device keeps it. No communication. */
+  DTENSOR_COMM_LOCAL_PARTIAL,
 } DtensorCommPattern;
 
 /// One step of a redistribution. `axes` are the mesh axes whose devices form

@@ -101,3 +101,84 @@ MlirOperation dtBuildCollective(const DtIds *ids, MlirOperation before,
   return dtOpCreate(before, mlirOperationGetLocation(before), row->name, 1,
                     &input, 1, &result, n, attrs);
 }
+
+MlirValue dtBuildIndexConst(MlirOperation before, int64_t v) {
+  MlirContext ctx = mlirOperationGetContext(before);
+  MlirType index = mlirIndexTypeGet(ctx);
+  MlirNamedAttribute a =
+      dtNamedAttr(ctx, "value", mlirIntegerAttrGet(index, v));
+  return mlirOperationGetResult(
+      dtOpCreate(before, mlirOperationGetLocation(before), "arith.constant", 0,
+                 NULL, 1, &index, 1, &a),
+      0);
+}
+
+MlirValue dtBuildIndexBinary(MlirOperation before, const char *name,
+                             MlirValue a, MlirValue b) {
+  MlirValue ops[2] = {a, b};
+  MlirType index = mlirIndexTypeGet(mlirOperationGetContext(before));
+  return mlirOperationGetResult(dtOpCreate(before,
+                                           mlirOperationGetLocation(before),
+                                           name, 2, ops, 1, &index, 0, NULL),
+                                0);
+}
+
+MlirOperation dtBuildMeshIndex(MlirOperation before, MlirAttribute meshRef,
+                               int numAxes, const int *axes) {
+  MlirContext ctx = mlirOperationGetContext(before);
+  int64_t list[DTENSOR_MAX_MESH_RANK];
+  MlirType types[DTENSOR_MAX_MESH_RANK];
+  for (int k = 0; k < numAxes; ++k) {
+    list[k] = axes[k];
+    types[k] = mlirIndexTypeGet(ctx);
+  }
+  MlirNamedAttribute attrs[2] = {
+      dtNamedAttr(ctx, "mesh", meshRef),
+      dtNamedAttr(ctx, "mesh_axes", mlirDenseI64ArrayGet(ctx, numAxes, list))};
+  return dtOpCreate(before, mlirOperationGetLocation(before), DT_OP_MESH_INDEX,
+                    0, NULL, numAxes, types, 2, attrs);
+}
+
+/* The neutral element of `kind` for elements of `t`. */
+static MlirAttribute neutral(MlirType t, DtensorReduceKind kind) {
+  if (!mlirTypeIsAInteger(t))
+    return mlirFloatAttrDoubleGet(mlirTypeGetContext(t), t,
+                                  kind == DTENSOR_REDUCE_PROD ? 1.0 : 0.0);
+  return mlirIntegerAttrGet(t, kind == DTENSOR_REDUCE_PROD ? 1 : 0);
+}
+
+MlirValue dtBuildKeepOnFirst(MlirOperation coordsAt, MlirOperation before,
+                             MlirAttribute meshRef, int numAxes,
+                             const int *axes, DtensorReduceKind kind,
+                             MlirValue x) {
+  if (kind != DTENSOR_REDUCE_SUM && kind != DTENSOR_REDUCE_PROD)
+    return x; /* max, min, avg of equal contributions: the value itself */
+  MlirContext ctx = mlirOperationGetContext(before);
+  MlirOperation coords = dtBuildMeshIndex(coordsAt, meshRef, numAxes, axes);
+  /* The sum of coordinates is 0 exactly when each is. */
+  MlirValue sum = mlirOperationGetResult(coords, 0);
+  for (int k = 1; k < numAxes; ++k)
+    sum = dtBuildIndexBinary(coordsAt, "arith.addi", sum,
+                             mlirOperationGetResult(coords, k));
+  MlirType i1 = mlirIntegerTypeGet(ctx, 1);
+  MlirValue cmp[2] = {sum, dtBuildIndexConst(coordsAt, 0)};
+  MlirNamedAttribute pred = dtNamedAttr(
+      ctx, "predicate", mlirIntegerAttrGet(mlirIntegerTypeGet(ctx, 64), 0));
+  MlirValue first = mlirOperationGetResult(
+      dtOpCreate(coordsAt, mlirOperationGetLocation(coordsAt), "arith.cmpi", 2,
+                 cmp, 1, &i1, 1, &pred),
+      0);
+  MlirType t = mlirValueGetType(x);
+  MlirType elt = mlirShapedTypeGetElementType(t);
+  MlirNamedAttribute value = dtNamedAttr(
+      ctx, "value", mlirDenseElementsAttrSplatGet(t, neutral(elt, kind)));
+  MlirValue other = mlirOperationGetResult(
+      dtOpCreate(before, mlirOperationGetLocation(before), "arith.constant", 0,
+                 NULL, 1, &t, 1, &value),
+      0);
+  MlirValue ops[3] = {first, x, other};
+  return mlirOperationGetResult(
+      dtOpCreate(before, mlirOperationGetLocation(before), "arith.select", 3,
+                 ops, 1, &t, 0, NULL),
+      0);
+}

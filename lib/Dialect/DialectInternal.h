@@ -164,6 +164,25 @@ MlirOperation dtBuildCollective(const DtIds *ids, MlirOperation before,
                                 const struct DtensorCommSpec *c,
                                 MlirValue input, MlirType result);
 
+/// An index constant, and an index op `name` (arith.addi, ...) of `a` and
+/// `b`, before `before`.
+MlirValue dtBuildIndexConst(MlirOperation before, int64_t v);
+MlirValue dtBuildIndexBinary(MlirOperation before, const char *name,
+                             MlirValue a, MlirValue b);
+
+/// dtensor.mesh_index of `axes` of the mesh `meshRef` before `before`.
+MlirOperation dtBuildMeshIndex(MlirOperation before, MlirAttribute meshRef,
+                               int numAxes, const int *axes);
+
+/// `x` (replicated over `axes`) made Partial(`kind`) over them: for sum
+/// (prod) kept where this device's coordinates on the axes are all 0 and
+/// 0 (1) elsewhere, the coordinates computed before `coordsAt` and the
+/// select before `before`; `x` itself for max, min and avg.
+MlirValue dtBuildKeepOnFirst(MlirOperation coordsAt, MlirOperation before,
+                             MlirAttribute meshRef, int numAxes,
+                             const int *axes, DtensorReduceKind kind,
+                             MlirValue x);
+
 /// Whether `op` is named `name`. Inline, so the length of a literal name is
 /// known when compiling (passes ask this of every op, several times).
 static inline bool dtIsOp(MlirOperation op, const char *name) {

@@ -8,8 +8,8 @@
 #include <string.h>
 
 static const char *const kPatternNames[] = {
-    "identity",    "all_gather", "all_to_all",
-    "local_split", "all_reduce", "reduce_scatter",
+    "identity",   "all_gather",     "all_to_all",    "local_split",
+    "all_reduce", "reduce_scatter", "local_partial",
 };
 enum { kNumPatterns = sizeof(kPatternNames) / sizeof(kPatternNames[0]) };
 
@@ -25,7 +25,8 @@ static bool usesShardDim(DtensorCommPattern p) {
          p == DTENSOR_COMM_REDUCE_SCATTER;
 }
 static bool usesReduce(DtensorCommPattern p) {
-  return p == DTENSOR_COMM_ALL_REDUCE || p == DTENSOR_COMM_REDUCE_SCATTER;
+  return p == DTENSOR_COMM_ALL_REDUCE || p == DTENSOR_COMM_REDUCE_SCATTER ||
+         p == DTENSOR_COMM_LOCAL_PARTIAL;
 }
 
 size_t dtensorCommSpecPrint(const DtensorCommSpec *comm, char *buffer,
@@ -340,7 +341,16 @@ bool dtensorCommSpecApply(const DtensorCommSpec *comm, const DtensorLayout *in,
       return dtDiag(outDiag, -1,
                     "local_split onto mesh axis %d, which already %s", a,
                     dimOfAxis(s, a) >= 0 ? "shards a dim" : "is Partial");
-    if (usesReduce(comm->pattern) && s->partial[a] != comm->reduce)
+    if (comm->pattern == DTENSOR_COMM_LOCAL_PARTIAL &&
+        (dimOfAxis(s, a) >= 0 || s->partial[a] != DTENSOR_REDUCE_NONE ||
+         comm->reduce == DTENSOR_REDUCE_NONE))
+      return dtDiag(outDiag, -1, "local_partial over mesh axis %d, which %s", a,
+                    comm->reduce == DTENSOR_REDUCE_NONE ? "needs a reduce kind"
+                    : dimOfAxis(s, a) >= 0              ? "shards a dim"
+                                                        : "is already Partial");
+    else if (usesReduce(comm->pattern) &&
+             comm->pattern != DTENSOR_COMM_LOCAL_PARTIAL &&
+             s->partial[a] != comm->reduce)
       return dtDiag(outDiag, -1, "%s(%s) over mesh axis %d, which is %s%s",
                     dtensorCommPatternGetName(comm->pattern),
                     dtensorReduceKindGetName(comm->reduce), a,
@@ -376,6 +386,10 @@ bool dtensorCommSpecApply(const DtensorCommSpec *comm, const DtensorLayout *in,
   case DTENSOR_COMM_ALL_REDUCE:
     for (int i = 0; i < comm->numAxes; ++i)
       out.partial[comm->axes[i]] = DTENSOR_REDUCE_NONE;
+    break;
+  case DTENSOR_COMM_LOCAL_PARTIAL:
+    for (int i = 0; i < comm->numAxes; ++i)
+      out.partial[comm->axes[i]] = comm->reduce;
     break;
   default:
     break;
@@ -423,6 +437,11 @@ DtensorCommCost dtCommCostOnGroup(DtensorCommPattern pattern, double n,
     c.forwardUs = RING(n - 1.0, f, bytesIn);
     c.backwardUs = RING(n - 1.0, f, bytesIn);
     c.bytesPerDevice = bytesIn;
+    break;
+  case DTENSOR_COMM_LOCAL_PARTIAL:
+    /* A select against the neutral element: a pass over the block. */
+    c.forwardUs = copyCost(bytesIn, options);
+    c.backwardUs = copyCost(bytesIn, options);
     break;
   default:
     break;

@@ -27,10 +27,12 @@ typedef struct Ctx {
   int rank;
   int64_t shape[DTENSOR_MAX_TENSOR_RANK];
   int64_t eltSize;
-  DtensorReduceKind partialKind[DTENSOR_MAX_MESH_RANK]; /* of the source */
-  bool keep[DTENSOR_MAX_MESH_RANK];              /* Partial in the target too */
-  DtensorReduceKind kind[DTENSOR_MAX_MESH_RANK]; /* each Partial axis's */
-  double minLatency[DTENSOR_MAX_MESH_RANK];      /* (n_a - 1) α_a */
+  /* Per mesh axis: the kind of its Partial (the source's, or the target's
+   * where the plan creates it), and whether the plan creates it. */
+  DtensorReduceKind partialKind[DTENSOR_MAX_MESH_RANK];
+  bool create[DTENSOR_MAX_MESH_RANK];
+  bool keep[DTENSOR_MAX_MESH_RANK];         /* Partial in the target too */
+  double minLatency[DTENSOR_MAX_MESH_RANK]; /* (n_a - 1) α_a */
   const DtensorPlanOptions *options;
   /* The target, for the lower bound: its axes per dim. */
   int targetNum[DTENSOR_MAX_TENSOR_RANK];
@@ -162,6 +164,28 @@ typedef struct SeqArg {
   void *user;
 } SeqArg;
 
+/* Whether reductions of kinds `a` and `b` give one value in either order:
+ * the same kind, or sums and averages. */
+static bool kindsCommute(DtensorReduceKind a, DtensorReduceKind b) {
+  bool linearA = a == DTENSOR_REDUCE_SUM || a == DTENSOR_REDUCE_AVG;
+  bool linearB = b == DTENSOR_REDUCE_SUM || b == DTENSOR_REDUCE_AVG;
+  return a == b || (linearA && linearB);
+}
+
+/* Whether `comm` may reduce its axes in state `key`: every other Partial
+ * axis's kind commutes with its kind, so the order of reductions does not
+ * change the value. */
+static bool reducible(const Ctx *c, uint64_t key, const DtensorCommSpec *comm) {
+  unsigned mine = 0;
+  for (int i = 0; i < comm->numAxes; ++i)
+    mine |= 1u << comm->axes[i];
+  for (int a = 0; a < c->meshRank; ++a)
+    if (!(mine >> a & 1) && ((key >> (8 * a)) & 0xff) == CODE_PARTIAL &&
+        !kindsCommute(comm->reduce, c->partialKind[a]))
+      return false;
+  return true;
+}
+
 /* local_split or reduce_scatter of `seq` onto dim `d`, where the chunks
  * nest. */
 static void splitOntoDim(const Ctx *c, const State *st, uint64_t key,
@@ -176,10 +200,12 @@ static void splitOntoDim(const Ctx *c, const State *st, uint64_t key,
   memcpy(comm.axes, seq, sizeof(int) * (size_t)n);
   if (sa->pattern == DTENSOR_COMM_REDUCE_SCATTER) {
     /* One collective reduces one kind. */
-    comm.reduce = c->kind[seq[0]];
+    comm.reduce = c->partialKind[seq[0]];
     for (int i = 1; i < n; ++i)
-      if (c->kind[seq[i]] != comm.reduce)
+      if (c->partialKind[seq[i]] != comm.reduce)
         return;
+    if (!reducible(c, key, &comm))
+      return;
   }
   int64_t out =
       st->bytes / st->padded[d] * dtCeilDiv(c->shape[d], st->shards[d] * g);
@@ -193,6 +219,30 @@ static void splitOnto(const Ctx *c, const State *st, uint64_t key,
     splitOntoDim(c, st, key, seq, n, d, arg);
 }
 
+/* A `pattern` step (all_reduce, or local_partial) over each non-empty
+ * subset of `axes` whose kinds agree: all_reduce frees them (when no other
+ * pending kind forbids it), local_partial makes them Partial. */
+static void subsetSteps(const Ctx *c, const State *st, uint64_t key,
+                        const int *axes, int n, DtensorCommPattern pattern,
+                        EdgeFn fn, void *user) {
+  bool reduce = pattern == DTENSOR_COMM_ALL_REDUCE;
+  for (unsigned mask = 1; mask < (1u << n); ++mask) {
+    DtensorCommSpec step = {pattern, 0, {0}, -1, -1, DTENSOR_REDUCE_NONE};
+    uint64_t to = key;
+    bool oneKind = true;
+    for (int i = 0; i < n; ++i)
+      if (mask & (1u << i)) {
+        DtensorReduceKind k = c->partialKind[axes[i]];
+        oneKind &= step.numAxes == 0 || k == step.reduce;
+        step.reduce = k;
+        step.axes[step.numAxes++] = axes[i];
+        to = setCode(to, axes[i], reduce ? CODE_FREE : CODE_PARTIAL);
+      }
+    if (oneKind && (!reduce || reducible(c, key, &step)))
+      emit(c, st, &step, to, st->bytes, fn, user);
+  }
+}
+
 static void forEachEdge(const Ctx *c, uint64_t key, EdgeFn fn, void *user) {
   State st;
   decode(c, key, &st);
@@ -202,7 +252,7 @@ static void forEachEdge(const Ctx *c, uint64_t key, EdgeFn fn, void *user) {
     int code = (int)((key >> (8 * a)) & 0xff);
     if (code == CODE_FREE)
       freeAxes[numFree++] = a;
-    else if (code == CODE_PARTIAL && !c->keep[a])
+    else if (code == CODE_PARTIAL)
       partialAxes[numPartial++] = a;
   }
   /* all_gather of a suffix of a dim's axes, and all_to_all of it to
@@ -254,28 +304,22 @@ static void forEachEdge(const Ctx *c, uint64_t key, EdgeFn fn, void *user) {
     if (allFree)
       splitOntoDim(c, &st, key, c->targetAxis[d], n, d, &split);
   }
+  /* The target's Partial, made locally on a set of free axes of one kind
+   * (what is resolved later must commute with it: see reducible). */
+  int creatable[DTENSOR_MAX_MESH_RANK] = {0}, numCreatable = 0;
+  for (int i = 0; i < numFree; ++i)
+    if (c->create[freeAxes[i]])
+      creatable[numCreatable++] = freeAxes[i];
+  subsetSteps(c, &st, key, creatable, numCreatable, DTENSOR_COMM_LOCAL_PARTIAL,
+              fn, user);
   if (numPartial == 0)
     return;
   SeqArg scatter = {DTENSOR_COMM_REDUCE_SCATTER, fn, user};
   sequences(c, &st, key, partialAxes, numPartial, seq, 0, 0, splitOnto,
             &scatter);
   /* all_reduce of any non-empty subset of the Partial axes. */
-  for (unsigned mask = 1; mask < (1u << numPartial); ++mask) {
-    DtensorCommSpec ar = {DTENSOR_COMM_ALL_REDUCE, 0, {0}, -1, -1,
-                          DTENSOR_REDUCE_NONE};
-    uint64_t to = key;
-    bool oneKind = true;
-    for (int i = 0; i < numPartial; ++i)
-      if (mask & (1u << i)) {
-        DtensorReduceKind k = c->kind[partialAxes[i]];
-        oneKind &= ar.numAxes == 0 || k == ar.reduce;
-        ar.reduce = k;
-        ar.axes[ar.numAxes++] = partialAxes[i];
-        to = setCode(to, partialAxes[i], CODE_FREE);
-      }
-    if (oneKind)
-      emit(c, &st, &ar, to, st.bytes, fn, user);
-  }
+  subsetSteps(c, &st, key, partialAxes, numPartial, DTENSOR_COMM_ALL_REDUCE, fn,
+              user);
 }
 
 static double weight(const Ctx *c, const DtensorCommCost *cost) {
@@ -736,14 +780,11 @@ static bool prepare(const DtensorLayout *source,
   for (int a = 0; a < c->meshRank; ++a) {
     const char *axisName = dtensorMeshGetAxisName(mesh, a);
     DtensorReduceKind from = s->partial[a], to = target->partial[a];
-    c->partialKind[a] = from;
-    if (to != DTENSOR_REDUCE_NONE && from == DTENSOR_REDUCE_NONE)
-      return dtDiag(diag, -1,
-                    "mesh axis %d (%s): the target is Partial(%s) but the "
-                    "source is not; a redistribution only resolves pending "
-                    "reductions, it cannot create one",
-                    a, axisName, dtensorReduceKindGetName(to));
-    if (to != DTENSOR_REDUCE_NONE && from != to)
+    /* A Partial of the target may be made locally (local_partial), also
+     * after a collective resolved the source's. */
+    c->create[a] = to != DTENSOR_REDUCE_NONE;
+    c->partialKind[a] = to != DTENSOR_REDUCE_NONE ? to : from;
+    if (to != DTENSOR_REDUCE_NONE && from != DTENSOR_REDUCE_NONE && from != to)
       return dtDiag(diag, -1,
                     "mesh axis %d (%s): Partial(%s) cannot become Partial(%s): "
                     "reductions of different kinds do not convert into each "
@@ -759,7 +800,6 @@ static bool prepare(const DtensorLayout *source,
   bool resolves = false, mixed = false, linear = true;
   for (int a = 0; a < c->meshRank; ++a) {
     DtensorReduceKind k = s->partial[a];
-    c->kind[a] = k;
     if (k == DTENSOR_REDUCE_NONE)
       continue;
     resolves |= !c->keep[a];
@@ -774,6 +814,14 @@ static bool prepare(const DtensorLayout *source,
                   "different mesh axes, not all sum or avg; the order of "
                   "their reductions is not defined, so none can be resolved "
                   "by a redistribution");
+  /* An axis Partial in neither may become Partial of the one kind being
+   * resolved, so that a collective over it and the pending axes together
+   * (cheaper when measured so) resolves both. */
+  for (int a = 0; a < c->meshRank; ++a)
+    if (c->partialKind[a] == DTENSOR_REDUCE_NONE && resolves && !mixed) {
+      c->partialKind[a] = first;
+      c->create[a] = true;
+    }
   if ((interleaved(s) || interleaved(target)) &&
       !dtensorShardingSpecEqual(s, target))
     return dtDiag(diag, -1,

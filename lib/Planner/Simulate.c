@@ -158,6 +158,16 @@ static void applyStep(const DtensorCommSpec *c, const Blocks *in, Blocks *out) {
         }
       }
       int64_t at = dtRavel(rank, in->padded, src);
+      if (c->pattern == DTENSOR_COMM_LOCAL_PARTIAL) {
+        /* A sum or product is kept at coordinate 0 of the axes; max, min
+         * and avg everywhere. */
+        bool keep = pos == 0 || (c->reduce != DTENSOR_REDUCE_SUM &&
+                                 c->reduce != DTENSOR_REDUCE_PROD);
+        block[e] = keep ? in->data[dev * in->elems + at]
+                   : c->reduce == DTENSOR_REDUCE_PROD ? 1.0
+                                                      : 0.0;
+        continue;
+      }
       if (c->pattern == DTENSOR_COMM_ALL_REDUCE ||
           c->pattern == DTENSOR_COMM_REDUCE_SCATTER) {
         double acc = 0.0;
@@ -171,6 +181,21 @@ static void applyStep(const DtensorCommSpec *c, const Blocks *in, Blocks *out) {
       }
     }
   }
+}
+
+/* Replaces `b` by its all_reduce over Partial mesh axis `a`. */
+static bool reduceAxis(Blocks *b, int a) {
+  DtensorCommSpec ar = {DTENSOR_COMM_ALL_REDUCE,  1, {a}, -1, -1,
+                        b->layout.spec.partial[a]};
+  DtensorLayout l = b->layout;
+  l.spec.partial[a] = DTENSOR_REDUCE_NONE;
+  Blocks out;
+  if (!blocksInit(&out, &l))
+    return false;
+  applyStep(&ar, b, &out);
+  free(b->data);
+  *b = out;
+  return true;
 }
 
 bool dtensorPlanSimulate(const DtensorLayout *source, const DtensorPlan *plan,
@@ -222,6 +247,19 @@ bool dtensorPlanSimulate(const DtensorLayout *source, const DtensorPlan *plan,
     return dtDiag(outDiag, -1, "out of memory in the simulator");
   }
   distribute(&expect);
+  /* A Partial the plan created (local_partial) holds other contributions
+   * than the canonical ones: compare what both reduce to on the target's
+   * Partial axes. */
+  bool created = false;
+  for (int s = 0; s < plan->numSteps; ++s)
+    created |= plan->steps[s].comm.pattern == DTENSOR_COMM_LOCAL_PARTIAL;
+  for (int a = 0; a < dtensorMeshGetRank(want.mesh) && created; ++a)
+    if (target->partial[a] != DTENSOR_REDUCE_NONE &&
+        !(reduceAxis(&cur, a) && reduceAxis(&expect, a))) {
+      free(cur.data);
+      free(expect.data);
+      return dtDiag(outDiag, -1, "out of memory in the simulator");
+    }
   bool ok = true;
   int64_t real[DTENSOR_MAX_TENSOR_RANK], idx[DTENSOR_MAX_TENSOR_RANK];
   for (int64_t dev = 0; dev < cur.numDevices && ok; ++dev) {

@@ -26,6 +26,10 @@ static MlirValue buildStep(const DtIds *ids, MlirOperation before,
   MlirType outType = mlirRankedTensorTypeGet(
       after->rank, shape, mlirShapedTypeGetElementType(mlirValueGetType(input)),
       mlirAttributeGetNull());
+  /* A Partial made locally: a select, no collective. */
+  if (step->comm.pattern == DTENSOR_COMM_LOCAL_PARTIAL)
+    return dtBuildKeepOnFirst(before, before, meshRef, step->comm.numAxes,
+                              step->comm.axes, step->comm.reduce, input);
   MlirOperation op =
       dtBuildCollective(ids, before, meshRef, &step->comm, input, outType);
   return mlirOperationIsNull(op) ? input : mlirOperationGetResult(op, 0);

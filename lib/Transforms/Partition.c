@@ -288,23 +288,14 @@ static MlirWalkResult collect(MlirOperation op, void *userData) {
 /* ---- building ops -------------------------------------------------------- */
 
 MlirValue dtPartIndexConst(Part *p, MlirOperation before, int64_t v) {
-  MlirType index = mlirIndexTypeGet(p->ctx);
-  MlirNamedAttribute a =
-      dtNamedAttr(p->ctx, "value", mlirIntegerAttrGet(index, v));
-  return mlirOperationGetResult(
-      dtOpCreate(before, mlirOperationGetLocation(before), "arith.constant", 0,
-                 NULL, 1, &index, 1, &a),
-      0);
+  (void)p;
+  return dtBuildIndexConst(before, v);
 }
 
 MlirValue dtPartBinary(Part *p, MlirOperation before, const char *name,
                        MlirValue a, MlirValue b) {
-  MlirValue ops[2] = {a, b};
-  MlirType index = mlirIndexTypeGet(p->ctx);
-  return mlirOperationGetResult(dtOpCreate(before,
-                                           mlirOperationGetLocation(before),
-                                           name, 2, ops, 1, &index, 0, NULL),
-                                0);
+  (void)p;
+  return dtBuildIndexBinary(before, name, a, b);
 }
 
 /* ---- rewriting ----------------------------------------------------------- */
@@ -396,73 +387,31 @@ static void insertRedistribute(Part *p, MlirOperation op, intptr_t i,
   }
 }
 
-/* The neutral element of `kind` for elements of `t`. */
-static MlirAttribute neutral(MlirType t, DtensorReduceKind kind) {
-  if (!mlirTypeIsAInteger(t))
-    return mlirFloatAttrDoubleGet(mlirTypeGetContext(t), t,
-                                  kind == DTENSOR_REDUCE_PROD ? 1.0 : 0.0);
-  return mlirIntegerAttrGet(t, kind == DTENSOR_REDUCE_PROD ? 1 : 0);
+static MlirAttribute meshRefOf(Part *p) {
+  return mlirFlatSymbolRefAttrGet(p->ctx,
+                                  mlirStringRefCreateFromCString(p->meshName));
 }
 
 MlirOperation dtPartMeshIndex(Part *p, MlirOperation at, int numAxes,
                               const int *axes) {
-  int64_t list[DTENSOR_MAX_MESH_RANK];
-  MlirType types[DTENSOR_MAX_MESH_RANK];
-  for (int k = 0; k < numAxes; ++k) {
-    list[k] = axes[k];
-    types[k] = mlirIndexTypeGet(p->ctx);
-  }
-  MlirNamedAttribute attrs[2] = {
-      dtNamedAttr(p->ctx, "mesh",
-                  mlirFlatSymbolRefAttrGet(
-                      p->ctx, mlirStringRefCreateFromCString(p->meshName))),
-      dtNamedAttr(p->ctx, "mesh_axes",
-                  mlirDenseI64ArrayGet(p->ctx, numAxes, list))};
-  return dtOpCreate(at, mlirOperationGetLocation(at), DT_OP_MESH_INDEX, 0, NULL,
-                    numAxes, types, 2, attrs);
+  return dtBuildMeshIndex(at, meshRefOf(p), numAxes, axes);
 }
 
 /* Operand `i` of `op` (replicated over the `axes` mask) becomes Partial
- * (`kind`, sum or prod) over them: it is kept where this device's
- * coordinates on those axes are all 0, the neutral element elsewhere. */
+ * (`kind`, sum or prod) over them: kept where this device's coordinates on
+ * those axes are all 0, the neutral element elsewhere (the coordinates
+ * computed once, at the function's entry). */
 static void keepOnFirst(Part *p, MlirOperation op, intptr_t i, unsigned axes,
                         DtensorReduceKind kind) {
-  MlirOperation at = p->entryFirst;
   int list[DTENSOR_MAX_MESH_RANK];
   int n = 0;
   for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
     if (axes & (1u << a))
       list[n++] = a;
-  MlirOperation coords = dtPartMeshIndex(p, at, n, list);
-  /* The sum of coordinates is 0 exactly when each is. */
-  MlirValue sum = mlirOperationGetResult(coords, 0);
-  for (int k = 1; k < n; ++k)
-    sum = dtPartBinary(p, at, "arith.addi", sum,
-                       mlirOperationGetResult(coords, k));
-  MlirType i1 = mlirIntegerTypeGet(p->ctx, 1);
-  MlirValue cmp[2] = {sum, dtPartIndexConst(p, at, 0)};
-  MlirNamedAttribute pred =
-      dtNamedAttr(p->ctx, "predicate",
-                  mlirIntegerAttrGet(mlirIntegerTypeGet(p->ctx, 64), 0));
-  MlirValue first =
-      mlirOperationGetResult(dtOpCreate(at, mlirOperationGetLocation(at),
-                                        "arith.cmpi", 2, cmp, 1, &i1, 1, &pred),
-                             0);
-  MlirValue x = mlirOperationGetOperand(op, i);
-  MlirType t = mlirValueGetType(x);
-  MlirType elt = mlirShapedTypeGetElementType(t);
-  MlirNamedAttribute value = dtNamedAttr(
-      p->ctx, "value", mlirDenseElementsAttrSplatGet(t, neutral(elt, kind)));
-  MlirValue other = mlirOperationGetResult(
-      dtOpCreate(op, mlirOperationGetLocation(op), "arith.constant", 0, NULL, 1,
-                 &t, 1, &value),
-      0);
-  MlirValue ops[3] = {first, x, other};
-  mlirOperationSetOperand(
-      op, i,
-      mlirOperationGetResult(dtOpCreate(op, mlirOperationGetLocation(op),
-                                        "arith.select", 3, ops, 1, &t, 0, NULL),
-                             0));
+  mlirOperationSetOperand(op, i,
+                          dtBuildKeepOnFirst(p->entryFirst, op, meshRefOf(p), n,
+                                             list, kind,
+                                             mlirOperationGetOperand(op, i)));
 }
 
 /* Converts operand `i` of `op` to the layout its use needs. */

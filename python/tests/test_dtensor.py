@@ -118,8 +118,15 @@ def test_plan_of_a_partial_is_an_all_reduce():
 
 
 def test_impossible_plan_raises():
-    with pytest.raises(dtensor.DtensorError, match="Partial"):
-        dtensor.plan(dtensor.Layout("4", "[S0]", (16,)), "[R] Psum(0)")
+    with pytest.raises(dtensor.DtensorError,
+                       match="Partial\\(max\\) cannot become Partial\\(min\\)"):
+        dtensor.plan(dtensor.Layout("4", "[R] Pmax(0)", (16,)), "[R] Pmin(0)")
+
+
+def test_plan_creates_a_partial_locally():
+    p = dtensor.plan(dtensor.Layout("4", "[S0]", (16,)), "[R] Psum(0)")
+    assert [s["comm"].split("(")[0] for s in p.steps] == [
+        "all_gather", "local_partial"]
 
 
 # ---- the compiler ---------------------------------------------------------------

@@ -13,17 +13,6 @@ func.func @global_form(%a: tensor<8x8xf32>) -> tensor<8x8xf32> {
 // -----
 
 "dtensor.mesh"() {sym_name = "mesh", shape = array<i64: 4>, axis_names = ["tp"]} : () -> ()
-func.func @create_partial(%a: tensor<2x8xf32>) -> tensor<8x8xf32> {
-  // CHECK: error: 'dtensor.redistribute' op cannot redistribute [S0, R] to [R, R] Psum(0): mesh axis 0 (tp): the target is Partial(sum) but the source is not
-  // expected-error @+1 {{cannot create one}}
-  %r = "dtensor.redistribute"(%a) {src = #dtensor.layout<@mesh, "[S0, R]">, dst = #dtensor.layout<@mesh, "[R, R] Psum(0)">, global_shape = array<i64: 8, 8>}
-      : (tensor<2x8xf32>) -> tensor<8x8xf32>
-  return %r : tensor<8x8xf32>
-}
-
-// -----
-
-"dtensor.mesh"() {sym_name = "mesh", shape = array<i64: 4>, axis_names = ["tp"]} : () -> ()
 func.func @change_kind(%a: tensor<8x8xf32>) -> tensor<8x8xf32> {
   // expected-error @+1 {{Partial(sum) cannot become Partial(max)}}
   %r = "dtensor.redistribute"(%a) {src = #dtensor.layout<@mesh, "[R, R] Psum(0)">, dst = #dtensor.layout<@mesh, "[R, R] Pmax(0)">, global_shape = array<i64: 8, 8>}

@@ -113,3 +113,20 @@ func.func @greedy_differs(%a: tensor<8x32xf32>) -> tensor<16x16xf32> {
       : (tensor<8x32xf32>) -> tensor<16x16xf32>
   return %r : tensor<16x16xf32>
 }
+
+// -----
+
+// A Partial the source lacks is made locally: after the gather, each device
+// keeps the value where its tp coordinate is 0 and zeros elsewhere (a
+// select, no collective).
+"dtensor.mesh"() {sym_name = "mesh", shape = array<i64: 4>, axis_names = ["tp"]} : () -> ()
+// CHECK-LABEL: func.func @create_partial
+func.func @create_partial(%a: tensor<2x8xf32>) -> tensor<8x8xf32> {
+  // CHECK: %[[G:.*]] = "dtensor.all_gather"(%arg0)
+  // CHECK: %[[I:.*]] = "dtensor.mesh_index"() {mesh = @mesh, mesh_axes = array<i64: 0>}
+  // CHECK: %[[F:.*]] = arith.cmpi eq, %[[I]]
+  // CHECK: arith.select %[[F]], %[[G]], %{{.*}} : tensor<8x8xf32>
+  %r = "dtensor.redistribute"(%a) {src = #dtensor.layout<@mesh, "[S0, R]">, dst = #dtensor.layout<@mesh, "[R, R] Psum(0)">, global_shape = array<i64: 8, 8>}
+      : (tensor<2x8xf32>) -> tensor<8x8xf32>
+  return %r : tensor<8x8xf32>
+}

@@ -213,7 +213,7 @@ static void buildEdges(Graph *g, const DtensorPlanOptions *o) {
     DtensorLayout l;
     dtensorLayoutInit(g->mesh, &g->specs[i], g->rank, g->shape, DTENSOR_F32, &l,
                       NULL);
-    for (int p = DTENSOR_COMM_ALL_GATHER; p <= DTENSOR_COMM_REDUCE_SCATTER; ++p)
+    for (int p = DTENSOR_COMM_ALL_GATHER; p <= DTENSOR_COMM_LOCAL_PARTIAL; ++p)
       for (int li = 0; li < numLists; ++li)
         for (int gd = -1; gd < g->rank; ++gd)
           for (int sd = -1; sd < g->rank; ++sd) {
@@ -223,23 +223,30 @@ static void buildEdges(Graph *g, const DtensorPlanOptions *o) {
             memcpy(c.axes, lists[li], sizeof(int) * 3);
             bool needG =
                 p == DTENSOR_COMM_ALL_GATHER || p == DTENSOR_COMM_ALL_TO_ALL;
-            bool needS =
-                p != DTENSOR_COMM_ALL_GATHER && p != DTENSOR_COMM_ALL_REDUCE;
+            bool needS = p != DTENSOR_COMM_ALL_GATHER &&
+                         p != DTENSOR_COMM_ALL_REDUCE &&
+                         p != DTENSOR_COMM_LOCAL_PARTIAL;
             if ((gd >= 0) != needG || (sd >= 0) != needS)
               continue;
             if (p == DTENSOR_COMM_ALL_REDUCE ||
-                p == DTENSOR_COMM_REDUCE_SCATTER)
+                p == DTENSOR_COMM_REDUCE_SCATTER ||
+                p == DTENSOR_COMM_LOCAL_PARTIAL)
               c.reduce = DTENSOR_REDUCE_SUM;
-            /* all_reduce groups are sets: one order is enough. */
-            if (p == DTENSOR_COMM_ALL_REDUCE && lengths[li] > 1 &&
+            /* all_reduce and local_partial groups are sets: one order is
+             * enough. */
+            if ((p == DTENSOR_COMM_ALL_REDUCE ||
+                 p == DTENSOR_COMM_LOCAL_PARTIAL) &&
+                lengths[li] > 1 &&
                 (lists[li][0] > lists[li][1] ||
                  (lengths[li] > 2 && lists[li][1] > lists[li][2])))
               continue;
             DtensorShardingSpec out;
             if (!dtensorCommSpecApply(&c, &l, &out, NULL))
               continue;
+            /* local_partial reaches specs with Partial that the list
+             * without Partial leaves out. */
             int to = findSpec(g, &out);
-            CHECK(to >= 0);
+            CHECK(to >= 0 || p == DTENSOR_COMM_LOCAL_PARTIAL);
             if (to >= 0)
               addEdge(g, to, dtensorCommSpecGetCost(&c, &l, o).forwardUs);
           }
@@ -305,19 +312,14 @@ static void runConfig(const char *meshText, int rank, const int64_t *shape,
   static DtensorPlan plan, gplan;
   for (int s = 0; s < g.numSpecs; ++s) {
     const DtensorShardingSpec *src = &g.specs[s];
-    for (int t = 0; t < g.numSpecs; ++t) {
-      bool subset = true;
-      for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
-        subset &= g.specs[t].partial[a] == DTENSOR_REDUCE_NONE ||
-                  src->partial[a] != DTENSOR_REDUCE_NONE;
-      usable[t] = subset;
-    }
+    /* Every state may be passed through: local_partial creates what a
+     * collective resolved. */
+    for (int t = 0; t < g.numSpecs; ++t)
+      usable[t] = true;
     bellmanFord(&g, s, usable, dist);
     DtensorLayout l;
     dtensorLayoutInit(mesh, src, rank, shape, DTENSOR_F32, &l, NULL);
     for (int t = 0; t < g.numSpecs; ++t) {
-      /* Targets that keep a Partial axis the source resolves are not
-       * reachable either: Partial is never created. */
       const DtensorShardingSpec *dst = &g.specs[t];
       DtensorDiag diag;
       bool ok = dtensorPlanCompute(&l, dst, &optimal, &plan, &diag);
@@ -606,7 +608,12 @@ static void testKindsAndErrors(void) {
     planCase("2x3x2", from, "[R, R]", 2, s2, NULL);
     planCase("2x3x2", from, keep, 2, s2, NULL);
   }
-  planCase("2x4", "[S0, R]", "[S0, R] Psum(1)", 2, s2, "cannot create");
+  /* Partial made locally (local_partial), after a gather where the axis
+   * shards; the simulator compares what the Partial reduces to. */
+  planCase("2x4", "[S0, R]", "[S0, R] Psum(1)", 2, s2, NULL);
+  planCase("2x4", "[S1, R]", "[R, R] Pmax(1)", 2, s2, NULL);
+  planCase("2x4", "[R, R] Psum(0)", "[R, R] Pprod(1)", 2, s2, NULL);
+  planCase("2x4", "[R, R]", "[R, R] Pavg(0) Psum(1)", 2, s2, NULL);
   planCase("2x4", "[S0, R] Psum(1)", "[S0, R] Pmax(1)", 2, s2,
            "do not convert");
   planCase("2x4", "[R, R] Psum(0) Pmax(1)", "[R, R] Pmax(1)", 2, s2,
