@@ -552,6 +552,8 @@ static bool tosaRule(MlirOperation op, DtRule *r) {
     return false;
   einsumRule(op, text, r);
   r->family = "tosa";
+  if (r->kind == DT_RULE_FACTORS)
+    dtTosaLinearity(op, r);
   return true;
 }
 

@@ -119,6 +119,11 @@ bool dtRuleYieldsZero(MlirOperation op);
 /// ops or shapes it cannot express.
 bool dtTosaEinsum(MlirOperation op, char *out, size_t capacity);
 
+/// Which Partial(sum) operands a tosa op passes through: add/sub of two
+/// Partials, matmul in either input, transpose, reduce_sum, concat of
+/// Partials (r->flow, r->linear).
+void dtTosaLinearity(MlirOperation op, DtRule *r);
+
 bool dtRuleCheckEinsum(const char *text, DtensorDiag *outDiag);
 
 #endif

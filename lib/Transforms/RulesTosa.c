@@ -193,3 +193,21 @@ bool dtTosaEinsum(MlirOperation op, char *out, size_t capacity) {
   }
   return ok && b.length < capacity;
 }
+
+void dtTosaLinearity(MlirOperation op, DtRule *r) {
+  /* Sums of two Partials, and their concatenation, stay Partial. */
+  if (dtIsOp(op, "tosa.add") || dtIsOp(op, "tosa.sub") ||
+      dtIsOp(op, "tosa.concat")) {
+    r->flow = DT_FLOW_ALL_SUM;
+    return;
+  }
+  /* One Partial operand through a linear op (a matmul's other input and
+   * zero points are not Partial). */
+  bool first = dtIsOp(op, "tosa.transpose") || dtIsOp(op, "tosa.reduce_sum") ||
+               dtIsOp(op, "tosa.matmul");
+  if (!first)
+    return;
+  r->flow = DT_FLOW_ONE_LINEAR;
+  r->linear[0] = true;
+  r->linear[1] = dtIsOp(op, "tosa.matmul");
+}

@@ -6,7 +6,7 @@
 // a batched matmul sharded on its contraction is Partial(sum); a reduce_max
 // of a sharded axis is Partial(max); a transpose moves the shard with its
 // dim; a broadcast operand (1x1x8) stays replicated; the concat axis is
-// whole. And the per-device program runs: tosa lowers through linalg in
+// whole (and a concat of two Partials stays Partial). And the per-device program runs: tosa lowers through linalg in
 // dtensor-to-llvm.
 // CHECK-LABEL: func.func @t
 // CHECK: tosa.matmul {{.*}}dtensor.layout = #dtensor.layout<@m, "[R, R, R] Psum(0)">
@@ -14,7 +14,7 @@
 // CHECK: tosa.tanh {{.*}}dtensor.layout = #dtensor.layout<@m, "[R, S0, R]">
 // CHECK: tosa.reduce_max {{.*}}dtensor.layout = #dtensor.layout<@m, "[R, R, R] Pmax(0)">
 // CHECK: tosa.transpose {{.*}}dtensor.layout = #dtensor.layout<@m, "[R, S0, R]">
-// CHECK: tosa.concat {{.*}}dtensor.layout = #dtensor.layout<@m, "[R, R, R]">
+// CHECK: tosa.concat {{.*}}dtensor.layout = #dtensor.layout<@m, "[R, R, R] Psum(0)">
 "dtensor.mesh"() {sym_name = "m", shape = array<i64: 4>, axis_names = ["d"]} : () -> ()
 func.func @t(%x: tensor<2x16x32xf32> {dtensor.layout = #dtensor.layout<@m, "[R, R, S(d)]">},
              %w: tensor<2x32x8xf32> {dtensor.layout = #dtensor.layout<@m, "[R, S(d), R]">},
