@@ -7,13 +7,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double nowUs(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return 1e6 * (double)t.tv_sec + 1e-3 * (double)t.tv_nsec;
-}
 
 /* The sizes measured: bytes per device of the collective's larger side. */
 static const int64_t kBytes[] = {1 << 10, 1 << 13, 1 << 16, 1 << 19, 1 << 21};
@@ -40,11 +33,6 @@ static DtrtStatus runOnce(DtrtComm *comm, DtensorCommPattern p, int n,
   }
 }
 
-static int compareDoubles(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 enum { BATCHES = 7 };
 
 /* This rank's time of one collective (µs): the median of seven batches
@@ -59,13 +47,13 @@ static bool timeOne(DtrtContext *ctx, DtrtComm *comm, DtensorCommPattern p,
   for (int batch = -1; batch < BATCHES; ++batch) {
     if (dtrtBarrier(comm) != DTRT_OK)
       return dtDiag(outDiag, -1, "barrier: %s", dtrtLastError(ctx));
-    double t0 = nowUs();
+    double t0 = 1e6 * dtMonotonicSeconds();
     for (int k = 0; k < runs; ++k)
       if (runOnce(comm, p, n, bytes, send, recv) != DTRT_OK)
         return dtDiag(outDiag, -1, "%s of %lld bytes: %s",
                       dtensorCommPatternGetName(p), (long long)bytes,
                       dtrtLastError(ctx));
-    double us = (nowUs() - t0) / runs;
+    double us = (1e6 * dtMonotonicSeconds() - t0) / runs;
     if (batch >= 0) {
       batches[batch] = us;
       continue;
@@ -76,7 +64,7 @@ static bool timeOne(DtrtContext *ctx, DtrtComm *comm, DtensorCommPattern p,
       return dtDiag(outDiag, -1, "all_reduce: %s", dtrtLastError(ctx));
     runs = (int)agreed;
   }
-  qsort(batches, BATCHES, sizeof(double), compareDoubles);
+  qsort(batches, BATCHES, sizeof(double), dtCompareDoubles);
   *outUs = batches[BATCHES / 2];
   return true;
 }

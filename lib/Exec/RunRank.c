@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static bool layoutOf(const DtensorRunner *r, const DtensorRunTensor *t,
                      DtensorLayout *out) {
@@ -233,17 +232,6 @@ static void compareResults(const DtensorRunner *r, int rank, void **out,
   }
 }
 
-static double monotonicSeconds(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int compareTimes(const void *x, const void *y) {
-  double a = *(const double *)x, b = *(const double *)y;
-  return (a > b) - (a < b);
-}
-
 /* Runs the entry `repeat` more times on the arguments as they were before
  * the checked run (`saved`, restored before each step, untimed), every
  * step after a barrier of all ranks. Results of the timed steps are freed,
@@ -270,12 +258,12 @@ static bool timeSteps(const DtensorRunner *r, int rank, int repeat,
       return dtDiag(outDiag, -1, "rank %d: barrier: %s", rank,
                     dtrtLastError(c));
     }
-    double t0 = monotonicSeconds();
+    double t0 = dtMonotonicSeconds();
     ok = dtRunInvoke(r, r->spmd, descs, NULL, NULL, outDiag);
-    times[s] = monotonicSeconds() - t0;
+    times[s] = dtMonotonicSeconds() - t0;
   }
   if (ok) {
-    qsort(times, (size_t)repeat, sizeof(double), compareTimes);
+    qsort(times, (size_t)repeat, sizeof(double), dtCompareDoubles);
     report->steps = repeat;
     report->minStepSeconds = times[0];
     report->medianStepSeconds = times[repeat / 2];

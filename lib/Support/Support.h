@@ -132,4 +132,13 @@ static inline uint64_t dtHashMix(uint64_t h, uint64_t v) {
 /// out of memory or the size would overflow, the array unchanged.
 void *dtArrayPush(void **data, size_t *count, size_t *capacity, size_t size);
 
+/* ---- timing ----------------------------------------------------------------
+ */
+
+/// Seconds on the monotonic clock (for differences).
+double dtMonotonicSeconds(void);
+
+/// qsort's comparison of doubles, ascending (for medians of timings).
+int dtCompareDoubles(const void *x, const void *y);
+
 #endif
