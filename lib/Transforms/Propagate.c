@@ -264,10 +264,17 @@ static void decideReturn(Prop *p, MlirOperation func, MlirOperation ret) {
   }
   MlirAttribute opAttrs[DT_MAX_RULE_VALUES];
   MlirAttribute unit = mlirUnitAttrGet(p->ctx);
+  DtensorShardingSpec *wants = malloc(sizeof(DtensorShardingSpec) * (size_t)n);
+  const DtensorShardingSpec *need[DT_MAX_RULE_VALUES];
+  if (n && !wants) {
+    dtPropError(p, ret, "out of memory");
+    return;
+  }
   bool any = false;
   for (intptr_t i = 0; i < n; ++i) {
     Info *in = dtPropInfo(p, mlirOperationGetOperand(ret, i));
     opAttrs[i] = unit;
+    need[i] = NULL;
     if (!in || !in->isTensor)
       continue;
     any = true;
@@ -288,12 +295,17 @@ static void decideReturn(Prop *p, MlirOperation func, MlirOperation ret) {
                             dtPropLayoutAttr(p, &want));
     }
     opAttrs[i] = dtPropLayoutAttr(p, &want);
+    wants[i] = want;
+    need[i] = &wants[i];
     DtensorShardingSpec cur = specOf(in);
     if (in->known && !dtensorShardingSpecEqual(&cur, &want))
       dtPropDescribeRedistribution(p, ret, (int)i, in, &want, NULL);
   }
-  if (any)
+  if (any) {
     dtPropDecided(p, ret, DT_DECIDED_OPERANDS, dtPropArray(p, (int)n, opAttrs));
+    dtPropNoteNeeds(p, ret, (int)n, need);
+  }
+  free(wants);
 }
 
 /* ---- the function walk --------------------------------------------------- */
@@ -477,6 +489,14 @@ static void propagateFunction(Prop *p, MlirOperation func) {
     ret = (MlirOperation){NULL};
   if (!mlirOperationIsNull(ret) && !p->failed)
     decideReturn(p, func, ret);
+  if (!p->failed)
+    dtPropRefine(p, func);
+  if (p->reportCost && !p->failed) {
+    MlirStringRef name = mlirStringAttrGetValue(dtGetAttr(func, "sym_name"));
+    fprintf(stderr, "dtensor-propagate: @%.*s: modelled cost %.6f us (%s)\n",
+            (int)name.length, name.data, dtPropModelledCost(p),
+            p->choiceSummary);
+  }
   /* Arguments: record every layout (adopted ones, and replicated for the
    * unused). */
   for (intptr_t i = 0; i < mlirBlockGetNumArguments(entry) && !p->failed; ++i) {
@@ -540,6 +560,9 @@ bool dtPropFunction(const Prop *base, MlirOperation func) {
   p.rules = dtTableInit(sizeof(RuleEntry));
   p.costs = dtTableInit(sizeof(CostEntry));
   p.fits = dtTableInit(sizeof(FitEntry));
+  p.needs = dtTableInit(sizeof(NeedEntry));
+  p.choice = base->choice;
+  p.reportCost = base->reportCost;
   p.values = dtTableInit(sizeof(ValueSlot));
   p.decided = dtTableInit(sizeof(const void *));
   p.func = func;
@@ -554,6 +577,9 @@ bool dtPropFunction(const Prop *base, MlirOperation func) {
   dtTableFree(&p.rules);
   dtTableFree(&p.costs);
   dtTableFree(&p.fits);
+  dtTableFree(&p.needs);
+  free(p.needSpecs);
+  free(p.costly);
   for (size_t i = 0; i < p.numArena; ++i)
     free(p.arena[i]);
   free(p.arena);
@@ -601,6 +627,11 @@ static bool runPropagate(MlirOperation root, const DtPassOptions *options) {
   p.ctx = mlirOperationGetContext(root);
   p.strict = dtPassOptionsGetBool(options, "strict");
   p.why = dtPassOptionsGetBool(options, "why");
+  p.reportCost = dtPassOptionsGetBool(options, "cost");
+  const char *choice = dtPassOptionsGet(options, "choice");
+  p.choice = !strcmp(choice, "order")       ? DT_CHOICE_ORDER
+             : !strcmp(choice, "enumerate") ? DT_CHOICE_ENUMERATE
+                                            : DT_CHOICE_WHOLE;
   p.registry = options->context;
   p.decisions = options->decisions;
   DtensorCalibration *cal = NULL;
@@ -646,6 +677,15 @@ static const DtensorPassOptionInfo kOptions[] = {
     {"calibration", DTENSOR_OPTION_STRING, "", NULL,
      "choose by this measured cost file (dtensor-run --calibrate) instead "
      "of the mesh's link model"},
+    {"choice", DTENSOR_OPTION_ENUM, "whole", "whole|order|enumerate",
+     "how op strategies are chosen: whole (program order, then revisited "
+     "around every conversion until no single change lowers the modelled "
+     "cost; the optimum by an exact search on functions of at most 12 ops), "
+     "order (program order only), enumerate (every combination, for "
+     "checking; at most 12 ops)"},
+    {"cost", DTENSOR_OPTION_BOOL, "false", NULL,
+     "print each function's modelled communication cost and how its "
+     "strategies were chosen"},
 };
 
 const DtPassDef dtPropagatePass = {

@@ -9,6 +9,7 @@
  *  - PropagateRegions.c: func.call, scf.for and scf.if, whose regions or
  *    callees are propagated as part of deciding them;
  *  - PropagateInits.c: values that only initialize, one per use;
+ *  - PropagateRefine.c: the whole function's choice after program order;
  *  - Propagate.c: seeding from annotations and signatures, the walk over a
  *    function's blocks, the module's call order and the pass. */
 #ifndef DTENSOR_LIB_TRANSFORMS_PROPAGATEINTERNAL_H
@@ -59,6 +60,8 @@ typedef struct Info {
   int rank; /* the shape is read from the value's type when needed */
   DtensorElementType elementType;
   bool known, fixed;
+  signed char isFree; /* PropagateRefine.c's isFreeValue: 0 not asked yet,
+                         1 free, -1 not */
   CSpec spec;
   bool hasDemand;
   CSpec demand;
@@ -172,6 +175,23 @@ typedef struct FitEntry {
   bool fits;
 } FitEntry;
 
+/* How op strategies are chosen (the option `choice`). */
+typedef enum DtChoiceMode {
+  DT_CHOICE_WHOLE = 0, /* program order, then the whole function's choice */
+  DT_CHOICE_ORDER,     /* program order only */
+  DT_CHOICE_ENUMERATE, /* every combination of every op's strategies */
+} DtChoiceMode;
+
+/* Where an op's operand needs start in Prop.needSpecs. */
+typedef struct NeedEntry {
+  const void *op;
+  size_t first;
+  int count;
+} NeedEntry;
+
+/* A CSpec that stands for a non-tensor operand (no need). */
+#define NO_NEED_PARTIAL UINT32_MAX
+
 typedef struct Prop {
   MlirContext ctx;
   TypeFacts typeFacts[TYPE_FACTS]; /* direct-mapped by type pointer */
@@ -204,6 +224,17 @@ typedef struct Prop {
   DtTable rules;         /* RuleEntry */
   DtTable costs;         /* CostEntry */
   DtTable fits;          /* FitEntry */
+  /* What each decided op needs of its operands (NeedEntry), and the ops
+   * that needed a conversion: what the whole-function choice revisits
+   * (PropagateRefine.c). */
+  DtTable needs;
+  CSpec *needSpecs;
+  size_t numNeedSpecs, capNeedSpecs;
+  MlirOperation *costly;
+  size_t numCostly, capCostly;
+  DtChoiceMode choice;
+  bool reportCost;           /* cost=true: print each function's cost */
+  const char *choiceSummary; /* how the choice was made, for cost=true */
 } Prop;
 
 /* Rules of named linalg ops without a body of their own, which depend only
@@ -244,6 +275,11 @@ typedef struct Known {
   DtensorShardingSpec spec;
   const Info *info;
   Origin origin; /* text NULL for a demand: formatted if it wins */
+  double weight; /* 1 (0 counts nothing) */
+  /* An operand: layouts other users of the value need, whose conversion
+   * is made anyway (the same redistribute serves every user). */
+  const CSpec *shared;
+  int numShared;
 } Known;
 
 typedef struct Choice {
@@ -336,6 +372,26 @@ void dtPropDescribeRedistribution(Prop *p, MlirOperation op, int i,
 void dtPropRecord(Prop *p, MlirOperation op, const DtRule *r, Info **operands,
                   Info **results, const Choice *c, Origin origin);
 
+/// The op's operand and result specs under `st`, the Partial(sum) axes
+/// `pass` flowing through operand `passOperand` (every input for
+/// DT_FLOW_ALL_SUM; -1: none); false if they are not valid layouts.
+bool dtPropSpecsWith(Prop *p, const DtRule *r, Info **operands, Info **results,
+                     const Strategy *st, unsigned pass, int passOperand,
+                     Choice *c);
+
+/// The modelled cost of choice `c`: each known operand converted to what
+/// `c` needs, each result converted to what each known use wants.
+double dtPropChoiceCost(Prop *p, Info **operands, Info **results,
+                        const Known *known, int numKnown, const Choice *c);
+
+/// The cheapest candidate seeded by each known value (merged with the
+/// others) and by none, using `choices` (3) as scratch: `*best` (NULL if no
+/// candidate is valid) and, when `alt` is given, the cheapest other one.
+/// Returns the winning seed (-1: none).
+int dtPropBestChoice(Prop *p, const DtRule *r, Info **operands, Info **results,
+                     const Known *known, int numKnown, Choice *choices,
+                     Choice **best, Choice **alt);
+
 /// Decide an op by its rule's kind: the cheapest factor strategy, all
 /// replicated, a free op's demand, an annotate or a redistribute.
 void dtPropDecideFactors(Prop *p, MlirOperation op, const DtRule *r,
@@ -379,6 +435,23 @@ bool dtPropHasBody(MlirOperation func);
 /// Propagates one function with the shared state of `base`; false after an
 /// error. A function is propagated once.
 bool dtPropFunction(const Prop *base, MlirOperation func);
+
+/* PropagateRefine.c */
+
+/// Notes what `op` needs of its operands (`need[i]`; NULL entries for
+/// non-tensor operands) and, when one differs from the operand's layout,
+/// that the op is worth revisiting.
+void dtPropNoteNeeds(Prop *p, MlirOperation op, int count,
+                     const DtensorShardingSpec *const *need);
+
+/// The whole function's choice after the program-order one: revisits the
+/// ops around each conversion until no single op's change lowers the
+/// modelled cost, then, on functions of few ops, searches every
+/// combination of strategies for the optimum (p->choice).
+void dtPropRefine(Prop *p, MlirOperation func);
+
+/// The modelled cost of every conversion the function's decisions need.
+double dtPropModelledCost(Prop *p);
 
 /* PropagateInits.c */
 

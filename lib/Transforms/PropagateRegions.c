@@ -146,8 +146,15 @@ decideYield(Prop *p, MlirOperation yield, const DtensorShardingSpec *want,
     if (in->known && !dtensorShardingSpecEqual(&cur, &want[k]))
       dtPropDescribeRedistribution(p, yield, k, in, &want[k], NULL);
   }
-  if (any)
+  if (any) {
     dtPropDecided(p, yield, DT_DECIDED_OPERANDS, dtPropArray(p, count, attrs));
+    const DtensorShardingSpec *need[DT_MAX_RULE_VALUES];
+    for (int k = 0; k < count; ++k) {
+      Info *in = dtPropInfo(p, mlirOperationGetOperand(yield, k));
+      need[k] = in && in->isTensor ? &want[k] : NULL;
+    }
+    dtPropNoteNeeds(p, yield, count, need);
+  }
 }
 
 /* scf.for: the iteration arguments start with the layouts of the inits

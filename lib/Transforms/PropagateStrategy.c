@@ -110,53 +110,55 @@ static bool factorSpec(Prop *p, const DtRule *r, const Strategy *st,
   return true;
 }
 
-/* The operand and result specs of `st` on the op; false if the strategy
- * does not give valid layouts. */
-static bool specsOf(Prop *p, const DtRule *r, Info **operands, Info **results,
-                    const Known *known, int numKnown, const Strategy *st,
-                    Choice *c) {
+/* Which Partial(sum) operands flow through unresolved under `st`, read
+ * from the known operands: a linear operand's axes (DT_FLOW_ONE_LINEAR),
+ * or the axes every input is Partial on alike (DT_FLOW_ALL_SUM). */
+static void passOf(const DtRule *r, const Known *known, int numKnown,
+                   const Strategy *st, unsigned *pass, int *passOperand) {
+  *pass = 0;
+  *passOperand = -1;
+  if (r->flow == DT_FLOW_NONE)
+    return;
+  bool allAlike = true;
+  unsigned first = 0;
+  int count = 0;
+  /* Inits follow the result (below), so only inputs decide. */
+  int inputs = 0;
+  for (int i = 0; i < r->numOperands; ++i)
+    inputs += r->operandIsTensor[i] && !r->isInit[i];
+  for (int k = 0; k < numKnown; ++k) {
+    if (known[k].isResult || r->isInit[known[k].index])
+      continue;
+    const DtensorShardingSpec *s = &known[k].spec;
+    unsigned m = 0;
+    bool sums = true;
+    for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
+      if (s->partial[a] != DTENSOR_REDUCE_NONE) {
+        m |= 1u << a;
+        sums &= s->partial[a] == DTENSOR_REDUCE_SUM;
+      }
+    if (r->flow == DT_FLOW_ONE_LINEAR && m && sums && !(m & st->used) &&
+        r->linear[known[k].index] && *passOperand < 0) {
+      *passOperand = known[k].index;
+      *pass = m;
+    }
+    if (count++ == 0)
+      first = m;
+    allAlike &= m == first && sums;
+  }
+  if (r->flow == DT_FLOW_ALL_SUM)
+    *pass =
+        allAlike && first && !(first & st->used) && count == inputs ? first : 0;
+}
+
+bool dtPropSpecsWith(Prop *p, const DtRule *r, Info **operands, Info **results,
+                     const Strategy *st, unsigned pass, int passOperand,
+                     Choice *c) {
   DtensorReduceKind partial[DTENSOR_MAX_MESH_RANK] = {DTENSOR_REDUCE_NONE};
   for (int f = 0; f < r->numFactors; ++f)
     for (int i = 0; i < st->numAxes[f]; ++i)
       if (r->reduce[f] != DTENSOR_REDUCE_NONE)
         partial[st->axes[f][i]] = r->reduce[f];
-  /* Partial operands that flow through unresolved. */
-  unsigned pass = 0;
-  int passOperand = -1;
-  if (r->flow != DT_FLOW_NONE) {
-    bool allAlike = true;
-    unsigned first = 0;
-    int count = 0;
-    /* Inits follow the result (below), so only inputs decide. */
-    int inputs = 0;
-    for (int i = 0; i < r->numOperands; ++i)
-      inputs += r->operandIsTensor[i] && !r->isInit[i];
-    for (int k = 0; k < numKnown; ++k) {
-      if (known[k].isResult || r->isInit[known[k].index])
-        continue;
-      const DtensorShardingSpec *s = &known[k].spec;
-      unsigned m = 0;
-      bool sums = true;
-      for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
-        if (s->partial[a] != DTENSOR_REDUCE_NONE) {
-          m |= 1u << a;
-          sums &= s->partial[a] == DTENSOR_REDUCE_SUM;
-        }
-      if (r->flow == DT_FLOW_ONE_LINEAR && m && sums && !(m & st->used) &&
-          r->linear[known[k].index] && passOperand < 0) {
-        passOperand = known[k].index;
-        pass = m;
-      }
-      if (count++ == 0)
-        first = m;
-      allAlike &= m == first && sums;
-    }
-    if (r->flow == DT_FLOW_ALL_SUM && allAlike && first &&
-        !(first & st->used) && count == inputs)
-      pass = first;
-    else if (r->flow == DT_FLOW_ALL_SUM)
-      pass = 0;
-  }
   for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
     if (pass & (1u << a)) {
       if (partial[a] != DTENSOR_REDUCE_NONE)
@@ -194,19 +196,43 @@ static bool specsOf(Prop *p, const DtRule *r, Info **operands, Info **results,
   return true;
 }
 
-static double choiceCost(Prop *p, const DtRule *r, Info **operands,
-                         Info **results, const Choice *c) {
+/* The operand and result specs of `st` on the op, Partial operands passing
+ * as the known ones say; false if the strategy does not give valid
+ * layouts. */
+static bool specsOf(Prop *p, const DtRule *r, Info **operands, Info **results,
+                    const Known *known, int numKnown, const Strategy *st,
+                    Choice *c) {
+  unsigned pass;
+  int passOperand;
+  passOf(r, known, numKnown, st, &pass, &passOperand);
+  return dtPropSpecsWith(p, r, operands, results, st, pass, passOperand, c);
+}
+
+/* Whether another user of the operand needs `need` too (its conversion
+ * is made anyway). */
+static bool sharedNeed(const Known *k, const DtensorShardingSpec *need) {
+  if (!k->numShared)
+    return false;
+  CSpec c;
+  pack(need, &c);
+  for (int i = 0; i < k->numShared; ++i)
+    if (k->shared[i].code == c.code && k->shared[i].partial == c.partial)
+      return true;
+  return false;
+}
+
+double dtPropChoiceCost(Prop *p, Info **operands, Info **results,
+                        const Known *known, int numKnown, const Choice *c) {
   double cost = 0.0;
-  for (int i = 0; i < r->numOperands; ++i)
-    if (r->operandIsTensor[i] && operands[i] && operands[i]->known) {
-      DtensorShardingSpec cur = specOf(operands[i]);
-      cost += dtPropConvertCost(p, operands[i], &cur, &c->operands[i]);
-    }
-  for (int j = 0; j < r->numResults; ++j)
-    if (r->resultIsTensor[j] && results[j] && results[j]->hasDemand) {
-      DtensorShardingSpec want = demandOf(results[j]);
-      cost += dtPropConvertCost(p, results[j], &c->results[j], &want);
-    }
+  for (int k = 0; k < numKnown; ++k) {
+    const Known *kv = &known[k];
+    if (kv->isResult)
+      cost += kv->weight * dtPropConvertCost(p, results[kv->index],
+                                             &c->results[kv->index], &kv->spec);
+    else if (!sharedNeed(kv, &c->operands[kv->index]))
+      cost += kv->weight * dtPropConvertCost(p, operands[kv->index], &kv->spec,
+                                             &c->operands[kv->index]);
+  }
   return cost;
 }
 
@@ -314,9 +340,14 @@ __attribute__((noinline)) void dtPropRecord(Prop *p, MlirOperation op,
       dtPropDescribeRedistribution(p, op, i, in, &c->operands[i],
                                    explain ? &why : NULL);
   }
-  if (anyTensorOperand)
+  if (anyTensorOperand) {
     dtPropDecided(p, op, DT_DECIDED_OPERANDS,
                   dtPropArray(p, r->numOperands, opAttrs));
+    const DtensorShardingSpec *need[DT_MAX_RULE_VALUES];
+    for (int i = 0; i < r->numOperands; ++i)
+      need[i] = r->operandIsTensor[i] && operands[i] ? &c->operands[i] : NULL;
+    dtPropNoteNeeds(p, op, r->numOperands, need);
+  }
   MlirAttribute resAttrs[DT_MAX_RULE_VALUES];
   int numTensorResults = 0;
   for (int j = 0; j < r->numResults; ++j) {
@@ -403,6 +434,70 @@ static void explainAlternative(Prop *p, MlirOperation op, const DtRule *r,
           mlirStringAttrGet(p->ctx, mlirStringRefCreateFromCString(text)));
 }
 
+int dtPropBestChoice(Prop *p, const DtRule *r, Info **operands, Info **results,
+                     const Known *known, int numKnown, Choice *choices,
+                     Choice **best, Choice **alt) {
+  /* The best candidate, the one being tried, and (when `alt` is wanted)
+   * the cheapest other one; swapped by pointer, never copied. */
+  Choice *bestp = &choices[0], *trialp = &choices[1], *altp = &choices[2];
+  bool have = false, haveAlt = false;
+  int bestSeed = -1;
+  /* Every seed, then no seed at all (all replicated): the first of equally
+   * cheap candidates wins. */
+  for (int k = 0; k <= numKnown; ++k) {
+    int seed = k < numKnown ? k : -1;
+    Strategy st;
+    memset(&st, 0, sizeof(st));
+    st.seed = seed;
+    if (seed >= 0) {
+      const Known *kv = &known[seed];
+      strategyFrom(r, p->mesh,
+                   kv->isResult ? r->resultFactor[kv->index]
+                                : r->operandFactor[kv->index],
+                   kv->info->rank, &kv->spec, &st);
+      for (int o = 0; o < numKnown; ++o) {
+        if (o == seed)
+          continue;
+        kv = &known[o];
+        strategyFrom(r, p->mesh,
+                     kv->isResult ? r->resultFactor[kv->index]
+                                  : r->operandFactor[kv->index],
+                     kv->info->rank, &kv->spec, &st);
+      }
+    }
+    if (!specsOf(p, r, operands, results, known, numKnown, &st, trialp))
+      continue;
+    trialp->cost =
+        dtPropChoiceCost(p, operands, results, known, numKnown, trialp);
+    if (have && sameChoice(r, trialp, bestp))
+      continue;
+    if (!have || trialp->cost < bestp->cost) {
+      Choice *swap = bestp;
+      bestp = trialp;
+      trialp = swap;
+      /* The old best becomes the alternative. */
+      if (have && alt && (!haveAlt || trialp->cost < altp->cost)) {
+        Choice *keep = altp;
+        altp = trialp;
+        trialp = keep;
+        haveAlt = true;
+      }
+      have = true;
+      bestSeed = seed;
+    } else if (alt && (!haveAlt || trialp->cost < altp->cost) &&
+               !sameChoice(r, trialp, altp)) {
+      Choice *swap = altp;
+      altp = trialp;
+      trialp = swap;
+      haveAlt = true;
+    }
+  }
+  *best = have ? bestp : NULL;
+  if (alt)
+    *alt = haveAlt ? altp : NULL;
+  return bestSeed;
+}
+
 __attribute__((noinline)) void dtPropDecideFactors(Prop *p, MlirOperation op,
                                                    const DtRule *r,
                                                    Info **operands,
@@ -415,13 +510,6 @@ __attribute__((noinline)) void dtPropDecideFactors(Prop *p, MlirOperation op,
     dtPropError(p, op, "out of memory");
     return;
   }
-  /* The best candidate, the one being tried, and (for why=true) the
-   * cheapest other one. */
-  Choice *bestp = &choices[0], *trialp = &choices[1], *altp = &choices[2];
-  bool haveAlt = false;
-#define best (*bestp)
-#define trial (*trialp)
-#define alt (*altp)
   int numKnown = 0;
   /* Seeds: result demands (strongest first), then known operands (fixed
    * first). */
@@ -435,6 +523,8 @@ __attribute__((noinline)) void dtPropDecideFactors(Prop *p, MlirOperation op,
         k->spec = demandOf(results[j]);
         k->info = results[j];
         k->origin = originOf(NULL);
+        k->weight = 1.0;
+        k->numShared = 0;
       }
   for (int pass = 0; pass < 2; ++pass)
     for (int i = 0; i < r->numOperands; ++i)
@@ -446,66 +536,24 @@ __attribute__((noinline)) void dtPropDecideFactors(Prop *p, MlirOperation op,
         k->spec = specOf(operands[i]);
         k->info = operands[i];
         k->origin = operands[i]->origin;
+        k->weight = 1.0;
+        k->numShared = 0;
       }
-  bool have = false;
-  Origin bestOrigin = originOf("no layout (replicated)");
-  int bestSeed = -1;
-  /* Every seed, then no seed at all (all replicated): the first of equally
-   * cheap candidates wins. */
-  for (int k = 0; k <= numKnown; ++k) {
-    int seed = k < numKnown ? k : -1;
-    Strategy st;
-    memset(&st, 0, sizeof(st));
-    st.seed = seed;
-    int order[2 * DT_MAX_RULE_VALUES], n = 0;
-    if (seed >= 0)
-      order[n++] = seed;
-    for (int k = 0; k < numKnown && seed >= 0; ++k)
-      if (k != seed)
-        order[n++] = k;
-    for (int k = 0; k < n; ++k) {
-      const Known *kv = &known[order[k]];
-      const int *map = kv->isResult ? r->resultFactor[kv->index]
-                                    : r->operandFactor[kv->index];
-      strategyFrom(r, p->mesh, map, kv->info->rank, &kv->spec, &st);
-    }
-    if (!specsOf(p, r, operands, results, known, numKnown, &st, &trial))
-      continue;
-    trial.cost = choiceCost(p, r, operands, results, &trial);
-    if (have && sameChoice(r, &trial, &best))
-      continue;
-    if (!have || trial.cost < best.cost) {
-      /* Keep the better one without copying it; the old best becomes the
-       * alternative. */
-      Choice *swap = bestp;
-      bestp = trialp;
-      trialp = swap;
-      if (have && p->why && (!haveAlt || trial.cost < alt.cost)) {
-        Choice *keep = altp;
-        altp = trialp;
-        trialp = keep;
-        haveAlt = true;
-      }
-      have = true;
-      bestSeed = seed;
-    } else if (p->why && (!haveAlt || trial.cost < alt.cost) &&
-               !sameChoice(r, &trial, &alt)) {
-      Choice *swap = altp;
-      altp = trialp;
-      trialp = swap;
-      haveAlt = true;
-    }
-  }
-  if (!have) {
+  Choice *best, *alt = NULL;
+  int bestSeed = dtPropBestChoice(p, r, operands, results, known, numKnown,
+                                  choices, &best, p->why ? &alt : NULL);
+  if (!best) {
     Strategy none;
     memset(&none, 0, sizeof(none));
-    if (!specsOf(p, r, operands, results, NULL, 0, &none, &best)) {
+    best = &choices[0];
+    if (!specsOf(p, r, operands, results, NULL, 0, &none, best)) {
       dtPropError(p, op, "no strategy gives valid layouts for this op");
       free(known);
       free(choices);
       return;
     }
   }
+  Origin bestOrigin = originOf("no layout (replicated)");
   if (bestSeed >= 0 && known[bestSeed].origin.text)
     bestOrigin = known[bestSeed].origin;
   else if (bestSeed >= 0 && (p->why || p->strict)) {
@@ -514,12 +562,9 @@ __attribute__((noinline)) void dtPropDecideFactors(Prop *p, MlirOperation op,
     bestOrigin = originOf(dtPropKeep(p, "the layout wanted at %s", where));
   } else if (bestSeed >= 0)
     bestOrigin = originOf("the layout its users want");
-  dtPropRecord(p, op, r, operands, results, &best, bestOrigin);
-  if (p->why && haveAlt && best.cost > 0)
-    explainAlternative(p, op, r, &best, &alt);
-#undef best
-#undef trial
-#undef alt
+  dtPropRecord(p, op, r, operands, results, best, bestOrigin);
+  if (alt && best->cost > 0)
+    explainAlternative(p, op, r, best, alt);
   free(known);
   free(choices);
 }

@@ -44,10 +44,11 @@ static void stepDone(bool timing, const char *step, struct timespec *last) {
 static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
   char text[4 * DT_MAX_OPTION_VALUE + 96];
   DtPassOptions propagate, partition, lower;
-  snprintf(text, sizeof(text), "strict=%s why=%s calibration='%s'",
-           dtPassOptionsGet(options, "strict"),
-           dtPassOptionsGet(options, "why"),
-           dtPassOptionsGet(options, "calibration"));
+  snprintf(
+      text, sizeof(text), "strict=%s why=%s calibration='%s' choice=%s cost=%s",
+      dtPassOptionsGet(options, "strict"), dtPassOptionsGet(options, "why"),
+      dtPassOptionsGet(options, "calibration"),
+      dtPassOptionsGet(options, "choice"), dtPassOptionsGet(options, "cost"));
   bool ok = dtPassOptionsParse(&dtPropagatePass.info,
                                mlirStringRefCreateFromCString(text), &propagate,
                                NULL);
@@ -90,6 +91,10 @@ static const DtensorPassOptionInfo kOptions[] = {
      "dtensor-propagate: no implicit redistribution"},
     {"why", DTENSOR_OPTION_BOOL, "false", NULL,
      "dtensor-propagate: explain every layout"},
+    {"choice", DTENSOR_OPTION_ENUM, "whole", "whole|order|enumerate",
+     "dtensor-propagate: how op strategies are chosen"},
+    {"cost", DTENSOR_OPTION_BOOL, "false", NULL,
+     "dtensor-propagate: print each function's modelled cost"},
     {"strategy", DTENSOR_OPTION_ENUM, "optimal", "optimal|greedy",
      "dtensor-lower-redistribute: how plans are searched"},
     {"objective", DTENSOR_OPTION_ENUM, "forward", "forward|forward+backward",

@@ -121,35 +121,37 @@ func.func @residual(%a: tensor<8x8xf32> {dtensor.layout = #dtensor.layout<@tp, "
 
 // -----
 
-// 10 rows over 4 devices (blocks 3, 3, 3, 1): padded local types; the
+// 1002 rows over 4 devices (blocks 251, 251, 251, 249): padded local types; the
 // contraction over the uneven dim runs on each device's real extent,
-// clamp(10 - 3 * shard, 0, 3), computed once at the function's entry.
+// clamp(1002 - 251 * shard, 0, 251), computed once at the function's entry.
+// (The contraction is long: gathering both inputs would cost more than one
+// all_reduce of the 8x16 result.)
 "dtensor.mesh"() {sym_name = "tp", shape = array<i64: 4>, axis_names = ["tp"]} : () -> ()
 // CHECK-LABEL: func.func @uneven(
-// CHECK-SAME: %arg0: tensor<8x3xf32> {dtensor.global_shape = array<i64: 8, 10>, dtensor.layout = #dtensor.layout<@tp, "[R, S0]">}
-// CHECK-SAME: %arg1: tensor<3x16xf32> {dtensor.global_shape = array<i64: 10, 16>, dtensor.layout = #dtensor.layout<@tp, "[S0, R]">}
+// CHECK-SAME: %arg0: tensor<8x251xf32> {dtensor.global_shape = array<i64: 8, 1002>, dtensor.layout = #dtensor.layout<@tp, "[R, S0]">}
+// CHECK-SAME: %arg1: tensor<251x16xf32> {dtensor.global_shape = array<i64: 1002, 16>, dtensor.layout = #dtensor.layout<@tp, "[S0, R]">}
 // CHECK-SAME: -> (tensor<8x16xf32>
-// CHECK-DAG: %[[C3:.*]] = arith.constant 3 : index
-// CHECK-DAG: %[[C10:.*]] = arith.constant 10 : index
+// CHECK-DAG: %[[C3:.*]] = arith.constant 251 : index
+// CHECK-DAG: %[[C10:.*]] = arith.constant 1002 : index
 // CHECK-DAG: %[[C0:.*]] = arith.constant 0 : index
 // CHECK: %[[SHARD:.*]] = "dtensor.mesh_index"() {mesh = @tp, mesh_axes = array<i64: 0>} : () -> index
 // CHECK: %[[START:.*]] = arith.muli %[[SHARD]], %[[C3]] : index
 // CHECK: %[[REM:.*]] = arith.subi %[[C10]], %[[START]] : index
 // CHECK: %[[POS:.*]] = arith.maxsi %[[REM]], %[[C0]] : index
 // CHECK: %[[REAL:.*]] = arith.minsi %[[POS]], %[[C3]] : index
-// CHECK: %[[A:.*]] = tensor.extract_slice %arg0[0, 0] [8, %[[REAL]]] [1, 1] : tensor<8x3xf32> to tensor<8x?xf32>
-// CHECK: %[[B:.*]] = tensor.extract_slice %arg1[0, 0] [%[[REAL]], 16] [1, 1] : tensor<3x16xf32> to tensor<?x16xf32>
+// CHECK: %[[A:.*]] = tensor.extract_slice %arg0[0, 0] [8, %[[REAL]]] [1, 1] : tensor<8x251xf32> to tensor<8x?xf32>
+// CHECK: %[[B:.*]] = tensor.extract_slice %arg1[0, 0] [%[[REAL]], 16] [1, 1] : tensor<251x16xf32> to tensor<?x16xf32>
 // CHECK: linalg.matmul ins(%[[A]], %[[B]] : tensor<8x?xf32>, tensor<?x16xf32>) outs(%{{.*}} : tensor<8x16xf32>) -> tensor<8x16xf32>
 // CHECK: "dtensor.all_reduce"
 // CHECK-NOT: mesh_index
 // CHECK: return
-func.func @uneven(%x: tensor<8x10xf32> {dtensor.layout = #dtensor.layout<@tp, "[R, S0]">},
-                  %w: tensor<10x16xf32> {dtensor.layout = #dtensor.layout<@tp, "[S0, R]">})
+func.func @uneven(%x: tensor<8x1002xf32> {dtensor.layout = #dtensor.layout<@tp, "[R, S0]">},
+                  %w: tensor<1002x16xf32> {dtensor.layout = #dtensor.layout<@tp, "[S0, R]">})
     -> (tensor<8x16xf32> {dtensor.layout = #dtensor.layout<@tp, "[R, R]">}) {
   %z = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<8x16xf32>
   %i = linalg.fill ins(%z : f32) outs(%e : tensor<8x16xf32>) -> tensor<8x16xf32>
-  %y = linalg.matmul ins(%x, %w : tensor<8x10xf32>, tensor<10x16xf32>) outs(%i : tensor<8x16xf32>) -> tensor<8x16xf32>
+  %y = linalg.matmul ins(%x, %w : tensor<8x1002xf32>, tensor<1002x16xf32>) outs(%i : tensor<8x16xf32>) -> tensor<8x16xf32>
   %a = linalg.add ins(%y, %y : tensor<8x16xf32>, tensor<8x16xf32>) outs(%e : tensor<8x16xf32>) -> tensor<8x16xf32>
   return %a : tensor<8x16xf32>
 }

@@ -1,4 +1,5 @@
 // RUN: dtensor-opt %s --dtensor-propagate | FileCheck %s
+// RUN: dtensor-opt %s --dtensor-propagate=choice=order | FileCheck %s --check-prefix=ORDER
 // RUN: dtensor-run -n 4 %s | FileCheck %s --check-prefix=OK
 // OK: every rank's result equals the single-device run
 //
@@ -8,13 +9,24 @@
 // dim; a broadcast operand (1x1x8) stays replicated; the concat axis is
 // whole (and a concat of two Partials stays Partial). And the per-device program runs: tosa lowers through linalg in
 // dtensor-to-llvm.
+// In program order (ORDER) each of those shows. The whole function's
+// choice (CHECK) sees that one all_reduce of the matmul's small result
+// serves tanh, reduce_max and concat, where program order resolves three
+// Partials (3 all_reduce).
 // CHECK-LABEL: func.func @t
 // CHECK: tosa.matmul {{.*}}dtensor.layout = #dtensor.layout<@m, "[R, R, R] Psum(0)">
 // CHECK: tosa.add {{.*}}dtensor.operand_layouts = [#dtensor.layout<@m, "[R, R, R]">, #dtensor.layout<@m, "[R, R, R]">]
-// CHECK: tosa.tanh {{.*}}dtensor.layout = #dtensor.layout<@m, "[R, S0, R]">
-// CHECK: tosa.reduce_max {{.*}}dtensor.layout = #dtensor.layout<@m, "[R, R, R] Pmax(0)">
+// CHECK: tosa.tanh {{.*}}dtensor.layout = #dtensor.layout<@m, "[R, R, R]">
+// CHECK: tosa.reduce_max {{.*}}dtensor.layout = #dtensor.layout<@m, "[R, R, R]">
 // CHECK: tosa.transpose {{.*}}dtensor.layout = #dtensor.layout<@m, "[R, S0, R]">
-// CHECK: tosa.concat {{.*}}dtensor.layout = #dtensor.layout<@m, "[R, R, R] Psum(0)">
+// CHECK: tosa.concat {{.*}}dtensor.layout = #dtensor.layout<@m, "[R, R, R]">
+// ORDER-LABEL: func.func @t
+// ORDER: tosa.matmul {{.*}}dtensor.layout = #dtensor.layout<@m, "[R, R, R] Psum(0)">
+// ORDER: tosa.add {{.*}}dtensor.operand_layouts = [#dtensor.layout<@m, "[R, R, R]">, #dtensor.layout<@m, "[R, R, R]">]
+// ORDER: tosa.tanh {{.*}}dtensor.layout = #dtensor.layout<@m, "[R, S0, R]">
+// ORDER: tosa.reduce_max {{.*}}dtensor.layout = #dtensor.layout<@m, "[R, R, R] Pmax(0)">
+// ORDER: tosa.transpose {{.*}}dtensor.layout = #dtensor.layout<@m, "[R, S0, R]">
+// ORDER: tosa.concat {{.*}}dtensor.layout = #dtensor.layout<@m, "[R, R, R] Psum(0)">
 "dtensor.mesh"() {sym_name = "m", shape = array<i64: 4>, axis_names = ["d"]} : () -> ()
 func.func @t(%x: tensor<2x16x32xf32> {dtensor.layout = #dtensor.layout<@m, "[R, R, S(d)]">},
              %w: tensor<2x32x8xf32> {dtensor.layout = #dtensor.layout<@m, "[R, S(d), R]">},
