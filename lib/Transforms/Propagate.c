@@ -303,7 +303,7 @@ static void decideReturn(Prop *p, MlirOperation func, MlirOperation ret) {
   }
   if (any) {
     dtPropDecided(p, ret, DT_DECIDED_OPERANDS, dtPropArray(p, (int)n, opAttrs));
-    dtPropNoteNeeds(p, ret, (int)n, need);
+    dtPropNoteNeeds(p, ret, (int)n, need, false);
   }
   free(wants);
 }

@@ -187,6 +187,7 @@ typedef struct NeedEntry {
   const void *op;
   size_t first;
   int count;
+  bool byRule; /* decided by its factor rule (its strategy may change) */
 } NeedEntry;
 
 /* A CSpec that stands for a non-tensor operand (no need). */
@@ -242,8 +243,10 @@ typedef struct Prop {
  * dimensions and permutation attributes (all uniqued): a model repeats the
  * same few, whose maps are costly to rebuild. (linalg.reduce's rule also
  * depends on its body's combiner, linalg.generic's on everything.) */
+#define DT_RULE_KEY_MAX (2 * DT_MAX_RULE_VALUES + 5)
+
 typedef struct RuleEntry {
-  const void *key[2 * DT_MAX_RULE_VALUES + 5];
+  const void *key[DT_RULE_KEY_MAX];
   int keyLength;
   DtRule rule;
 } RuleEntry;
@@ -276,6 +279,7 @@ typedef struct Known {
   const Info *info;
   Origin origin; /* text NULL for a demand: formatted if it wins */
   double weight; /* 1 (0 counts nothing) */
+  bool noSeed;   /* merged into candidates, but seeds none */
   /* An operand: layouts other users of the value need, whose conversion
    * is made anyway (the same redistribute serves every user). */
   const CSpec *shared;
@@ -355,6 +359,11 @@ bool dtPropFits(Prop *p, const Info *in, const DtensorShardingSpec *s);
 
 /// The sharding rule of `op` (cached for named linalg ops).
 void dtPropRule(Prop *p, MlirOperation op, DtRule *out);
+
+/// What the rule of `op` depends on, into `key` (DT_RULE_KEY_MAX entries,
+/// all uniqued pointers), and its length; -1 when the rule depends on more
+/// (a body, a registry) and is not cached.
+int dtPropRuleKey(Prop *p, MlirOperation op, const void **key);
 
 /* ---- PropagateStrategy.c ------------------------------------------------- */
 
@@ -439,10 +448,11 @@ bool dtPropFunction(const Prop *base, MlirOperation func);
 /* PropagateRefine.c */
 
 /// Notes what `op` needs of its operands (`need[i]`; NULL entries for
-/// non-tensor operands) and, when one differs from the operand's layout,
-/// that the op is worth revisiting.
+/// non-tensor operands), whether its factor rule decided it, and, when a
+/// need differs from the operand's layout, that the op is worth
+/// revisiting.
 void dtPropNoteNeeds(Prop *p, MlirOperation op, int count,
-                     const DtensorShardingSpec *const *need);
+                     const DtensorShardingSpec *const *need, bool byRule);
 
 /// The whole function's choice after the program-order one: revisits the
 /// ops around each conversion until no single op's change lowers the

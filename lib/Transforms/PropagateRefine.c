@@ -72,7 +72,7 @@ static bool sameCSpec(CSpec a, CSpec b) {
 }
 
 void dtPropNoteNeeds(Prop *p, MlirOperation op, int count,
-                     const DtensorShardingSpec *const *need) {
+                     const DtensorShardingSpec *const *need, bool byRule) {
   uint64_t hash = needHash(op.ptr);
   NeedEntry *e = dtTableFind(&p->needs, hash, sameNeedOp, op.ptr);
   if (!e || e->count < count) {
@@ -93,6 +93,7 @@ void dtPropNoteNeeds(Prop *p, MlirOperation op, int count,
     e->first = first;
   }
   e->count = count;
+  e->byRule = byRule;
   bool costly = false;
   for (int i = 0; i < count; ++i) {
     CSpec *slot = &p->needSpecs[e->first + (size_t)i];
@@ -115,6 +116,10 @@ void dtPropNoteNeeds(Prop *p, MlirOperation op, int count,
     else
       *slot = op;
   }
+}
+
+static const NeedEntry *needEntryOf(const Prop *p, MlirOperation op) {
+  return dtTableFind(&p->needs, needHash(op.ptr), sameNeedOp, op.ptr);
 }
 
 /* What `op` needs of its operands (count in `*count`), NULL if it was not
@@ -143,6 +148,13 @@ typedef struct Cand {
 } Cand;
 
 /* An operand produced by another op with a strategy. */
+/* The outcome of a visit, by the bytes of its key (R->memoBytes). */
+typedef struct VisitMemo {
+  size_t keyFirst, keyBytes;
+  bool changed;
+  Cand choice; /* when changed: the new needs, layouts and strategy */
+} VisitMemo;
+
 /* An operand of a var in the exact search: made by an earlier var
  * (`producer`, its place in the order) or fixed (-1); the needs of the
  * value's users that are not vars (`fixedNeeds`, in the search's shared
@@ -194,8 +206,12 @@ typedef struct Refine {
   size_t numKnown, capKnown;
   CSpec *shared; /* the other users' needs of known operands */
   size_t numShared, capShared;
-  Choice *scratch; /* 4: three for dtPropBestChoice, one for the current */
-  DtRule *probeRule, *visitRule; /* varOf's, and visit's and finish's */
+  Choice *scratch;   /* 4: three for dtPropBestChoice, one for the current */
+  DtRule *visitRule; /* visit's and finish's */
+  /* Outcomes of visits (VisitMemo), their keys' bytes, the current key. */
+  DtTable memo;
+  unsigned char *memoBytes, *key;
+  size_t numMemoBytes, capMemoBytes, numKey, capKey;
   bool failed;
   /* the exact search */
   int *order; /* the vars in program order */
@@ -287,23 +303,24 @@ static int varOf(Refine *R, MlirOperation op) {
   if (hit)
     return hit->index;
   int index = -1;
-  int count;
-  if (mlirBlockEqual(mlirOperationGetBlock(op), R->entry) && !excluded(op) &&
-      needsOf(p, op, &count) && resultsMovable(p, op)) {
+  const NeedEntry *e = needEntryOf(p, op);
+  if (e && e->byRule && mlirBlockEqual(mlirOperationGetBlock(op), R->entry) &&
+      !excluded(op) && resultsMovable(p, op) &&
+      mlirOperationGetNumResults(op) <= DT_MAX_RULE_VALUES) {
     Var *v =
         dtArrayPush((void **)&R->vars, &R->numVars, &R->capVars, sizeof(Var));
     if (!v) {
       R->failed = true;
       return -1;
     }
-    DtRule *r = R->probeRule;
-    dtPropRule(p, op, r);
     v->op = op;
-    v->numOperands = r->numOperands;
-    v->numResults = r->numResults;
-    bool ok = r->kind == DT_RULE_FACTORS && count == r->numOperands;
-    for (int i = 0; ok && i < r->numOperands; ++i)
-      if (r->operandIsTensor[i]) {
+    v->numOperands = e->count;
+    v->numResults = (int)mlirOperationGetNumResults(op);
+    /* The tensor operands are those with a need. */
+    const CSpec *need = p->needSpecs + e->first;
+    bool ok = true;
+    for (int i = 0; ok && i < e->count; ++i)
+      if (need[i].partial != NO_NEED_PARTIAL) {
         MlirValue o = mlirOperationGetOperand(op, i);
         v->operands[i] = dtPropInfo(p, o);
         if (!v->operands[i] || !v->operands[i]->isTensor)
@@ -311,11 +328,10 @@ static int varOf(Refine *R, MlirOperation op) {
         else
           v->freeOperand[i] = isFreeValue(p, o, 0);
       }
-    for (int j = 0; ok && j < r->numResults; ++j)
-      if (r->resultIsTensor[j]) {
-        v->results[j] = dtPropInfo(p, mlirOperationGetResult(op, j));
-        ok = v->results[j] && v->results[j]->isTensor;
-      }
+    for (int j = 0; ok && j < v->numResults; ++j) {
+      Info *in = dtPropInfo(p, mlirOperationGetResult(op, j));
+      v->results[j] = in && in->isTensor ? in : NULL;
+    }
     if (ok)
       index = (int)(R->numVars - 1);
     else
@@ -440,6 +456,7 @@ static bool gatherKnown(Refine *R, const Var *v) {
     k->origin = v->operands[i]->origin;
     k->weight = 1.0;
     k->numShared = (int)(R->numShared - firsts[i]);
+    k->noSeed = false;
   }
   /* The shared list has stopped growing: point into it. */
   for (size_t k = 0; k < R->numKnown; ++k)
@@ -472,6 +489,7 @@ static bool gatherKnown(Refine *R, const Var *v) {
       kn->origin = originOf(NULL);
       kn->weight = 1.0;
       kn->numShared = 0;
+      kn->noSeed = false;
     }
   }
   return true;
@@ -519,6 +537,114 @@ static bool lower(double candidate, double current) {
 
 /* Revisits `v`: the cheapest of the candidates its neighbours seed, taken
  * if it lowers the cost of the uses `v` touches. */
+/* Appends `n` bytes to `*buf` (`*count` used of `*capacity`). */
+static bool appendBytes(unsigned char **buf, size_t *count, size_t *capacity,
+                        const void *bytes, size_t n) {
+  if (*count + n > *capacity) {
+    size_t cap = *capacity ? *capacity : 256;
+    while (cap < *count + n)
+      cap *= 2;
+    unsigned char *grown = realloc(*buf, cap);
+    if (!grown)
+      return false;
+    *buf = grown;
+    *capacity = cap;
+  }
+  if (n)
+    memcpy(*buf + *count, bytes, n);
+  *count += n;
+  return true;
+}
+
+static void keyAdd(Refine *R, const void *bytes, size_t n) {
+  if (!appendBytes(&R->key, &R->numKey, &R->capKey, bytes, n))
+    R->failed = true;
+}
+
+/* The key of a visit: what its outcome depends on (the rule's key, the
+ * known values in order, the current choice); false when the rule is not
+ * keyed (it depends on a body). */
+static bool visitKey(Refine *R, const Var *v, const Choice *cur,
+                     uint64_t *hash) {
+  const void *rule[DT_RULE_KEY_MAX];
+  int n = dtPropRuleKey(R->p, v->op, rule);
+  if (n < 0)
+    return false;
+  R->numKey = 0;
+  keyAdd(R, rule, sizeof(void *) * (size_t)n);
+  keyAdd(R, &R->numKnown, sizeof(R->numKnown));
+  for (size_t k = 0; k < R->numKnown; ++k) {
+    const Known *kn = &R->known[k];
+    int head[4] = {kn->isResult, kn->index, kn->noSeed, kn->numShared};
+    CSpec c;
+    pack(&kn->spec, &c);
+    keyAdd(R, head, sizeof(head));
+    keyAdd(R, &c, sizeof(c));
+    keyAdd(R, kn->shared, sizeof(CSpec) * (size_t)kn->numShared);
+  }
+  for (int i = 0; i < v->numOperands; ++i)
+    if (v->operands[i]) {
+      CSpec c;
+      pack(&cur->operands[i], &c);
+      keyAdd(R, &c, sizeof(c));
+    }
+  for (int j = 0; j < v->numResults; ++j)
+    if (v->results[j]) {
+      CSpec c;
+      pack(&cur->results[j], &c);
+      keyAdd(R, &c, sizeof(c));
+    }
+  uint64_t h = R->numKey;
+  for (size_t i = 0; i + 8 <= R->numKey; i += 8) {
+    uint64_t w;
+    memcpy(&w, R->key + i, 8);
+    h = dtHashMix(h, w);
+  }
+  for (size_t i = R->numKey & ~(size_t)7; i < R->numKey; ++i)
+    h = dtHashMix(h, R->key[i]);
+  *hash = h;
+  return !R->failed;
+}
+
+typedef struct MemoProbe {
+  const Refine *R;
+} MemoProbe;
+
+static bool sameVisit(const void *entry, const void *key) {
+  const VisitMemo *m = entry;
+  const Refine *R = ((const MemoProbe *)key)->R;
+  return m->keyBytes == R->numKey &&
+         !memcmp(R->memoBytes + m->keyFirst, R->key, R->numKey);
+}
+
+/* Remembers the outcome of a visit under the key just built. */
+static void remember(Refine *R, uint64_t hash, const Var *v,
+                     const Choice *best) {
+  size_t first = R->numMemoBytes;
+  if (!appendBytes(&R->memoBytes, &R->numMemoBytes, &R->capMemoBytes, R->key,
+                   R->numKey))
+    return; /* not remembered: only slower */
+  VisitMemo *m = dtTableInsert(&R->memo, hash);
+  if (!m)
+    return;
+  m->keyFirst = first;
+  m->keyBytes = R->numKey;
+  m->changed = best != NULL;
+  if (!best)
+    return;
+  for (int i = 0; i < v->numOperands; ++i)
+    if (v->operands[i])
+      pack(&best->operands[i], &m->choice.need[i]);
+  for (int j = 0; j < v->numResults; ++j)
+    if (v->results[j])
+      pack(&best->results[j], &m->choice.res[j]);
+  m->choice.strategy = best->strategy;
+}
+
+/* Revisits `v`: the cheapest of the candidates its neighbours seed, taken
+ * if it lowers the cost of the uses `v` touches. A model repeats its
+ * blocks: an op whose rule and surroundings were seen before takes the
+ * same outcome without the search. */
 static void visit(Refine *R, int index) {
   Var *v = &R->vars[index];
   v->queued = false;
@@ -530,11 +656,40 @@ static void visit(Refine *R, int index) {
                                 (int)R->numKnown, cur);
   if (now <= 0.0)
     return;
-  Choice *best;
-  dtPropBestChoice(R->p, ruleOf(R, v, R->visitRule), v->operands, v->results,
-                   R->known, (int)R->numKnown, R->scratch, &best, NULL);
-  if (!best || !lower(best->cost, now))
+  /* Values that convert for free now seed nothing new: their layouts are
+   * merged into the other seeds' candidates. */
+  for (size_t k = 0; k < R->numKnown; ++k) {
+    Known *kn = &R->known[k];
+    kn->noSeed =
+        dtPropChoiceCost(R->p, v->operands, v->results, kn, 1, cur) <= 0.0;
+  }
+  uint64_t hash;
+  bool keyed = visitKey(R, v, cur, &hash);
+  MemoProbe probe = {R};
+  const VisitMemo *seen =
+      keyed ? dtTableFind(&R->memo, hash, sameVisit, &probe) : NULL;
+  Choice *best = NULL;
+  if (seen && !seen->changed)
     return;
+  if (seen) {
+    best = &R->scratch[0];
+    for (int i = 0; i < v->numOperands; ++i)
+      if (v->operands[i])
+        unpack(&seen->choice.need[i], v->operands[i]->rank, &best->operands[i]);
+    for (int j = 0; j < v->numResults; ++j)
+      if (v->results[j])
+        unpack(&seen->choice.res[j], v->results[j]->rank, &best->results[j]);
+    best->strategy = seen->choice.strategy;
+  } else {
+    dtPropBestChoice(R->p, ruleOf(R, v, R->visitRule), v->operands, v->results,
+                     R->known, (int)R->numKnown, R->scratch, &best, NULL);
+    if (best && !lower(best->cost, now))
+      best = NULL;
+    if (keyed)
+      remember(R, hash, v, best);
+    if (!best)
+      return;
+  }
   apply(R, v, best);
   enqueueAround(R, v->op);
 }
@@ -960,10 +1115,10 @@ void dtPropRefine(Prop *p, MlirOperation func) {
   R.p = p;
   R.entry = mlirRegionGetFirstBlock(mlirOperationGetRegion(func, 0));
   R.index = dtTableInit(sizeof(VarSlot));
+  R.memo = dtTableInit(sizeof(VisitMemo));
   R.scratch = malloc(sizeof(Choice) * 4);
-  R.probeRule = malloc(sizeof(DtRule));
   R.visitRule = malloc(sizeof(DtRule));
-  R.failed = !R.scratch || !R.probeRule || !R.visitRule;
+  R.failed = !R.scratch || !R.visitRule;
   /* Refinement from every op next to a conversion. */
   size_t numCostly = p->numCostly;
   for (size_t n = 0; n < numCostly && !R.failed; ++n) {
@@ -1022,11 +1177,13 @@ void dtPropRefine(Prop *p, MlirOperation func) {
   free(R.known);
   free(R.shared);
   free(R.scratch);
-  free(R.probeRule);
   free(R.visitRule);
   free(R.order);
   free(R.pick);
   free(R.bestPick);
   free(R.suffix);
   dtTableFree(&R.index);
+  dtTableFree(&R.memo);
+  free(R.memoBytes);
+  free(R.key);
 }

@@ -153,7 +153,7 @@ decideYield(Prop *p, MlirOperation yield, const DtensorShardingSpec *want,
       Info *in = dtPropInfo(p, mlirOperationGetOperand(yield, k));
       need[k] = in && in->isTensor ? &want[k] : NULL;
     }
-    dtPropNoteNeeds(p, yield, count, need);
+    dtPropNoteNeeds(p, yield, count, need, false);
   }
 }
 

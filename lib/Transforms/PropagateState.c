@@ -344,7 +344,7 @@ static bool sameRuleKey(const void *entry, const void *key) {
          !memcmp(e->key, k->key, sizeof(void *) * (size_t)k->keyLength);
 }
 
-void dtPropRule(Prop *p, MlirOperation op, DtRule *out) {
+int dtPropRuleKey(Prop *p, MlirOperation op, const void **key) {
   MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
   intptr_t nOperands = mlirOperationGetNumOperands(op);
   intptr_t nResults = mlirOperationGetNumResults(op);
@@ -359,11 +359,8 @@ void dtPropRule(Prop *p, MlirOperation op, DtRule *out) {
       nOperands + nResults <= 2 * DT_MAX_RULE_VALUES &&
       mlirAttributeIsNull(dtGetAttr(op, DT_ATTR_RULE)) &&
       !dtRuleRegistryLookup(p->registry, name);
-  if (!cacheable) {
-    dtRuleGet(op, p->registry, out);
-    return;
-  }
-  const void *key[2 * DT_MAX_RULE_VALUES + 5];
+  if (!cacheable)
+    return -1;
   int n = 0;
   key[n++] = mlirOperationGetName(op).ptr;
   key[n++] = dtGetAttr(op, "indexing_maps").ptr;
@@ -374,6 +371,16 @@ void dtPropRule(Prop *p, MlirOperation op, DtRule *out) {
     key[n++] = mlirValueGetType(mlirOperationGetOperand(op, i)).ptr;
   for (intptr_t j = 0; j < nResults; ++j)
     key[n++] = mlirValueGetType(mlirOperationGetResult(op, j)).ptr;
+  return n;
+}
+
+void dtPropRule(Prop *p, MlirOperation op, DtRule *out) {
+  const void *key[DT_RULE_KEY_MAX];
+  int n = dtPropRuleKey(p, op, key);
+  if (n < 0) {
+    dtRuleGet(op, p->registry, out);
+    return;
+  }
   RuleEntry probe;
   probe.keyLength = n;
   memcpy(probe.key, key, sizeof(void *) * (size_t)n);

@@ -306,6 +306,19 @@ void dtPropDescribeRedistribution(Prop *p, MlirOperation op, int i,
                 to);
 }
 
+/* Whether a decision is the op's own factor rule's (not an annotation's,
+ * a redistribute's, a callee's or a region's, which propagation fixes). */
+static bool decidedByRule(const DtRule *r) {
+  static const char *const fixed[] = {"annotation", "redistribute", "call",
+                                      "scf.for", "scf.if"};
+  if (r->kind != DT_RULE_FACTORS)
+    return false;
+  for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); ++i)
+    if (!strcmp(r->family, fixed[i]))
+      return false;
+  return true;
+}
+
 /* Writes the decision of an op and sets its results. Never inlined: its
  * buffers must not sit in the frames of dtPropDecideIf and dtPropDecideFor,
  * which recurse once per level of region nesting. */
@@ -346,7 +359,7 @@ __attribute__((noinline)) void dtPropRecord(Prop *p, MlirOperation op,
     const DtensorShardingSpec *need[DT_MAX_RULE_VALUES];
     for (int i = 0; i < r->numOperands; ++i)
       need[i] = r->operandIsTensor[i] && operands[i] ? &c->operands[i] : NULL;
-    dtPropNoteNeeds(p, op, r->numOperands, need);
+    dtPropNoteNeeds(p, op, r->numOperands, need, decidedByRule(r));
   }
   MlirAttribute resAttrs[DT_MAX_RULE_VALUES];
   int numTensorResults = 0;
@@ -446,6 +459,8 @@ int dtPropBestChoice(Prop *p, const DtRule *r, Info **operands, Info **results,
    * cheap candidates wins. */
   for (int k = 0; k <= numKnown; ++k) {
     int seed = k < numKnown ? k : -1;
+    if (seed >= 0 && known[seed].noSeed)
+      continue;
     Strategy st;
     memset(&st, 0, sizeof(st));
     st.seed = seed;
@@ -525,6 +540,7 @@ __attribute__((noinline)) void dtPropDecideFactors(Prop *p, MlirOperation op,
         k->origin = originOf(NULL);
         k->weight = 1.0;
         k->numShared = 0;
+        k->noSeed = false;
       }
   for (int pass = 0; pass < 2; ++pass)
     for (int i = 0; i < r->numOperands; ++i)
@@ -538,6 +554,7 @@ __attribute__((noinline)) void dtPropDecideFactors(Prop *p, MlirOperation op,
         k->origin = operands[i]->origin;
         k->weight = 1.0;
         k->numShared = 0;
+        k->noSeed = false;
       }
   Choice *best, *alt = NULL;
   int bestSeed = dtPropBestChoice(p, r, operands, results, known, numKnown,
