@@ -535,6 +535,34 @@ void dtPartFixExpandShape(Part *p, MlirOperation op) {
       i64Array(p, n, v));
 }
 
+/* A tosa.reshape's new shape and a tosa.slice's size are the (now local)
+ * result type's: a tosa.const_shape of those dims, made right before the
+ * op (the original may serve other ops). A slice's start is 0 on every
+ * sharded dim (its rule shards only dims taken whole), so it stays. */
+void dtPartFixTosaShape(Part *p, MlirOperation op) {
+  intptr_t operand = dtIsOp(op, "tosa.slice") ? 2 : 1;
+  MlirType t = mlirValueGetType(mlirOperationGetResult(op, 0));
+  MlirValue shape = mlirOperationGetOperand(op, operand);
+  int n = (int)mlirShapedTypeGetRank(t);
+  if (n > DTENSOR_MAX_TENSOR_RANK || mlirOperationGetNumOperands(op) <= operand)
+    return;
+  int64_t v[DTENSOR_MAX_TENSOR_RANK];
+  for (int d = 0; d < n; ++d)
+    v[d] = mlirShapedTypeGetDimSize(t, d);
+  MlirContext ctx = mlirOperationGetContext(op);
+  int64_t dims[1] = {n};
+  MlirType valuesType = mlirRankedTensorTypeGet(1, dims, mlirIndexTypeGet(ctx),
+                                                mlirAttributeGetNull());
+  MlirNamedAttribute values = dtNamedAttr(
+      ctx, "values", mlirDenseElementsAttrInt64Get(valuesType, n, v));
+  MlirType shapeType = mlirValueGetType(shape);
+  MlirOperation made =
+      dtOpCreate(op, mlirOperationGetLocation(op), "tosa.const_shape", 0, NULL,
+                 1, &shapeType, 1, &values);
+  (void)p;
+  mlirOperationSetOperand(op, operand, mlirOperationGetResult(made, 0));
+}
+
 /* A splat constant gets its local type; another dense constant is split
  * (its value is global). */
 void dtPartFixConstant(Part *p, MlirOperation op) {

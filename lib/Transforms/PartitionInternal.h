@@ -107,6 +107,10 @@ void dtPartOffsetIndices(Part *p, MlirOperation op);
 /// output shape, a dense constant's value.
 void dtPartFixSliceSizes(Part *p, MlirOperation op);
 void dtPartFixExpandShape(Part *p, MlirOperation op);
+
+/// A tosa.reshape's shape or a tosa.slice's size operand: a new
+/// tosa.const_shape of the local result type's dims.
+void dtPartFixTosaShape(Part *p, MlirOperation op);
 void dtPartFixConstant(Part *p, MlirOperation op);
 
 #endif

@@ -367,6 +367,116 @@ static bool reshapeRule(MlirOperation op, DtRule *r) {
   return true;
 }
 
+/* tosa.reshape: the dims of both sides split into groups of equal size
+ * (walking both shapes, major first); a group of one dim on one side and
+ * several on the other is a compound of those factors, as for
+ * expand/collapse_shape. A group with several dims on both sides (4x6 to
+ * 6x4) has no factor rule: the op does not fit (replicated). */
+static bool tosaReshapeRule(MlirOperation op, DtRule *r) {
+  MlirType src = mlirValueGetType(mlirOperationGetOperand(op, 0));
+  MlirType dst = mlirValueGetType(mlirOperationGetResult(op, 0));
+  if (!mlirTypeIsARankedTensor(src) || !mlirTypeIsARankedTensor(dst) ||
+      !mlirShapedTypeHasStaticShape(src) || !mlirShapedTypeHasStaticShape(dst))
+    return false;
+  int ns = (int)mlirShapedTypeGetRank(src),
+      nd = (int)mlirShapedTypeGetRank(dst);
+  if (ns + nd > DT_MAX_FACTORS || ns == 0 || nd == 0)
+    return false;
+  r->kind = DT_RULE_FACTORS;
+  r->family = "reshape";
+  int i = 0, j = 0;
+  while (i < ns || j < nd) {
+    if (i == ns || j == nd)
+      return false; /* one side has dims left over */
+    int firstI = i, firstJ = j;
+    int64_t ps = mlirShapedTypeGetDimSize(src, i++);
+    int64_t pd = mlirShapedTypeGetDimSize(dst, j++);
+    while (ps != pd) {
+      if (ps < pd && i < ns)
+        ps *= mlirShapedTypeGetDimSize(src, i++);
+      else if (pd < ps && j < nd)
+        pd *= mlirShapedTypeGetDimSize(dst, j++);
+      else
+        return false;
+    }
+    int countI = i - firstI, countJ = j - firstJ;
+    if (countI > 1 && countJ > 1)
+      return false;
+    /* The factors are the dims of the side with more of them. */
+    bool srcFine = countI >= countJ;
+    MlirType fine = srcFine ? src : dst;
+    int first = srcFine ? firstI : firstJ, count = srcFine ? countI : countJ;
+    int *fineDims = srcFine ? r->operandFactor[0] : r->resultFactor[0];
+    int *coarseDims = srcFine ? r->resultFactor[0] : r->operandFactor[0];
+    int coarse = srcFine ? firstJ : firstI;
+    int f0 = r->numFactors;
+    for (int k = 0; k < count; ++k) {
+      int f = r->numFactors++;
+      r->shardable[f] = true;
+      r->reduce[f] = DTENSOR_REDUCE_NONE;
+      r->factorSize[f] = mlirShapedTypeGetDimSize(fine, first + k);
+      fineDims[first + k] = f;
+    }
+    if (count == 1) {
+      coarseDims[coarse] = f0;
+      continue;
+    }
+    if (count > DT_MAX_SUBFACTORS || r->numCompounds == DT_MAX_COMPOUNDS)
+      return false;
+    DtCompound *c = &r->compound[r->numCompounds];
+    c->count = count;
+    for (int k = 0; k < count; ++k)
+      c->factor[k] = f0 + k;
+    coarseDims[coarse] = -2 - r->numCompounds++;
+  }
+  r->flow = DT_FLOW_ONE_LINEAR; /* the same elements, in another shape */
+  r->linear[0] = true;
+  return true;
+}
+
+/* The values of the tosa.const_shape that makes `v`, into `out` (at most
+ * `capacity`); their count, -1 when `v` is not a constant shape. */
+static int constShape(MlirValue v, int64_t *out, int capacity) {
+  if (!mlirValueIsAOpResult(v))
+    return -1;
+  MlirOperation def = mlirOpResultGetOwner(v);
+  MlirAttribute values = attrOf(def, "values");
+  if (!dtIsOp(def, "tosa.const_shape") || mlirAttributeIsNull(values) ||
+      !mlirAttributeIsADenseElements(values))
+    return -1;
+  intptr_t n = mlirElementsAttrGetNumElements(values);
+  if (n > capacity)
+    return -1;
+  for (intptr_t k = 0; k < n; ++k)
+    out[k] = mlirIntegerAttrGetValueInt(
+        mlirElementsAttrGetValue(values, 1, (uint64_t[]){(uint64_t)k}));
+  return (int)n;
+}
+
+/* tosa.slice: the dims it takes whole (start 0, size the dim's) are
+ * shared by the input and the result; the others are replicated. */
+static bool tosaSliceRule(MlirOperation op, DtRule *r) {
+  MlirType t = mlirValueGetType(mlirOperationGetOperand(op, 0));
+  int64_t start[DT_MAX_FACTORS], size[DT_MAX_FACTORS];
+  if (r->numOperands != 3 || !mlirTypeIsARankedTensor(t) ||
+      mlirShapedTypeGetRank(t) > DT_MAX_FACTORS)
+    return false;
+  int rank = (int)mlirShapedTypeGetRank(t);
+  if (constShape(mlirOperationGetOperand(op, 1), start, DT_MAX_FACTORS) !=
+          rank ||
+      constShape(mlirOperationGetOperand(op, 2), size, DT_MAX_FACTORS) != rank)
+    return false;
+  bool keep[DT_MAX_FACTORS];
+  for (int d = 0; d < rank; ++d)
+    keep[d] = start[d] == 0 && !mlirShapedTypeIsDynamicDim(t, d) &&
+              size[d] == mlirShapedTypeGetDimSize(t, d);
+  int tensors[1] = {0};
+  keptDims(r, "slice", rank, keep, tensors, 1);
+  r->flow = DT_FLOW_ONE_LINEAR; /* a slice of a sum is the sum of slices */
+  r->linear[0] = true;
+  return true;
+}
+
 /* ---- einsum rules -------------------------------------------------------- */
 
 /* Parses "ij,jk->ik[:kind]" into per-tensor factor letters. A '.' is a dim
@@ -572,6 +682,8 @@ static const DtOpFamily kFamilies[] = {
     {"tensor.empty", freeRule, NULL, NULL},
     {"tensor.splat", freeRule, NULL, NULL},
     {"arith.constant", freeRule, NULL, dtPartFixConstant},
+    {"tosa.reshape", tosaReshapeRule, NULL, dtPartFixTosaShape},
+    {"tosa.slice", tosaSliceRule, NULL, dtPartFixTosaShape},
     {"tosa.", tosaRule, NULL, NULL},
 };
 
