@@ -515,12 +515,28 @@ void dtPartFixSliceSizes(Part *p, MlirOperation op) {
   intptr_t n = mlirDenseArrayGetNumElements(sizes);
   if (mlirShapedTypeGetRank(t) != n || n > DTENSOR_MAX_TENSOR_RANK)
     return;
-  int64_t v[DTENSOR_MAX_TENSOR_RANK];
-  for (intptr_t d = 0; d < n; ++d)
+  int64_t v[DTENSOR_MAX_TENSOR_RANK], offsets[DTENSOR_MAX_TENSOR_RANK];
+  MlirAttribute offsetAttr = dtGetAttr(op, "static_offsets");
+  bool moved = false;
+  for (intptr_t d = 0; d < n; ++d) {
     v[d] = mlirShapedTypeGetDimSize(t, d);
+    /* A group of an interleaved dim (the slice's dim sharded, its offset
+     * a multiple of its size): the same group of the local block. */
+    int64_t global = mlirDenseI64ArrayGetElement(sizes, d);
+    offsets[d] = mlirDenseI64ArrayGetElement(offsetAttr, d);
+    if (offsets[d] > 0 && global != v[d] && global > 0 &&
+        !mlirShapedTypeIsDynamicDim(t, d)) {
+      offsets[d] = offsets[d] / global * v[d];
+      moved = true;
+    }
+  }
   mlirOperationSetInherentAttributeByName(
       op, mlirStringRefCreateFromCString("static_sizes"),
       i64Array(p, (int)n, v));
+  if (moved)
+    mlirOperationSetInherentAttributeByName(
+        op, mlirStringRefCreateFromCString("static_offsets"),
+        i64Array(p, (int)n, offsets));
 }
 
 /* An expand_shape's output shape is its (now local) result type's. */

@@ -31,13 +31,18 @@
 
 #define ORIGIN_SIZE 200
 
-/* A spec packed into 12 bytes (a module has one value per tensor): one byte
- * per mesh axis (0 free, 1 Partial, 2 + 8 dim + position), and the reduce
- * kind of each Partial axis in 4 bits. Interleaved specs are not
- * propagated (readLayout rejects them), so nothing is lost. */
+/* A spec packed into 16 bytes (a module has one value per tensor): one byte
+ * per mesh axis (0 free, 1 Partial, 2 + 8 dim + position), the reduce
+ * kind of each Partial axis in 4 bits, and at most one interleaved dim
+ * (S0i3: `interleave` groups on dim `interleaveDim`; 0 when none).
+ * Propagation reads no spec with more (dtPropReadLayout) and makes none
+ * (factorSpec). */
 typedef struct CSpec {
   uint64_t code;
   uint32_t partial;
+  uint16_t interleave;
+  uint8_t interleaveDim;
+  uint8_t unused; /* zero, so specs compare and hash as bytes */
 } CSpec;
 
 /* Where a layout came from, for explanations and messages: `text`, then
@@ -79,12 +84,36 @@ static inline void initSpec(int rank, DtensorShardingSpec *s) {
   memset(s->partial, 0, sizeof(s->partial));
 }
 
+/* The interleaved dim of `s` and its groups (0 groups: none; -1 dim: more
+ * than one interleaved dim, or too many groups, which CSpec cannot hold). */
+static inline int interleavedDim(const DtensorShardingSpec *s,
+                                 int64_t *groups) {
+  int dim = -2;
+  *groups = 0;
+  for (int d = 0; d < s->rank; ++d)
+    if (s->numAxes[d] > 0 && s->interleave[d] > 1) {
+      if (dim != -2 || s->interleave[d] > 0xffff)
+        return -1;
+      dim = d;
+      *groups = s->interleave[d];
+    }
+  return dim;
+}
+
 static inline void pack(const DtensorShardingSpec *s, CSpec *c) {
   c->code = 0;
   c->partial = 0;
-  for (int d = 0; d < s->rank; ++d)
+  c->interleave = 0;
+  c->interleaveDim = 0;
+  c->unused = 0;
+  for (int d = 0; d < s->rank; ++d) {
     for (int i = 0; i < s->numAxes[d]; ++i)
       c->code |= (uint64_t)(2 + 8 * d + i) << (8 * s->axes[d][i]);
+    if (s->numAxes[d] > 0 && s->interleave[d] > 1) {
+      c->interleave = (uint16_t)s->interleave[d];
+      c->interleaveDim = (uint8_t)d;
+    }
+  }
   for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
     if (s->partial[a] != DTENSOR_REDUCE_NONE) {
       c->code |= (uint64_t)1 << (8 * a);
@@ -104,6 +133,21 @@ static inline void unpack(const CSpec *c, int rank, DtensorShardingSpec *s) {
     if (i + 1 > s->numAxes[d])
       s->numAxes[d] = i + 1;
   }
+  if (c->interleave > 1 && c->interleaveDim < rank)
+    s->interleave[c->interleaveDim] = c->interleave;
+}
+
+/* Whether two packed specs are the same spec. */
+static inline bool sameCSpec(CSpec a, CSpec b) {
+  return a.code == b.code && a.partial == b.partial &&
+         a.interleave == b.interleave && a.interleaveDim == b.interleaveDim;
+}
+
+/* A hash of a packed spec. */
+static inline uint64_t hashCSpec(uint64_t h, CSpec c) {
+  return dtHashMix(dtHashMix(h, c.code), (uint64_t)c.partial |
+                                             (uint64_t)c.interleave << 32 |
+                                             (uint64_t)c.interleaveDim << 48);
 }
 
 static inline void shapeOf(const Info *in, int64_t *out) {
@@ -208,6 +252,10 @@ typedef struct Prop {
   DtTable values;  /* ValueSlot: a value's index in infos */
   DtTable decided; /* ops decided so far (a pointer set) */
   bool strict, why;
+  /* A layout read so far is interleaved: only then do compound dims make
+   * interleaved layouts (the planner cannot redistribute them, so a
+   * program that never asked for one never gets one). */
+  bool interleaved;
   bool failed;
   int depth; /* ops being decided, one inside the other's regions */
   /* After registration the table must not grow: decisions hold pointers
@@ -268,6 +316,10 @@ typedef struct AttrCache {
 typedef struct Strategy {
   int numAxes[DT_MAX_FACTORS];
   int axes[DT_MAX_FACTORS][DTENSOR_MAX_MESH_RANK];
+  /* Interleaved groups of a factor that is a whole dim (S0i3); 0: none.
+   * (A compound dim whose leading factors are whole and a later one
+   * sharded is interleaved by the leading factors' size instead.) */
+  int64_t interleave[DT_MAX_FACTORS];
   unsigned used; /* mesh axes taken by factors */
   int seed;      /* which known value it started from (-1: none) */
 } Strategy;

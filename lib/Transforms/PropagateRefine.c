@@ -67,10 +67,6 @@ static CSpec dropCreated(CSpec need, CSpec have) {
   return need;
 }
 
-static bool sameCSpec(CSpec a, CSpec b) {
-  return a.code == b.code && a.partial == b.partial;
-}
-
 void dtPropNoteNeeds(Prop *p, MlirOperation op, int count,
                      const DtensorShardingSpec *const *need, bool byRule) {
   uint64_t hash = needHash(op.ptr);
@@ -532,6 +528,8 @@ static void apply(Refine *R, Var *v, const Choice *c) {
 }
 
 static bool lower(double candidate, double current) {
+  if (isinf(current))
+    return candidate < current;
   return candidate < current - 1e-9 * fmax(1.0, fabs(current));
 }
 
@@ -1081,9 +1079,7 @@ static void addOpCost(void *entry, void *user) {
     if (key.to.partial == NO_NEED_PARTIAL || !in || !in->isTensor || !in->known)
       continue;
     key.value = v.ptr;
-    uint64_t hash =
-        dtHashMix(dtHashMix(dtHashMix(31, (uintptr_t)v.ptr), key.to.code),
-                  key.to.partial);
+    uint64_t hash = hashCSpec(dtHashMix(31, (uintptr_t)v.ptr), key.to);
     if (dtTableFind(&sum->seen, hash, sameConversion, &key))
       continue;
     Conversion *slot = dtTableInsert(&sum->seen, hash);

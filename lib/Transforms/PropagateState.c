@@ -166,18 +166,16 @@ void dtPropUnmarkDecided(Prop *p, MlirOperation op) {
 
 /* Layout attributes this pass builds, by (packed spec, rank). */
 static uint64_t builtKey(const CSpec *c, int rank) {
-  return dtHashMix(dtHashMix(dtHashMix(2, c->code), c->partial),
-                   (uint64_t)rank);
+  return dtHashMix(hashCSpec(2, *c), (uint64_t)rank);
 }
 
 static bool sameBuilt(const void *entry, const void *key) {
   const AttrCache *e = entry, *k = key;
-  return e->rank == k->rank && e->spec.code == k->spec.code &&
-         e->spec.partial == k->spec.partial;
+  return e->rank == k->rank && sameCSpec(e->spec, k->spec);
 }
 
 /* Reads a layout through the dialect's cache; it must be on the function's
- * mesh and not interleaved. */
+ * mesh, with at most one interleaved dim. */
 bool dtPropReadLayout(Prop *p, MlirOperation at, MlirAttribute attr,
                       MlirType type, const char *what,
                       DtensorShardingSpec *out) {
@@ -195,14 +193,16 @@ bool dtPropReadLayout(Prop *p, MlirOperation at, MlirAttribute attr,
                 what, (int)name.length, name.data, p->meshName);
     return false;
   }
-  for (int d = 0; d < out->rank; ++d)
-    if (out->numAxes[d] > 0 && out->interleave[d] > 1) {
-      dtPropError(p, at,
-                  "%s is interleaved (S0i%lld); dtensor-propagate does not "
-                  "propagate interleaved shards yet",
-                  what, (long long)out->interleave[d]);
-      return false;
-    }
+  int64_t groups;
+  int dim = interleavedDim(out, &groups);
+  p->interleaved |= dim >= 0;
+  if (dim == -1) {
+    dtPropError(p, at,
+                "%s has more than one interleaved dim (or more than 65535 "
+                "groups); dtensor-propagate handles one",
+                what);
+    return false;
+  }
   return true;
 }
 
@@ -234,7 +234,7 @@ MlirAttribute dtPropArray(Prop *p, int n, const MlirAttribute *elems) {
 }
 
 MlirAttribute dtPropLayoutAttr(Prop *p, const DtensorShardingSpec *s) {
-  AttrCache key = {NULL, {0, 0}, s->rank};
+  AttrCache key = {NULL, {0, 0, 0, 0, 0}, s->rank};
   pack(s, &key.spec);
   uint64_t hash = builtKey(&key.spec, s->rank);
   AttrCache *hit = dtTableFind(&p->attrs, hash, sameBuilt, &key);
@@ -265,9 +265,8 @@ void dtPropDropCreatedPartial(const DtensorShardingSpec *base,
  * INFINITY if impossible. */
 static bool sameCost(const void *entry, const void *key) {
   const CostEntry *a = entry, *b = key;
-  return a->type == b->type && a->from.code == b->from.code &&
-         a->from.partial == b->from.partial && a->to.code == b->to.code &&
-         a->to.partial == b->to.partial;
+  return a->type == b->type && sameCSpec(a->from, b->from) &&
+         sameCSpec(a->to, b->to);
 }
 
 double dtPropConvertCost(Prop *p, const Info *in,
@@ -276,17 +275,13 @@ double dtPropConvertCost(Prop *p, const Info *in,
   CostEntry key;
   pack(from, &key.from);
   pack(to, &key.to);
-  if (key.from.code == key.to.code && key.from.partial == key.to.partial)
+  if (sameCSpec(key.from, key.to))
     return 0.0;
   /* The same conversions recur on every block of a model: each is costed
    * once per type (the cost depends on the shape and element type). */
   key.type = mlirValueGetType(in->value).ptr;
   uint64_t hash =
-      dtHashMix(dtHashMix(dtHashMix(dtHashMix((uint64_t)(uintptr_t)key.type,
-                                              key.from.code),
-                                    key.from.partial),
-                          key.to.code),
-                key.to.partial);
+      hashCSpec(hashCSpec((uint64_t)(uintptr_t)key.type, key.from), key.to);
   const CostEntry *hit = dtTableFind(&p->costs, hash, sameCost, &key);
   if (hit)
     return hit->cost;
@@ -313,8 +308,7 @@ double dtPropConvertCost(Prop *p, const Info *in,
 
 static bool sameFit(const void *entry, const void *key) {
   const FitEntry *a = entry, *b = key;
-  return a->type == b->type && a->spec.code == b->spec.code &&
-         a->spec.partial == b->spec.partial;
+  return a->type == b->type && sameCSpec(a->spec, b->spec);
 }
 
 /* Whether `s` is a valid layout of the value of `in` on the mesh (asked
@@ -323,9 +317,7 @@ bool dtPropFits(Prop *p, const Info *in, const DtensorShardingSpec *s) {
   FitEntry key;
   key.type = mlirValueGetType(in->value).ptr;
   pack(s, &key.spec);
-  uint64_t hash =
-      dtHashMix(dtHashMix((uint64_t)(uintptr_t)key.type, key.spec.code),
-                key.spec.partial);
+  uint64_t hash = hashCSpec((uint64_t)(uintptr_t)key.type, key.spec);
   const FitEntry *hit = dtTableFind(&p->fits, hash, sameFit, &key);
   if (hit)
     return hit->fits;

@@ -19,16 +19,24 @@
 
 /* Splits the axes of a compound dim over its factors, major first: a factor
  * takes axes while their product divides its size, and the next factor
- * starts only once the previous one is fully split. Stops where the axes
- * do not fit (those are then not part of the strategy). */
+ * starts only once the previous one is fully split. An interleaved dim
+ * (S0i3) leaves whole the leading factors that make its groups. Stops
+ * where the axes do not fit (those are then not part of the strategy). */
 static void strategyFromCompound(const DtRule *r, const DtCompound *c,
                                  const DtensorMesh *mesh,
                                  const DtensorShardingSpec *s, int d,
                                  Strategy *out) {
-  for (int k = 0; k < c->count; ++k)
-    if (out->numAxes[c->factor[k]] > 0 || !r->shardable[c->factor[k]])
-      return;
   int k = 0;
+  if (s->interleave[d] > 1) {
+    int64_t groups = 1;
+    while (k < c->count && groups < s->interleave[d])
+      groups *= r->factorSize[c->factor[k++]];
+    if (groups != s->interleave[d])
+      return;
+  }
+  for (int j = k; j < c->count; ++j)
+    if (out->numAxes[c->factor[j]] > 0 || !r->shardable[c->factor[j]])
+      return;
   int64_t prod = 1;
   for (int i = 0; i < s->numAxes[d]; ++i) {
     int a = s->axes[d][i];
@@ -67,6 +75,7 @@ static void strategyFrom(const DtRule *r, const DtensorMesh *mesh,
       continue;
     out->numAxes[f] = s->numAxes[d];
     memcpy(out->axes[f], s->axes[d], sizeof(int) * (size_t)s->numAxes[d]);
+    out->interleave[f] = s->interleave[d] > 1 ? s->interleave[d] : 0;
     out->used |= axes;
   }
 }
@@ -79,14 +88,29 @@ static bool dimAxes(Prop *p, const DtRule *r, const Strategy *st, int f,
   if (f >= 0) {
     s->numAxes[d] = st->numAxes[f];
     memcpy(s->axes[d], st->axes[f], sizeof(int) * (size_t)st->numAxes[f]);
+    if (st->numAxes[f] > 0 && st->interleave[f] > 1)
+      s->interleave[d] = st->interleave[f];
     return true;
   }
   if (f == -1)
     return true;
   const DtCompound *c = &r->compound[-2 - f];
+  /* Leading factors left whole before a sharded one make interleaved
+   * groups (a reshape of [3, H] sharded on H is S0i3 on the flat 3H). */
+  int first = 0;
+  int64_t groups = 1;
+  while (p->interleaved && first < c->count &&
+         st->numAxes[c->factor[first]] == 0)
+    groups *= r->factorSize[c->factor[first++]];
+  if (first == c->count)
+    return true;
+  if (groups > 1)
+    s->interleave[d] = groups;
   bool open = false; /* a factor before is not fully split */
-  for (int k = 0; k < c->count; ++k) {
+  for (int k = first; k < c->count; ++k) {
     int g = c->factor[k];
+    if (st->interleave[g] > 1)
+      return false; /* an interleaved factor inside a compound dim */
     int64_t prod = 1;
     for (int i = 0; i < st->numAxes[g]; ++i)
       prod *= dtensorMeshGetAxisSize(p->mesh, st->axes[g][i]);
@@ -107,7 +131,8 @@ static bool factorSpec(Prop *p, const DtRule *r, const Strategy *st,
   for (int d = 0; d < rank; ++d)
     if (!dimAxes(p, r, st, dimFactor[d], s, d))
       return false;
-  return true;
+  int64_t groups;
+  return interleavedDim(s, &groups) != -1;
 }
 
 /* Which Partial(sum) operands flow through unresolved under `st`, read
@@ -151,6 +176,22 @@ static void passOf(const DtRule *r, const Known *known, int numKnown,
         allAlike && first && !(first & st->used) && count == inputs ? first : 0;
 }
 
+/* Whether the interleaved dim of `s` (if any) splits evenly: every group
+ * into equal chunks (the partition of uneven shards does not slice
+ * interleaved ones). */
+static bool evenInterleave(Prop *p, const Info *in,
+                           const DtensorShardingSpec *s) {
+  int64_t groups;
+  int d = interleavedDim(s, &groups);
+  if (d < 0)
+    return true;
+  int64_t prod = 1;
+  for (int i = 0; i < s->numAxes[d]; ++i)
+    prod *= dtensorMeshGetAxisSize(p->mesh, s->axes[d][i]);
+  int64_t size = mlirShapedTypeGetDimSize(mlirValueGetType(in->value), d);
+  return size % groups == 0 && (size / groups) % prod == 0;
+}
+
 bool dtPropSpecsWith(Prop *p, const DtRule *r, Info **operands, Info **results,
                      const Strategy *st, unsigned pass, int passOperand,
                      Choice *c) {
@@ -178,7 +219,7 @@ bool dtPropSpecsWith(Prop *p, const DtRule *r, Info **operands, Info **results,
       if (r->isInit[i])
         s->partial[a] = partial[a];
     }
-    if (!dtPropFits(p, operands[i], s))
+    if (!dtPropFits(p, operands[i], s) || !evenInterleave(p, operands[i], s))
       return false;
   }
   for (int j = 0; j < r->numResults; ++j) {
@@ -189,7 +230,7 @@ bool dtPropSpecsWith(Prop *p, const DtRule *r, Info **operands, Info **results,
       return false;
     for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
       s->partial[a] = partial[a];
-    if (!dtPropFits(p, results[j], s))
+    if (!dtPropFits(p, results[j], s) || !evenInterleave(p, results[j], s))
       return false;
   }
   c->strategy = *st;
@@ -216,7 +257,7 @@ static bool sharedNeed(const Known *k, const DtensorShardingSpec *need) {
   CSpec c;
   pack(need, &c);
   for (int i = 0; i < k->numShared; ++i)
-    if (k->shared[i].code == c.code && k->shared[i].partial == c.partial)
+    if (sameCSpec(k->shared[i], c))
       return true;
   return false;
 }

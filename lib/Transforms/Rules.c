@@ -241,7 +241,7 @@ static bool sliceRule(MlirOperation op, DtRule *r) {
   if (!mlirTypeIsARankedTensor(small) || mlirShapedTypeGetRank(small) != rank ||
       mlirDenseArrayGetNumElements(offsets) != rank || rank > DT_MAX_FACTORS)
     return false; /* rank-reducing slices: replicated */
-  bool keep[DT_MAX_FACTORS];
+  bool keep[DT_MAX_FACTORS] = {false};
   for (int d = 0; d < rank; ++d)
     keep[d] = arrayAt(offsets, d) == 0 && arrayAt(strides, d) == 1 &&
               arrayAt(sizes, d) == mlirShapedTypeGetDimSize(big, d) &&
@@ -249,6 +249,31 @@ static bool sliceRule(MlirOperation op, DtRule *r) {
   int tensors[2] = {0, 1};
   keptDims(r, extract ? "extract_slice" : "insert_slice", rank, keep, tensors,
            extract ? 1 : 2);
+  /* An extract of one of the equal groups of a dim (offset and size a
+   * multiple of the size that divides it: q out of a fused qkv) sees the
+   * dim as [groups, size] and takes the size factor whole: a shard of
+   * that factor is an interleaved shard of the dim (S0i3) and a plain
+   * shard of the slice. */
+  for (int d = 0; extract && d < rank; ++d) {
+    int64_t n = mlirShapedTypeGetDimSize(big, d), size = arrayAt(sizes, d);
+    if (keep[d] || mlirShapedTypeIsDynamicDim(big, d) ||
+        arrayAt(strides, d) != 1 || size <= 0 || n % size != 0 ||
+        arrayAt(offsets, d) % size != 0 || r->numFactors == DT_MAX_FACTORS ||
+        r->numCompounds == DT_MAX_COMPOUNDS)
+      continue;
+    int groups = r->numFactors++;
+    r->shardable[groups] = false;
+    r->reduce[groups] = DTENSOR_REDUCE_NONE;
+    r->factorSize[groups] = n / size;
+    r->shardable[d] = true;
+    r->factorSize[d] = size;
+    r->resultFactor[0][d] = d;
+    DtCompound *c = &r->compound[r->numCompounds];
+    c->count = 2;
+    c->factor[0] = groups;
+    c->factor[1] = d;
+    r->operandFactor[0][d] = -2 - r->numCompounds++;
+  }
   /* A slice of a sum is the sum of the slices; an insert keeps sums when
    * both tensors are sums. */
   r->flow = extract ? DT_FLOW_ONE_LINEAR : DT_FLOW_ALL_SUM;
