@@ -113,22 +113,6 @@ static void buildKey(const DtensorPlanner *p, const DtensorLayout *source,
   put(k, &p->options.copyBandwidthGBps, sizeof(double));
 }
 
-/* Eight bytes at a time (keys are short; this is the cached path). */
-static uint64_t hashBytes(const unsigned char *b, size_t n) {
-  uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    memcpy(&w, b + i, 8);
-    h = (h ^ w) * 0xff51afd7ed558ccdULL;
-    h ^= h >> 32;
-  }
-  uint64_t tail = 0;
-  memcpy(&tail, b + i, n - i);
-  h = (h ^ tail) * 0xc4ceb9fe1a85ec53ULL;
-  return h ^ (h >> 29);
-}
-
 static bool grow(DtensorPlanner *p) {
   size_t capacity = p->capacity * 2;
   Entry *entries = calloc(capacity, sizeof(Entry));
@@ -159,7 +143,7 @@ const DtensorPlan *dtensorPlannerPlan(DtensorPlanner *planner,
     return NULL;
   }
   buildKey(planner, source, target, &key);
-  uint64_t hash = hashBytes(key.bytes, key.length);
+  uint64_t hash = dtHashBytes(key.bytes, key.length);
   size_t h = (size_t)hash & (planner->capacity - 1);
   for (Entry *e; (e = &planner->entries[h])->plan;
        h = (h + 1) & (planner->capacity - 1))

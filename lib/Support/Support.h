@@ -118,6 +118,9 @@ void dtTableForEach(DtTable *t, void (*visit)(void *entry, void *user),
 /// Frees the table's memory; the table is empty and usable again.
 void dtTableFree(DtTable *t);
 
+/// A hash of `n` bytes (eight at a time).
+uint64_t dtHashBytes(const void *bytes, size_t n);
+
 /// Mixes a 64-bit value into a hash.
 static inline uint64_t dtHashMix(uint64_t h, uint64_t v) {
   h = (h ^ v) * 0x9e3779b97f4a7c15ULL;
@@ -131,6 +134,12 @@ static inline uint64_t dtHashMix(uint64_t h, uint64_t v) {
 /// and returns a pointer to the new, zeroed element (counted); NULL when
 /// out of memory or the size would overflow, the array unchanged.
 void *dtArrayPush(void **data, size_t *count, size_t *capacity, size_t size);
+
+/// Appends `n` elements of `size` bytes from `elems` (copied) to the array
+/// as dtArrayPush grows it; false when out of memory or the size would
+/// overflow, the array unchanged.
+bool dtArrayAppend(void **data, size_t *count, size_t *capacity, size_t size,
+                   const void *elems, size_t n);
 
 /* ---- timing ----------------------------------------------------------------
  */

@@ -1,6 +1,7 @@
 /* The hash table and the growable array of Support.h. */
 #include "Support.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,21 +86,58 @@ void dtTableFree(DtTable *t) {
   t->mask = t->count = 0;
 }
 
+/* Makes room for `need` elements of `size` bytes (doubling, overflow
+ * checked); false when out of memory, the array unchanged. */
+static bool reserve(void **data, size_t *capacity, size_t need, size_t size) {
+  if (need <= *capacity)
+    return true;
+  size_t cap = *capacity ? *capacity : 8;
+  while (cap < need)
+    if (__builtin_mul_overflow(cap, 2, &cap))
+      return false;
+  size_t bytes;
+  if (__builtin_mul_overflow(cap, size, &bytes))
+    return false;
+  void *grown = realloc(*data, bytes ? bytes : 1);
+  if (!grown)
+    return false;
+  *data = grown;
+  *capacity = cap;
+  return true;
+}
+
 void *dtArrayPush(void **data, size_t *count, size_t *capacity, size_t size) {
-  if (*count == *capacity) {
-    size_t cap = *capacity ? *capacity : 8;
-    if (*capacity && __builtin_mul_overflow(*capacity, 2, &cap))
-      return NULL;
-    size_t bytes;
-    if (__builtin_mul_overflow(cap, size, &bytes))
-      return NULL;
-    void *grown = realloc(*data, bytes ? bytes : 1);
-    if (!grown)
-      return NULL;
-    *data = grown;
-    *capacity = cap;
-  }
+  if (*count == SIZE_MAX || !reserve(data, capacity, *count + 1, size))
+    return NULL;
   char *slot = (char *)*data + *count * size;
   ++*count;
   return memset(slot, 0, size);
+}
+
+bool dtArrayAppend(void **data, size_t *count, size_t *capacity, size_t size,
+                   const void *elems, size_t n) {
+  size_t need;
+  if (__builtin_add_overflow(*count, n, &need) ||
+      !reserve(data, capacity, need, size))
+    return false;
+  if (n)
+    memcpy((char *)*data + *count * size, elems, n * size);
+  *count = need;
+  return true;
+}
+
+uint64_t dtHashBytes(const void *bytes, size_t n) {
+  const unsigned char *b = bytes;
+  uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, b + i, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdULL;
+    h ^= h >> 32;
+  }
+  uint64_t tail = 0;
+  memcpy(&tail, b + i, n - i);
+  h = (h ^ tail) * 0xc4ceb9fe1a85ec53ULL;
+  return h ^ (h >> 29);
 }

@@ -9,7 +9,9 @@
  *  - PropagateRegions.c: func.call, scf.for and scf.if, whose regions or
  *    callees are propagated as part of deciding them;
  *  - PropagateInits.c: values that only initialize, one per use;
- *  - PropagateRefine.c: the whole function's choice after program order;
+ *  - PropagateRefine.c: the whole function's choice after program order,
+ *    and PropagateExact.c its exact search on small functions (sharing
+ *    PropagateRefine.h);
  *  - Propagate.c: seeding from annotations and signatures, the walk over a
  *    function's blocks, the module's call order and the pass. */
 #ifndef DTENSOR_LIB_TRANSFORMS_PROPAGATEINTERNAL_H
@@ -330,7 +332,6 @@ typedef struct Known {
   DtensorShardingSpec spec;
   const Info *info;
   Origin origin; /* text NULL for a demand: formatted if it wins */
-  double weight; /* 1 (0 counts nothing) */
   bool noSeed;   /* merged into candidates, but seeds none */
   /* An operand: layouts other users of the value need, whose conversion
    * is made anyway (the same redistribute serves every user). */

@@ -16,13 +16,14 @@
  *  2. On functions of at most kExactOps ops with a strategy: every
  *     strategy of every op (each mesh axis on any factor, in any order,
  *     and every way a Partial(sum) operand may flow through) in a
- *     branch-and-bound search, for the optimum. choice=enumerate walks every
- *     combination instead, without pruning: the check of the search.
+ *     branch-and-bound search, for the optimum (PropagateExact.c).
+ *     choice=enumerate walks every combination instead, without pruning:
+ *     the check of the search.
  *
  * Annotations, function signatures and ops with regions or callees are
  * fixed: their needs and layouts are the constraints. Ties keep the
  * program-order choice, which already honours priorities. */
-#include "PropagateInternal.h"
+#include "PropagateRefine.h"
 #include "Util.h"
 
 #include "mlir-c/BuiltinAttributes.h"
@@ -33,19 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Functions with at most this many ops with a strategy get the exact
- * search; choice=enumerate refuses more. */
-enum { kExactOps = 12 };
-
-/* Nodes the exact search may visit before it stops with what refinement
- * found (the default choice only). */
-enum { kSearchBudget = 2000000 };
-
-/* The most combinations choice=enumerate walks. */
-#define kEnumerateLimit 3e7
-
-/* ---- operand needs --------------------------------------------------------
- */
+/* ---- operand needs ------------------------------------------------------ */
 
 static bool sameNeedOp(const void *entry, const void *key) {
   return ((const NeedEntry *)entry)->op == key;
@@ -56,7 +45,8 @@ static uint64_t needHash(const void *op) {
 }
 
 /* `need` without Partial on the axes `have` is not Partial on (a Partial
- * made locally, which costs nothing to model). */
+ * made locally, which costs nothing to model): dtPropDropCreatedPartial
+ * on packed specs, for the check every decision makes. */
 static CSpec dropCreated(CSpec need, CSpec have) {
   for (int a = 0; a < DTENSOR_MAX_MESH_RANK; ++a)
     if (((need.code >> (8 * a)) & 0xff) == 1 &&
@@ -73,12 +63,17 @@ void dtPropNoteNeeds(Prop *p, MlirOperation op, int count,
   NeedEntry *e = dtTableFind(&p->needs, hash, sameNeedOp, op.ptr);
   if (!e || e->count < count) {
     size_t first = p->numNeedSpecs;
-    for (int i = 0; i < count; ++i)
-      if (!dtArrayPush((void **)&p->needSpecs, &p->numNeedSpecs,
-                       &p->capNeedSpecs, sizeof(CSpec))) {
+    static const CSpec blank[DT_MAX_RULE_VALUES];
+    for (int done = 0; done < count; done += DT_MAX_RULE_VALUES) {
+      size_t n =
+          (size_t)(count - done < DT_MAX_RULE_VALUES ? count - done
+                                                     : DT_MAX_RULE_VALUES);
+      if (!dtArrayAppend((void **)&p->needSpecs, &p->numNeedSpecs,
+                         &p->capNeedSpecs, sizeof(CSpec), blank, n)) {
         dtPropError(p, op, "out of memory");
         return;
       }
+    }
     if (!e)
       e = dtTableInsert(&p->needs, hash);
     if (!e) {
@@ -94,8 +89,7 @@ void dtPropNoteNeeds(Prop *p, MlirOperation op, int count,
   for (int i = 0; i < count; ++i) {
     CSpec *slot = &p->needSpecs[e->first + (size_t)i];
     if (!need[i]) {
-      slot->code = 0;
-      slot->partial = NO_NEED_PARTIAL;
+      *slot = (CSpec){0, NO_NEED_PARTIAL, 0, 0, 0};
       continue;
     }
     pack(need[i], slot);
@@ -114,36 +108,20 @@ void dtPropNoteNeeds(Prop *p, MlirOperation op, int count,
   }
 }
 
-static const NeedEntry *needEntryOf(const Prop *p, MlirOperation op) {
+static NeedEntry *needEntryOf(const Prop *p, MlirOperation op) {
   return dtTableFind(&p->needs, needHash(op.ptr), sameNeedOp, op.ptr);
 }
 
 /* What `op` needs of its operands (count in `*count`), NULL if it was not
  * decided. */
 static const CSpec *needsOf(const Prop *p, MlirOperation op, int *count) {
-  const NeedEntry *e =
-      dtTableFind(&p->needs, needHash(op.ptr), sameNeedOp, op.ptr);
+  const NeedEntry *e = needEntryOf(p, op);
   if (!e)
     return NULL;
   *count = e->count;
   return p->needSpecs + e->first;
 }
 
-/* ---- the ops with a strategy ------------------------------------------------
- */
-
-/* A compact candidate of the exact search. */
-typedef struct Cand {
-  bool isCurrent;
-  CSpec need[DT_MAX_RULE_VALUES];
-  CSpec res[DT_MAX_RULE_VALUES];
-  Strategy strategy;
-  unsigned pass;
-  int passOperand;
-  double fixedCost; /* the uses whose other end is fixed */
-} Cand;
-
-/* An operand produced by another op with a strategy. */
 /* The outcome of a visit, by the bytes of its key (R->memoBytes). */
 typedef struct VisitMemo {
   size_t keyFirst, keyBytes;
@@ -151,73 +129,10 @@ typedef struct VisitMemo {
   Cand choice; /* when changed: the new needs, layouts and strategy */
 } VisitMemo;
 
-/* An operand of a var in the exact search: made by an earlier var
- * (`producer`, its place in the order) or fixed (-1); the needs of the
- * value's users that are not vars (`fixedNeeds`, in the search's shared
- * list), whose conversions are made anyway; the earlier vars that use the
- * value too (`sameValue`: links of earlier vars, as order * DT_MAX_RULE_VALUES
- * + link). */
-typedef struct Link {
-  int operand, producer, result;
-  size_t fixedNeeds;
-  int numFixedNeeds;
-  int sameValue[DT_MAX_RULE_VALUES];
-  int numSameValue;
-} Link;
-
-/* An op whose strategy may change. Large programs have many: its rule
- * (kilobytes) is read again when needed, except in the exact search. */
-typedef struct Var {
-  MlirOperation op;
-  int numOperands, numResults;
-  Info *operands[DT_MAX_RULE_VALUES];
-  Info *results[DT_MAX_RULE_VALUES];
-  bool freeOperand[DT_MAX_RULE_VALUES];
-  bool queued;
-  Cand *choice; /* the new choice once it changed */
-  /* the exact search */
-  DtRule *rule;
-  Cand *cands;
-  size_t numCands, capCands;
-  int current; /* the candidate that is its current choice */
-  Link *links;
-  int numLinks;
-  double minFixed;
-} Var;
-
 typedef struct VarSlot {
   const void *op;
   int index; /* -1: not an op with a strategy */
 } VarSlot;
-
-typedef struct Refine {
-  Prop *p;
-  MlirBlock entry;
-  DtTable index; /* VarSlot */
-  Var *vars;
-  size_t numVars, capVars;
-  int *stack;
-  size_t numStack, capStack;
-  Known *known;
-  size_t numKnown, capKnown;
-  CSpec *shared; /* the other users' needs of known operands */
-  size_t numShared, capShared;
-  Choice *scratch;   /* 4: three for dtPropBestChoice, one for the current */
-  DtRule *visitRule; /* visit's and finish's */
-  /* Outcomes of visits (VisitMemo), their keys' bytes, the current key. */
-  DtTable memo;
-  unsigned char *memoBytes, *key;
-  size_t numMemoBytes, capMemoBytes, numKey, capKey;
-  bool failed;
-  /* the exact search */
-  int *order; /* the vars in program order */
-  int count;
-  int *pick, *bestPick;
-  double *suffix; /* lower bound of the vars from k on */
-  double best;
-  long nodes;
-  bool prune, aborted;
-} Refine;
 
 static bool sameVarOp(const void *entry, const void *key) {
   return ((const VarSlot *)entry)->op == key;
@@ -292,7 +207,7 @@ static bool resultsMovable(Prop *p, MlirOperation op) {
 
 /* The var of `op` (an op of the entry block with a factor rule whose
  * layouts may change), created on first use; -1 for other ops. */
-static int varOf(Refine *R, MlirOperation op) {
+int dtRefineVarOf(Refine *R, MlirOperation op) {
   Prop *p = R->p;
   uint64_t hash = needHash(op.ptr);
   const VarSlot *hit = dtTableFind(&R->index, hash, sameVarOp, op.ptr);
@@ -361,12 +276,12 @@ static void enqueueAround(Refine *R, MlirOperation op) {
   for (intptr_t i = 0; i < mlirOperationGetNumOperands(op); ++i) {
     MlirValue v = mlirOperationGetOperand(op, i);
     if (mlirValueIsAOpResult(v))
-      enqueue(R, varOf(R, mlirOpResultGetOwner(v)));
+      enqueue(R, dtRefineVarOf(R, mlirOpResultGetOwner(v)));
   }
   for (intptr_t j = 0; j < mlirOperationGetNumResults(op); ++j)
     for (MlirOpOperand u = mlirValueGetFirstUse(mlirOperationGetResult(op, j));
          !mlirOpOperandIsNull(u); u = mlirOpOperandGetNextUse(u))
-      enqueue(R, varOf(R, mlirOpOperandGetOwner(u)));
+      enqueue(R, dtRefineVarOf(R, mlirOpOperandGetOwner(u)));
 }
 
 /* The rule of `v`: its own in the exact search, else read into
@@ -396,7 +311,7 @@ static bool needAt(const Prop *p, MlirOperation user, intptr_t i, CSpec *out) {
   return true;
 }
 
-static bool hasCSpec(const CSpec *list, size_t count, CSpec c) {
+bool dtRefineHasCSpec(const CSpec *list, size_t count, CSpec c) {
   for (size_t i = 0; i < count; ++i)
     if (sameCSpec(list[i], c))
       return true;
@@ -406,8 +321,8 @@ static bool hasCSpec(const CSpec *list, size_t count, CSpec c) {
 /* The distinct needs of the users of `v` other than operand `skipIndex`
  * of `skipOp` (and, when `skipVars`, other than vars), appended to the
  * refinement's shared list; false when out of memory. */
-static bool otherNeeds(Refine *R, MlirValue v, MlirOperation skipOp,
-                       intptr_t skipIndex, bool skipVars, size_t *first) {
+bool dtRefineOtherNeeds(Refine *R, MlirValue v, MlirOperation skipOp,
+                        intptr_t skipIndex, bool skipVars, size_t *first) {
   *first = R->numShared;
   for (MlirOpOperand u = mlirValueGetFirstUse(v); !mlirOpOperandIsNull(u);
        u = mlirOpOperandGetNextUse(u)) {
@@ -415,8 +330,9 @@ static bool otherNeeds(Refine *R, MlirValue v, MlirOperation skipOp,
     intptr_t n = mlirOpOperandGetOperandNumber(u);
     CSpec c;
     if ((mlirOperationEqual(user, skipOp) && n == skipIndex) ||
-        (skipVars && varOf(R, user) >= 0) || !needAt(R->p, user, n, &c) ||
-        hasCSpec(R->shared + *first, R->numShared - *first, c))
+        (skipVars && dtRefineVarOf(R, user) >= 0) ||
+        !needAt(R->p, user, n, &c) ||
+        dtRefineHasCSpec(R->shared + *first, R->numShared - *first, c))
       continue;
     CSpec *slot = dtArrayPush((void **)&R->shared, &R->numShared, &R->capShared,
                               sizeof(CSpec));
@@ -440,7 +356,8 @@ static bool gatherKnown(Refine *R, const Var *v) {
   for (int i = 0; i < v->numOperands; ++i) {
     if (!v->operands[i] || v->freeOperand[i])
       continue;
-    if (!otherNeeds(R, v->operands[i]->value, v->op, i, false, &firsts[i]))
+    if (!dtRefineOtherNeeds(R, v->operands[i]->value, v->op, i, false,
+                            &firsts[i]))
       return false;
     Known *k = pushKnown(R);
     if (!k)
@@ -450,7 +367,6 @@ static bool gatherKnown(Refine *R, const Var *v) {
     k->spec = specOf(v->operands[i]);
     k->info = v->operands[i];
     k->origin = v->operands[i]->origin;
-    k->weight = 1.0;
     k->numShared = (int)(R->numShared - firsts[i]);
     k->noSeed = false;
   }
@@ -483,7 +399,6 @@ static bool gatherKnown(Refine *R, const Var *v) {
       kn->spec = s;
       kn->info = v->results[j];
       kn->origin = originOf(NULL);
-      kn->weight = 1.0;
       kn->numShared = 0;
       kn->noSeed = false;
     }
@@ -493,7 +408,7 @@ static bool gatherKnown(Refine *R, const Var *v) {
 
 /* The current choice of `v`: what it needs (as noted) and its results'
  * layouts. */
-static void currentChoice(Refine *R, const Var *v, Choice *c) {
+void dtRefineCurrentChoice(Refine *R, const Var *v, Choice *c) {
   int count;
   const CSpec *need = needsOf(R->p, v->op, &count);
   for (int i = 0; i < v->numOperands; ++i)
@@ -506,14 +421,13 @@ static void currentChoice(Refine *R, const Var *v, Choice *c) {
 
 /* `v` takes choice `c`: its results' layouts and its needs change (the
  * decision is written at the end, by finish). */
-static void apply(Refine *R, Var *v, const Choice *c) {
+void dtRefineApply(Refine *R, Var *v, const Choice *c) {
   Prop *p = R->p;
   if (!v->choice && !(v->choice = calloc(1, sizeof(Cand)))) {
     R->failed = true;
     return;
   }
-  NeedEntry *e =
-      dtTableFind(&p->needs, needHash(v->op.ptr), sameNeedOp, v->op.ptr);
+  NeedEntry *e = needEntryOf(p, v->op);
   for (int j = 0; j < v->numResults; ++j)
     if (v->results[j]) {
       setSpec(v->results[j], &c->results[j]);
@@ -527,35 +441,14 @@ static void apply(Refine *R, Var *v, const Choice *c) {
   v->choice->strategy = c->strategy;
 }
 
-static bool lower(double candidate, double current) {
+bool dtRefineLower(double candidate, double current) {
   if (isinf(current))
     return candidate < current;
   return candidate < current - 1e-9 * fmax(1.0, fabs(current));
 }
 
-/* Revisits `v`: the cheapest of the candidates its neighbours seed, taken
- * if it lowers the cost of the uses `v` touches. */
-/* Appends `n` bytes to `*buf` (`*count` used of `*capacity`). */
-static bool appendBytes(unsigned char **buf, size_t *count, size_t *capacity,
-                        const void *bytes, size_t n) {
-  if (*count + n > *capacity) {
-    size_t cap = *capacity ? *capacity : 256;
-    while (cap < *count + n)
-      cap *= 2;
-    unsigned char *grown = realloc(*buf, cap);
-    if (!grown)
-      return false;
-    *buf = grown;
-    *capacity = cap;
-  }
-  if (n)
-    memcpy(*buf + *count, bytes, n);
-  *count += n;
-  return true;
-}
-
 static void keyAdd(Refine *R, const void *bytes, size_t n) {
-  if (!appendBytes(&R->key, &R->numKey, &R->capKey, bytes, n))
+  if (!dtArrayAppend((void **)&R->key, &R->numKey, &R->capKey, 1, bytes, n))
     R->failed = true;
 }
 
@@ -592,15 +485,7 @@ static bool visitKey(Refine *R, const Var *v, const Choice *cur,
       pack(&cur->results[j], &c);
       keyAdd(R, &c, sizeof(c));
     }
-  uint64_t h = R->numKey;
-  for (size_t i = 0; i + 8 <= R->numKey; i += 8) {
-    uint64_t w;
-    memcpy(&w, R->key + i, 8);
-    h = dtHashMix(h, w);
-  }
-  for (size_t i = R->numKey & ~(size_t)7; i < R->numKey; ++i)
-    h = dtHashMix(h, R->key[i]);
-  *hash = h;
+  *hash = dtHashBytes(R->key, R->numKey);
   return !R->failed;
 }
 
@@ -619,8 +504,8 @@ static bool sameVisit(const void *entry, const void *key) {
 static void remember(Refine *R, uint64_t hash, const Var *v,
                      const Choice *best) {
   size_t first = R->numMemoBytes;
-  if (!appendBytes(&R->memoBytes, &R->numMemoBytes, &R->capMemoBytes, R->key,
-                   R->numKey))
+  if (!dtArrayAppend((void **)&R->memoBytes, &R->numMemoBytes, &R->capMemoBytes,
+                     1, R->key, R->numKey))
     return; /* not remembered: only slower */
   VisitMemo *m = dtTableInsert(&R->memo, hash);
   if (!m)
@@ -649,7 +534,7 @@ static void visit(Refine *R, int index) {
   if (!gatherKnown(R, v))
     return;
   Choice *cur = &R->scratch[3];
-  currentChoice(R, v, cur);
+  dtRefineCurrentChoice(R, v, cur);
   double now = dtPropChoiceCost(R->p, v->operands, v->results, R->known,
                                 (int)R->numKnown, cur);
   if (now <= 0.0)
@@ -681,332 +566,15 @@ static void visit(Refine *R, int index) {
   } else {
     dtPropBestChoice(R->p, ruleOf(R, v, R->visitRule), v->operands, v->results,
                      R->known, (int)R->numKnown, R->scratch, &best, NULL);
-    if (best && !lower(best->cost, now))
+    if (best && !dtRefineLower(best->cost, now))
       best = NULL;
     if (keyed)
       remember(R, hash, v, best);
     if (!best)
       return;
   }
-  apply(R, v, best);
+  dtRefineApply(R, v, best);
   enqueueAround(R, v->op);
-}
-
-/* ---- the exact search ---------------------------------------------------- */
-
-static bool addCand(Var *v, const Choice *c, const Strategy *st, unsigned pass,
-                    int passOperand) {
-  const DtRule *r = v->rule;
-  Cand k;
-  memset(&k, 0, sizeof(k));
-  for (int i = 0; i < r->numOperands; ++i)
-    if (v->operands[i])
-      pack(&c->operands[i], &k.need[i]);
-  for (int j = 0; j < r->numResults; ++j)
-    if (v->results[j])
-      pack(&c->results[j], &k.res[j]);
-  for (size_t n = 0; n < v->numCands; ++n)
-    if (!memcmp(v->cands[n].need, k.need, sizeof(k.need)) &&
-        !memcmp(v->cands[n].res, k.res, sizeof(k.res)))
-      return true;
-  k.strategy = *st;
-  k.pass = pass;
-  k.passOperand = passOperand;
-  Cand *slot =
-      dtArrayPush((void **)&v->cands, &v->numCands, &v->capCands, sizeof(Cand));
-  if (!slot)
-    return false;
-  *slot = k;
-  return true;
-}
-
-/* Every way Partial(sum) operands may flow through `v` under `st`. */
-static bool addPassVariants(Refine *R, Var *v, const Strategy *st) {
-  const DtRule *r = v->rule;
-  Choice *c = &R->scratch[0];
-  int rank = dtensorMeshGetRank(R->p->mesh);
-  unsigned free = ((1u << rank) - 1) & ~st->used;
-  for (unsigned pass = free;; pass = (pass - 1) & free) {
-    if (pass == 0 || r->flow == DT_FLOW_ALL_SUM) {
-      if ((pass == 0 || r->flow != DT_FLOW_NONE) &&
-          dtPropSpecsWith(R->p, r, v->operands, v->results, st, pass, -1, c) &&
-          !addCand(v, c, st, pass, -1))
-        return false;
-    } else if (r->flow == DT_FLOW_ONE_LINEAR) {
-      for (int i = 0; i < r->numOperands; ++i)
-        if (v->operands[i] && r->linear[i] && !r->isInit[i] &&
-            dtPropSpecsWith(R->p, r, v->operands, v->results, st, pass, i, c) &&
-            !addCand(v, c, st, pass, i))
-          return false;
-    }
-    if (pass == 0)
-      return true;
-  }
-}
-
-/* Every strategy: each mesh axis on no factor or on one, in any order. */
-static bool enumerateStrategies(Refine *R, Var *v, int f, Strategy *st) {
-  const DtRule *r = v->rule;
-  if (f == r->numFactors)
-    return addPassVariants(R, v, st);
-  if (!enumerateStrategies(R, v, f + 1, st))
-    return false;
-  if (!r->shardable[f])
-    return true;
-  int rank = dtensorMeshGetRank(R->p->mesh);
-  for (int a = 0; a < rank; ++a) {
-    if (st->used & (1u << a))
-      continue;
-    st->axes[f][st->numAxes[f]++] = a;
-    st->used |= 1u << a;
-    bool ok = enumerateStrategies(R, v, f, st);
-    st->used &= ~(1u << a);
-    --st->numAxes[f];
-    if (!ok)
-      return false;
-  }
-  return true;
-}
-
-/* The conversions of a candidate's results to what the users that are
- * not vars need (each distinct layout once). */
-static double fixedCost(Refine *R, Var *v, const Cand *k) {
-  double cost = 0.0;
-  for (int j = 0; j < v->numResults; ++j) {
-    if (!v->results[j])
-      continue;
-    DtensorShardingSpec a, b;
-    unpack(&k->res[j], v->results[j]->rank, &a);
-    size_t first;
-    if (!otherNeeds(R, v->results[j]->value, (MlirOperation){NULL}, -1, true,
-                    &first))
-      return INFINITY;
-    for (size_t n = first; n < R->numShared; ++n) {
-      unpack(&R->shared[n], v->results[j]->rank, &b);
-      cost += dtPropConvertCost(R->p, v->results[j], &a, &b);
-    }
-    R->numShared = first;
-  }
-  return cost;
-}
-
-/* The conversions of the operands of var `k` under candidate `c`, the
- * earlier vars' candidates picked: each layout a value is converted to is
- * paid once, by its first var user, unless a fixed user needs it too. */
-static double linkCost(Refine *R, int k, const Cand *c) {
-  const Var *v = &R->vars[R->order[k]];
-  double cost = 0.0;
-  for (int l = 0; l < v->numLinks; ++l) {
-    const Link *ln = &v->links[l];
-    CSpec target = c->need[ln->operand];
-    if (hasCSpec(R->shared + ln->fixedNeeds, (size_t)ln->numFixedNeeds, target))
-      continue;
-    bool paid = false;
-    for (int e = 0; e < ln->numSameValue && !paid; ++e) {
-      int q = ln->sameValue[e] / DT_MAX_RULE_VALUES;
-      const Var *qv = &R->vars[R->order[q]];
-      const Link *ql = &qv->links[ln->sameValue[e] % DT_MAX_RULE_VALUES];
-      paid = sameCSpec(qv->cands[R->pick[q]].need[ql->operand], target);
-    }
-    if (paid)
-      continue;
-    const Info *in = v->operands[ln->operand];
-    DtensorShardingSpec a, b;
-    if (ln->producer >= 0) {
-      const Var *pv = &R->vars[R->order[ln->producer]];
-      unpack(&pv->cands[R->pick[ln->producer]].res[ln->result], in->rank, &a);
-    } else
-      a = specOf(in);
-    unpack(&target, in->rank, &b);
-    cost += dtPropConvertCost(R->p, in, &a, &b);
-  }
-  return cost;
-}
-
-static void search(Refine *R, int k, double partial) {
-  if (R->aborted)
-    return;
-  if (R->prune && ++R->nodes > kSearchBudget) {
-    R->aborted = true;
-    return;
-  }
-  if (k == R->count) {
-    if (partial < R->best) {
-      R->best = partial;
-      memcpy(R->bestPick, R->pick, sizeof(int) * (size_t)R->count);
-    }
-    return;
-  }
-  if (R->prune && !lower(partial + R->suffix[k], R->best))
-    return;
-  const Var *v = &R->vars[R->order[k]];
-  for (size_t n = 0; n < v->numCands && !R->aborted; ++n) {
-    R->pick[k] = (int)n;
-    double cost = v->cands[n].fixedCost + linkCost(R, k, &v->cands[n]);
-    search(R, k + 1, partial + cost);
-  }
-}
-
-static int compareCands(const void *x, const void *y) {
-  const Cand *a = x, *b = y;
-  return (a->fixedCost > b->fixedCost) - (a->fixedCost < b->fixedCost);
-}
-
-/* The current choice of `v` as a candidate (its strategy is never needed:
- * it is not rewritten). */
-static bool addCurrent(Refine *R, Var *v) {
-  Choice *c = &R->scratch[3];
-  currentChoice(R, v, c);
-  Strategy none;
-  memset(&none, 0, sizeof(none));
-  if (!addCand(v, c, &none, 0, -1))
-    return false;
-  v->cands[0].isCurrent = true;
-  return true;
-}
-
-/* The links of var `k`: its operands that are not free. */
-static bool linkOperands(Refine *R, int k, Var *v) {
-  v->numLinks = 0;
-  if (!v->links && !(v->links = calloc(DT_MAX_RULE_VALUES, sizeof(Link))))
-    return false;
-  for (int i = 0; i < v->numOperands; ++i) {
-    if (!v->operands[i] || v->freeOperand[i])
-      continue;
-    MlirValue o = v->operands[i]->value;
-    Link *ln = &v->links[v->numLinks];
-    memset(ln, 0, sizeof(*ln));
-    ln->operand = i;
-    ln->producer = -1;
-    if (mlirValueIsAOpResult(o)) {
-      int pv = varOf(R, mlirOpResultGetOwner(o));
-      ln->result = (int)mlirOpResultGetResultNumber(o);
-      for (int q = 0; q < k && pv >= 0; ++q)
-        if (R->order[q] == pv)
-          ln->producer = q;
-      if (pv >= 0 && ln->producer < 0) /* not before it in the block */
-        return false;
-    }
-    if (!otherNeeds(R, o, (MlirOperation){NULL}, -1, true, &ln->fixedNeeds))
-      return false;
-    ln->numFixedNeeds = (int)(R->numShared - ln->fixedNeeds);
-    for (int q = 0; q < k; ++q) {
-      const Var *qv = &R->vars[R->order[q]];
-      for (int l = 0; l < qv->numLinks; ++l)
-        if (mlirValueEqual(qv->operands[qv->links[l].operand]->value, o) &&
-            ln->numSameValue < DT_MAX_RULE_VALUES)
-          ln->sameValue[ln->numSameValue++] = q * DT_MAX_RULE_VALUES + l;
-    }
-    ++v->numLinks;
-  }
-  return true;
-}
-
-/* The candidates of each var (its current choice first), their links to
- * earlier vars and the bounds. False when out of memory. */
-static bool prepareSearch(Refine *R) {
-  for (int k = 0; k < R->count; ++k) {
-    Var *v = &R->vars[R->order[k]];
-    Strategy st;
-    memset(&st, 0, sizeof(st));
-    st.seed = -1;
-    if (!addCurrent(R, v) || !enumerateStrategies(R, v, 0, &st))
-      return false;
-    v->minFixed = INFINITY;
-    for (size_t n = 0; n < v->numCands; ++n) {
-      v->cands[n].fixedCost = fixedCost(R, v, &v->cands[n]);
-      v->minFixed = fmin(v->minFixed, v->cands[n].fixedCost);
-    }
-    /* Cheap candidates first: a good bound early. */
-    qsort(v->cands, v->numCands, sizeof(Cand), compareCands);
-    for (size_t n = 0; n < v->numCands; ++n)
-      if (v->cands[n].isCurrent)
-        v->current = (int)n;
-    if (!linkOperands(R, k, v))
-      return false;
-  }
-  R->suffix[R->count] = 0.0;
-  for (int k = R->count - 1; k >= 0; --k)
-    R->suffix[k] = R->suffix[k + 1] + R->vars[R->order[k]].minFixed;
-  return !R->failed;
-}
-
-/* The cost of the current choices, as the search counts it. */
-static double currentTotal(Refine *R) {
-  double total = 0.0;
-  for (int k = 0; k < R->count; ++k)
-    R->pick[k] = R->vars[R->order[k]].current;
-  for (int k = 0; k < R->count; ++k) {
-    const Var *v = &R->vars[R->order[k]];
-    total +=
-        v->cands[v->current].fixedCost + linkCost(R, k, &v->cands[v->current]);
-  }
-  return total;
-}
-
-/* The optimum over every combination of the vars' strategies (pruned
- * unless enumerating), applied where it is cheaper than the current
- * choices. Returns a summary for cost=true. */
-static const char *exactChoice(Refine *R, bool enumerate) {
-  Prop *p = R->p;
-  if (!prepareSearch(R)) {
-    R->failed = true;
-    return "out of memory";
-  }
-  if (enumerate) {
-    double combinations = 1.0;
-    for (int k = 0; k < R->count; ++k)
-      combinations *= (double)R->vars[R->order[k]].numCands;
-    if (combinations > kEnumerateLimit) {
-      dtPropError(p, R->vars[R->order[0]].op,
-                  "choice=enumerate: the %d ops of this function have %.3g "
-                  "combinations of strategies, more than the %.0e it walks",
-                  R->count, combinations, (double)kEnumerateLimit);
-      return "too many combinations";
-    }
-  }
-  double now = currentTotal(R);
-  R->prune = !enumerate;
-  R->best = enumerate ? INFINITY : now;
-  for (int k = 0; k < R->count; ++k)
-    R->bestPick[k] = -1;
-  search(R, 0, 0.0);
-  if (R->aborted)
-    return dtPropKeep(p,
-                      "refined; the exact search over %d ops stopped "
-                      "after %d nodes",
-                      R->count, (int)kSearchBudget);
-  const char *summary = dtPropKeep(p, "optimal over %d ops (%s)", R->count,
-                                   enumerate ? "enumerated" : "exact search");
-  /* Nothing cheaper than the current choices: they are optimal. */
-  if (R->count == 0 || R->bestPick[0] < 0 || !lower(R->best, now))
-    return summary;
-  for (int k = 0; k < R->count; ++k) {
-    Var *v = &R->vars[R->order[k]];
-    const Cand *c = &v->cands[R->bestPick[k]];
-    if (c->isCurrent)
-      continue;
-    Choice *ch = &R->scratch[1];
-    if (!dtPropSpecsWith(p, v->rule, v->operands, v->results, &c->strategy,
-                         c->pass, c->passOperand, ch)) {
-      R->failed = true;
-      return "inconsistent candidate";
-    }
-    Choice *cur = &R->scratch[3];
-    currentChoice(R, v, cur);
-    bool same = true;
-    for (int i = 0; i < v->numOperands; ++i)
-      if (v->operands[i] &&
-          !dtensorShardingSpecEqual(&cur->operands[i], &ch->operands[i]))
-        same = false;
-    for (int j = 0; j < v->numResults; ++j)
-      if (v->results[j] &&
-          !dtensorShardingSpecEqual(&cur->results[j], &ch->results[j]))
-        same = false;
-    if (!same)
-      apply(R, v, ch);
-  }
-  return summary;
 }
 
 /* ---- writing the new choices -------------------------------------------- */
@@ -1118,7 +686,7 @@ void dtPropRefine(Prop *p, MlirOperation func) {
   /* Refinement from every op next to a conversion. */
   size_t numCostly = p->numCostly;
   for (size_t n = 0; n < numCostly && !R.failed; ++n) {
-    enqueue(&R, varOf(&R, p->costly[n]));
+    enqueue(&R, dtRefineVarOf(&R, p->costly[n]));
     enqueueAround(&R, p->costly[n]);
   }
   while (R.numStack > 0 && !R.failed && !p->failed)
@@ -1129,7 +697,7 @@ void dtPropRefine(Prop *p, MlirOperation func) {
   for (MlirOperation op = mlirBlockGetFirstOperation(R.entry);
        !mlirOperationIsNull(op) && !R.failed && count <= kExactOps;
        op = mlirOperationGetNextInBlock(op))
-    count += varOf(&R, op) >= 0;
+    count += dtRefineVarOf(&R, op) >= 0;
   if (p->choice == DT_CHOICE_ENUMERATE && count > kExactOps)
     dtPropError(p, func,
                 "choice=enumerate takes functions of at most %d ops with a "
@@ -1145,7 +713,7 @@ void dtPropRefine(Prop *p, MlirOperation func) {
     for (MlirOperation op = mlirBlockGetFirstOperation(R.entry);
          !mlirOperationIsNull(op) && !R.failed;
          op = mlirOperationGetNextInBlock(op)) {
-      int v = varOf(&R, op);
+      int v = dtRefineVarOf(&R, op);
       if (v < 0)
         continue;
       R.order[R.count++] = v;
@@ -1156,7 +724,7 @@ void dtPropRefine(Prop *p, MlirOperation func) {
         dtPropRule(p, op, R.vars[v].rule);
     }
     if (!R.failed)
-      p->choiceSummary = exactChoice(&R, p->choice == DT_CHOICE_ENUMERATE);
+      p->choiceSummary = dtRefineExact(&R, p->choice == DT_CHOICE_ENUMERATE);
   }
   if (R.failed)
     dtPropError(p, func, "out of memory");

@@ -268,11 +268,11 @@ double dtPropChoiceCost(Prop *p, Info **operands, Info **results,
   for (int k = 0; k < numKnown; ++k) {
     const Known *kv = &known[k];
     if (kv->isResult)
-      cost += kv->weight * dtPropConvertCost(p, results[kv->index],
-                                             &c->results[kv->index], &kv->spec);
+      cost += dtPropConvertCost(p, results[kv->index], &c->results[kv->index],
+                                &kv->spec);
     else if (!sharedNeed(kv, &c->operands[kv->index]))
-      cost += kv->weight * dtPropConvertCost(p, operands[kv->index], &kv->spec,
-                                             &c->operands[kv->index]);
+      cost += dtPropConvertCost(p, operands[kv->index], &kv->spec,
+                                &c->operands[kv->index]);
   }
   return cost;
 }
@@ -579,7 +579,6 @@ __attribute__((noinline)) void dtPropDecideFactors(Prop *p, MlirOperation op,
         k->spec = demandOf(results[j]);
         k->info = results[j];
         k->origin = originOf(NULL);
-        k->weight = 1.0;
         k->numShared = 0;
         k->noSeed = false;
       }
@@ -593,7 +592,6 @@ __attribute__((noinline)) void dtPropDecideFactors(Prop *p, MlirOperation op,
         k->spec = specOf(operands[i]);
         k->info = operands[i];
         k->origin = operands[i]->origin;
-        k->weight = 1.0;
         k->numShared = 0;
         k->noSeed = false;
       }
