@@ -14,7 +14,10 @@
 #include <time.h>
 
 /* canonicalize and cse on the result, by a pass manager of their own that
- * does not verify in between (the outer one verifies this pass's result). */
+ * does not verify in between (the outer one verifies this pass's result).
+ * canonicalize leaves regions' blocks alone: the steps before make no
+ * blocks, and simplifying them took a third of canonicalize's time on a
+ * 1,000-block Megatron chain (callgrind). */
 static bool cleanUp(MlirOperation root) {
   MlirContext ctx = mlirOperationGetContext(root);
   MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(root));
@@ -22,7 +25,9 @@ static bool cleanUp(MlirOperation root) {
   mlirPassManagerEnableVerifier(pm, false);
   bool ok = mlirLogicalResultIsSuccess(mlirOpPassManagerAddPipeline(
       mlirPassManagerGetAsOpPassManager(pm),
-      mlirStringRefCreateFromCString("canonicalize, cse"), NULL, NULL));
+      mlirStringRefCreateFromCString(
+          "canonicalize{region-simplify=disabled}, cse"),
+      NULL, NULL));
   ok = ok && mlirLogicalResultIsSuccess(mlirPassManagerRunOnOp(pm, root));
   mlirPassManagerDestroy(pm);
   return ok;
