@@ -1,13 +1,17 @@
 /* lib/Support: the hash table against a plain array as the reference
  * (random inserts, finds and removals, with keys crowded into few home
  * slots so the backward shift of removal is exercised across wrap-around),
- * the growable array, dtCeilDiv near INT64_MAX, ravel/unravel and the string
- * builder. */
+ * the growable array, dtCeilDiv near INT64_MAX, ravel/unravel, the string
+ * builder, and the tools' allocator settings (dtTuneAllocator starts this
+ * program again, which prints what it got). */
 #include "Support/Support.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "Check.h"
 
@@ -28,7 +32,75 @@ static void countVisit(void *entry, void *user) {
   ++*(int *)user;
 }
 
-int main(void) {
+extern char **environ;
+
+/* What dtTuneAllocator does for a command line naming `file`, with
+ * GLIBC_TUNABLES as `preset` (NULL: unset), in a child whose output is read
+ * back: the new start's GLIBC_TUNABLES, or "returned" when it did not start
+ * again. */
+static void tunedRun(const char *file, const char *preset, char *out,
+                     size_t capacity) {
+  int fds[2];
+  out[0] = 0;
+  if (pipe(fds) != 0)
+    return;
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    if (preset)
+      setenv("GLIBC_TUNABLES", preset, 1);
+    else
+      unsetenv("GLIBC_TUNABLES");
+    char *argv[] = {"support-test", "--tunables", (char *)file, NULL};
+    dtTuneAllocator(3, argv, environ);
+    printf("returned");
+    fflush(stdout);
+    _exit(0);
+  }
+  close(fds[1]);
+  size_t n = 0;
+  ssize_t got;
+  while (n + 1 < capacity &&
+         (got = read(fds[0], out + n, capacity - 1 - n)) > 0)
+    n += (size_t)got;
+  out[n] = 0;
+  close(fds[0]);
+  waitpid(pid, NULL, 0);
+}
+
+static void testTuneAllocator(void) {
+  char small[] = "/tmp/support-test-small-XXXXXX";
+  char big[] = "/tmp/support-test-big-XXXXXX";
+  int fs = mkstemp(small), fb = mkstemp(big);
+  CHECK(fs >= 0 && fb >= 0);
+  if (fs < 0 || fb < 0)
+    return;
+  CHECK(write(fs, "x", 1) == 1 && ftruncate(fb, 3 << 20) == 0);
+  close(fs);
+  close(fb);
+  char out[256];
+  tunedRun(big, NULL, out, sizeof(out));
+  if (DT_TUNES_ALLOCATOR)
+    CHECK(strstr(out, "glibc.malloc.hugetlb=1") != NULL);
+  else
+    CHECK(!strcmp(out, "returned"));
+  /* Small inputs are not worth a new start; a preset variable is kept. */
+  tunedRun(small, NULL, out, sizeof(out));
+  CHECK(!strcmp(out, "returned"));
+  tunedRun(big, "", out, sizeof(out));
+  CHECK(!strcmp(out, "returned"));
+  unlink(small);
+  unlink(big);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--tunables")) {
+    const char *t = getenv("GLIBC_TUNABLES");
+    printf("%s", t ? t : "(unset)");
+    return 0;
+  }
   enum { KEYS = 3000 };
   static int reference[KEYS]; /* value + 1, 0 when absent */
   DtTable t = dtTableInit(sizeof(Entry));
@@ -100,6 +172,7 @@ int main(void) {
   DtensorDiag diag;
   CHECK(!dtDiag(&diag, 3, "at %d", 3) && diag.column == 3 &&
         !strcmp(diag.message, "at 3"));
+  testTuneAllocator();
   printf("support-test: %d passed, %d failed\n", checks - failures, failures);
   return failures != 0;
 }

@@ -3,6 +3,7 @@
  * libdtensor_rt into an executable run by dtensor-run. Argument parsing
  * only; the work is the library's (dtensorAddSpmdPipeline,
  * dtensorAddToLLVMPipeline, dtensorEmitModule). */
+#include "Support/Support.h"
 #include "dtensor-c/Dialect.h"
 #include "dtensor-c/Passes.h"
 #include "dtensor-c/Target.h"
@@ -138,6 +139,8 @@ static int writeOutput(MlirOperation module, const Args *a) {
   }
   return 0;
 }
+
+DT_TUNE_ALLOCATOR;
 
 int main(int argc, char **argv) {
   Args a = {NULL, NULL, "obj", "", 2, true, DTENSOR_EMIT_OBJECT, false};

@@ -4,6 +4,7 @@
  * Exit status: 0 success, 1 any error diagnostic (or a failed expectation
  * under --verify-diagnostics), 2 usage errors. */
 #include "Opt.h"
+#include "Support/Support.h"
 
 #include "dtensor-c/Dialect.h"
 #include "dtensor-c/Passes.h"
@@ -485,6 +486,8 @@ static bool runAll(MlirContext ctx, const Options *o, const Source *src,
   free(chunk.data);
   return ok;
 }
+
+DT_TUNE_ALLOCATOR;
 
 int main(int argc, char **argv) {
   Options o = {0};

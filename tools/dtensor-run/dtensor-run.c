@@ -5,6 +5,7 @@
  * way; ranks die with it if it is killed. Under --backend mpi, mpirun
  * launches instead. */
 #include "Run.h"
+#include "Support/Support.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -297,6 +298,8 @@ static int runUnderMpirun(int argc, char **argv, const Args *a, bool isMlir) {
   args[k++] = argv[a->first];
   return waitForMpirun(args);
 }
+
+DT_TUNE_ALLOCATOR;
 
 int main(int argc, char **argv) {
   Args a = {0, "shm", NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, false, 1};
