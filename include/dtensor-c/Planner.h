@@ -158,6 +158,13 @@ typedef struct DtensorPlanStep {
   DtensorCommSpec comm;
   DtensorShardingSpec after;
   DtensorCommCost cost;
+  /// viewGroups > 1: the step runs on the tensor viewed with dim `viewDim`
+  /// cut into [viewGroups, size / viewGroups] (one dim more; every device's
+  /// block is viewed the same way, a reshape), and `comm` and `after` refer
+  /// to that view. This is how interleaved shards (S0i3) are
+  /// redistributed. 0: the tensor as it is.
+  int viewDim;
+  int64_t viewGroups;
 } DtensorPlanStep;
 
 /// A redistribution plan: the steps from the source spec to the target
@@ -177,7 +184,16 @@ typedef struct DtensorPlan {
 /// fills `outDiag` when the target is invalid for the layout or the
 /// conversion is impossible (a Partial that would have to be created or
 /// change its reduce kind, mixed reduce kinds to resolve, interleaved
-/// shards), saying why.
+/// shards with unequal chunks), saying why.
+/// The layout a tensor in layout `source` has after `step` of a plan from
+/// it: the step's `after` spec, on the step's view of the tensor (one dim
+/// more where the step has a view). False, with `outDiag`, when the view
+/// does not fit.
+DTENSOR_EXPORT bool dtensorPlanStepLayout(const DtensorLayout *source,
+                                          const DtensorPlanStep *step,
+                                          DtensorLayout *outLayout,
+                                          DtensorDiag *outDiag);
+
 DTENSOR_EXPORT bool dtensorPlanCompute(const DtensorLayout *source,
                                        const DtensorShardingSpec *target,
                                        const DtensorPlanOptions *options,

@@ -47,4 +47,31 @@ DtensorCommCost dtCommCost(const DtensorCommSpec *comm, const DtensorMesh *mesh,
                            int64_t bytesIn, int64_t bytesOut,
                            const DtensorPlanOptions *options);
 
+/* ---- interleaved shards (Interleave.c) ----------------------------------- */
+
+/// Whether `s` interleaves a sharded dim; its first such dim and groups.
+bool dtSpecInterleaved(const DtensorShardingSpec *s, int *outDim,
+                       int64_t *outGroups);
+
+/// `s` in the view of `dim` cut into [groups, size / groups]: the groups
+/// replicated, the dim's axes on the inner dim without interleave.
+void dtSpecExpandView(const DtensorShardingSpec *s, int dim,
+                      DtensorShardingSpec *out);
+
+/// The inverse of dtSpecExpandView for a viewed spec whose groups dim is
+/// replicated (false otherwise).
+bool dtSpecCollapseView(const DtensorShardingSpec *s, int dim, int64_t groups,
+                        DtensorShardingSpec *out);
+
+/// `l` in the view of `dim` cut into [groups, size / groups].
+bool dtLayoutView(const DtensorLayout *l, int dim, int64_t groups,
+                  DtensorLayout *out, DtensorDiag *diag);
+
+/// dtensorPlanCompute where the source or the target interleaves a dim
+/// (the file's comment says how).
+bool dtPlanInterleaved(const DtensorLayout *source,
+                       const DtensorShardingSpec *target,
+                       const DtensorPlanOptions *options, DtensorPlan *plan,
+                       DtensorDiag *diag);
+
 #endif

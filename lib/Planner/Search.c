@@ -527,6 +527,8 @@ static bool tracePath(const Ctx *c, const Node *nodes, int node,
        i = nodes[i].parent, --k) {
     plan->steps[k].comm = nodes[i].via;
     plan->steps[k].cost = nodes[i].cost;
+    plan->steps[k].viewDim = 0;
+    plan->steps[k].viewGroups = 0;
     toSpec(c, nodes[i].key, &plan->steps[k].after);
   }
   for (int k = 0; k < count; ++k) {
@@ -688,6 +690,8 @@ static bool searchGreedy(const Ctx *c, uint64_t source, uint64_t target,
     DtensorPlanStep *step = &plan->steps[plan->numSteps++];
     step->comm = path[i].comm;
     step->cost = path[i].cost;
+    step->viewDim = 0;
+    step->viewGroups = 0;
     toSpec(c, path[i].to, &step->after);
     plan->forwardUs += path[i].cost.forwardUs;
     plan->backwardUs += path[i].cost.backwardUs;
@@ -707,10 +711,9 @@ void dtensorPlanOptionsInit(DtensorPlanOptions *outOptions) {
 }
 
 static bool interleaved(const DtensorShardingSpec *s) {
-  for (int d = 0; d < s->rank; ++d)
-    if (s->numAxes[d] > 0 && s->interleave[d] > 1)
-      return true;
-  return false;
+  int dim;
+  int64_t groups;
+  return dtSpecInterleaved(s, &dim, &groups);
 }
 
 /* Says why the conversion is impossible, or fills the search context. */
@@ -822,11 +825,6 @@ static bool prepare(const DtensorLayout *source,
       c->partialKind[a] = first;
       c->create[a] = true;
     }
-  if ((interleaved(s) || interleaved(target)) &&
-      !dtensorShardingSpecEqual(s, target))
-    return dtDiag(diag, -1,
-                  "the planner does not redistribute interleaved "
-                  "shards (S0/k) yet");
   return true;
 }
 
@@ -839,6 +837,9 @@ bool dtensorPlanCompute(const DtensorLayout *source,
     dtensorPlanOptionsInit(&defaults);
     options = &defaults;
   }
+  if ((interleaved(&source->spec) || interleaved(target)) &&
+      !dtensorShardingSpecEqual(&source->spec, target))
+    return dtPlanInterleaved(source, target, options, outPlan, outDiag);
   Ctx c;
   if (!prepare(source, target, options, &c, outDiag))
     return false;
@@ -873,6 +874,13 @@ size_t dtensorPlanPrint(const DtensorPlan *plan, const DtensorMesh *mesh,
     const DtensorPlanStep *s = &plan->steps[i];
     dtensorCommSpecPrint(&s->comm, comm, sizeof(comm));
     dtensorShardingSpecPrint(&s->after, spec, sizeof(spec));
+    if (s->viewGroups > 1 &&
+        (i == 0 || plan->steps[i - 1].viewGroups != s->viewGroups ||
+         plan->steps[i - 1].viewDim != s->viewDim))
+      dtBufPrintf(&b, "view dim %d as %lld groups (one dim more)\n", s->viewDim,
+                  (long long)s->viewGroups);
+    else if (s->viewGroups <= 1 && i > 0 && plan->steps[i - 1].viewGroups > 1)
+      dtBufPrintf(&b, "view as is\n");
     dtBufPrintf(&b,
                 "step %d: %s -> %s  fwd %.3f us, bwd %.3f us, %lld bytes "
                 "per device\n",

@@ -198,6 +198,36 @@ static bool reduceAxis(Blocks *b, int a) {
   return true;
 }
 
+/* Views `b` (in view (*dim, *groups) of `source`'s space; groups <= 1: as
+ * it is) as view (dim, groups) instead: the same blocks, reshaped. */
+static bool reView(Blocks *b, const DtensorLayout *source, int *curDim,
+                   int64_t *curGroups, int dim, int64_t groups,
+                   DtensorDiag *diag) {
+  if (*curGroups == groups && (groups <= 1 || *curDim == dim))
+    return true;
+  DtensorLayout l = *source;
+  if (*curGroups <= 1)
+    l.spec = b->layout.spec;
+  else if (!dtSpecCollapseView(&b->layout.spec, *curDim, *curGroups, &l.spec))
+    return dtDiag(diag, -1,
+                  "the plan leaves the view of dim %d with its groups "
+                  "sharded",
+                  *curDim);
+  if (groups > 1 && !dtLayoutView(&l, dim, groups, &l, diag))
+    return false;
+  int64_t padded[DTENSOR_MAX_TENSOR_RANK], elems = 1;
+  dtensorLayoutGetMaxLocalShape(&l, padded);
+  for (int d = 0; d < l.rank; ++d)
+    elems *= padded[d];
+  if (elems != b->elems)
+    return dtDiag(diag, -1, "a view changes the size of the blocks");
+  b->layout = l;
+  memcpy(b->padded, padded, sizeof(padded));
+  *curDim = dim;
+  *curGroups = groups;
+  return true;
+}
+
 bool dtensorPlanSimulate(const DtensorLayout *source, const DtensorPlan *plan,
                          const DtensorShardingSpec *target,
                          DtensorDiag *outDiag) {
@@ -206,10 +236,17 @@ bool dtensorPlanSimulate(const DtensorLayout *source, const DtensorPlan *plan,
     return dtDiag(outDiag, -1, "out of memory in the simulator");
   distribute(&cur);
   char text[256];
+  int viewDim = 0;
+  int64_t viewGroups = 0;
   for (int s = 0; s < plan->numSteps; ++s) {
     const DtensorPlanStep *step = &plan->steps[s];
     DtensorShardingSpec next;
     DtensorDiag why;
+    if (!reView(&cur, source, &viewDim, &viewGroups, step->viewDim,
+                step->viewGroups, &why)) {
+      free(cur.data);
+      return dtDiag(outDiag, -1, "step %d: %s", s + 1, why.message);
+    }
     if (!dtensorCommSpecApply(&step->comm, &cur.layout, &next, &why)) {
       free(cur.data);
       return dtDiag(outDiag, -1, "step %d is not valid: %s", s + 1,
@@ -233,6 +270,11 @@ bool dtensorPlanSimulate(const DtensorLayout *source, const DtensorPlan *plan,
     applyStep(&step->comm, &cur, &out);
     free(cur.data);
     cur = out;
+  }
+  DtensorDiag why;
+  if (!reView(&cur, source, &viewDim, &viewGroups, 0, 0, &why)) {
+    free(cur.data);
+    return dtDiag(outDiag, -1, "after the last step: %s", why.message);
   }
   DtensorLayout want = cur.layout;
   want.spec = *target;

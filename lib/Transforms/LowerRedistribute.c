@@ -5,6 +5,7 @@
 #include "Table.h"
 #include "Util.h"
 
+#include "Planner/PlannerInternal.h"
 #include "Support/Support.h"
 #include "dtensor-c/Dialect.h"
 #include "dtensor-c/Planner.h"
@@ -33,6 +34,91 @@ static MlirValue buildStep(const DtIds *ids, MlirOperation before,
   MlirOperation op =
       dtBuildCollective(ids, before, meshRef, &step->comm, input, outType);
   return mlirOperationIsNull(op) ? input : mlirOperationGetResult(op, 0);
+}
+
+/* The local type of `input`'s elements in layout `l`'s largest block. */
+static MlirType localType(const DtensorLayout *l, MlirValue input) {
+  int64_t shape[DTENSOR_MAX_TENSOR_RANK];
+  dtensorLayoutGetMaxLocalShape(l, shape);
+  return mlirRankedTensorTypeGet(
+      l->rank, shape, mlirShapedTypeGetElementType(mlirValueGetType(input)),
+      mlirAttributeGetNull());
+}
+
+/* Views the local block `input` (of a tensor of `rank` dims) with `dim` cut
+ * in two (expand) or back (collapse), as a plan's step asks (interleaved
+ * shards, lib/Planner/Interleave.c), into layout `l`'s block. */
+static MlirValue reView(MlirOperation before, bool expand, int rank, int dim,
+                        MlirValue input, const DtensorLayout *l) {
+  MlirContext ctx = mlirOperationGetContext(before);
+  MlirType i64 = mlirIntegerTypeGet(ctx, 64);
+  MlirAttribute groups[DTENSOR_MAX_TENSOR_RANK];
+  for (int d = 0, o = 0; d < rank; ++d) {
+    MlirAttribute idx[2];
+    int n = 0;
+    idx[n++] = mlirIntegerAttrGet(i64, o++);
+    if (d == dim)
+      idx[n++] = mlirIntegerAttrGet(i64, o++);
+    groups[d] = mlirArrayAttrGet(ctx, n, idx);
+  }
+  MlirType type = localType(l, input);
+  int64_t shape[DTENSOR_MAX_TENSOR_RANK];
+  dtensorLayoutGetMaxLocalShape(l, shape);
+  MlirNamedAttribute attrs[2] = {
+      dtNamedAttr(ctx, "reassociation", mlirArrayAttrGet(ctx, rank, groups)),
+      dtNamedAttr(ctx, "static_output_shape",
+                  mlirDenseI64ArrayGet(ctx, l->rank, shape))};
+  MlirOperationState st = mlirOperationStateGet(
+      mlirStringRefCreateFromCString(expand ? "tensor.expand_shape"
+                                            : "tensor.collapse_shape"),
+      mlirOperationGetLocation(before));
+  mlirOperationStateAddOperands(&st, 1, &input);
+  mlirOperationStateAddResults(&st, 1, &type);
+  mlirOperationStateAddAttributes(&st, expand ? 2 : 1, attrs);
+  MlirOperation op = mlirOperationCreate(&st);
+  mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(before), before,
+                                      op);
+  return mlirOperationGetResult(op, 0);
+}
+
+/* Moves `*value` (in layout `*cur`, in view (*dim, *groups) of the
+ * original space; groups <= 1: none) to view (dim, groups). */
+static bool moveView(MlirOperation before, int rank, DtensorLayout *cur,
+                     int *curDim, int64_t *curGroups, int dim, int64_t groups,
+                     MlirValue *value) {
+  if (*curGroups == groups && (groups <= 1 || *curDim == dim))
+    return true;
+  DtensorDiag diag;
+  if (*curGroups > 1) {
+    DtensorLayout flat = *cur;
+    flat.rank = rank;
+    for (int d = 0, o = 0; d < rank; ++d, ++o) {
+      flat.shape[d] = cur->shape[o];
+      if (d == *curDim)
+        flat.shape[d] *= cur->shape[++o];
+    }
+    if (!dtSpecCollapseView(&cur->spec, *curDim, *curGroups, &flat.spec)) {
+      dtOpError(before,
+                "a plan leaves the view of dim %d with its groups "
+                "sharded",
+                *curDim);
+      return false;
+    }
+    *value = reView(before, false, rank, *curDim, *value, &flat);
+    *cur = flat;
+  }
+  if (groups > 1) {
+    DtensorLayout viewed;
+    if (!dtLayoutView(cur, dim, groups, &viewed, &diag)) {
+      dtOpError(before, "%s", diag.message);
+      return false;
+    }
+    *value = reView(before, true, rank, dim, *value, &viewed);
+    *cur = viewed;
+  }
+  *curDim = dim;
+  *curGroups = groups;
+  return true;
 }
 
 /* The layouts of a (src, dst, global type) triple, read once: a program
@@ -148,12 +234,19 @@ static bool lowerOne(Lower *l, MlirOperation op) {
   MlirValue value = input;
   DtensorLayout after = pair->from;
   MlirOperation last = {NULL};
+  int viewDim = 0;
+  int64_t viewGroups = 0;
   for (int i = 0; i < plan->numSteps; ++i) {
-    after.spec = plan->steps[i].after;
-    value =
-        buildStep(&l->ids, op, pair->meshRef, &plan->steps[i], value, &after);
+    const DtensorPlanStep *step = &plan->steps[i];
+    if (!moveView(op, rank, &after, &viewDim, &viewGroups, step->viewDim,
+                  step->viewGroups, &value))
+      return false;
+    after.spec = step->after;
+    value = buildStep(&l->ids, op, pair->meshRef, step, value, &after);
     last = mlirOpResultGetOwner(value);
   }
+  if (!moveView(op, rank, &after, &viewDim, &viewGroups, 0, 0, &value))
+    return false;
   if (l->report && !mlirOperationIsNull(last)) {
     char text[256];
     snprintf(text, sizeof(text), "%d steps, forward %.3f us, backward %.3f us",
@@ -209,6 +302,10 @@ static bool runLowerRedistribute(MlirOperation root,
   if (!dtPassReadCalibration(root, "dtensor-lower-redistribute", options, &cal))
     return false;
   planOptions.calibration = cal;
+  /* Views of interleaved shards are tensor reshapes: the dialect may not
+   * be loaded yet in a program without tensor ops. */
+  mlirContextGetOrLoadDialect(mlirOperationGetContext(root),
+                              mlirStringRefCreateFromCString("tensor"));
   Collected found = {NULL, 0, 0, false};
   mlirOperationWalk(root, collect, &found, MlirWalkPostOrder);
   Lower l = {dtensorPlannerCreate(&planOptions), cal, report,

@@ -83,7 +83,8 @@ class CommCost(Structure):
 
 
 class PlanStep(Structure):
-    _fields_ = [("comm", CommSpec), ("after", ShardingSpec), ("cost", CommCost)]
+    _fields_ = [("comm", CommSpec), ("after", ShardingSpec), ("cost", CommCost),
+                ("viewDim", c_int), ("viewGroups", c_int64)]
 
 
 class Plan(Structure):

@@ -253,7 +253,10 @@ def plan(layout, target, strategy="optimal"):
         C.commSpecPrint(byref(st.comm), buf, len(buf))
         steps.append({"comm": buf.value.decode(), "after": _spec_text(st.after),
                       "forward_us": st.cost.forwardUs,
-                      "bytes_per_device": st.cost.bytesPerDevice})
+                      "bytes_per_device": st.cost.bytesPerDevice,
+                      # (dim, groups): the step runs on the tensor with that
+                      # dim cut into its groups (interleaved shards)
+                      "view": (st.viewDim, st.viewGroups) if st.viewGroups > 1 else None})
     n = C.planPrint(byref(out), layout.mesh.ptr, None, 0)
     buf = create_string_buffer(n + 1)
     C.planPrint(byref(out), layout.mesh.ptr, buf, n + 1)

@@ -117,6 +117,13 @@ def test_plan_of_a_partial_is_an_all_reduce():
     assert len(p.steps) == 1 and p.steps[0]["comm"].startswith("all_reduce")
 
 
+def test_plan_of_interleaved_shards_runs_in_a_view():
+    p = dtensor.plan(dtensor.Layout("2", "[R, S0i3]", (8, 24)), "[R, R]")
+    assert [s["view"] for s in p.steps] == [(1, 3)]
+    assert p.steps[0]["comm"].startswith("all_gather") and p.steps[0]["after"] == "[R, R, R]"
+    assert "view dim 1 as 3 groups" in p.text
+
+
 def test_impossible_plan_raises():
     with pytest.raises(dtensor.DtensorError,
                        match="Partial\\(max\\) cannot become Partial\\(min\\)"):

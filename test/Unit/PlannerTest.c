@@ -624,8 +624,22 @@ static void testKindsAndErrors(void) {
   planCase("2x4", "[R, R] Pavg(0) Psum(1)", "[S1, R] Pavg(0)", 2, s2, NULL);
   planCase("2x3x2", "[S0, R] Psum(1) Pavg(2)", "[S01, S2]", 2, s2, NULL);
   planCase("2x4", "[S0, S1]", "[S0, S0]", 2, s2, "shards both");
-  int64_t qkv[2] = {24, 4};
-  planCase("2x4", "[S1i3, R]", "[S1, R]", 2, qkv, "interleaved");
+  /* Interleaved shards: every conversion among these plans (in the view
+   * of the interleaved dim cut into its groups, or through a waypoint
+   * without interleave) and the simulator agrees. */
+  int64_t qkv[2] = {24, 16};
+  const char *il[] = {"[S1i3, R]",         "[S0i3, S1]", "[S01i3, R]",
+                      "[R, S1i2] Psum(0)", "[R, R]",     "[S1, R]",
+                      "[S10i3, R]",        "[R, S0i4]",  "[S1i2, S0]"};
+  int n = (int)(sizeof(il) / sizeof(il[0]));
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j)
+      if (!strstr(il[j], "Psum"))
+        planCase("2x4", il[i], il[j], 2, qkv, NULL);
+  planCase("2x4", "[S1i3, R]", "[S1i3, R] Psum(0)", 2, qkv, NULL);
+  int64_t odd[2] = {18, 4};
+  planCase("2x4", "[S1i3, R]", "[R, R]", 2, odd, "equal chunks only");
+  planCase("2x4", "[S0i2, S1i2]", "[R, R]", 2, qkv, "more than one");
 
   /* A wrong plan is caught: swap the gather dim of a correct one. */
   DtensorMesh *mesh = dtensorMeshParse("2x2", NULL);

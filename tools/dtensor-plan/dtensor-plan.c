@@ -242,6 +242,10 @@ static void printJson(const DtensorPlan *plan, const DtensorShardingSpec *to,
       printf("null");
     else
       printf("\"%s\"", dtensorReduceKindGetName(s->comm.reduce));
+    if (s->viewGroups > 1)
+      printf(", \"view\": [%d, %lld]", s->viewDim, (long long)s->viewGroups);
+    else
+      printf(", \"view\": null");
     printf(", \"after\": ");
     dtensorShardingSpecPrint(&s->after, buf, sizeof(buf));
     jsonString(buf);
@@ -319,7 +323,11 @@ static void printPlan(const Args *a, const DtensorMesh *mesh,
     char buf[256];
     dtensorCommSpecPrint(&p->steps[i].comm, buf, sizeof(buf));
     printf("\n== after step %d: %s\n", i + 1, buf);
-    l.spec = p->steps[i].after;
+    DtensorDiag diag;
+    if (!dtensorPlanStepLayout(source, &p->steps[i], &l, &diag)) {
+      printf("(%s)\n", diag.message);
+      continue;
+    }
     printLayout(&l);
   }
 }
