@@ -157,6 +157,14 @@ DTRT_EXPORT const char *dtrtBackendName(const DtrtContext *context);
 /// (nccl), 0 when they take host buffers (shm, mpi).
 DTRT_EXPORT int dtrtUsesDeviceMemory(const DtrtContext *context);
 
+/// Whether compiled GPU programs can run in this process: loads the CUDA
+/// driver (libcuda.so.1, by dlopen) and makes LOCAL_RANK's device (modulo
+/// the visible ones) current. Returns 1, or 0 with "the cuda target needs a
+/// CUDA device: <why>" (the loader's or the driver's message) in `why`
+/// (may be NULL). The runtime also defines the mgpu* functions MLIR's GPU
+/// lowering calls (lib/Runtime/Cuda.c, docs/runtime.md).
+DTRT_EXPORT int dtrtCudaProbe(char *why, size_t capacity);
+
 /// Waits for every rank (a final barrier), releases the communicators and
 /// removes the job's shared memory; NULL is a no-op.
 DTRT_EXPORT DtrtStatus dtrtFinalize(DtrtContext *context);
