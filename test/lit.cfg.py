@@ -16,3 +16,10 @@ config.environment["PATH"] = os.pathsep.join(
     [config.dtensor_tools_dir, config.llvm_tools_dir,
      config.environment.get("PATH", os.environ.get("PATH", ""))])
 config.substitutions.append(("%dtensor_src", config.dtensor_src_root))
+
+# CUDA's ptxas (the GPU target's cubins): at /usr/local/cuda/bin on our
+# machines; tests that need it say REQUIRES: ptxas.
+for cuda_bin in ["/usr/local/cuda/bin"]:
+    if os.path.exists(os.path.join(cuda_bin, "ptxas")):
+        config.available_features.add("ptxas")
+        config.environment["PATH"] += os.pathsep + cuda_bin

@@ -117,6 +117,15 @@ DTENSOR_EXPORT MlirLogicalResult dtensorAddSpmdPipeline(MlirOpPassManager pm,
 DTENSOR_EXPORT MlirLogicalResult dtensorAddToLLVMPipeline(MlirOpPassManager pm,
                                                           DtensorDiag *outDiag);
 
+/// Adds the GPU target's pipeline (`dtensor-to-nvvm`, docs/runtime.md):
+/// buffers in device memory, loops mapped to kernels, kernels compiled for
+/// `chip=sm_NN` (default sm_90) as cubins (`format=bin`, the default, by
+/// CUDA's ptxas on PATH) or PTX (`format=isa`), host code calling the
+/// runtime's mgpu* functions. `options` as in the pipeline text.
+DTENSOR_EXPORT MlirLogicalResult dtensorAddToNVVMPipeline(MlirOpPassManager pm,
+                                                          MlirStringRef options,
+                                                          DtensorDiag *outDiag);
+
 /// Registers every upstream MLIR pass so that pipelines can name them; call
 /// once before dtensorPassManagerAddPipeline.
 DTENSOR_EXPORT void dtensorRegisterUpstreamPasses(void);

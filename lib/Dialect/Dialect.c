@@ -28,6 +28,9 @@ MlirContext dtensorContextCreate(void) {
   mlirRegisterAllDialects(registry);
   MlirContext ctx = mlirContextCreateWithRegistry(registry, false);
   mlirDialectRegistryDestroy(registry);
+  /* gpu-module-to-binary translates kernels to LLVM IR inside a pipeline
+   * (the GPU target), not only at emission. */
+  mlirRegisterAllLLVMTranslations(ctx);
   if (mlirLogicalResultIsFailure(dtensorContextLoadDialect(ctx))) {
     mlirContextDestroy(ctx);
     return (MlirContext){NULL};

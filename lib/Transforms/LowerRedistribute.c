@@ -22,6 +22,10 @@
 static MlirValue buildStep(const DtIds *ids, MlirOperation before,
                            MlirAttribute meshRef, const DtensorPlanStep *step,
                            MlirValue input, const DtensorLayout *after) {
+  /* Over mesh axes of size 1 every step is the identity (a mesh of one
+   * device, or a program written for a larger mesh run on one). */
+  if (dtGroupSize(after->mesh, step->comm.numAxes, step->comm.axes) == 1)
+    return input;
   int64_t shape[DTENSOR_MAX_TENSOR_RANK];
   dtensorLayoutGetMaxLocalShape(after, shape);
   MlirType outType = mlirRankedTensorTypeGet(

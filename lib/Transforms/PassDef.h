@@ -78,6 +78,8 @@ extern const DtPassDef dtPrepareContractionsPass;
 extern const DtPassDef dtApproximateMathPass;
 extern const DtPassDef dtReassociateReductionsPass;
 extern const DtPassDef dtDecomposeSoftmaxPass;
+extern const DtPassDef dtGpuMemoryPass;
+extern const DtPassDef dtGpuCheckHostPass;
 extern const DtPassDef dtCheckLoweredPass;
 extern const DtPassDef dtApplyPlanPass;
 extern const DtPassDef dtImportGspmdPass;

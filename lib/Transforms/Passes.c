@@ -27,6 +27,8 @@ static const DtPassDef *const kPasses[] = {
     &dtApproximateMathPass,
     &dtReassociateReductionsPass,
     &dtDecomposeSoftmaxPass,
+    &dtGpuMemoryPass,
+    &dtGpuCheckHostPass,
     &dtCheckLoweredPass,
     &dtApplyPlanPass,
     &dtImportGspmdPass,

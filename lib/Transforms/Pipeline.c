@@ -11,7 +11,9 @@
 
 #include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct Parser {
   const char *text;
@@ -90,14 +92,21 @@ static bool parseElement(Parser *p, MlirOpPassManager pm) {
       return false;
     optionsEnd = p->pos;
   }
-  if (mlirStringRefEqual(name,
-                         mlirStringRefCreateFromCString("dtensor-spmd"))) {
+  /* The pipelines that take options, as their C API adds them. */
+  static const struct {
+    const char *name;
+    MlirLogicalResult (*add)(MlirOpPassManager, MlirStringRef, DtensorDiag *);
+  } kPipelines[] = {{"dtensor-spmd", dtensorAddSpmdPipeline},
+                    {"dtensor-to-nvvm", dtensorAddToNVVMPipeline}};
+  for (size_t i = 0; i < sizeof(kPipelines) / sizeof(kPipelines[0]); ++i) {
+    if (!mlirStringRefEqual(name,
+                            mlirStringRefCreateFromCString(kPipelines[i].name)))
+      continue;
     MlirStringRef options = {"", 0};
     if (optionsEnd > optionsStart)
       options = (MlirStringRef){p->text + optionsStart + 1,
                                 optionsEnd - optionsStart - 2};
-    if (mlirLogicalResultIsFailure(
-            dtensorAddSpmdPipeline(pm, options, p->diag))) {
+    if (mlirLogicalResultIsFailure(kPipelines[i].add(pm, options, p->diag))) {
       if (p->diag)
         p->diag->column += (int)optionsStart + 1;
       return false;
@@ -259,4 +268,64 @@ MlirLogicalResult dtensorAddToLLVMPipeline(MlirOpPassManager pm,
           "convert-math-to-libm, convert-to-llvm, reconcile-unrealized-casts, "
           "dtensor-check-lowered"),
       outDiag);
+}
+
+/* dtensor-to-nvvm{chip=sm_90 format=bin}: the GPU target. Collectives to
+ * runtime calls, tosa to linalg, bufferization, every buffer in device
+ * memory (dtensor-gpu-memory), loops with a parallel dim tiled 16x16 and
+ * mapped to blocks and threads, kernels outlined, what stays on the host
+ * checked (dtensor-gpu-check-host), then MLIR's NVVM pipeline: kernels to
+ * cubins (format=bin, by CUDA's ptxas on PATH) or PTX (format=isa, compiled
+ * by the driver at load), host code to LLVM calling the runtime's mgpu*
+ * functions (lib/Runtime/Cuda.c). */
+MlirLogicalResult dtensorAddToNVVMPipeline(MlirOpPassManager pm,
+                                           MlirStringRef options,
+                                           DtensorDiag *outDiag) {
+  char chip[32] = "sm_90", format[8] = "bin";
+  char text[256];
+  snprintf(text, sizeof(text), "%.*s", (int)options.length, options.data);
+  for (char *save = NULL, *tok = strtok_r(text, " ", &save); tok;
+       tok = strtok_r(NULL, " ", &save)) {
+    if (!strncmp(tok, "chip=", 5) && strlen(tok + 5) < sizeof(chip) &&
+        !strncmp(tok + 5, "sm_", 3) && strlen(tok + 5) > 3 &&
+        strspn(tok + 8, "0123456789a") == strlen(tok + 8))
+      snprintf(chip, sizeof(chip), "%s", tok + 5);
+    else if (!strcmp(tok, "format=bin") || !strcmp(tok, "format=isa"))
+      snprintf(format, sizeof(format), "%s", tok + 7);
+    else
+      return dtDiag(outDiag, 0,
+                    "'dtensor-to-nvvm' option '%s': expected chip=sm_NN or "
+                    "format=bin|isa",
+                    tok),
+             mlirLogicalResultFailure();
+  }
+  /* MLIR finds the CUDA toolkit (libdevice for math functions, ptxas) by
+   * CUDA_ROOT, CUDA_HOME or CUDA_PATH; without them, where our machines
+   * have it. */
+  if (!getenv("CUDA_ROOT") && !getenv("CUDA_HOME") && !getenv("CUDA_PATH") &&
+      access("/usr/local/cuda/nvvm/libdevice", R_OK) == 0)
+    setenv("CUDA_HOME", "/usr/local/cuda", 0);
+  char pipeline[2048];
+  snprintf(
+      pipeline, sizeof(pipeline),
+      "dtensor-lower-to-runtime, "
+      "func.func(tosa-to-linalg-named, tosa-to-linalg, tosa-to-arith, "
+      "tosa-to-tensor, convert-elementwise-to-linalg), "
+      "dtensor-decompose-softmax, func.func(linalg-generalize-named-ops), "
+      "linalg-fuse-elementwise-ops, "
+      "one-shot-bufferize{bufferize-function-boundaries "
+      "function-boundary-type-conversion=identity-layout-map "
+      "allow-return-allocs-from-loops}, "
+      "buffer-deallocation-pipeline, convert-bufferization-to-memref, "
+      "dtensor-gpu-memory, "
+      "func.func(convert-linalg-to-parallel-loops, "
+      "scf-parallel-loop-tiling{parallel-loop-tile-sizes=16,16}, canonicalize, "
+      "gpu-map-parallel-loops, convert-parallel-loops-to-gpu), "
+      "gpu-kernel-outlining, dtensor-gpu-check-host, lower-affine, "
+      "func.func(gpu-async-region), "
+      "gpu-lower-to-nvvm-pipeline{cubin-chip=%s cubin-features=+ptx80 "
+      "cubin-format=%s}",
+      chip, format);
+  return dtensorPassManagerAddPipeline(
+      pm, mlirStringRefCreateFromCString(pipeline), outDiag);
 }

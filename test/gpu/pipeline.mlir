@@ -1,0 +1,60 @@
+// RUN: dtensor-opt %s --split-input-file --verify-diagnostics --pass-pipeline="builtin.module(dtensor-to-nvvm{format=isa})" | FileCheck %s
+// RUN: not dtensor-opt %s --pass-pipeline="builtin.module(dtensor-to-nvvm{chip=gfx90a})" 2>&1 | FileCheck %s --check-prefix=OPT
+//
+// The GPU target (dtensor-to-nvvm): buffers in device memory, an
+// elementwise chain fused into one kernel mapped to blocks and threads,
+// compiled to PTX for sm_90 (format=isa; cubins need ptxas, gpu/cubins.test),
+// host code calling the runtime's mgpu* functions: the arguments copied in,
+// the result copied out to a host buffer, device buffers freed.
+// CHECK-LABEL: llvm.func @f(
+// CHECK: llvm.call @mgpuStreamCreate
+// CHECK-COUNT-2: llvm.call @mgpuMemcpy
+// CHECK: llvm.call @mgpuMemAlloc
+// CHECK: gpu.launch_func <{{.*}}> @f_kernel::@f_kernel
+// CHECK-NOT: gpu.launch_func
+// CHECK: llvm.call @mgpuStreamSynchronize
+// CHECK: llvm.call @malloc
+// CHECK: llvm.call @mgpuMemcpy
+// CHECK-COUNT-3: llvm.call @mgpuMemFree
+// CHECK: gpu.binary @f_kernel
+// CHECK-SAME: #gpu.object<#nvvm.target<chip = "sm_90", features = "+ptx80">
+// CHECK-SAME: .target sm_90
+// CHECK-SAME: .visible .entry f_kernel
+// OPT: 'dtensor-to-nvvm' option 'chip=gfx90a': expected chip=sm_NN or format=bin|isa
+func.func @f(%a: tensor<64x128xf32>, %b: tensor<64x128xf32>) -> tensor<64x128xf32> {
+  %e = tensor.empty() : tensor<64x128xf32>
+  %s = linalg.add ins(%a, %b : tensor<64x128xf32>, tensor<64x128xf32>) outs(%e : tensor<64x128xf32>) -> tensor<64x128xf32>
+  %t = linalg.exp ins(%s : tensor<64x128xf32>) outs(%e : tensor<64x128xf32>) -> tensor<64x128xf32>
+  return %t : tensor<64x128xf32>
+}
+
+// -----
+
+// A reduction to a scalar is a loop with no parallel dim: it would run on
+// the host over device memory, so it is refused where it is.
+func.func @sum(%a: tensor<64xf32>) -> tensor<f32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<f32>
+  // expected-error @+1 {{'memref.store' op would run on the host over device memory}}
+  %i = linalg.fill ins(%z : f32) outs(%e : tensor<f32>) -> tensor<f32>
+  // expected-error @+3 {{'memref.load' op would run on the host over device memory}}
+  // expected-error @+2 {{'memref.load' op would run on the host over device memory}}
+  // expected-error @+1 {{'memref.store' op would run on the host over device memory}}
+  %r = linalg.reduce ins(%a : tensor<64xf32>) outs(%i : tensor<f32>) dimensions = [0]
+    (%x: f32, %acc: f32) {
+      %s = arith.addf %x, %acc : f32
+      linalg.yield %s : f32
+    }
+  return %r : tensor<f32>
+}
+
+// -----
+
+// Collectives are runtime calls the GPU target does not make yet.
+"dtensor.mesh"() {sym_name = "m", shape = array<i64: 2>, axis_names = ["x"]} : () -> ()
+// expected-error @+1 {{'func.call' op would run on the host over device memory}}
+func.func @ar(%a: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'func.call' op would run on the host over device memory}}
+  %r = "dtensor.all_reduce"(%a) {mesh = @m, mesh_axes = array<i64: 0>, reduce = "sum"} : (tensor<8xf32>) -> tensor<8xf32>
+  return %r : tensor<8xf32>
+}
