@@ -16,6 +16,7 @@ config.environment["PATH"] = os.pathsep.join(
     [config.dtensor_tools_dir, config.llvm_tools_dir,
      config.environment.get("PATH", os.environ.get("PATH", ""))])
 config.substitutions.append(("%dtensor_src", config.dtensor_src_root))
+config.substitutions.append(("%dtensor_lib", os.path.join(config.dtensor_obj_root, "lib")))
 
 # CUDA's ptxas (the GPU target's cubins): at /usr/local/cuda/bin on our
 # machines; tests that need it say REQUIRES: ptxas.
@@ -23,3 +24,12 @@ for cuda_bin in ["/usr/local/cuda/bin"]:
     if os.path.exists(os.path.join(cuda_bin, "ptxas")):
         config.available_features.add("ptxas")
         config.environment["PATH"] += os.pathsep + cuda_bin
+
+# A CUDA driver that loads (a machine with a GPU): tests of what happens
+# without one say UNSUPPORTED: cuda-driver.
+try:
+    import ctypes
+    ctypes.CDLL("libcuda.so.1")
+    config.available_features.add("cuda-driver")
+except OSError:
+    pass

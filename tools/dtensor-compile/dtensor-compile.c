@@ -22,6 +22,8 @@ static int usage(FILE *out, int code) {
       "usage: dtensor-compile PROG.mlir -o OUT [--emit obj|asm|llvm|mlir] "
       "[-O0|-O1|-O2|-O3]\n"
       "                       [--spmd-options 'OPTS'] [--no-spmd]\n"
+      "                       [--target cpu|cuda] [--gpu-options 'chip=sm_NN "
+      "format=bin|isa']\n"
       "  compiles the annotated program with dtensor-spmd (options as "
       "the pipeline's,\n  e.g. 'strict=true'; --no-spmd for a program "
       "already partitioned) and\n  dtensor-to-llvm, then writes an "
@@ -29,7 +31,11 @@ static int usage(FILE *out, int code) {
       "LLVM-dialect module. Every function gets a C entry point\n"
       "  _mlir_ciface_<name>. Link the object with -ldtensor_rt "
       "-lmlir_c_runner_utils -lm\n  and run the executable with dtensor-run "
-      "-n N.\n");
+      "-n N.\n"
+      "  --target cuda compiles with dtensor-to-nvvm instead: kernels for "
+      "the GPU\n  (sm_90 cubins by default, embedded), buffers in device "
+      "memory, host code\n  calling libdtensor_rt's mgpu* functions (no "
+      "collectives yet; docs/runtime.md).\n");
   return code;
 }
 
@@ -46,7 +52,7 @@ static MlirLogicalResult report(MlirDiagnostic d, void *user) {
 }
 
 typedef struct Args {
-  const char *input, *output, *emit, *spmdOptions;
+  const char *input, *output, *emit, *spmdOptions, *target, *gpuOptions;
   int opt;
   bool spmd;
   DtensorEmitKind kind;
@@ -63,6 +69,10 @@ static int parseArgs(int argc, char **argv, Args *a) {
       a->emit = argv[++i];
     else if (!strcmp(arg, "--spmd-options") && i + 1 < argc)
       a->spmdOptions = argv[++i];
+    else if (!strcmp(arg, "--target") && i + 1 < argc)
+      a->target = argv[++i];
+    else if (!strcmp(arg, "--gpu-options") && i + 1 < argc)
+      a->gpuOptions = argv[++i];
     else if (!strcmp(arg, "--no-spmd"))
       a->spmd = false;
     else if (arg[0] == '-' && arg[1] == 'O' && arg[2] >= '0' && arg[2] <= '3' &&
@@ -92,6 +102,11 @@ static int parseArgs(int argc, char **argv, Args *a) {
             a->emit);
     return 2;
   }
+  if (strcmp(a->target, "cpu") && strcmp(a->target, "cuda")) {
+    fprintf(stderr, "dtensor-compile: --target '%s' (valid: cpu, cuda)\n",
+            a->target);
+    return 2;
+  }
   if (!a->input || !a->output) {
     fprintf(stderr, "dtensor-compile: %s\n",
             a->input ? "-o OUT is required" : "no input program");
@@ -100,7 +115,8 @@ static int parseArgs(int argc, char **argv, Args *a) {
   return -1;
 }
 
-/* dtensor-spmd (unless --no-spmd) and dtensor-to-llvm on `module`. */
+/* dtensor-spmd (unless --no-spmd) and dtensor-to-llvm (or dtensor-to-nvvm
+ * for --target cuda) on `module`. */
 static int lower(MlirContext ctx, MlirOperation module, const Args *a) {
   DtensorDiag diag;
   MlirPassManager pm = mlirPassManagerCreate(ctx);
@@ -108,7 +124,12 @@ static int lower(MlirContext ctx, MlirOperation module, const Args *a) {
   if ((a->spmd &&
        mlirLogicalResultIsFailure(dtensorAddSpmdPipeline(
            opm, mlirStringRefCreateFromCString(a->spmdOptions), &diag))) ||
-      mlirLogicalResultIsFailure(dtensorAddToLLVMPipeline(opm, &diag))) {
+      mlirLogicalResultIsFailure(
+          strcmp(a->target, "cuda")
+              ? dtensorAddToLLVMPipeline(opm, &diag)
+              : dtensorAddToNVVMPipeline(
+                    opm, mlirStringRefCreateFromCString(a->gpuOptions),
+                    &diag))) {
     fprintf(stderr, "dtensor-compile: %s\n", diag.message);
     return 2;
   }
@@ -143,7 +164,8 @@ static int writeOutput(MlirOperation module, const Args *a) {
 DT_TUNE_ALLOCATOR;
 
 int main(int argc, char **argv) {
-  Args a = {NULL, NULL, "obj", "", 2, true, DTENSOR_EMIT_OBJECT, false};
+  Args a = {NULL, NULL, "obj", "", "cpu", "", 2, true, DTENSOR_EMIT_OBJECT,
+            false};
   int status = parseArgs(argc, argv, &a);
   if (status >= 0)
     return status;
