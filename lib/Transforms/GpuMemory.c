@@ -9,11 +9,16 @@
  * return, freeing the device copies it made there. Private functions pass
  * device buffers.
  *
+ * dtensor-gpu-serial-kernels, after the parallel loops are mapped: what
+ * still touches device memory on the host moves into a kernel of one
+ * thread (below).
+ *
  * dtensor-gpu-check-host, after the kernels are outlined: an op left in a
- * host function that reads or writes a buffer (a loop the mapping left on
- * the host, such as a reduction to a scalar, or a runtime call) would touch
- * device memory from the host; each is reported at its location and the
- * pass fails, instead of the program failing on the GPU at run time. */
+ * host function that reads or writes a device buffer (a runtime call for a
+ * collective, host code that uses a value it read) is reported at its
+ * location and the pass fails, instead of the program failing on the GPU at
+ * run time. Buffers only the host touches (the deallocation lowering's
+ * address arrays, the mesh's shape for the runtime) stay host memory. */
 #include "Dialect/DialectInternal.h"
 #include "PassDef.h"
 #include "Table.h"
@@ -125,6 +130,76 @@ static bool isMemref(MlirValue v) {
   return mlirTypeIsAMemRef(mlirValueGetType(v));
 }
 
+/* A use of a buffer that stays on the host: a call (the runtime's), or a
+ * cast whose every use is one. */
+static bool hostUse(MlirOperation owner) {
+  if (dtIsOp(owner, "func.call"))
+    return true;
+  if (!dtIsOp(owner, "memref.cast"))
+    return false;
+  MlirValue cast = mlirOperationGetResult(owner, 0);
+  for (MlirOpOperand use = mlirValueGetFirstUse(cast);
+       !mlirOpOperandIsNull(use); use = mlirOpOperandGetNextUse(use))
+    if (!dtIsOp(mlirOpOperandGetOwner(use), "func.call"))
+      return false;
+  return true;
+}
+
+/* The op that makes the buffer `v` is a cast of (NULL for an argument). */
+static MlirOperation rootOf(MlirValue v) {
+  while (mlirValueIsAOpResult(v)) {
+    MlirOperation def = mlirOpResultGetOwner(v);
+    if (!dtIsOp(def, "memref.cast"))
+      return def;
+    v = mlirOperationGetOperand(def, 0);
+  }
+  return (MlirOperation){NULL};
+}
+
+/* Whether `v` is (a cast of) a host buffer: a host-only allocation (the
+ * allocations left after dtensor-gpu-memory) or a constant. */
+static bool hostBuffer(MlirValue v) {
+  MlirOperation root = rootOf(v);
+  return !mlirOperationIsNull(root) &&
+         (dtIsOp(root, "memref.alloc") || dtIsOp(root, "memref.get_global"));
+}
+
+/* MLIR's deallocation lowering makes private helpers (dealloc_helper...)
+ * that compare buffer addresses on the host, on index and i1 arrays of its
+ * own: they stay host code. */
+static bool deallocHelperCall(MlirOperation op) {
+  if (!dtIsOp(op, "func.call"))
+    return false;
+  MlirAttribute callee = dtGetAttr(op, "callee");
+  if (mlirAttributeIsNull(callee) || !mlirAttributeIsAFlatSymbolRef(callee))
+    return false;
+  MlirStringRef name = mlirFlatSymbolRefAttrGetValue(callee);
+  return name.length >= 14 && !memcmp(name.data, "dealloc_helper", 14);
+}
+
+/* A buffer only the host touches (the deallocation lowering's address
+ * arrays): read, written, sized, freed or handed to a helper. */
+static bool hostOnly(MlirValue buffer) {
+  for (MlirOpOperand use = mlirValueGetFirstUse(buffer);
+       !mlirOpOperandIsNull(use); use = mlirOpOperandGetNextUse(use)) {
+    MlirOperation owner = mlirOpOperandGetOwner(use);
+    if (dtIsOp(owner, "memref.cast")) {
+      if (!hostOnly(mlirOperationGetResult(owner, 0)))
+        return false;
+    } else if (!dtIsOp(owner, "memref.load") &&
+               !dtIsOp(owner, "memref.store") && !dtIsOp(owner, "memref.dim") &&
+               !dtIsOp(owner, "memref.dealloc") && !deallocHelperCall(owner))
+      return false;
+  }
+  return true;
+}
+
+/* Whether `v` is (a cast of) a host constant, memref.get_global. */
+static bool hostConstant(MlirValue v) {
+  MlirOperation root = rootOf(v);
+  return !mlirOperationIsNull(root) && dtIsOp(root, "memref.get_global");
+}
+
 static bool convertFunc(MlirOperation func) {
   Func f;
   memset(&f, 0, sizeof(f));
@@ -133,6 +208,8 @@ static bool convertFunc(MlirOperation func) {
   bool ok = !f.failed;
   for (size_t i = 0; ok && i < f.allocs.count; ++i) {
     MlirOperation op = f.allocs.ops[i];
+    if (hostOnly(mlirOperationGetResult(op, 0)))
+      continue;
     MlirValue sizes[16];
     int n = (int)mlirOperationGetNumOperands(op);
     if (n > 16) {
@@ -152,6 +229,10 @@ static bool convertFunc(MlirOperation func) {
   }
   for (size_t i = 0; ok && i < f.deallocs.count; ++i) {
     MlirOperation op = f.deallocs.ops[i];
+    MlirValue freed = mlirOperationGetOperand(op, 0);
+    if (mlirValueIsAOpResult(freed) &&
+        dtIsOp(mlirOpResultGetOwner(freed), "memref.alloc"))
+      continue; /* a host-only buffer */
     deviceFree(op, mlirOperationGetOperand(op, 0));
     mlirOperationDestroy(op);
   }
@@ -162,15 +243,21 @@ static bool convertFunc(MlirOperation func) {
   }
   for (size_t i = 0; ok && i < f.globals.count; ++i) {
     MlirOperation op = f.globals.ops[i];
-    MlirOperation next = mlirOperationGetNextInBlock(op);
     MlirValue host = mlirOperationGetResult(op, 0);
-    MlirValue d = deviceCopyOf(next, host);
-    /* Every use but the copy's own reads the device copy. */
+    bool deviceUse = false;
+    for (MlirOpOperand use = mlirValueGetFirstUse(host);
+         !mlirOpOperandIsNull(use); use = mlirOpOperandGetNextUse(use))
+      deviceUse |= !hostUse(mlirOpOperandGetOwner(use));
+    if (!deviceUse)
+      continue;
+    MlirValue d = deviceCopyOf(mlirOperationGetNextInBlock(op), host);
+    /* Uses that become device code read the device copy; the runtime's
+     * calls (the mesh's shape) keep the host constant. */
     MlirOpOperand use = mlirValueGetFirstUse(host);
     while (!mlirOpOperandIsNull(use)) {
       MlirOpOperand nextUse = mlirOpOperandGetNextUse(use);
       MlirOperation owner = mlirOpOperandGetOwner(use);
-      if (!dtIsOp(owner, "gpu.memcpy"))
+      if (!dtIsOp(owner, "gpu.memcpy") && !hostUse(owner))
         mlirOperationSetOperand(owner, mlirOpOperandGetOperandNumber(use), d);
       use = nextUse;
     }
@@ -240,6 +327,12 @@ static bool convertFunc(MlirOperation func) {
   return ok;
 }
 
+static bool isDeallocHelper(MlirOperation func) {
+  MlirAttribute name = dtGetAttr(func, "sym_name");
+  return !mlirAttributeIsNull(name) &&
+         !strncmp(mlirStringAttrGetValue(name).data, "dealloc_helper", 14);
+}
+
 static bool runGpuMemory(MlirOperation root, const DtPassOptions *options) {
   (void)options;
   mlirContextGetOrLoadDialect(mlirOperationGetContext(root),
@@ -248,7 +341,7 @@ static bool runGpuMemory(MlirOperation root, const DtPassOptions *options) {
   MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0));
   for (MlirOperation op = mlirBlockGetFirstOperation(body);
        !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op))
-    if (dtIsOp(op, "func.func"))
+    if (dtIsOp(op, "func.func") && !isDeallocHelper(op))
       ok = convertFunc(op) && ok;
   return ok;
 }
@@ -264,22 +357,157 @@ const DtPassDef dtGpuMemoryPass = {
     .numDependentDialects = 0,
 };
 
-/* ---- dtensor-gpu-check-host ---------------------------------------------- */
+/* ---- dtensor-gpu-serial-kernels ------------------------------------------
+ */
+
+/* After the parallel loops are mapped, what still reads or writes device
+ * memory on the host (a loop with no parallel dim: a reduction to a
+ * scalar; a loop of one iteration the canonicalizer unrolled) moves into a
+ * kernel of one thread: slow, but on the device, where its buffers are.
+ * A nest that holds a kernel launch is entered instead, and an op whose
+ * results the host uses stays (dtensor-gpu-check-host reports it). */
+
+static bool isDeviceAccess(MlirOperation op) {
+  if (dtIsOp(op, "memref.load") || dtIsOp(op, "memref.generic_atomic_rmw"))
+    return !hostBuffer(mlirOperationGetOperand(op, 0));
+  if (dtIsOp(op, "memref.store") || dtIsOp(op, "memref.atomic_rmw"))
+    return !hostBuffer(mlirOperationGetOperand(op, 1));
+  return false;
+}
+
+typedef struct Scan {
+  bool access, launch;
+} Scan;
+
+static MlirWalkResult scan(MlirOperation op, void *userData) {
+  Scan *s = userData;
+  s->launch |= dtIsOp(op, "gpu.launch");
+  s->access |= isDeviceAccess(op);
+  return MlirWalkResultAdvance;
+}
+
+static bool resultsUsed(MlirOperation op) {
+  for (intptr_t i = 0; i < mlirOperationGetNumResults(op); ++i)
+    if (!mlirOpOperandIsNull(
+            mlirValueGetFirstUse(mlirOperationGetResult(op, i))))
+      return true;
+  return false;
+}
+
+/* Wraps `op` into gpu.launch of one block of one thread. */
+static void wrapInKernel(MlirOperation op) {
+  MlirContext ctx = mlirOperationGetContext(op);
+  MlirLocation loc = mlirOperationGetLocation(op);
+  MlirType index = mlirIndexTypeGet(ctx);
+  MlirNamedAttribute value =
+      dtNamedAttr(ctx, "value", mlirIntegerAttrGet(index, 1));
+  MlirValue one = mlirOperationGetResult(
+      build(op, "arith.constant", 0, NULL, &index, 1, &value), 0);
+  MlirValue sizes[6] = {one, one, one, one, one, one};
+  int32_t segments[11] = {0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
+  MlirNamedAttribute attr = dtNamedAttr(
+      ctx, "operandSegmentSizes", mlirDenseI32ArrayGet(ctx, 11, segments));
+  MlirType types[12];
+  MlirLocation locs[12];
+  for (int i = 0; i < 12; ++i) {
+    types[i] = index;
+    locs[i] = loc;
+  }
+  MlirRegion region = mlirRegionCreate();
+  MlirBlock block = mlirBlockCreate(12, types, locs);
+  mlirRegionAppendOwnedBlock(region, block);
+  MlirOperationState term = mlirOperationStateGet(
+      mlirStringRefCreateFromCString("gpu.terminator"), loc);
+  MlirOperation terminator = mlirOperationCreate(&term);
+  mlirBlockAppendOwnedOperation(block, terminator);
+  MlirOperationState st =
+      mlirOperationStateGet(mlirStringRefCreateFromCString("gpu.launch"), loc);
+  mlirOperationStateAddOperands(&st, 6, sizes);
+  mlirOperationStateAddAttributes(&st, 1, &attr);
+  mlirOperationStateAddOwnedRegions(&st, 1, &region);
+  MlirOperation launch = mlirOperationCreate(&st);
+  mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(op), op, launch);
+  mlirOperationMoveBefore(op, terminator);
+}
+
+static void serialBlock(MlirBlock block) {
+  MlirOperation op = mlirBlockGetFirstOperation(block);
+  while (!mlirOperationIsNull(op)) {
+    MlirOperation next = mlirOperationGetNextInBlock(op);
+    Scan s = {false, false};
+    if (!dtIsOp(op, "gpu.launch"))
+      mlirOperationWalk(op, scan, &s, MlirWalkPreOrder);
+    if (s.access && s.launch) {
+      for (intptr_t r = 0; r < mlirOperationGetNumRegions(op); ++r)
+        for (MlirBlock b =
+                 mlirRegionGetFirstBlock(mlirOperationGetRegion(op, r));
+             !mlirBlockIsNull(b); b = mlirBlockGetNextInRegion(b))
+          serialBlock(b);
+    } else if (s.access && !resultsUsed(op))
+      wrapInKernel(op);
+    op = next;
+  }
+}
+
+static bool runGpuSerialKernels(MlirOperation root,
+                                const DtPassOptions *options) {
+  (void)options;
+  MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0));
+  for (MlirOperation op = mlirBlockGetFirstOperation(body);
+       !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op))
+    if (dtIsOp(op, "func.func") && !isDeallocHelper(op))
+      for (MlirBlock b = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0));
+           !mlirBlockIsNull(b); b = mlirBlockGetNextInRegion(b))
+        serialBlock(b);
+  return true;
+}
+
+const DtPassDef dtGpuSerialKernelsPass = {
+    .info = {"dtensor-gpu-serial-kernels",
+             "Move what still reads or writes device memory on the host into "
+             "kernels of one thread (after the parallel loops are mapped)",
+             0, NULL},
+    .verifyFirst = false,
+    .run = runGpuSerialKernels,
+    .numDependentDialects = 0,
+};
+
+/* ---- dtensor-gpu-check-host ----------------------------------------------
+ */
 
 typedef struct Host {
   int reported;
+  DtOpList deviceFuncs; /* private functions with a body: device buffers */
 } Host;
 
-static bool touchesBuffer(MlirOperation op) {
+/* A call of a private function of the module: it takes device buffers. */
+static bool deviceCall(const Host *h, MlirOperation op) {
+  MlirAttribute callee = dtGetAttr(op, "callee");
+  if (mlirAttributeIsNull(callee) || !mlirAttributeIsAFlatSymbolRef(callee))
+    return false;
+  MlirStringRef name = mlirFlatSymbolRefAttrGetValue(callee);
+  for (size_t i = 0; i < h->deviceFuncs.count; ++i) {
+    MlirStringRef f =
+        mlirStringAttrGetValue(dtGetAttr(h->deviceFuncs.ops[i], "sym_name"));
+    if (f.length == name.length && !memcmp(f.data, name.data, f.length))
+      return true;
+  }
+  return false;
+}
+static bool touchesBuffer(const Host *h, MlirOperation op) {
   if (dtIsOp(op, "memref.load") || dtIsOp(op, "memref.store") ||
       dtIsOp(op, "memref.atomic_rmw") ||
       dtIsOp(op, "memref.generic_atomic_rmw"))
-    return true;
-  if (!dtIsOp(op, "func.call"))
+    return !hostBuffer(
+        mlirOperationGetOperand(op, dtIsOp(op, "memref.store") ? 1 : 0));
+  if (!dtIsOp(op, "func.call") || deallocHelperCall(op) || deviceCall(h, op))
     return false;
+  /* A runtime call on host constants (the mesh's shape) is fine. */
   for (intptr_t i = 0; i < mlirOperationGetNumOperands(op); ++i) {
-    MlirType t = mlirValueGetType(mlirOperationGetOperand(op, i));
-    if (mlirTypeIsAMemRef(t) || mlirTypeIsAUnrankedMemRef(t))
+    MlirValue v = mlirOperationGetOperand(op, i);
+    MlirType t = mlirValueGetType(v);
+    if ((mlirTypeIsAMemRef(t) || mlirTypeIsAUnrankedMemRef(t)) &&
+        !hostConstant(v))
       return true;
   }
   return false;
@@ -287,21 +515,38 @@ static bool touchesBuffer(MlirOperation op) {
 
 static MlirWalkResult checkHost(MlirOperation op, void *userData) {
   Host *h = userData;
-  if (dtIsOp(op, "gpu.module") || dtIsOp(op, "gpu.launch"))
+  if (dtIsOp(op, "gpu.module") || dtIsOp(op, "gpu.launch") ||
+      (dtIsOp(op, "func.func") && isDeallocHelper(op)))
     return MlirWalkResultSkip;
-  if (!touchesBuffer(op))
+  if (!touchesBuffer(h, op))
     return MlirWalkResultAdvance;
   dtOpError(op, "would run on the host over device memory: the GPU target "
-                "maps loops with a parallel dim to kernels (a reduction to a "
-                "scalar is not mapped yet) and does not call the runtime "
-                "(collectives) yet");
+                "does not call the runtime on device buffers (collectives) "
+                "yet, and host code that uses what it reads cannot move into "
+                "a kernel");
   return ++h->reported >= 10 ? MlirWalkResultInterrupt : MlirWalkResultAdvance;
 }
 
 static bool runGpuCheckHost(MlirOperation root, const DtPassOptions *options) {
   (void)options;
-  Host h = {0};
+  Host h = {0, {0}};
+  MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0));
+  for (MlirOperation op = mlirBlockGetFirstOperation(body);
+       !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op)) {
+    MlirAttribute visibility = dtGetAttr(op, "sym_visibility");
+    if (dtIsOp(op, "func.func") && !mlirAttributeIsNull(visibility) &&
+        !strncmp(mlirStringAttrGetValue(visibility).data, "private", 7) &&
+        !mlirBlockIsNull(
+            mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0))) &&
+        !dtOpListPush(&h.deviceFuncs, op)) {
+      mlirEmitError(mlirOperationGetLocation(root),
+                    "dtensor-gpu-check-host: out of memory");
+      free(h.deviceFuncs.ops);
+      return false;
+    }
+  }
   mlirOperationWalk(root, checkHost, &h, MlirWalkPreOrder);
+  free(h.deviceFuncs.ops);
   return h.reported == 0;
 }
 

@@ -80,6 +80,7 @@ extern const DtPassDef dtReassociateReductionsPass;
 extern const DtPassDef dtDecomposeSoftmaxPass;
 extern const DtPassDef dtGpuMemoryPass;
 extern const DtPassDef dtGpuCheckHostPass;
+extern const DtPassDef dtGpuSerialKernelsPass;
 extern const DtPassDef dtCheckLoweredPass;
 extern const DtPassDef dtApplyPlanPass;
 extern const DtPassDef dtImportGspmdPass;

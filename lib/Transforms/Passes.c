@@ -29,6 +29,7 @@ static const DtPassDef *const kPasses[] = {
     &dtDecomposeSoftmaxPass,
     &dtGpuMemoryPass,
     &dtGpuCheckHostPass,
+    &dtGpuSerialKernelsPass,
     &dtCheckLoweredPass,
     &dtApplyPlanPass,
     &dtImportGspmdPass,

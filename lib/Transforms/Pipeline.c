@@ -306,26 +306,27 @@ MlirLogicalResult dtensorAddToNVVMPipeline(MlirOpPassManager pm,
       access("/usr/local/cuda/nvvm/libdevice", R_OK) == 0)
     setenv("CUDA_HOME", "/usr/local/cuda", 0);
   char pipeline[2048];
-  snprintf(
-      pipeline, sizeof(pipeline),
-      "dtensor-lower-to-runtime, "
-      "func.func(tosa-to-linalg-named, tosa-to-linalg, tosa-to-arith, "
-      "tosa-to-tensor, convert-elementwise-to-linalg), "
-      "dtensor-decompose-softmax, func.func(linalg-generalize-named-ops), "
-      "linalg-fuse-elementwise-ops, "
-      "one-shot-bufferize{bufferize-function-boundaries "
-      "function-boundary-type-conversion=identity-layout-map "
-      "allow-return-allocs-from-loops}, "
-      "buffer-deallocation-pipeline, convert-bufferization-to-memref, "
-      "dtensor-gpu-memory, "
-      "func.func(convert-linalg-to-parallel-loops, "
-      "scf-parallel-loop-tiling{parallel-loop-tile-sizes=16,16}, canonicalize, "
-      "gpu-map-parallel-loops, convert-parallel-loops-to-gpu), "
-      "gpu-kernel-outlining, dtensor-gpu-check-host, lower-affine, "
-      "func.func(gpu-async-region), "
-      "gpu-lower-to-nvvm-pipeline{cubin-chip=%s cubin-features=+ptx80 "
-      "cubin-format=%s}",
-      chip, format);
+  snprintf(pipeline, sizeof(pipeline),
+           "dtensor-lower-to-runtime, "
+           "func.func(tosa-to-linalg-named, tosa-to-linalg, tosa-to-arith, "
+           "tosa-to-tensor, convert-elementwise-to-linalg), "
+           "dtensor-decompose-softmax, func.func(linalg-generalize-named-ops), "
+           "linalg-fuse-elementwise-ops, "
+           "one-shot-bufferize{bufferize-function-boundaries "
+           "function-boundary-type-conversion=identity-layout-map "
+           "allow-return-allocs-from-loops}, "
+           "buffer-deallocation-pipeline, convert-bufferization-to-memref, "
+           "dtensor-gpu-memory, "
+           "func.func(convert-linalg-to-parallel-loops, "
+           "scf-parallel-loop-tiling{parallel-loop-tile-sizes=16,16 "
+           "no-min-max-bounds=true}, sccp, "
+           "gpu-map-parallel-loops, convert-parallel-loops-to-gpu), "
+           "dtensor-gpu-serial-kernels, "
+           "gpu-kernel-outlining, dtensor-gpu-check-host, lower-affine, "
+           "func.func(gpu-async-region), "
+           "gpu-lower-to-nvvm-pipeline{cubin-chip=%s cubin-features=+ptx80 "
+           "cubin-format=%s}",
+           chip, format);
   return dtensorPassManagerAddPipeline(
       pm, mlirStringRefCreateFromCString(pipeline), outDiag);
 }

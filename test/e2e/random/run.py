@@ -14,6 +14,12 @@ on one (rtol 1e-4; dtensor-run compares every rank's result block).
 usage: run.py --dtensor-run PATH [--cases 200] [--seed 1] [--jobs 2]
               [--out DIR] [--show N] [--backend shm|mpi]
        run.py --census DTENSOR_OPT [--cases 200] [--seed 1]
+       run.py --gpu DTENSOR_OPT [--cases 60] [--seed 1] [--jobs 2]
+
+--gpu: each program on a mesh of one device per axis (no collectives)
+through dtensor-spmd and the GPU target (dtensor-to-nvvm) down to sm_90
+cubins assembled by CUDA's ptxas; every one must compile (exit 77 when no
+ptxas is installed).
 
 A failing case is kept in DIR (default: a temporary directory, printed) with
 dtensor-run's output; rerun it with `dtensor-run -n N DIR/case-K.mlir`.
@@ -23,6 +29,8 @@ import argparse
 import concurrent.futures
 import os
 import random
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -483,12 +491,53 @@ def census(tool, seeds):
           ", ".join("%s %d" % kv for kv in used.items()))
 
 
+def one_device(text):
+    """The program with every mesh shrunk to one device per axis."""
+    def one(m):
+        n = len([x for x in m.group(1).split(",") if x.strip()])
+        return "shape = array<i64: %s>" % ", ".join(["1"] * n)
+    return re.sub(r"shape = array<i64: ([0-9, ]+)>", one, text)
+
+
+def gpu_case(tool, out, seed):
+    _, text = generate(seed)
+    path = os.path.join(out, "gpu-case-%d.mlir" % seed)
+    with open(path, "w") as f:
+        f.write(one_device(text))
+    p = subprocess.run([tool, path, "--dtensor-spmd", "--dtensor-to-nvvm",
+                        "-o", os.devnull], capture_output=True, text=True,
+                       timeout=300)
+    ok = p.returncode == 0
+    if ok:
+        os.remove(path)
+    return seed, ok, p.stderr, path
+
+
+def gpu(tool, seeds, jobs, out):
+    """Every program down to cubins; returns the exit status."""
+    if not os.path.exists("/usr/local/cuda/bin/ptxas") and not shutil.which("ptxas"):
+        print("random programs to cubins: skipped, no ptxas")
+        return 77
+    failed = []
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        for seed, ok, err, path in pool.map(lambda s: gpu_case(tool, out, s), seeds):
+            if not ok:
+                failed.append((seed, err, path))
+    for seed, err, path in failed[:5]:
+        print("FAILED seed %d: %s\n  %s" % (seed, path, "\n  ".join(err.strip().splitlines()[:6])))
+    print("random programs to cubins: %d of %d compiled" % (len(seeds) - len(failed), len(seeds)))
+    return 1 if failed else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dtensor-run")
     ap.add_argument("--census", metavar="DTENSOR_OPT",
                     help="count what the programs hold and which collectives "
                          "their partitioned forms use, instead of running")
+    ap.add_argument("--gpu", metavar="DTENSOR_OPT",
+                    help="compile the programs for the GPU (one device) "
+                         "down to cubins instead of running them")
     ap.add_argument("--cases", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--jobs", type=int, default=2)
@@ -500,11 +549,18 @@ def main():
     if args.census:
         census(args.census, range(args.seed, args.seed + args.cases))
         return 0
-    if not args.dtensor_run:
-        ap.error("--dtensor-run is required (or --census)")
+    if not args.dtensor_run and not args.gpu:
+        ap.error("--dtensor-run is required (or --census, --gpu)")
     out = args.out or tempfile.mkdtemp(prefix="dtensor-random-")
     os.makedirs(out, exist_ok=True)
     seeds = range(args.seed, args.seed + args.cases)
+    if args.gpu:
+        status = gpu(args.gpu, seeds, args.jobs, out)
+        if status == 0 and not args.out:
+            os.rmdir(out)
+        elif status == 1:
+            print("failing cases kept in %s" % out)
+        return status
     failed = []
     per_mesh = {}
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:

@@ -25,8 +25,7 @@ int main(void) {
   int wrong = 0;
   for (int i = 0; i < R * C; ++i)
     wrong += fabsf(out.aligned[out.offset + i] - expf(a[i] + b[i])) > 1e-5f;
-  printf("add-exp: %d of %d elements equal exp(a + b)\n", R * C - wrong,
-         R * C);
+  printf("add-exp: %d of %d elements equal exp(a + b)\n", R * C - wrong, R * C);
   free(out.allocated);
   return wrong != 0;
 }
