@@ -283,9 +283,14 @@ static bool convertFunc(MlirOperation func) {
         MlirOperation owner = mlirOpOperandGetOwner(use);
         bool ownCopy = dtIsOp(owner, "gpu.memcpy") &&
                        mlirValueEqual(mlirOperationGetOperand(owner, 0), d);
-        bool ownSize = dtIsOp(owner, "memref.dim") &&
-                       mlirOperationEqual(mlirOperationGetNextInBlock(owner),
-                                          mlirOpResultGetOwner(d));
+        /* The sizes of the copy's allocation read the argument. */
+        bool ownSize = false;
+        MlirOperation alloc = mlirOpResultGetOwner(d);
+        for (intptr_t k = 0; k < mlirOperationGetNumOperands(alloc); ++k) {
+          MlirValue size = mlirOperationGetOperand(alloc, k);
+          ownSize |= mlirValueIsAOpResult(size) &&
+                     mlirOperationEqual(mlirOpResultGetOwner(size), owner);
+        }
         if (!ownCopy && !ownSize)
           mlirOperationSetOperand(owner, mlirOpOperandGetOperandNumber(use), d);
         use = nextUse;

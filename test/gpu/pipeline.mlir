@@ -59,3 +59,21 @@ func.func @ar(%a: tensor<8xf32>) -> tensor<8xf32> {
   %r = "dtensor.all_reduce"(%a) {mesh = @m, mesh_axes = array<i64: 0>, reduce = "sum"} : (tensor<8xf32>) -> tensor<8xf32>
   return %r : tensor<8xf32>
 }
+
+// -----
+
+// Dynamic sizes: the device copy of an argument is allocated with the
+// argument's sizes (read from the host descriptor before the copy).
+// CHECK-LABEL: llvm.func @dyn(
+// CHECK: llvm.call @mgpuMemAlloc
+// CHECK: llvm.call @mgpuMemcpy
+// CHECK: gpu.launch_func
+func.func @dyn(%a: tensor<?x?xf32>) -> tensor<?x?xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %d0 = tensor.dim %a, %c0 : tensor<?x?xf32>
+  %d1 = tensor.dim %a, %c1 : tensor<?x?xf32>
+  %e = tensor.empty(%d0, %d1) : tensor<?x?xf32>
+  %t = linalg.exp ins(%a : tensor<?x?xf32>) outs(%e : tensor<?x?xf32>) -> tensor<?x?xf32>
+  return %t : tensor<?x?xf32>
+}
