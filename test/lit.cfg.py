@@ -17,6 +17,10 @@ config.environment["PATH"] = os.pathsep.join(
      config.environment.get("PATH", os.environ.get("PATH", ""))])
 config.substitutions.append(("%dtensor_src", config.dtensor_src_root))
 config.substitutions.append(("%dtensor_lib", os.path.join(config.dtensor_obj_root, "lib")))
+# C programs a test links with our libraries get the build's sanitizers.
+config.substitutions.append(
+    ("%cc_sanitize", "-fsanitize=address,undefined"
+     if getattr(config, "dtensor_sanitize", "OFF") in ("ON", "TRUE", "1") else ""))
 
 # CUDA's ptxas (the GPU target's cubins): at /usr/local/cuda/bin on our
 # machines; tests that need it say REQUIRES: ptxas.
