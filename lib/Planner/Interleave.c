@@ -64,6 +64,17 @@ bool dtSpecCollapseView(const DtensorShardingSpec *s, int dim, int64_t groups,
   return true;
 }
 
+bool dtLayoutUnview(const DtensorLayout *base,
+                    const DtensorShardingSpec *viewed, int dim, int64_t groups,
+                    DtensorLayout *out, DtensorDiag *diag) {
+  *out = *base;
+  if (!dtSpecCollapseView(viewed, dim, groups, &out->spec))
+    return dtDiag(diag, -1,
+                  "a plan leaves the view of dim %d with its groups sharded",
+                  dim);
+  return true;
+}
+
 bool dtLayoutView(const DtensorLayout *l, int dim, int64_t groups,
                   DtensorLayout *out, DtensorDiag *diag) {
   if (l->rank + 1 > DTENSOR_MAX_TENSOR_RANK)

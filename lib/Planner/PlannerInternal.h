@@ -63,6 +63,13 @@ void dtSpecExpandView(const DtensorShardingSpec *s, int dim,
 bool dtSpecCollapseView(const DtensorShardingSpec *s, int dim, int64_t groups,
                         DtensorShardingSpec *out);
 
+/// `base` (a layout of the original space) with the spec `viewed`, a spec of
+/// its view of `dim` cut into `groups`, collapsed back (false, with `diag`,
+/// when the groups dim is sharded).
+bool dtLayoutUnview(const DtensorLayout *base,
+                    const DtensorShardingSpec *viewed, int dim, int64_t groups,
+                    DtensorLayout *out, DtensorDiag *diag);
+
 /// `l` in the view of `dim` cut into [groups, size / groups].
 bool dtLayoutView(const DtensorLayout *l, int dim, int64_t groups,
                   DtensorLayout *out, DtensorDiag *diag);

@@ -208,11 +208,9 @@ static bool reView(Blocks *b, const DtensorLayout *source, int *curDim,
   DtensorLayout l = *source;
   if (*curGroups <= 1)
     l.spec = b->layout.spec;
-  else if (!dtSpecCollapseView(&b->layout.spec, *curDim, *curGroups, &l.spec))
-    return dtDiag(diag, -1,
-                  "the plan leaves the view of dim %d with its groups "
-                  "sharded",
-                  *curDim);
+  else if (!dtLayoutUnview(source, &b->layout.spec, *curDim, *curGroups, &l,
+                           diag))
+    return false;
   if (groups > 1 && !dtLayoutView(&l, dim, groups, &l, diag))
     return false;
   int64_t padded[DTENSOR_MAX_TENSOR_RANK], elems = 1;

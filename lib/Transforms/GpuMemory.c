@@ -126,6 +126,12 @@ static MlirWalkResult collect(MlirOperation op, void *userData) {
   return MlirWalkResultAdvance;
 }
 
+static bool isPrivate(MlirOperation func) {
+  MlirAttribute visibility = dtGetAttr(func, "sym_visibility");
+  return !mlirAttributeIsNull(visibility) &&
+         !strncmp(mlirStringAttrGetValue(visibility).data, "private", 7);
+}
+
 static bool isMemref(MlirValue v) {
   return mlirTypeIsAMemRef(mlirValueGetType(v));
 }
@@ -264,10 +270,7 @@ static bool convertFunc(MlirOperation func) {
     ok = dtOpListPush(&freeAtReturn, mlirOpResultGetOwner(d));
   }
   /* Public functions take and give host buffers. */
-  MlirAttribute visibility = dtGetAttr(func, "sym_visibility");
-  bool isPublic =
-      mlirAttributeIsNull(visibility) ||
-      strncmp(mlirStringAttrGetValue(visibility).data, "private", 7);
+  bool isPublic = !isPrivate(func);
   MlirRegion body = mlirOperationGetRegion(func, 0);
   MlirBlock entry = mlirRegionGetFirstBlock(body);
   if (ok && isPublic && !mlirBlockIsNull(entry)) {
@@ -538,9 +541,7 @@ static bool runGpuCheckHost(MlirOperation root, const DtPassOptions *options) {
   MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0));
   for (MlirOperation op = mlirBlockGetFirstOperation(body);
        !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op)) {
-    MlirAttribute visibility = dtGetAttr(op, "sym_visibility");
-    if (dtIsOp(op, "func.func") && !mlirAttributeIsNull(visibility) &&
-        !strncmp(mlirStringAttrGetValue(visibility).data, "private", 7) &&
+    if (dtIsOp(op, "func.func") && isPrivate(op) &&
         !mlirBlockIsNull(
             mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0))) &&
         !dtOpListPush(&h.deviceFuncs, op)) {

@@ -18,6 +18,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The local type of `input`'s elements in layout `l`'s largest block. */
+static MlirType localType(const DtensorLayout *l, MlirValue input) {
+  int64_t shape[DTENSOR_MAX_TENSOR_RANK];
+  dtensorLayoutGetMaxLocalShape(l, shape);
+  return mlirRankedTensorTypeGet(
+      l->rank, shape, mlirShapedTypeGetElementType(mlirValueGetType(input)),
+      mlirAttributeGetNull());
+}
+
 /* Builds the collective of one plan step on `input`, before `before`. */
 static MlirValue buildStep(const DtIds *ids, MlirOperation before,
                            MlirAttribute meshRef, const DtensorPlanStep *step,
@@ -26,11 +35,7 @@ static MlirValue buildStep(const DtIds *ids, MlirOperation before,
    * device, or a program written for a larger mesh run on one). */
   if (dtGroupSize(after->mesh, step->comm.numAxes, step->comm.axes) == 1)
     return input;
-  int64_t shape[DTENSOR_MAX_TENSOR_RANK];
-  dtensorLayoutGetMaxLocalShape(after, shape);
-  MlirType outType = mlirRankedTensorTypeGet(
-      after->rank, shape, mlirShapedTypeGetElementType(mlirValueGetType(input)),
-      mlirAttributeGetNull());
+  MlirType outType = localType(after, input);
   /* A Partial made locally: a select, no collective. */
   if (step->comm.pattern == DTENSOR_COMM_LOCAL_PARTIAL)
     return dtBuildKeepOnFirst(before, before, meshRef, step->comm.numAxes,
@@ -38,15 +43,6 @@ static MlirValue buildStep(const DtIds *ids, MlirOperation before,
   MlirOperation op =
       dtBuildCollective(ids, before, meshRef, &step->comm, input, outType);
   return mlirOperationIsNull(op) ? input : mlirOperationGetResult(op, 0);
-}
-
-/* The local type of `input`'s elements in layout `l`'s largest block. */
-static MlirType localType(const DtensorLayout *l, MlirValue input) {
-  int64_t shape[DTENSOR_MAX_TENSOR_RANK];
-  dtensorLayoutGetMaxLocalShape(l, shape);
-  return mlirRankedTensorTypeGet(
-      l->rank, shape, mlirShapedTypeGetElementType(mlirValueGetType(input)),
-      mlirAttributeGetNull());
 }
 
 /* Views the local block `input` (of a tensor of `rank` dims) with `dim` cut
@@ -65,9 +61,11 @@ static MlirValue reView(MlirOperation before, bool expand, int rank, int dim,
       idx[n++] = mlirIntegerAttrGet(i64, o++);
     groups[d] = mlirArrayAttrGet(ctx, n, idx);
   }
-  MlirType type = localType(l, input);
   int64_t shape[DTENSOR_MAX_TENSOR_RANK];
   dtensorLayoutGetMaxLocalShape(l, shape);
+  MlirType type = mlirRankedTensorTypeGet(
+      l->rank, shape, mlirShapedTypeGetElementType(mlirValueGetType(input)),
+      mlirAttributeGetNull());
   MlirNamedAttribute attrs[2] = {
       dtNamedAttr(ctx, "reassociation", mlirArrayAttrGet(ctx, rank, groups)),
       dtNamedAttr(ctx, "static_output_shape",
@@ -85,30 +83,21 @@ static MlirValue reView(MlirOperation before, bool expand, int rank, int dim,
   return mlirOperationGetResult(op, 0);
 }
 
-/* Moves `*value` (in layout `*cur`, in view (*dim, *groups) of the
- * original space; groups <= 1: none) to view (dim, groups). */
-static bool moveView(MlirOperation before, int rank, DtensorLayout *cur,
-                     int *curDim, int64_t *curGroups, int dim, int64_t groups,
-                     MlirValue *value) {
+/* Moves `*value` (in layout `*cur`, in view (*dim, *groups) of `base`,
+ * the plan's source layout; groups <= 1: none) to view (dim, groups). */
+static bool moveView(MlirOperation before, const DtensorLayout *base,
+                     DtensorLayout *cur, int *curDim, int64_t *curGroups,
+                     int dim, int64_t groups, MlirValue *value) {
   if (*curGroups == groups && (groups <= 1 || *curDim == dim))
     return true;
   DtensorDiag diag;
   if (*curGroups > 1) {
-    DtensorLayout flat = *cur;
-    flat.rank = rank;
-    for (int d = 0, o = 0; d < rank; ++d, ++o) {
-      flat.shape[d] = cur->shape[o];
-      if (d == *curDim)
-        flat.shape[d] *= cur->shape[++o];
-    }
-    if (!dtSpecCollapseView(&cur->spec, *curDim, *curGroups, &flat.spec)) {
-      dtOpError(before,
-                "a plan leaves the view of dim %d with its groups "
-                "sharded",
-                *curDim);
+    DtensorLayout flat;
+    if (!dtLayoutUnview(base, &cur->spec, *curDim, *curGroups, &flat, &diag)) {
+      dtOpError(before, "%s", diag.message);
       return false;
     }
-    *value = reView(before, false, rank, *curDim, *value, &flat);
+    *value = reView(before, false, base->rank, *curDim, *value, &flat);
     *cur = flat;
   }
   if (groups > 1) {
@@ -117,7 +106,7 @@ static bool moveView(MlirOperation before, int rank, DtensorLayout *cur,
       dtOpError(before, "%s", diag.message);
       return false;
     }
-    *value = reView(before, true, rank, dim, *value, &viewed);
+    *value = reView(before, true, base->rank, dim, *value, &viewed);
     *cur = viewed;
   }
   *curDim = dim;
@@ -242,14 +231,14 @@ static bool lowerOne(Lower *l, MlirOperation op) {
   int64_t viewGroups = 0;
   for (int i = 0; i < plan->numSteps; ++i) {
     const DtensorPlanStep *step = &plan->steps[i];
-    if (!moveView(op, rank, &after, &viewDim, &viewGroups, step->viewDim,
+    if (!moveView(op, &pair->from, &after, &viewDim, &viewGroups, step->viewDim,
                   step->viewGroups, &value))
       return false;
     after.spec = step->after;
     value = buildStep(&l->ids, op, pair->meshRef, step, value, &after);
     last = mlirOpResultGetOwner(value);
   }
-  if (!moveView(op, rank, &after, &viewDim, &viewGroups, 0, 0, &value))
+  if (!moveView(op, &pair->from, &after, &viewDim, &viewGroups, 0, 0, &value))
     return false;
   if (l->report && !mlirOperationIsNull(last)) {
     char text[256];
