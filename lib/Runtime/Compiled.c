@@ -5,7 +5,14 @@
  * may be any dim, so blocks are packed member-major around the runtime's
  * flat collectives. The process's context is created at the first call
  * and finalized at exit; a failure prints the runtime's message and exits
- * (compiled code has no way to handle it). */
+ * (compiled code has no way to handle it).
+ *
+ * A GPU program (dtensor-to-nvvm) hands over device buffers: they go to a
+ * backend of device memory (nccl), packed and unpacked by the driver's
+ * copies on the runtime's copy stream (Cuda.c), which each call waits for
+ * before it returns; its caller waited for its own stream before the call
+ * (gpu-async-region), so the collective is ordered with the compute. Host
+ * buffers go to a host backend (shm, mpi); a mix is refused. */
 #include "RuntimeInternal.h"
 
 #include <limits.h>
@@ -46,14 +53,6 @@ DtrtContext *dtrtProcessContext(void) {
     if (dtrtInit(&process) != DTRT_OK)
       die("init");
     atexit(finalizeProcess);
-    if (dtrtUsesDeviceMemory(process)) {
-      fprintf(stderr,
-              "dtensor runtime: compiled programs work on host "
-              "memory; the %s backend takes device buffers (use shm or "
-              "mpi)\n",
-              dtrtBackendName(process));
-      exit(1);
-    }
   }
   return process;
 }
@@ -86,11 +85,73 @@ static int64_t elements(int64_t rank, void *desc) {
   return n;
 }
 
+/* Where a collective's blocks are: host memory, or a GPU program's device
+ * memory. */
+typedef struct Mem {
+  bool device;
+} Mem;
+
+/* The memory of a collective's operands, checked against the backend's (an
+ * empty block's pointer says nothing). */
+static Mem memOf(DtrtContext *c, const void *in, int64_t inElements,
+                 const void *out, int64_t outElements) {
+  Mem m = {dtrtUsesDeviceMemory(c) != 0};
+  bool hostIn = inElements > 0 && !dtrtCudaIsDevicePointer(in);
+  bool hostOut = outElements > 0 && !dtrtCudaIsDevicePointer(out);
+  if (m.device && (hostIn || hostOut)) {
+    fprintf(stderr,
+            "dtensor runtime: the %s backend takes device buffers, and this "
+            "program works on host memory: compile it for the GPU "
+            "(dtensor-compile --target cuda) or run it on shm or mpi\n",
+            dtrtBackendName(c));
+    exit(1);
+  }
+  if (!m.device &&
+      ((inElements > 0 && !hostIn) || (outElements > 0 && !hostOut))) {
+    fprintf(stderr,
+            "dtensor runtime: a GPU program's collectives take device "
+            "buffers: run it on the nccl backend, not %s\n",
+            dtrtBackendName(c));
+    exit(1);
+  }
+  return m;
+}
+
+/* Room for `bytes` (zeroed when `zero`) where `m`'s blocks are. */
+static void *scratch(const Mem *m, size_t bytes, bool zero) {
+  if (m->device)
+    return dtrtCudaScratch(bytes, zero);
+  void *p = zero ? calloc(bytes + 1, 1) : malloc(bytes + 1);
+  if (!p)
+    die("out of memory");
+  return p;
+}
+
+static void release(const Mem *m, void *p) {
+  if (m->device)
+    dtrtCudaScratchFree(p);
+  else
+    free(p);
+}
+
+/* Waits for the device copies queued so far (the backend's collective and
+ * the caller's next kernels read what they wrote). */
+static void fence(const Mem *m) {
+  if (m->device)
+    dtrtCudaWait();
+}
+
 /* Copies `mid` slices of `inner` elements for every outer index. */
-static void copyRows(char *dst, int64_t dstMid, int64_t dstStart,
+static void copyRows(const Mem *m, char *dst, int64_t dstMid, int64_t dstStart,
                      const char *src, int64_t srcMid, int64_t srcStart,
                      int64_t outer, int64_t rows, int64_t inner, size_t es) {
   size_t row = (size_t)inner * es;
+  if (m->device) {
+    dtrtCudaCopy2D(dst + (size_t)dstStart * row, (size_t)dstMid * row,
+                   src + (size_t)srcStart * row, (size_t)srcMid * row,
+                   (size_t)rows * row, (size_t)outer);
+    return;
+  }
   for (int64_t o = 0; o < outer; ++o)
     memcpy(dst + ((size_t)(o * dstMid + dstStart)) * row,
            src + ((size_t)(o * srcMid + srcStart)) * row, (size_t)rows * row);
@@ -124,6 +185,9 @@ void dtrt_mlir_collective(int64_t kind, int64_t dtypeCode, int64_t reduce,
   size_t es = dtrtDtypeSize(dtype);
   DtrtComm *comm = groupOf(c, meshDesc, axesDesc);
   int64_t g = dtrtCommSize(comm), pos = dtrtCommRank(comm);
+  Mem m =
+      memOf(c, viewOf(inRank, inDesc, 0, es).data, elements(inRank, inDesc),
+            viewOf(outRank, outDesc, 0, es).data, elements(outRank, outDesc));
   DtrtStatus s = DTRT_OK;
   switch (kind) {
   case DTRT_MLIR_ALL_REDUCE: {
@@ -137,7 +201,8 @@ void dtrt_mlir_collective(int64_t kind, int64_t dtypeCode, int64_t reduce,
     View in = viewOf(inRank, inDesc, 0, es),
          out = viewOf(outRank, outDesc, 0, es);
     size_t n = (size_t)elements(inRank, inDesc);
-    memcpy(out.data, in.data, n * es);
+    copyRows(&m, out.data, 1, 0, in.data, 1, 0, 1, 1, (int64_t)(n * es), 1);
+    fence(&m);
     s = dtrtBroadcast(comm, out.data, n, dtype, (int)root);
     break;
   }
@@ -147,7 +212,7 @@ void dtrt_mlir_collective(int64_t kind, int64_t dtypeCode, int64_t reduce,
     int64_t start = pos * out.mid;
     int64_t rows = in.mid - start < out.mid ? in.mid - start : out.mid;
     if (rows > 0)
-      copyRows(out.data, out.mid, 0, in.data, in.mid, start, in.outer, rows,
+      copyRows(&m, out.data, out.mid, 0, in.data, in.mid, start, in.outer, rows,
                in.inner, es);
     break;
   }
@@ -155,18 +220,17 @@ void dtrt_mlir_collective(int64_t kind, int64_t dtypeCode, int64_t reduce,
     View in = viewOf(inRank, inDesc, gatherDim, es);
     View out = viewOf(outRank, outDesc, gatherDim, es);
     size_t block = (size_t)(in.outer * in.mid * in.inner);
-    char *tmp = malloc(block * (size_t)g * es + 1);
-    if (!tmp)
-      die("out of memory");
+    char *tmp = scratch(&m, block * (size_t)g * es, false);
+    fence(&m);
     s = dtrtAllGather(comm, in.data, tmp, block, dtype);
     for (int64_t j = 0; j < g && s == DTRT_OK; ++j) {
       int64_t start = j * in.mid;
       int64_t rows = out.mid - start < in.mid ? out.mid - start : in.mid;
       if (rows > 0)
-        copyRows(out.data, out.mid, start, tmp + (size_t)j * block * es, in.mid,
-                 0, in.outer, rows, in.inner, es);
+        copyRows(&m, out.data, out.mid, start, tmp + (size_t)j * block * es,
+                 in.mid, 0, in.outer, rows, in.inner, es);
     }
-    free(tmp);
+    release(&m, tmp);
     break;
   }
   case DTRT_MLIR_REDUCE_SCATTER:
@@ -178,17 +242,16 @@ void dtrt_mlir_collective(int64_t kind, int64_t dtypeCode, int64_t reduce,
     /* Member j's part: rows [j*chunk, (j+1)*chunk) of the shard dim, padded
      * with zeros past the input. */
     size_t block = (size_t)(in.outer * chunk * in.inner);
-    char *send = calloc(block * (size_t)g + 1, es);
-    char *recv = malloc(block * (size_t)g * es + 1);
-    if (!send || !recv)
-      die("out of memory");
+    char *send = scratch(&m, block * (size_t)g * es, true);
+    char *recv = a2a ? scratch(&m, block * (size_t)g * es, false) : NULL;
     for (int64_t j = 0; j < g; ++j) {
       int64_t start = j * chunk;
       int64_t rows = in.mid - start < chunk ? in.mid - start : chunk;
       if (rows > 0)
-        copyRows(send + (size_t)j * block * es, chunk, 0, in.data, in.mid,
+        copyRows(&m, send + (size_t)j * block * es, chunk, 0, in.data, in.mid,
                  start, in.outer, rows, in.inner, es);
     }
+    fence(&m);
     if (!a2a) {
       s = dtrtReduceScatter(comm, send, out.data, block, dtype,
                             (DtrtReduce)reduce);
@@ -212,12 +275,13 @@ void dtrt_mlir_collective(int64_t kind, int64_t dtypeCode, int64_t reduce,
         int64_t start = j * mid;
         int64_t rows = out.mid - start < mid ? out.mid - start : mid;
         if (rows > 0)
-          copyRows(out.data, out.mid, start, recv + (size_t)j * block * es, mid,
-                   0, o, rows, inner, es);
+          copyRows(&m, out.data, out.mid, start, recv + (size_t)j * block * es,
+                   mid, 0, o, rows, inner, es);
       }
     }
-    free(send);
-    free(recv);
+    release(&m, send);
+    if (recv)
+      release(&m, recv);
     break;
   }
   default:
@@ -225,6 +289,7 @@ void dtrt_mlir_collective(int64_t kind, int64_t dtypeCode, int64_t reduce,
             (long long)kind);
     exit(1);
   }
+  fence(&m);
   if (s != DTRT_OK)
     die("collective");
 }
@@ -252,6 +317,8 @@ void dtrt_mlir_permute(int64_t inRank, void *inDesc, int64_t outRank,
   }
   View in = viewOf(inRank, inDesc, 0, es),
        out = viewOf(outRank, outDesc, 0, es);
+  memOf(c, in.data, elements(inRank, inDesc), out.data,
+        elements(outRank, outDesc));
   if (dtrtPermute(comm, in.data, out.data, (size_t)elements(inRank, inDesc),
                   dtype, sendTo, recvFrom) != DTRT_OK)
     die("permute");

@@ -30,11 +30,32 @@ typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
 typedef unsigned long long CUdeviceptr;
+typedef struct CUmemPoolHandle_st *CUmemoryPool;
+/* CUDA_MEMCPY2D, field for field. */
+typedef struct Copy2D {
+  size_t srcXInBytes, srcY;
+  int srcMemoryType;
+  const void *srcHost;
+  CUdeviceptr srcDevice;
+  void *srcArray;
+  size_t srcPitch;
+  size_t dstXInBytes, dstY;
+  int dstMemoryType;
+  void *dstHost;
+  CUdeviceptr dstDevice;
+  void *dstArray;
+  size_t dstPitch;
+  size_t widthInBytes, height;
+} Copy2D;
 enum {
-  kJitErrorLogBuffer = 5, /* CU_JIT_ERROR_LOG_BUFFER */
-  kJitErrorLogSize = 6,   /* CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES */
-  kJitOptLevel = 7,       /* CU_JIT_OPTIMIZATION_LEVEL */
-  kMemAttachGlobal = 1,   /* CU_MEM_ATTACH_GLOBAL */
+  kJitErrorLogBuffer = 5,    /* CU_JIT_ERROR_LOG_BUFFER */
+  kJitErrorLogSize = 6,      /* CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES */
+  kJitOptLevel = 7,          /* CU_JIT_OPTIMIZATION_LEVEL */
+  kMemAttachGlobal = 1,      /* CU_MEM_ATTACH_GLOBAL */
+  kPointerMemoryType = 2,    /* CU_POINTER_ATTRIBUTE_MEMORY_TYPE */
+  kMemoryTypeDevice = 2,     /* CU_MEMORYTYPE_DEVICE */
+  kMemoryTypeUnified = 4,    /* CU_MEMORYTYPE_UNIFIED */
+  kPoolReleaseThreshold = 4, /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD */
 };
 
 typedef struct Driver {
@@ -60,6 +81,13 @@ typedef struct Driver {
                            unsigned, unsigned, unsigned, CUstream, void **,
                            void **);
   CUresult (*getErrorString)(CUresult, const char **);
+  CUresult (*memAllocAsync)(CUdeviceptr *, size_t, CUstream);
+  CUresult (*memFreeAsync)(CUdeviceptr, CUstream);
+  CUresult (*deviceGetDefaultMemPool)(CUmemoryPool *, CUdevice);
+  CUresult (*memPoolSetAttribute)(CUmemoryPool, int, void *);
+  CUresult (*memcpy2DAsync)(const Copy2D *, CUstream);
+  CUresult (*memsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+  CUresult (*pointerGetAttribute)(void *, int, CUdeviceptr);
 } Driver;
 
 /* The driver's symbols, in Driver's order. */
@@ -81,7 +109,14 @@ static const char *const kSymbols[] = {"cuInit",
                                        "cuModuleUnload",
                                        "cuModuleGetFunction",
                                        "cuLaunchKernel",
-                                       "cuGetErrorString"};
+                                       "cuGetErrorString",
+                                       "cuMemAllocAsync",
+                                       "cuMemFreeAsync",
+                                       "cuDeviceGetDefaultMemPool",
+                                       "cuMemPoolSetAttribute",
+                                       "cuMemcpy2DAsync_v2",
+                                       "cuMemsetD8Async",
+                                       "cuPointerGetAttribute"};
 
 static Driver driver;
 static bool tried, ready;
@@ -132,6 +167,18 @@ static bool load(void) {
     snprintf(whyNot, sizeof(whyNot), "device %d: %s", device, cudaMessage(r));
     return false;
   }
+  /* Allocations are stream-ordered from the device's pool, which keeps
+   * freed memory for the next step instead of returning it at every
+   * synchronization (a caching allocator, as PyTorch's). */
+  CUmemoryPool pool;
+  unsigned long long keep = ~0ULL;
+  if ((r = driver.deviceGetDefaultMemPool(&pool, dev)) != 0 ||
+      (r = driver.memPoolSetAttribute(pool, kPoolReleaseThreshold, &keep)) !=
+          0) {
+    snprintf(whyNot, sizeof(whyNot), "device %d: its memory pool: %s", device,
+             cudaMessage(r));
+    return false;
+  }
   ready = true;
   return true;
 }
@@ -170,8 +217,18 @@ static void check(CUresult r, const char *call) {
     fail("%s (device %d): %s", call, device, cudaMessage(r));
 }
 
+/* Compiled code makes a stream for every stretch of GPU work and destroys
+ * it after waiting for it: streams come from a small pool instead (a
+ * returned stream may still hold work; what is queued on it later runs
+ * after it, which is still in order). */
+enum { kStreamPool = 16 };
+static CUstream streamPool[kStreamPool];
+static int pooledStreams;
+
 DTRT_EXPORT void *mgpuStreamCreate(void) {
   need();
+  if (pooledStreams > 0)
+    return streamPool[--pooledStreams];
   CUstream s = NULL;
   check(driver.streamCreate(&s, 0), "cuStreamCreate");
   return s;
@@ -179,7 +236,10 @@ DTRT_EXPORT void *mgpuStreamCreate(void) {
 
 DTRT_EXPORT void mgpuStreamDestroy(void *stream) {
   need();
-  check(driver.streamDestroy(stream), "cuStreamDestroy");
+  if (pooledStreams < kStreamPool)
+    streamPool[pooledStreams++] = stream;
+  else
+    check(driver.streamDestroy(stream), "cuStreamDestroy");
 }
 
 DTRT_EXPORT void mgpuStreamSynchronize(void *stream) {
@@ -187,14 +247,15 @@ DTRT_EXPORT void mgpuStreamSynchronize(void *stream) {
   check(driver.streamSynchronize(stream), "cuStreamSynchronize");
 }
 
-DTRT_EXPORT void *mgpuMemAlloc(uint64_t bytes, void *stream, bool hostShared) {
+/* Device memory on `stream` (stream-ordered); ends the process with the
+ * size asked and the size free when there is not enough. */
+static void *allocOn(uint64_t bytes, CUstream stream, bool hostShared) {
   need();
-  (void)stream;
   CUdeviceptr p = 0;
   if (bytes == 0)
     return NULL;
   CUresult r = hostShared ? driver.memAllocManaged(&p, bytes, kMemAttachGlobal)
-                          : driver.memAlloc(&p, bytes);
+                          : driver.memAllocAsync(&p, bytes, stream);
   if (r != 0) {
     size_t freeBytes = 0, total = 0;
     driver.memGetInfo(&freeBytes, &total);
@@ -204,14 +265,25 @@ DTRT_EXPORT void *mgpuMemAlloc(uint64_t bytes, void *stream, bool hostShared) {
   return (void *)(uintptr_t)p;
 }
 
-DTRT_EXPORT void mgpuMemFree(void *ptr, void *stream) {
+DTRT_EXPORT void *mgpuMemAlloc(uint64_t bytes, void *stream, bool hostShared) {
+  return allocOn(bytes, stream, hostShared);
+}
+
+/* Frees after the work queued on `stream` (managed memory, which the pool
+ * does not hold, at once after waiting for it). */
+static void freeOn(void *ptr, CUstream stream) {
   need();
-  /* The stream's work on `ptr` must end first. */
+  if (!ptr)
+    return;
+  CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptr;
+  if (driver.memFreeAsync(p, stream) == 0)
+    return;
   if (stream)
     check(driver.streamSynchronize(stream), "cuStreamSynchronize");
-  if (ptr)
-    check(driver.memFree((CUdeviceptr)(uintptr_t)ptr), "cuMemFree");
+  check(driver.memFree(p), "cuMemFree");
 }
+
+DTRT_EXPORT void mgpuMemFree(void *ptr, void *stream) { freeOn(ptr, stream); }
 
 DTRT_EXPORT void mgpuMemcpy(void *dst, void *src, size_t bytes, void *stream) {
   need();
@@ -272,4 +344,73 @@ DTRT_EXPORT void mgpuLaunchKernel(void *function, intptr_t gridX,
                             (unsigned)blockZ, (unsigned)sharedBytes, stream,
                             params, extra),
         "cuLaunchKernel");
+}
+
+/* ---- copies for the collectives of compiled programs (Compiled.c) -------- */
+
+/* The runtime's own stream for packing blocks around collectives. */
+static CUstream copyStream;
+
+static CUstream copies(void) {
+  if (!copyStream)
+    copyStream = mgpuStreamCreate();
+  return copyStream;
+}
+
+bool dtrtCudaIsDevicePointer(const void *p) {
+  /* A program that never called the driver has no device memory. */
+  if (!ready || !p)
+    return false;
+  int type = 0;
+  return driver.pointerGetAttribute(&type, kPointerMemoryType,
+                                    (CUdeviceptr)(uintptr_t)p) == 0 &&
+         type == kMemoryTypeDevice;
+}
+
+void *dtrtCudaScratch(size_t bytes, bool zero) {
+  void *p = allocOn(bytes ? bytes : 1, copies(), false);
+  if (zero)
+    check(driver.memsetD8Async((CUdeviceptr)(uintptr_t)p, 0, bytes, copies()),
+          "cuMemsetD8Async");
+  return p;
+}
+
+void dtrtCudaScratchFree(void *p) { freeOn(p, copies()); }
+
+void dtrtCudaCopy2D(void *dst, size_t dstPitch, const void *src,
+                    size_t srcPitch, size_t width, size_t height) {
+  need();
+  if (!width || !height)
+    return;
+  if (height == 1 || (dstPitch == width && srcPitch == width)) {
+    check(driver.memcpyAsync((CUdeviceptr)(uintptr_t)dst,
+                             (CUdeviceptr)(uintptr_t)src, width * height,
+                             copies()),
+          "cuMemcpyAsync");
+    return;
+  }
+  if (dstPitch > INT32_MAX || srcPitch > INT32_MAX) { /* past 2D's pitches */
+    for (size_t row = 0; row < height; ++row)
+      check(driver.memcpyAsync((CUdeviceptr)(uintptr_t)dst + row * dstPitch,
+                               (CUdeviceptr)(uintptr_t)src + row * srcPitch,
+                               width, copies()),
+            "cuMemcpyAsync");
+    return;
+  }
+  /* Unified addressing: either side may be host or device memory. */
+  Copy2D c;
+  memset(&c, 0, sizeof(c));
+  c.srcMemoryType = c.dstMemoryType = kMemoryTypeUnified;
+  c.srcDevice = (CUdeviceptr)(uintptr_t)src;
+  c.dstDevice = (CUdeviceptr)(uintptr_t)dst;
+  c.srcPitch = srcPitch;
+  c.dstPitch = dstPitch;
+  c.widthInBytes = width;
+  c.height = height;
+  check(driver.memcpy2DAsync(&c, copies()), "cuMemcpy2DAsync");
+}
+
+void dtrtCudaWait(void) {
+  need();
+  check(driver.streamSynchronize(copies()), "cuStreamSynchronize");
 }

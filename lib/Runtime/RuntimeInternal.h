@@ -132,4 +132,21 @@ DtrtStatus dtrtStoreGet(DtrtStore *store, const char *key, void *out,
 /// first collective creates its own from the rank's environment.
 void dtrtProcessContextForget(void);
 
+/* Device memory around the collectives of compiled GPU programs (Cuda.c;
+ * every call but the first ends the process with CUDA's message when it
+ * fails, as compiled calls do). */
+
+/// Whether `p` is device memory: false in a process that never loaded the
+/// driver (a CPU program).
+bool dtrtCudaIsDevicePointer(const void *p);
+/// A device buffer of `bytes` (zeroed when `zero`), ordered on the
+/// runtime's copy stream; freed with dtrtCudaScratchFree.
+void *dtrtCudaScratch(size_t bytes, bool zero);
+void dtrtCudaScratchFree(void *p);
+/// Queues a copy of `height` rows of `width` bytes between any two of host
+/// and device memory on the copy stream (dtrtCudaWait waits for it).
+void dtrtCudaCopy2D(void *dst, size_t dstPitch, const void *src,
+                    size_t srcPitch, size_t width, size_t height);
+void dtrtCudaWait(void);
+
 #endif

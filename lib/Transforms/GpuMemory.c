@@ -4,10 +4,11 @@
  * to the GPU: every buffer lives in device memory. memref.alloc and
  * memref.dealloc become gpu.alloc and gpu.dealloc, memref.copy becomes
  * gpu.memcpy, a memref.get_global (a constant) is copied to a device
- * buffer where it is read, and a public function copies its memref
- * arguments in at entry and its results out (to host buffers) at each
- * return, freeing the device copies it made there. Private functions pass
- * device buffers.
+ * buffer where it is read (and freed at the returns), and a public
+ * function copies its memref arguments in at entry and its results out (to
+ * host buffers) at each return, freeing the device copies it made there.
+ * Private functions, and public ones under boundary=device, take and
+ * return device buffers.
  *
  * dtensor-gpu-serial-kernels, after the parallel loops are mapped: what
  * still touches device memory on the host moves into a kernel of one
@@ -206,7 +207,23 @@ static bool hostConstant(MlirValue v) {
   return !mlirOperationIsNull(root) && dtIsOp(root, "memref.get_global");
 }
 
-static bool convertFunc(MlirOperation func) {
+/* Whether the value `v` returned by a function is (a cast of) the result of
+ * `op`. */
+static bool returns(MlirOperation ret, MlirOperation op) {
+  for (intptr_t r = 0; r < mlirOperationGetNumOperands(ret); ++r) {
+    MlirValue v = mlirOperationGetOperand(ret, r);
+    while (mlirValueIsAOpResult(v) &&
+           dtIsOp(mlirOpResultGetOwner(v), "memref.cast"))
+      v = mlirOperationGetOperand(mlirOpResultGetOwner(v), 0);
+    if (mlirValueIsAOpResult(v) &&
+        mlirOperationEqual(mlirOpResultGetOwner(v), op))
+      return true;
+  }
+  return false;
+}
+
+/* `hostBoundary`: public functions take and give host buffers. */
+static bool convertFunc(MlirOperation func, bool hostBoundary) {
   Func f;
   memset(&f, 0, sizeof(f));
   mlirOperationWalk(func, collect, &f, MlirWalkPostOrder);
@@ -269,11 +286,11 @@ static bool convertFunc(MlirOperation func) {
     }
     ok = dtOpListPush(&freeAtReturn, mlirOpResultGetOwner(d));
   }
-  /* Public functions take and give host buffers. */
-  bool isPublic = !isPrivate(func);
+  /* Public functions take and give host buffers (boundary=host). */
+  bool copyInOut = hostBoundary && !isPrivate(func);
   MlirRegion body = mlirOperationGetRegion(func, 0);
   MlirBlock entry = mlirRegionGetFirstBlock(body);
-  if (ok && isPublic && !mlirBlockIsNull(entry)) {
+  if (ok && copyInOut && !mlirBlockIsNull(entry)) {
     MlirOperation first = mlirBlockGetFirstOperation(entry);
     for (intptr_t a = 0; ok && a < mlirBlockGetNumArguments(entry); ++a) {
       MlirValue arg = mlirBlockGetArgument(entry, a);
@@ -300,31 +317,34 @@ static bool convertFunc(MlirOperation func) {
       }
       ok = dtOpListPush(&freeAtReturn, mlirOpResultGetOwner(d));
     }
-    for (size_t i = 0; ok && i < f.returns.count; ++i) {
-      MlirOperation ret = f.returns.ops[i];
-      for (intptr_t r = 0; r < mlirOperationGetNumOperands(ret); ++r) {
-        MlirValue v = mlirOperationGetOperand(ret, r);
-        if (!isMemref(v))
-          continue;
-        MlirValue sizes[16];
-        int n = dynamicSizes(ret, v, sizes);
-        MlirType type = mlirValueGetType(v);
-        int32_t segments[2] = {n, 0};
-        MlirContext ctx = mlirOperationGetContext(ret);
-        MlirNamedAttribute attr = dtNamedAttr(
-            ctx, "operandSegmentSizes", mlirDenseI32ArrayGet(ctx, 2, segments));
-        MlirValue host = mlirOperationGetResult(
-            build(ret, "memref.alloc", n, sizes, &type, 1, &attr), 0);
-        copy(ret, host, v);
-        mlirOperationSetOperand(ret, r, host);
-        /* The device buffer of the result, made here, ends here. */
-        if (mlirValueIsAOpResult(v) &&
-            dtIsOp(mlirOpResultGetOwner(v), "gpu.alloc"))
-          deviceFree(ret, v);
-      }
-      for (size_t k = 0; k < freeAtReturn.count; ++k)
-        deviceFree(ret, mlirOperationGetResult(freeAtReturn.ops[k], 0));
+  }
+  for (size_t i = 0; ok && i < f.returns.count; ++i) {
+    MlirOperation ret = f.returns.ops[i];
+    for (intptr_t r = 0; copyInOut && r < mlirOperationGetNumOperands(ret);
+         ++r) {
+      MlirValue v = mlirOperationGetOperand(ret, r);
+      if (!isMemref(v))
+        continue;
+      MlirValue sizes[16];
+      int n = dynamicSizes(ret, v, sizes);
+      MlirType type = mlirValueGetType(v);
+      int32_t segments[2] = {n, 0};
+      MlirContext ctx = mlirOperationGetContext(ret);
+      MlirNamedAttribute attr = dtNamedAttr(
+          ctx, "operandSegmentSizes", mlirDenseI32ArrayGet(ctx, 2, segments));
+      MlirValue host = mlirOperationGetResult(
+          build(ret, "memref.alloc", n, sizes, &type, 1, &attr), 0);
+      copy(ret, host, v);
+      mlirOperationSetOperand(ret, r, host);
+      /* The device buffer of the result, made here, ends here. */
+      if (mlirValueIsAOpResult(v) &&
+          dtIsOp(mlirOpResultGetOwner(v), "gpu.alloc"))
+        deviceFree(ret, v);
     }
+    /* The copies made here end here, unless returned as they are. */
+    for (size_t k = 0; k < freeAtReturn.count; ++k)
+      if (!returns(ret, freeAtReturn.ops[k]))
+        deviceFree(ret, mlirOperationGetResult(freeAtReturn.ops[k], 0));
   }
   free(f.allocs.ops);
   free(f.deallocs.ops);
@@ -342,7 +362,7 @@ static bool isDeallocHelper(MlirOperation func) {
 }
 
 static bool runGpuMemory(MlirOperation root, const DtPassOptions *options) {
-  (void)options;
+  bool hostBoundary = !strcmp(dtPassOptionsGet(options, "boundary"), "host");
   mlirContextGetOrLoadDialect(mlirOperationGetContext(root),
                               mlirStringRefCreateFromCString("gpu"));
   bool ok = true;
@@ -350,16 +370,23 @@ static bool runGpuMemory(MlirOperation root, const DtPassOptions *options) {
   for (MlirOperation op = mlirBlockGetFirstOperation(body);
        !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op))
     if (dtIsOp(op, "func.func") && !isDeallocHelper(op))
-      ok = convertFunc(op) && ok;
+      ok = convertFunc(op, hostBoundary) && ok;
   return ok;
 }
+
+static const DtensorPassOptionInfo kGpuMemoryOptions[] = {
+    {"boundary", DTENSOR_OPTION_ENUM, "host", "host|device",
+     "what public functions take and return: host buffers, copied in and "
+     "out (host), or device buffers the caller allocates with mgpuMemAlloc "
+     "and frees with mgpuMemFree, results included (device)"},
+};
 
 const DtPassDef dtGpuMemoryPass = {
     .info = {"dtensor-gpu-memory",
              "Keep a bufferized program's buffers in GPU device memory: "
              "gpu.alloc/dealloc/memcpy, arguments copied in and results "
-             "copied out at public functions",
-             0, NULL},
+             "copied out at public functions (boundary=host)",
+             1, kGpuMemoryOptions},
     .verifyFirst = false,
     .run = runGpuMemory,
     .numDependentDialects = 0,
@@ -502,13 +529,30 @@ static bool deviceCall(const Host *h, MlirOperation op) {
   }
   return false;
 }
+/* A call of the runtime's collective entry points: they take device
+ * buffers under the nccl backend (docs/runtime.md). */
+static bool collectiveCall(MlirOperation op) {
+  MlirAttribute callee = dtGetAttr(op, "callee");
+  if (mlirAttributeIsNull(callee) || !mlirAttributeIsAFlatSymbolRef(callee))
+    return false;
+  MlirStringRef name = mlirFlatSymbolRefAttrGetValue(callee);
+  static const char *const kPrefixes[] = {"dtrt_mlir_collective_",
+                                          "dtrt_mlir_permute_"};
+  for (size_t i = 0; i < sizeof(kPrefixes) / sizeof(kPrefixes[0]); ++i)
+    if (name.length > strlen(kPrefixes[i]) &&
+        !memcmp(name.data, kPrefixes[i], strlen(kPrefixes[i])))
+      return true;
+  return false;
+}
+
 static bool touchesBuffer(const Host *h, MlirOperation op) {
   if (dtIsOp(op, "memref.load") || dtIsOp(op, "memref.store") ||
       dtIsOp(op, "memref.atomic_rmw") ||
       dtIsOp(op, "memref.generic_atomic_rmw"))
     return !hostBuffer(
         mlirOperationGetOperand(op, dtIsOp(op, "memref.store") ? 1 : 0));
-  if (!dtIsOp(op, "func.call") || deallocHelperCall(op) || deviceCall(h, op))
+  if (!dtIsOp(op, "func.call") || deallocHelperCall(op) || deviceCall(h, op) ||
+      collectiveCall(op))
     return false;
   /* A runtime call on host constants (the mesh's shape) is fine. */
   for (intptr_t i = 0; i < mlirOperationGetNumOperands(op); ++i) {

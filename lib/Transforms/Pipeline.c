@@ -281,7 +281,7 @@ MlirLogicalResult dtensorAddToLLVMPipeline(MlirOpPassManager pm,
 MlirLogicalResult dtensorAddToNVVMPipeline(MlirOpPassManager pm,
                                            MlirStringRef options,
                                            DtensorDiag *outDiag) {
-  char chip[32] = "sm_90", format[8] = "bin";
+  char chip[32] = "sm_90", format[8] = "bin", boundary[8] = "host";
   char text[256];
   snprintf(text, sizeof(text), "%.*s", (int)options.length, options.data);
   for (char *save = NULL, *tok = strtok_r(text, " ", &save); tok;
@@ -292,10 +292,12 @@ MlirLogicalResult dtensorAddToNVVMPipeline(MlirOpPassManager pm,
       snprintf(chip, sizeof(chip), "%s", tok + 5);
     else if (!strcmp(tok, "format=bin") || !strcmp(tok, "format=isa"))
       snprintf(format, sizeof(format), "%s", tok + 7);
+    else if (!strcmp(tok, "boundary=host") || !strcmp(tok, "boundary=device"))
+      snprintf(boundary, sizeof(boundary), "%s", tok + 9);
     else
       return dtDiag(outDiag, 0,
-                    "'dtensor-to-nvvm' option '%s': expected chip=sm_NN or "
-                    "format=bin|isa",
+                    "'dtensor-to-nvvm' option '%s': expected chip=sm_NN, "
+                    "format=bin|isa or boundary=host|device",
                     tok),
              mlirLogicalResultFailure();
   }
@@ -316,7 +318,7 @@ MlirLogicalResult dtensorAddToNVVMPipeline(MlirOpPassManager pm,
            "function-boundary-type-conversion=identity-layout-map "
            "allow-return-allocs-from-loops}, "
            "buffer-deallocation-pipeline, convert-bufferization-to-memref, "
-           "dtensor-gpu-memory, "
+           "dtensor-gpu-memory{boundary=%s}, "
            "func.func(convert-linalg-to-parallel-loops, "
            "scf-parallel-loop-tiling{parallel-loop-tile-sizes=16,16 "
            "no-min-max-bounds=true}, sccp, "
@@ -326,7 +328,7 @@ MlirLogicalResult dtensorAddToNVVMPipeline(MlirOpPassManager pm,
            "func.func(gpu-async-region), "
            "gpu-lower-to-nvvm-pipeline{cubin-chip=%s cubin-features=+ptx80 "
            "cubin-format=%s}",
-           chip, format);
+           boundary, chip, format);
   return dtensorPassManagerAddPipeline(
       pm, mlirStringRefCreateFromCString(pipeline), outDiag);
 }

@@ -1,5 +1,6 @@
 // RUN: dtensor-opt %s --split-input-file --verify-diagnostics --pass-pipeline="builtin.module(dtensor-to-nvvm{format=isa})" | FileCheck %s
 // RUN: not dtensor-opt %s --pass-pipeline="builtin.module(dtensor-to-nvvm{chip=gfx90a})" 2>&1 | FileCheck %s --check-prefix=OPT
+// RUN: dtensor-opt %s --split-input-file --verify-diagnostics --pass-pipeline="builtin.module(dtensor-to-nvvm{format=isa boundary=device})" | FileCheck %s --check-prefix=DEV
 //
 // The GPU target (dtensor-to-nvvm): buffers in device memory, an
 // elementwise chain fused into one kernel mapped to blocks and threads,
@@ -20,7 +21,17 @@
 // CHECK-SAME: #gpu.object<#nvvm.target<chip = "sm_90", features = "+ptx80">
 // CHECK-SAME: .target sm_90
 // CHECK-SAME: .visible .entry f_kernel
-// OPT: 'dtensor-to-nvvm' option 'chip=gfx90a': expected chip=sm_NN or format=bin|isa
+//
+// With boundary=device the caller passes device buffers and gets the
+// result's device buffer: no copies, nothing of the caller's freed.
+// DEV-LABEL: llvm.func @f(
+// DEV-NOT: llvm.call @mgpuMemcpy
+// DEV: llvm.call @mgpuMemAlloc
+// DEV: gpu.launch_func
+// DEV-NOT: llvm.call @mgpuMemFree
+// DEV-NOT: llvm.call @malloc
+// DEV: llvm.return
+// OPT: 'dtensor-to-nvvm' option 'chip=gfx90a': expected chip=sm_NN, format=bin|isa or boundary=host|device
 func.func @f(%a: tensor<64x128xf32>, %b: tensor<64x128xf32>) -> tensor<64x128xf32> {
   %e = tensor.empty() : tensor<64x128xf32>
   %s = linalg.add ins(%a, %b : tensor<64x128xf32>, tensor<64x128xf32>) outs(%e : tensor<64x128xf32>) -> tensor<64x128xf32>
@@ -50,13 +61,38 @@ func.func @sum(%a: tensor<64xf32>) -> tensor<f32> {
 
 // -----
 
-// Collectives are runtime calls on device buffers, which the GPU target
-// does not make yet (the runtime's set-up call, on the mesh's shape, is
-// host code and fine).
+// A collective is a runtime call on device buffers (the nccl backend's),
+// made after the host waited for the stream that wrote its operand; the
+// runtime's set-up call takes the mesh's shape from host memory.
+// CHECK-LABEL: llvm.func @ar(
+// CHECK: llvm.call @dtrt_mlir_init
+// CHECK: llvm.call @mgpuMemAlloc
+// CHECK: llvm.call @mgpuStreamSynchronize
+// CHECK-NEXT: llvm.call @mgpuStreamDestroy
+// CHECK-NEXT: llvm.call @dtrt_mlir_collective_f32
 "dtensor.mesh"() {sym_name = "m", shape = array<i64: 2>, axis_names = ["x"]} : () -> ()
 func.func @ar(%a: tensor<8xf32>) -> tensor<8xf32> {
-  // expected-error @+1 {{'func.call' op would run on the host over device memory}}
-  %r = "dtensor.all_reduce"(%a) {mesh = @m, mesh_axes = array<i64: 0>, reduce = "sum"} : (tensor<8xf32>) -> tensor<8xf32>
+  %e = tensor.empty() : tensor<8xf32>
+  %x = linalg.exp ins(%a : tensor<8xf32>) outs(%e : tensor<8xf32>) -> tensor<8xf32>
+  %r = "dtensor.all_reduce"(%x) {mesh = @m, mesh_axes = array<i64: 0>, reduce = "sum"} : (tensor<8xf32>) -> tensor<8xf32>
+  return %r : tensor<8xf32>
+}
+
+// -----
+
+// Host code that branches on a value read from device memory cannot move
+// into a kernel: reported where it is.
+func.func @branch(%a: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<8xf32> {
+  %c0 = arith.constant 0 : index
+  %z = arith.constant 0.0 : f32
+  // expected-error @+1 {{would run on the host over device memory}}
+  %v = tensor.extract %a[%c0] : tensor<8xf32>
+  %p = arith.cmpf ogt, %v, %z : f32
+  %r = scf.if %p -> tensor<8xf32> {
+    scf.yield %a : tensor<8xf32>
+  } else {
+    scf.yield %b : tensor<8xf32>
+  }
   return %r : tensor<8xf32>
 }
 

@@ -23,7 +23,7 @@ static int usage(FILE *out, int code) {
       "[-O0|-O1|-O2|-O3]\n"
       "                       [--spmd-options 'OPTS'] [--no-spmd]\n"
       "                       [--target cpu|cuda] [--gpu-options 'chip=sm_NN "
-      "format=bin|isa']\n"
+      "format=bin|isa boundary=host|device']\n"
       "  compiles the annotated program with dtensor-spmd (options as "
       "the pipeline's,\n  e.g. 'strict=true'; --no-spmd for a program "
       "already partitioned) and\n  dtensor-to-llvm, then writes an "
@@ -34,8 +34,9 @@ static int usage(FILE *out, int code) {
       "-n N.\n"
       "  --target cuda compiles with dtensor-to-nvvm instead: kernels for "
       "the GPU\n  (sm_90 cubins by default, embedded), buffers in device "
-      "memory, host code\n  calling libdtensor_rt's mgpu* functions (no "
-      "collectives yet; docs/runtime.md).\n");
+      "memory, host code\n  calling libdtensor_rt's mgpu* functions, "
+      "collectives on the nccl backend\n  (boundary=device in --gpu-options: "
+      "entry points take device buffers;\n  docs/runtime.md).\n");
   return code;
 }
 

@@ -16,7 +16,7 @@ usage: run.py --dtensor-run PATH [--cases 200] [--seed 1] [--jobs 2]
        run.py --census DTENSOR_OPT [--cases 200] [--seed 1]
        run.py --gpu DTENSOR_OPT [--cases 60] [--seed 1] [--jobs 2]
 
---gpu: each program on a mesh of one device per axis (no collectives)
+--gpu: each program on its mesh and on a mesh of one device per axis
 through dtensor-spmd and the GPU target (dtensor-to-nvvm) down to sm_90
 cubins assembled by CUDA's ptxas; every one must compile (exit 77 when no
 ptxas is installed).
@@ -500,17 +500,20 @@ def one_device(text):
 
 
 def gpu_case(tool, out, seed):
+    """The program on its mesh (collectives on device buffers) and on one
+    device, each down to cubins."""
     _, text = generate(seed)
-    path = os.path.join(out, "gpu-case-%d.mlir" % seed)
-    with open(path, "w") as f:
-        f.write(one_device(text))
-    p = subprocess.run([tool, path, "--dtensor-spmd", "--dtensor-to-nvvm",
-                        "-o", os.devnull], capture_output=True, text=True,
-                       timeout=300)
-    ok = p.returncode == 0
-    if ok:
+    for suffix, program in (("", text), ("-one", one_device(text))):
+        path = os.path.join(out, "gpu-case-%d%s.mlir" % (seed, suffix))
+        with open(path, "w") as f:
+            f.write(program)
+        p = subprocess.run([tool, path, "--dtensor-spmd", "--dtensor-to-nvvm",
+                            "-o", os.devnull], capture_output=True, text=True,
+                           timeout=300)
+        if p.returncode != 0:
+            return seed, False, p.stderr, path
         os.remove(path)
-    return seed, ok, p.stderr, path
+    return seed, True, "", None
 
 
 def gpu(tool, seeds, jobs, out):
