@@ -55,6 +55,16 @@ DTENSOR_EXPORT DtensorRunner *dtensorRunnerCreate(MlirOperation module,
                                                   const char *entry,
                                                   DtensorDiag *outDiag);
 
+/// As dtensorRunnerCreate, with the SPMD program compiled for `target`:
+/// "cpu" (dtensor-to-llvm), or "cuda" (dtensor-to-nvvm with `gpuOptions`,
+/// e.g. "chip=sm_90"; its entry takes and returns device buffers, so each
+/// rank copies its blocks to the GPU, and the results back to compare them;
+/// the ranks run on the nccl backend). The reference runs on the CPU.
+DTENSOR_EXPORT DtensorRunner *
+dtensorRunnerCreateForTarget(MlirOperation module, const char *entry,
+                             const char *target, const char *gpuOptions,
+                             DtensorDiag *outDiag);
+
 /// Destroys a runner; NULL is a no-op.
 DTENSOR_EXPORT void dtensorRunnerDestroy(DtensorRunner *runner);
 

@@ -10,6 +10,7 @@
 #ifndef DTENSOR_RT_RUNTIME_H
 #define DTENSOR_RT_RUNTIME_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -164,6 +165,35 @@ DTRT_EXPORT int dtrtUsesDeviceMemory(const DtrtContext *context);
 /// (may be NULL). The runtime also defines the mgpu* functions MLIR's GPU
 /// lowering calls (lib/Runtime/Cuda.c, docs/runtime.md).
 DTRT_EXPORT int dtrtCudaProbe(char *why, size_t capacity);
+
+/// The CUDA devices visible to this process (0 without a driver). Like
+/// dtrtCudaProbe it initializes CUDA, which a process must not do before it
+/// forks ranks that use CUDA: ask in a child process.
+DTRT_EXPORT int dtrtCudaDeviceCount(void);
+
+/// The CUDA calls of compiled GPU programs (MLIR 22's signatures). Callers
+/// of a program compiled with boundary=device use them too: arguments
+/// allocated with mgpuMemAlloc and filled with mgpuMemcpy, results (device
+/// buffers) read with mgpuMemcpy and freed with mgpuMemFree. A NULL stream
+/// is CUDA's default stream; mgpuMemcpy is asynchronous on its stream
+/// (mgpuStreamSynchronize waits). Every failure ends the process with
+/// CUDA's message (docs/runtime.md).
+DTRT_EXPORT void *mgpuStreamCreate(void);
+DTRT_EXPORT void mgpuStreamDestroy(void *stream);
+DTRT_EXPORT void mgpuStreamSynchronize(void *stream);
+DTRT_EXPORT void *mgpuMemAlloc(uint64_t bytes, void *stream, bool hostShared);
+DTRT_EXPORT void mgpuMemFree(void *ptr, void *stream);
+DTRT_EXPORT void mgpuMemcpy(void *dst, void *src, size_t bytes, void *stream);
+DTRT_EXPORT void *mgpuModuleLoad(void *data, size_t size);
+DTRT_EXPORT void *mgpuModuleLoadJIT(void *data, int optLevel);
+DTRT_EXPORT void mgpuModuleUnload(void *module);
+DTRT_EXPORT void *mgpuModuleGetFunction(void *module, const char *name);
+DTRT_EXPORT void mgpuLaunchKernel(void *function, intptr_t gridX,
+                                  intptr_t gridY, intptr_t gridZ,
+                                  intptr_t blockX, intptr_t blockY,
+                                  intptr_t blockZ, int32_t sharedBytes,
+                                  void *stream, void **params, void **extra,
+                                  size_t numParams);
 
 /// Waits for every rank (a final barrier), releases the communicators and
 /// removes the job's shared memory; NULL is a no-op.

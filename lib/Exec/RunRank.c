@@ -125,6 +125,21 @@ static bool makeBlocks(const DtensorRunner *r, int rank, int64_t **descs,
   return true;
 }
 
+/* A GPU program takes device buffers: each block moves to the device (the
+ * host copy is freed; the descriptor points to the device buffer). */
+static void blocksToDevice(const DtensorRunner *r, int64_t **descs) {
+  for (int a = 0; a < r->numArgs; ++a) {
+    size_t bytes =
+        (size_t)blockCount(r, &r->args[a]) * dtrtDtypeSize(r->args[a].dtype);
+    void *host = (void *)(intptr_t)descs[a][0];
+    void *device = mgpuMemAlloc(bytes, NULL, false);
+    mgpuMemcpy(device, host, bytes, NULL);
+    mgpuStreamSynchronize(NULL);
+    free(host);
+    descs[a][0] = descs[a][1] = (int64_t)(intptr_t)device;
+  }
+}
+
 /* Loads (or saves) the blocks of `tensors` — each an argument descriptor
  * or a result's first element — collectively under their layouts. */
 static bool checkpointIo(const DtensorRunner *r, const char *dir,
@@ -251,8 +266,15 @@ static bool timeSteps(const DtensorRunner *r, int rank, int repeat,
   DtrtContext *c = dtrtProcessContext();
   bool ok = true;
   for (int s = 0; s < repeat && ok; ++s) {
-    for (int a = 0; a < r->numArgs; ++a)
-      memcpy((void *)(intptr_t)descs[a][1], saved[a].data, saved[a].bytes);
+    for (int a = 0; a < r->numArgs; ++a) {
+      void *block = (void *)(intptr_t)descs[a][1];
+      if (r->gpu)
+        mgpuMemcpy(block, saved[a].data, saved[a].bytes, NULL);
+      else
+        memcpy(block, saved[a].data, saved[a].bytes);
+    }
+    if (r->gpu)
+      mgpuStreamSynchronize(NULL);
     if (dtrtBarrier(dtrtCommWorld(c)) != DTRT_OK) {
       free(times);
       return dtDiag(outDiag, -1, "rank %d: barrier: %s", rank,
@@ -330,6 +352,9 @@ bool dtensorRunnerRunRank(DtensorRunner *r, int rank,
   ok = ok && (!o->loadDir || checkpointIo(r, o->loadDir, r->args, r->numArgs,
                                           (void **)descs, false, outDiag));
   ok = ok && (!o->repeat || saveBlocks(r, descs, saved, outDiag));
+  bool onDevice = ok && r->gpu;
+  if (onDevice)
+    blocksToDevice(r, descs);
   ok = ok && checkedRun(r, rank, o, descs, out, outAlloc, outReport, outDiag);
   if (ok && !outReport->different && o->repeat > 0)
     ok = timeSteps(r, rank, o->repeat, descs, saved, outReport, outDiag);
@@ -342,7 +367,9 @@ bool dtensorRunnerRunRank(DtensorRunner *r, int rank,
     free(outAlloc[k]);
   }
   for (size_t a = 0; a + 1 < n && descs && saved; ++a) {
-    if (descs[a])
+    if (descs[a] && onDevice)
+      mgpuMemFree((void *)(intptr_t)descs[a][0], NULL);
+    else if (descs[a])
       free((void *)(intptr_t)descs[a][0]);
     free(descs[a]);
     free(saved[a].data);

@@ -84,6 +84,41 @@ int64_t *dtRunDescriptor(void *data, int rank, const int64_t *shape) {
   return d;
 }
 
+/* A GPU program's results are device buffers: each is copied to a host
+ * buffer that takes its place in the descriptors (when `keep`), and the
+ * device buffers are freed, each once (two results may share one). */
+static void resultsToHost(const DtensorRunner *r, int64_t *packed, bool keep) {
+  int64_t *d = packed;
+  void **freed = calloc((size_t)r->numResults, sizeof(void *));
+  for (int k = 0; k < r->numResults; ++k) {
+    const DtensorRunTensor *t = &r->results[k];
+    size_t es = dtrtDtypeSize(t->dtype);
+    void *device = (void *)(intptr_t)d[0];
+    if (keep) {
+      size_t bytes = (size_t)dtRunCount(t->rank, d + 3) * es;
+      char *host = malloc(bytes + es);
+      if (!host) {
+        fprintf(stderr, "dtensor-run: out of memory for a result's copy\n");
+        exit(1);
+      }
+      mgpuMemcpy(host, (char *)(intptr_t)d[1] + d[2] * (int64_t)es, bytes,
+                 NULL);
+      mgpuStreamSynchronize(NULL);
+      d[0] = d[1] = (int64_t)(intptr_t)host;
+      d[2] = 0;
+    }
+    bool seen = false;
+    for (int j = 0; j < k && freed; ++j)
+      seen |= freed[j] == device;
+    if (!seen)
+      mgpuMemFree(device, NULL);
+    if (freed)
+      freed[k] = device;
+    d += 3 + 2 * t->rank;
+  }
+  free(freed);
+}
+
 bool dtRunInvoke(const DtensorRunner *r, MlirExecutionEngine jit,
                  int64_t **argDescs, void **outData, void **outAlloc,
                  DtensorDiag *outDiag) {
@@ -109,13 +144,19 @@ bool dtRunInvoke(const DtensorRunner *r, MlirExecutionEngine jit,
   } else {
     dtDiag(outDiag, -1, "out of memory");
   }
+  /* The SPMD program on the GPU gives device buffers (the reference runs on
+   * the CPU). */
+  bool onDevice = r->gpu && jit.ptr == r->spmd.ptr;
   const int64_t *d = packed;
+  if (ok && onDevice)
+    resultsToHost(r, packed, outData != NULL);
   for (int k = 0; ok && k < r->numResults; ++k) {
     if (outData) {
       outData[k] = (char *)(intptr_t)d[1] +
                    d[2] * (int64_t)dtrtDtypeSize(r->results[k].dtype);
       outAlloc[k] = (void *)(intptr_t)d[0];
-    } else { /* the caller owns results (buffer-deallocation-pipeline) */
+    } else if (!onDevice) { /* the caller owns results (buffer-deallocation-
+                             pipeline); a GPU program's are freed above */
       free((void *)(intptr_t)d[0]);
     }
     d += 3 + 2 * r->results[k].rank;
@@ -153,21 +194,34 @@ static MlirOperation findMesh(MlirOperation module) {
   return (MlirOperation){NULL};
 }
 
-/* Runs `pipeline` (dtensorPassManagerAddPipeline's text), then, if
- * `toLLVM`, dtensor-to-llvm on `module`; the passes' errors go to the
- * context's diagnostic handler. */
-static bool runPipeline(MlirOperation module, const char *pipeline, bool toLLVM,
+/* Where runPipeline lowers the program to after `pipeline`. */
+typedef enum Lowering { LOWER_NONE, LOWER_CPU, LOWER_GPU } Lowering;
+
+/* Runs `pipeline` (dtensorPassManagerAddPipeline's text), then
+ * dtensor-to-llvm (LOWER_CPU) or dtensor-to-nvvm with device buffers at
+ * the boundary and the runner's GPU options (LOWER_GPU) on `module`; the
+ * passes' errors go to the context's diagnostic handler. */
+static bool runPipeline(const DtensorRunner *r, MlirOperation module,
+                        const char *pipeline, Lowering lower,
                         DtensorDiag *outDiag) {
   MlirPassManager pm = mlirPassManagerCreate(mlirOperationGetContext(module));
   MlirOpPassManager opm = mlirPassManagerGetAsOpPassManager(pm);
   bool ok = mlirLogicalResultIsSuccess(dtensorPassManagerAddPipeline(
       opm, mlirStringRefCreateFromCString(pipeline), outDiag));
-  if (ok && toLLVM)
+  char gpuOptions[160];
+  snprintf(gpuOptions, sizeof(gpuOptions), "boundary=device %s",
+           r ? r->gpuOptions : "");
+  if (ok && lower == LOWER_CPU)
     ok = mlirLogicalResultIsSuccess(dtensorAddToLLVMPipeline(opm, outDiag));
+  else if (ok && lower == LOWER_GPU)
+    ok = mlirLogicalResultIsSuccess(dtensorAddToNVVMPipeline(
+        opm, mlirStringRefCreateFromCString(gpuOptions), outDiag));
+  const char *target = lower == LOWER_CPU   ? "dtensor-to-llvm"
+                       : lower == LOWER_GPU ? "dtensor-to-nvvm"
+                                            : "";
   if (ok && mlirLogicalResultIsFailure(mlirPassManagerRunOnOp(pm, module)))
     ok = dtDiag(outDiag, -1, "%s%s%s failed (its errors are above)", pipeline,
-                *pipeline && toLLVM ? ", " : "",
-                toLLVM ? "dtensor-to-llvm" : "");
+                *pipeline && *target ? ", " : "", target);
   mlirPassManagerDestroy(pm);
   return ok;
 }
@@ -272,6 +326,17 @@ static void registerRuntime(MlirExecutionEngine jit) {
       {"_mlir_memref_to_llvm_aligned_alloc",
        (void *)_mlir_memref_to_llvm_aligned_alloc},
       {"_mlir_memref_to_llvm_free", (void *)_mlir_memref_to_llvm_free},
+      {"mgpuStreamCreate", (void *)mgpuStreamCreate},
+      {"mgpuStreamDestroy", (void *)mgpuStreamDestroy},
+      {"mgpuStreamSynchronize", (void *)mgpuStreamSynchronize},
+      {"mgpuMemAlloc", (void *)mgpuMemAlloc},
+      {"mgpuMemFree", (void *)mgpuMemFree},
+      {"mgpuMemcpy", (void *)mgpuMemcpy},
+      {"mgpuModuleLoad", (void *)mgpuModuleLoad},
+      {"mgpuModuleLoadJIT", (void *)mgpuModuleLoadJIT},
+      {"mgpuModuleUnload", (void *)mgpuModuleUnload},
+      {"mgpuModuleGetFunction", (void *)mgpuModuleGetFunction},
+      {"mgpuLaunchKernel", (void *)mgpuLaunchKernel},
 #define DT_CONTRACT_SYMBOL(a, b, c)                                            \
   {"dtrt_mlir_contract_" #a "_" #b "_" #c,                                     \
    (void *)dtrt_mlir_contract_##a##_##b##_##c},
@@ -300,8 +365,8 @@ static MlirExecutionEngine jitCompile(MlirOperation module) {
 static bool findEntryAndMesh(DtensorRunner *r, MlirOperation module,
                              const char *entry, DtensorDiag *outDiag) {
   if (mlirOperationIsNull(findMesh(module)) &&
-      !runPipeline(module, "dtensor-import-shard, dtensor-import-gspmd", false,
-                   outDiag))
+      !runPipeline(NULL, module, "dtensor-import-shard, dtensor-import-gspmd",
+                   LOWER_NONE, outDiag))
     return false;
   MlirOperation func = findEntry(module, entry), meshOp = findMesh(module);
   if (mlirOperationIsNull(func) && entry)
@@ -337,15 +402,15 @@ static bool compile(DtensorRunner *r, MlirOperation module,
                     DtensorDiag *outDiag) {
   MlirOperation ref = mlirOperationClone(module);
   dtensorStripToSingleDevice(ref);
-  bool ok = runPipeline(ref, "", true, outDiag);
+  bool ok = runPipeline(r, ref, "", LOWER_CPU, outDiag);
   if (ok)
     r->reference = jitCompile(ref);
   mlirOperationDestroy(ref);
   if (!ok)
     return false;
-  if (!runPipeline(module, "dtensor-spmd", false, outDiag) ||
+  if (!runPipeline(r, module, "dtensor-spmd", LOWER_NONE, outDiag) ||
       !readSignature(r, findEntry(module, r->entry), outDiag) ||
-      !runPipeline(module, "", true, outDiag))
+      !runPipeline(r, module, "", r->gpu ? LOWER_GPU : LOWER_CPU, outDiag))
     return false;
   r->spmd = jitCompile(module);
   if (mlirExecutionEngineIsNull(r->reference) ||
@@ -376,12 +441,28 @@ static bool makeInputs(DtensorRunner *r, DtensorDiag *outDiag) {
 
 DtensorRunner *dtensorRunnerCreate(MlirOperation module, const char *entry,
                                    DtensorDiag *outDiag) {
+  return dtensorRunnerCreateForTarget(module, entry, "cpu", "", outDiag);
+}
+
+DtensorRunner *dtensorRunnerCreateForTarget(MlirOperation module,
+                                            const char *entry,
+                                            const char *target,
+                                            const char *gpuOptions,
+                                            DtensorDiag *outDiag) {
   DtensorRunner *r = calloc(1, sizeof(DtensorRunner));
-  if (!r) {
+  bool known = target && (!strcmp(target, "cpu") || !strcmp(target, "cuda"));
+  if (!r || !known || strlen(gpuOptions ? gpuOptions : "") >= 128) {
     mlirOperationDestroy(module);
-    dtDiag(outDiag, -1, "out of memory");
+    free(r);
+    dtDiag(outDiag, -1,
+           !r       ? "out of memory"
+           : !known ? "unknown target (valid: cpu, cuda)"
+                    : "the GPU options are too long");
     return NULL;
   }
+  r->gpu = !strcmp(target, "cuda");
+  snprintf(r->gpuOptions, sizeof(r->gpuOptions), "%s",
+           gpuOptions ? gpuOptions : "");
   r->ctx = mlirOperationGetContext(module);
   bool ok = findEntryAndMesh(r, module, entry, outDiag) &&
             compile(r, module, outDiag) && makeInputs(r, outDiag);

@@ -13,6 +13,9 @@
 
 struct DtensorRunner {
   char entry[256]; /* the entry's name (the c-interface wrapper's suffix) */
+  bool gpu;        /* the SPMD program runs on the GPU (target cuda): it
+                      takes and returns device buffers (boundary=device) */
+  char gpuOptions[128];
   MlirContext ctx;
   MlirExecutionEngine reference, spmd;
   DtensorMesh *mesh;

@@ -121,7 +121,7 @@ static const char *const kSymbols[] = {"cuInit",
 static Driver driver;
 static bool tried, ready;
 static char whyNot[512];
-static int device = -1;
+static int device = -1, deviceCount;
 
 static const char *cudaMessage(CUresult r) {
   const char *text = NULL;
@@ -152,6 +152,7 @@ static bool load(void) {
   int count = 0;
   if (r == 0)
     r = driver.deviceGetCount(&count);
+  deviceCount = r == 0 ? count : 0;
   if (r != 0 || count < 1) {
     snprintf(whyNot, sizeof(whyNot), "%s",
              r != 0 ? cudaMessage(r) : "no CUDA device is visible");
@@ -188,6 +189,11 @@ int dtrtCudaProbe(char *why, size_t capacity) {
   if (!ok && why && capacity)
     snprintf(why, capacity, "the cuda target needs a CUDA device: %s", whyNot);
   return ok;
+}
+
+int dtrtCudaDeviceCount(void) {
+  load();
+  return deviceCount;
 }
 
 /* Prints "dtensor runtime: [rank R: ]what: message" and exits 1. */
@@ -317,6 +323,10 @@ DTRT_EXPORT void *mgpuModuleLoadJIT(void *data, int optLevel) {
 }
 
 DTRT_EXPORT void mgpuModuleUnload(void *module) {
+  /* A JIT's destructors unload modules its constructors never loaded (a
+   * process that compiled the program and forked the ranks that ran it). */
+  if (!module)
+    return;
   need();
   check(driver.moduleUnload(module), "cuModuleUnload");
 }

@@ -10,8 +10,9 @@
  * and a sub-group's id travels from its first member to the others by
  * ncclSend/ncclRecv over it, again members only.
  *
- * Blocking calls and waits poll the stream and the communicator's
- * asynchronous error until the context's timeout, then abort the
+ * Host buffers (the runner's checks, checkpoints) are staged through
+ * device copies. Blocking calls and waits poll the stream and the
+ * communicator's asynchronous error until the context's timeout, then abort the
  * communicator, so a dead peer ends the wait with a message. */
 #include "RuntimeInternal.h"
 
@@ -353,17 +354,86 @@ static DtrtStatus enqueue(DtrtComm *comm, const DtrtCollective *op) {
   return DTRT_OK;
 }
 
+/* Whether `p` is host memory, which NCCL cannot read. */
+static bool isHost(const void *p) {
+  struct cudaPointerAttributes a;
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError(); /* clears the error */
+    return true;
+  }
+  return a.type == cudaMemoryTypeUnregistered || a.type == cudaMemoryTypeHost;
+}
+
+/* The elements `op` sends and receives on a group of `size`. */
+static void extents(const DtrtCollective *op, int size, size_t *send,
+                    size_t *recv) {
+  size_t n = op->count, all = n * (size_t)size;
+  *send = *recv = n;
+  if (op->kind == DTRT_COLL_ALL_GATHER)
+    *recv = all;
+  else if (op->kind == DTRT_COLL_REDUCE_SCATTER)
+    *send = all;
+  else if (op->kind == DTRT_COLL_ALL_TO_ALL)
+    *send = *recv = all;
+  else if (op->kind == DTRT_COLL_BROADCAST)
+    *send = 0;
+  else if (op->kind == DTRT_COLL_BARRIER)
+    *send = *recv = 0;
+}
+
+/* Runs `op` and waits. Host buffers (the runtime's own callers: the
+ * runner's checks, checkpoints) go through device copies: NCCL reads and
+ * writes device memory only. */
 static DtrtStatus ncclRun(DtrtComm *comm, const DtrtCollective *op) {
-  DtrtStatus s = enqueue(comm, op);
-  if (s != DTRT_OK)
-    return s;
-  return syncStream(comm, ((Nccl *)comm->backend)->stream, NULL,
-                    dtrtCollectiveName(op->kind));
+  DtrtContext *c = comm->context;
+  size_t es = dtrtDtypeSize(op->dtype), sendN, recvN;
+  extents(op, comm->size, &sendN, &recvN);
+  bool hostSend = sendN && isHost(op->send),
+       hostRecv = recvN && isHost(op->recv);
+  bool inPlace = op->send == op->recv || op->kind == DTRT_COLL_BROADCAST;
+  DtrtCollective staged = *op;
+  void *dSend = NULL, *dRecv = NULL;
+  CUDA_CHECK(c, cudaSetDevice(worldOf(c)->device), "cudaSetDevice");
+  if (hostRecv) {
+    CUDA_CHECK(c, cudaMalloc(&dRecv, recvN * es + 1), "cudaMalloc");
+    staged.recv = dRecv;
+    if (inPlace)
+      CUDA_CHECK(
+          c, cudaMemcpy(dRecv, op->recv, recvN * es, cudaMemcpyHostToDevice),
+          "cudaMemcpy");
+  }
+  if (hostSend && inPlace && hostRecv) {
+    staged.send = dRecv;
+  } else if (hostSend) {
+    CUDA_CHECK(c, cudaMalloc(&dSend, sendN * es + 1), "cudaMalloc");
+    CUDA_CHECK(c,
+               cudaMemcpy(dSend, op->send, sendN * es, cudaMemcpyHostToDevice),
+               "cudaMemcpy");
+    staged.send = dSend;
+  }
+  DtrtStatus s = enqueue(comm, &staged);
+  if (s == DTRT_OK)
+    s = syncStream(comm, ((Nccl *)comm->backend)->stream, NULL,
+                   dtrtCollectiveName(op->kind));
+  cudaError_t e = cudaSuccess;
+  if (s == DTRT_OK && hostRecv)
+    e = cudaMemcpy(op->recv, dRecv, recvN * es, cudaMemcpyDeviceToHost);
+  cudaFree(dSend);
+  cudaFree(dRecv);
+  if (s == DTRT_OK && e != cudaSuccess)
+    return cudaFail(c, e, "cudaMemcpy");
+  return s;
 }
 
 static DtrtStatus ncclStart(DtrtComm *comm, DtrtRequest *r) {
   DtrtContext *c = comm->context;
-  DtrtStatus s = enqueue(comm, &r->op);
+  size_t sendN, recvN;
+  extents(&r->op, comm->size, &sendN, &recvN);
+  /* Host buffers: the collective runs now (through device copies); the
+   * request's event then completes at once. */
+  DtrtStatus s = (sendN && isHost(r->op.send)) || (recvN && isHost(r->op.recv))
+                     ? ncclRun(comm, &r->op)
+                     : enqueue(comm, &r->op);
   if (s != DTRT_OK)
     return s;
   cudaEvent_t event;

@@ -167,6 +167,44 @@ static void testLaunch(MlirContext ctx) {
   dtensorRunnerDestroy(r);
 }
 
+/* The SPMD program compiled for the GPU (PTX, so no ptxas is needed): the
+ * same signature; where a GPU is present, the rank's run on it equals the
+ * reference (elsewhere the run is left to scripts/gpu-check.sh). */
+static void testGpu(MlirContext ctx) {
+  DtensorDiag diag = {0};
+  MlirOperation m =
+      dtensorSourceParse(ctx, mlirStringRefCreateFromCString(kMatmul2),
+                         mlirStringRefCreateFromCString("runner-test"));
+  CHECK(dtensorRunnerCreateForTarget(m, NULL, "tpu", "", &diag) == NULL);
+  CHECK(strstr(diag.message, "unknown target") != NULL);
+  m = dtensorSourceParse(ctx, mlirStringRefCreateFromCString(kMatmul2),
+                         mlirStringRefCreateFromCString("runner-test"));
+  DtensorRunner *r =
+      dtensorRunnerCreateForTarget(m, NULL, "cuda", "format=isa", &diag);
+  CHECK(r != NULL);
+  if (!r) {
+    fprintf(stderr, "runner (cuda): %s\n", diag.message);
+    return;
+  }
+  CHECK(dtensorRunnerGetNumArguments(r) == 2);
+  CHECK(dtensorRunnerComputeReference(r, &diag));
+  dtensorRunnerDestroy(r);
+  m = dtensorSourceParse(ctx, mlirStringRefCreateFromCString(kMatmul),
+                         mlirStringRefCreateFromCString("runner-test"));
+  r = dtensorRunnerCreateForTarget(m, NULL, "cuda", "format=isa", &diag);
+  CHECK(r != NULL && dtensorRunnerComputeReference(r, &diag));
+  char why[512];
+  if (r && dtrtCudaProbe(why, sizeof(why))) {
+    DtensorRankOptions o = {NULL, NULL, 3};
+    DtensorRankReport rep;
+    CHECK(dtensorRunnerRunRank(r, 0, &o, &rep, &diag));
+    CHECK(rep.compared == 8 && rep.different == 0 && rep.steps == 3);
+  } else {
+    printf("runner-test: no GPU here, the GPU run is not checked (%s)\n", why);
+  }
+  dtensorRunnerDestroy(r);
+}
+
 int main(void) {
   /* One rank of a one-rank job, as a launcher would say. */
   setenv("RANK", "0", 1);
@@ -177,6 +215,7 @@ int main(void) {
   testMatmul(ctx);
   testRefused(ctx);
   testLaunch(ctx);
+  testGpu(ctx);
   mlirContextDestroy(ctx);
   printf("runner-test: %d passed, %d failed\n", checks - failures, failures);
   return failures != 0;

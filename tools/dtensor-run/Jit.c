@@ -1,6 +1,7 @@
 /* dtensor-run PROG.mlir: the differential run of the library's runner
  * (dtensor-c/Runner.h) with the tool's I/O — the program read from a file,
- * the reference computed once, the ranks forked after compiling (or, under
+ * the reference computed once, the ranks forked after compiling (under
+ * --backend nccl the program compiled for the GPU, one per rank; under
  * --backend mpi, one process per rank started by mpirun, each compiling
  * the program and running its own rank), one line per rank. */
 #include "Run.h"
@@ -13,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static MlirLogicalResult report(MlirDiagnostic d, void *user) {
   (void)user;
@@ -85,7 +88,10 @@ static DtensorRunner *prepare(MlirContext ctx, const char *path,
       fprintf(stderr, "dtensor-run: %s\n", diag.message);
     return NULL;
   }
-  DtensorRunner *r = dtensorRunnerCreate(module, o->entry, &diag);
+  bool gpu = !strcmp(o->backend, "nccl");
+  DtensorRunner *r =
+      dtensorRunnerCreateForTarget(module, o->entry, gpu ? "cuda" : "cpu",
+                                   o->gpuOptions ? o->gpuOptions : "", &diag);
   if (!r) {
     fprintf(stderr, "dtensor-run: '%s': %s\n", path, diag.message);
     return NULL;
@@ -133,14 +139,53 @@ static int compileAndRun(const char *path, const DtRunOptions *o, int mpiRank) {
   return status;
 }
 
-int dtRunMlir(const char *path, const DtRunOptions *o) {
-  if (strcmp(o->backend, "shm")) {
-    fprintf(stderr,
-            "dtensor-run: MLIR programs run on host memory: the shm "
-            "or mpi backend, not '%s'\n",
-            o->backend);
-    return 2;
+/* Whether this host can run a GPU program on `n` ranks (after a message
+ * if not). Asked in a child process: the ranks are forked from this one,
+ * and CUDA initialized before a fork does not work in the children. */
+static bool gpuReady(int n) {
+  int fds[2];
+  if (pipe(fds) != 0)
+    return false;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    struct {
+      int ok, count;
+      char why[512];
+    } answer = {0, 0, ""};
+    answer.ok = dtrtCudaProbe(answer.why, sizeof(answer.why));
+    answer.count = dtrtCudaDeviceCount();
+    ssize_t w = write(fds[1], &answer, sizeof(answer));
+    _exit(w == (ssize_t)sizeof(answer) ? 0 : 1);
   }
+  close(fds[1]);
+  struct {
+    int ok, count;
+    char why[512];
+  } answer = {0, 0, "the probe of the CUDA driver failed"};
+  bool got = pid > 0 &&
+             read(fds[0], &answer, sizeof(answer)) == (ssize_t)sizeof(answer);
+  close(fds[0]);
+  if (pid > 0)
+    waitpid(pid, NULL, 0);
+  answer.why[sizeof(answer.why) - 1] = 0;
+  if (!got || !answer.ok) {
+    fprintf(stderr, "dtensor-run: %s\n", answer.why);
+    return false;
+  }
+  if (answer.count < n) {
+    fprintf(stderr,
+            "dtensor-run: the nccl backend runs one rank per GPU, and this "
+            "host has %d GPU%s for %d ranks\n",
+            answer.count, answer.count == 1 ? "" : "s", n);
+    return false;
+  }
+  return true;
+}
+
+int dtRunMlir(const char *path, const DtRunOptions *o) {
+  if (!strcmp(o->backend, "nccl") && !gpuReady(o->n))
+    return 1;
   return compileAndRun(path, o, -1);
 }
 

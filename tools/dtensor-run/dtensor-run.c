@@ -23,14 +23,17 @@ static int usage(void) {
       "usage: dtensor-run -n N [--backend shm|mpi|nccl] [--timeout SECONDS] "
       "[--threads T]\n"
       "                   [--] PROGRAM [ARGS...]\n"
-      "       dtensor-run -n N [--backend shm|mpi] [--entry FUNC] "
+      "       dtensor-run -n N [--backend shm|mpi|nccl] [--entry FUNC] "
       "[--load DIR] [--save DIR]\n"
-      "                   [--repeat R] [--threads T] PROG.mlir\n"
+      "                   [--repeat R] [--threads T] [--gpu-options OPTS] "
+      "PROG.mlir\n"
       "       dtensor-run -n N --calibrate FILE [--mesh SHAPE]\n"
       "  PROG.mlir: compiles the annotated program with dtensor-spmd, "
       "runs it on N ranks\n  (shm or mpi) and checks every rank's result "
       "against the single-device run;\n  --repeat R then runs it R more "
-      "times and prints each rank's step time\n"
+      "times and prints each rank's step time;\n  --backend nccl compiles "
+      "it for the GPU (one GPU per rank; --gpu-options as\n  "
+      "dtensor-to-nvvm's, e.g. 'chip=sm_90')\n"
       "  runs PROGRAM on N ranks with RANK, WORLD_SIZE, LOCAL_RANK, "
       "MASTER_ADDR,\n  MASTER_PORT, DTENSOR_JOB and DTENSOR_BACKEND set\n"
       "  --threads T: compute (BLAS) threads per rank (default: the "
@@ -88,6 +91,7 @@ typedef struct Args {
   int n;
   const char *backend, *timeout, *entry, *loadDir, *saveDir, *threads;
   const char *calibrate, *mesh; /* --calibrate FILE [--mesh SHAPE] */
+  const char *gpuOptions;       /* --gpu-options OPTS */
   int repeat;
   bool mpiRank; /* started by mpirun as one rank of a .mlir run */
   int first;    /* argv index of PROGRAM */
@@ -123,6 +127,8 @@ static int parseOptions(int argc, char **argv, Args *a) {
       a->calibrate = argv[++i];
     else if (!strcmp(arg, "--mesh") && value)
       a->mesh = argv[++i];
+    else if (!strcmp(arg, "--gpu-options") && value)
+      a->gpuOptions = argv[++i];
     else if (!strcmp(arg, "--repeat") && value) {
       a->repeat = (int)wholeNumber(argv[++i], 1, 1000000);
       if (a->repeat < 0) {
@@ -191,6 +197,11 @@ static int checkOptions(int argc, const Args *a, bool isMlir) {
   if (a->mesh && !a->calibrate) {
     fprintf(stderr, "dtensor-run: --mesh applies to --calibrate (a "
                     "PROG.mlir declares its own mesh)\n");
+    return 2;
+  }
+  if (a->gpuOptions && (!isMlir || strcmp(a->backend, "nccl"))) {
+    fprintf(stderr, "dtensor-run: --gpu-options applies to PROG.mlir under "
+                    "--backend nccl\n");
     return 2;
   }
   if ((a->loadDir || a->saveDir || a->repeat) && !isMlir) {
@@ -302,7 +313,8 @@ static int runUnderMpirun(int argc, char **argv, const Args *a, bool isMlir) {
 DT_TUNE_ALLOCATOR;
 
 int main(int argc, char **argv) {
-  Args a = {0, "shm", NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, false, 1};
+  Args a = {0,    "shm", NULL, NULL, NULL,  NULL, NULL,
+            NULL, NULL,  NULL, 0,    false, 1};
   int status = parseOptions(argc, argv, &a);
   if (status >= 0)
     return status;
@@ -312,7 +324,7 @@ int main(int argc, char **argv) {
   if ((status = checkOptions(argc, &a, isMlir)) >= 0)
     return status;
   DtRunOptions opts = {a.n,       a.entry,   a.backend, a.timeout,
-                       a.loadDir, a.saveDir, a.repeat};
+                       a.loadDir, a.saveDir, a.repeat,  a.gpuOptions};
   /* Each rank's compute threads (libdtensor_rt reads DTENSOR_THREADS;
    * without it, the cores shared among the ranks). */
   if (a.threads)
