@@ -114,6 +114,10 @@ static Mem memOf(DtrtContext *c, const void *in, int64_t inElements,
             dtrtBackendName(c));
     exit(1);
   }
+  /* The backend's stream does not wait for cuBLAS's (the default stream):
+   * the device's work so far ends first. */
+  if (m.device)
+    dtrtCudaWaitAll();
   return m;
 }
 

@@ -9,7 +9,9 @@
  * BLAS can read in place (a unit stride, a leading dimension from the other
  * stride) is passed as it is, transposed when its unit stride is the row
  * one; one it cannot (no unit stride, a broadcast, bf16, f16) is packed
- * into a contiguous f32/f64 copy. Only this file includes cblas.h. */
+ * into a contiguous f32/f64 copy. Device memory (a GPU program's) goes to
+ * cuBLAS instead (Cublas.c), batched over the largest other loop of C.
+ * Only this file includes cblas.h. */
 #define _GNU_SOURCE /* sched_getaffinity */
 #include "RuntimeInternal.h"
 
@@ -23,12 +25,7 @@
 
 #define MAX_LOOPS DTRT_CONTRACT_MAX_LOOPS
 
-/* A matrix view: element (r, c) at p + (r * rs + c * cs) elements. */
-typedef struct Mat {
-  char *p;
-  DtrtDtype type;
-  int64_t rows, cols, rs, cs;
-} Mat;
+typedef DtrtMat Mat;
 
 static void fatal(const char *format, const char *detail) {
   fprintf(stderr, "dtensor runtime: contraction: ");
@@ -128,12 +125,12 @@ static void dot(DtrtDtype t, int64_t k, const void *x, int64_t incx,
 
 /* ---- views BLAS can read ------------------------------------------------- */
 
-enum { PACK = 0, ROW = 1, COL = 2 };
+enum { PACK = DTRT_MAT_PACK, ROW = DTRT_MAT_ROW, COL = DTRT_MAT_COL };
 
 /* How BLAS reads `x` in place: ROW (unit column stride; leading dimension
  * the row stride), COL (unit row stride, read transposed) or PACK. A dim
  * of extent 1 takes any stride. */
-static int orientation(const Mat *x, int64_t *ld) {
+int dtrtMatOrientation(const Mat *x, int64_t *ld) {
   int64_t rowLd = x->rows == 1 ? x->cols : x->rs;
   if ((x->cols == 1 || x->cs == 1) && rowLd >= x->cols && rowLd >= 1) {
     *ld = rowLd;
@@ -148,7 +145,7 @@ static int orientation(const Mat *x, int64_t *ld) {
 }
 
 static Mat transposed(Mat x) {
-  return (Mat){x.p, x.type, x.cols, x.rows, x.cs, x.rs};
+  return (Mat){x.p, x.type, x.cols, x.rows, x.cs, x.rs, x.bs};
 }
 
 /* Copies `x` into a contiguous row-major matrix of `type` (converting),
@@ -180,7 +177,7 @@ static void copyDense(Mat x, char *dense, DtrtDtype type, bool unpack) {
 static Mat readable(Mat x, DtrtDtype t, void **owned, int *outOrient,
                     int64_t *outLd) {
   *owned = NULL;
-  int o = x.type == t ? orientation(&x, outLd) : PACK;
+  int o = x.type == t ? dtrtMatOrientation(&x, outLd) : PACK;
   if (o == PACK) {
     size_t bytes = (size_t)(x.rows * x.cols) * dtrtDtypeSize(t);
     char *dense = malloc(bytes ? bytes : 1);
@@ -188,8 +185,8 @@ static Mat readable(Mat x, DtrtDtype t, void **owned, int *outOrient,
       fatal("cannot allocate %s for a packed operand", "memory");
     copyDense(x, dense, t, false);
     *owned = dense;
-    x = (Mat){dense, t, x.rows, x.cols, x.cols, 1};
-    o = orientation(&x, outLd);
+    x = (Mat){dense, t, x.rows, x.cols, x.cols, 1, 0};
+    o = dtrtMatOrientation(&x, outLd);
   }
   *outOrient = o;
   return x;
@@ -208,7 +205,7 @@ static void multiply(DtrtDtype t, Mat a, Mat b, int beta, Mat c) {
     c = transposed(c);
   }
   int64_t ldc;
-  int oc = c.type == t ? orientation(&c, &ldc) : PACK;
+  int oc = c.type == t ? dtrtMatOrientation(&c, &ldc) : PACK;
   if (oc == COL) {
     /* C^T = B^T A^T, with C^T row-major. */
     Mat at = transposed(b), bt = transposed(a);
@@ -380,6 +377,113 @@ static void zeroOutput(const Nest *nest, size_t es) {
   } while (nextPoint(nest, loops, count, idx));
 }
 
+/* ---- on the GPU ---------------------------------------------------------- */
+
+/* The elements `x` spans from its first (a view's strides are not
+ * negative). */
+static int64_t spanOf(const Mat *x) {
+  if (!x->rows || !x->cols)
+    return 0;
+  if (x->rs < 0 || x->cs < 0)
+    fatal("%s", "a negative stride on the GPU");
+  return (x->rows - 1) * x->rs + (x->cols - 1) * x->cs + 1;
+}
+
+static void *hostRoom(size_t bytes) {
+  void *p = malloc(bytes + 1);
+  if (!p)
+    fatal("cannot allocate %s to pack a GPU operand", "host memory");
+  return p;
+}
+
+/* What `x` spans, copied to the host (in order after the device's work). */
+static char *spanToHost(const Mat *x, size_t bytes) {
+  char *host = hostRoom(bytes);
+  dtrtCudaCopy2D(host, bytes, x->p, bytes, bytes, 1);
+  dtrtCudaWait();
+  return host;
+}
+
+/* A device matrix with no unit stride (a view with two strided dims, rare)
+ * as a dense device copy, made through the host; `*owned` gets it. */
+static Mat denseOnDevice(Mat x, void **owned) {
+  size_t es = dtrtDtypeSize(x.type);
+  size_t bytes = (size_t)(x.rows * x.cols) * es;
+  Mat host = x;
+  host.p = spanToHost(&x, (size_t)spanOf(&x) * es);
+  char *dense = hostRoom(bytes);
+  copyDense(host, dense, x.type, false);
+  *owned = dtrtCudaScratch(bytes, false);
+  dtrtCudaCopy2D(*owned, bytes, dense, bytes, bytes, 1);
+  dtrtCudaWait();
+  free(host.p);
+  free(dense);
+  return (Mat){*owned, x.type, x.rows, x.cols, x.cols, 1, 0};
+}
+
+/* Writes `dense` (denseOnDevice's copy of `x`, computed) back into `x`. */
+static void denseBack(Mat x, void *dense) {
+  size_t es = dtrtDtypeSize(x.type), span = (size_t)spanOf(&x) * es;
+  size_t bytes = (size_t)(x.rows * x.cols) * es;
+  Mat host = x;
+  host.p = spanToHost(&x, span);
+  char *values = hostRoom(bytes);
+  dtrtCudaCopy2D(values, bytes, dense, bytes, bytes, 1);
+  dtrtCudaWait();
+  copyDense(host, values, x.type, true);
+  dtrtCudaCopy2D(x.p, span, host.p, span, span, 1);
+  dtrtCudaWait();
+  free(host.p);
+  free(values);
+}
+
+/* C = A B + beta C for `batch` products on the GPU: one cuBLAS call, or,
+ * when an operand has no unit stride, one per product on dense copies. */
+static void multiplyOnDevice(Mat a, Mat b, int beta, Mat c, int64_t batch) {
+  int64_t ld;
+  bool packA = dtrtMatOrientation(&a, &ld) == PACK;
+  bool packB = dtrtMatOrientation(&b, &ld) == PACK;
+  bool packC = dtrtMatOrientation(&c, &ld) == PACK;
+  if (!packA && !packB && !packC) {
+    dtrtCublasGemm(a, b, beta, c, batch);
+    return;
+  }
+  for (int64_t i = 0; i < batch; ++i) {
+    Mat x[3] = {a, b, c};
+    void *owned[3] = {NULL, NULL, NULL};
+    bool pack[3] = {packA, packB, packC};
+    Mat use[3];
+    for (int o = 0; o < 3; ++o) {
+      x[o].p += i * x[o].bs * (int64_t)dtrtDtypeSize(x[o].type);
+      x[o].bs = 0;
+      use[o] = pack[o] ? denseOnDevice(x[o], &owned[o]) : x[o];
+    }
+    dtrtCublasGemm(use[0], use[1], beta, use[2], 1);
+    if (packC)
+      denseBack(x[2], owned[2]);
+    for (int o = 0; o < 3; ++o)
+      if (owned[o])
+        dtrtCudaScratchFree(owned[o]);
+  }
+}
+
+/* zeroOutput for C in device memory, through a host copy of its span. */
+static void zeroOutputOnDevice(Nest *nest, size_t es) {
+  int64_t span = 1;
+  for (int l = 0; l < nest->numLoops; ++l)
+    if (nest->in[2][l] && nest->extent[l] > 0)
+      span += (nest->extent[l] - 1) * nest->stride[2][l];
+  Mat whole = {nest->base[2], nest->type[2], 1, span, span, 1, 0};
+  char *device = nest->base[2];
+  nest->base[2] = spanToHost(&whole, (size_t)span * es);
+  zeroOutput(nest, es);
+  dtrtCudaCopy2D(device, (size_t)span * es, nest->base[2], (size_t)span * es,
+                 (size_t)span * es, 1);
+  dtrtCudaWait();
+  free(nest->base[2]);
+  nest->base[2] = device;
+}
+
 static void contract(DtrtDtype ta, DtrtDtype tb, DtrtDtype tc,
                      int64_t overwrite, void *mapsDesc, int64_t aRank,
                      void *aDesc, int64_t bRank, void *bDesc, int64_t cRank,
@@ -401,6 +505,8 @@ static void contract(DtrtDtype ta, DtrtDtype tb, DtrtDtype tc,
       k = pickLoop(&nest, A, B);
   DtrtDtype compute = tc == DTRT_F64 ? DTRT_F64 : DTRT_F32;
   size_t es[3] = {dtrtDtypeSize(ta), dtrtDtypeSize(tb), dtrtDtypeSize(tc)};
+  /* A GPU program's operands are device memory: cuBLAS. */
+  bool device = dtrtCudaIsDevicePointer(nest.base[C]);
   /* The other loops, iterated around the call. An empty loop of C: no
    * output; an empty reduction: nothing added (an overwritten C is 0). */
   int outer[MAX_LOOPS], numOuter = 0;
@@ -413,10 +519,27 @@ static void contract(DtrtDtype ta, DtrtDtype tb, DtrtDtype tc,
       outer[numOuter++] = l;
   }
   if (emptyProduct) {
-    if (overwrite)
+    if (overwrite && device)
+      zeroOutputOnDevice(&nest, es[C]);
+    else if (overwrite)
       zeroOutput(&nest, es[C]);
     return;
   }
+  if (device && (!dtrtCudaIsDevicePointer(nest.base[A]) ||
+                 !dtrtCudaIsDevicePointer(nest.base[B])))
+    fatal("%s", "a contraction of device and host memory");
+  /* On the GPU the largest other loop of C is cuBLAS's batch (its
+   * products write distinct blocks of C). */
+  int batch = -1;
+  for (int i = 0; device && i < numOuter; ++i)
+    if (nest.in[C][outer[i]] &&
+        (batch < 0 || nest.extent[outer[i]] > nest.extent[batch]))
+      batch = outer[i];
+  for (int i = 0; batch >= 0 && i < numOuter; ++i)
+    if (outer[i] == batch) {
+      outer[i] = outer[--numOuter];
+      break;
+    }
   int64_t idx[MAX_LOOPS] = {0};
   do {
     /* An overwritten C block is written (beta 0) at its first visit: the
@@ -437,20 +560,26 @@ static void contract(DtrtDtype ta, DtrtDtype tb, DtrtDtype tc,
              extentOf(&nest, m),
              extentOf(&nest, k),
              strideOf(&nest, A, m),
-             strideOf(&nest, A, k)};
+             strideOf(&nest, A, k),
+             strideOf(&nest, A, batch)};
     Mat b = {p[B],
              tb,
              extentOf(&nest, k),
              extentOf(&nest, n),
              strideOf(&nest, B, k),
-             strideOf(&nest, B, n)};
+             strideOf(&nest, B, n),
+             strideOf(&nest, B, batch)};
     Mat c = {p[C],
              tc,
              extentOf(&nest, m),
              extentOf(&nest, n),
              strideOf(&nest, C, m),
-             strideOf(&nest, C, n)};
-    multiply(compute, a, b, beta, c);
+             strideOf(&nest, C, n),
+             strideOf(&nest, C, batch)};
+    if (device)
+      multiplyOnDevice(a, b, beta, c, extentOf(&nest, batch));
+    else
+      multiply(compute, a, b, beta, c);
   } while (nextPoint(&nest, outer, numOuter, idx));
 }
 

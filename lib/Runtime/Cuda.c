@@ -88,6 +88,7 @@ typedef struct Driver {
   CUresult (*memcpy2DAsync)(const Copy2D *, CUstream);
   CUresult (*memsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
   CUresult (*pointerGetAttribute)(void *, int, CUdeviceptr);
+  CUresult (*ctxSynchronize)(void);
 } Driver;
 
 /* The driver's symbols, in Driver's order. */
@@ -116,7 +117,8 @@ static const char *const kSymbols[] = {"cuInit",
                                        "cuMemPoolSetAttribute",
                                        "cuMemcpy2DAsync_v2",
                                        "cuMemsetD8Async",
-                                       "cuPointerGetAttribute"};
+                                       "cuPointerGetAttribute",
+                                       "cuCtxSynchronize"};
 
 static Driver driver;
 static bool tried, ready;
@@ -197,8 +199,7 @@ int dtrtCudaDeviceCount(void) {
 }
 
 /* Prints "dtensor runtime: [rank R: ]what: message" and exits 1. */
-__attribute__((format(printf, 1, 2), noreturn)) static void
-fail(const char *format, ...) {
+void dtrtCudaFatal(const char *format, ...) {
   /* One write, so that ranks' lines do not interleave. */
   char line[1024];
   const char *rank = getenv("RANK");
@@ -215,12 +216,12 @@ fail(const char *format, ...) {
 
 static void need(void) {
   if (!load())
-    fail("the cuda target needs a CUDA device: %s", whyNot);
+    dtrtCudaFatal("the cuda target needs a CUDA device: %s", whyNot);
 }
 
 static void check(CUresult r, const char *call) {
   if (r != 0)
-    fail("%s (device %d): %s", call, device, cudaMessage(r));
+    dtrtCudaFatal("%s (device %d): %s", call, device, cudaMessage(r));
 }
 
 /* Compiled code makes a stream for every stretch of GPU work and destroys
@@ -265,8 +266,9 @@ static void *allocOn(uint64_t bytes, CUstream stream, bool hostShared) {
   if (r != 0) {
     size_t freeBytes = 0, total = 0;
     driver.memGetInfo(&freeBytes, &total);
-    fail("cuMemAlloc (device %d) of %llu bytes: %s (%zu bytes free of %zu)",
-         device, (unsigned long long)bytes, cudaMessage(r), freeBytes, total);
+    dtrtCudaFatal(
+        "cuMemAlloc (device %d) of %llu bytes: %s (%zu bytes free of %zu)",
+        device, (unsigned long long)bytes, cudaMessage(r), freeBytes, total);
   }
   return (void *)(uintptr_t)p;
 }
@@ -317,8 +319,8 @@ DTRT_EXPORT void *mgpuModuleLoadJIT(void *data, int optLevel) {
   CUmodule m = NULL;
   CUresult r = driver.moduleLoadDataEx(&m, data, 3, options, values);
   if (r != 0)
-    fail("cuModuleLoadDataEx (device %d): %s%s%s", device, cudaMessage(r),
-         log[0] ? ": " : "", log);
+    dtrtCudaFatal("cuModuleLoadDataEx (device %d): %s%s%s", device,
+                  cudaMessage(r), log[0] ? ": " : "", log);
   return m;
 }
 
@@ -336,8 +338,8 @@ DTRT_EXPORT void *mgpuModuleGetFunction(void *module, const char *name) {
   CUfunction f = NULL;
   CUresult r = driver.moduleGetFunction(&f, module, name);
   if (r != 0)
-    fail("cuModuleGetFunction '%s' (device %d): %s", name, device,
-         cudaMessage(r));
+    dtrtCudaFatal("cuModuleGetFunction '%s' (device %d): %s", name, device,
+                  cudaMessage(r));
   return f;
 }
 
@@ -423,4 +425,9 @@ void dtrtCudaCopy2D(void *dst, size_t dstPitch, const void *src,
 void dtrtCudaWait(void) {
   need();
   check(driver.streamSynchronize(copies()), "cuStreamSynchronize");
+}
+
+void dtrtCudaWaitAll(void) {
+  need();
+  check(driver.ctxSynchronize(), "cuCtxSynchronize");
 }

@@ -148,5 +148,35 @@ void dtrtCudaScratchFree(void *p);
 void dtrtCudaCopy2D(void *dst, size_t dstPitch, const void *src,
                     size_t srcPitch, size_t width, size_t height);
 void dtrtCudaWait(void);
+/// Waits for all the device's work (cuBLAS's on the default stream
+/// included).
+void dtrtCudaWaitAll(void);
+/// Prints "dtensor runtime: [rank R: ]<message>" and exits 1.
+__attribute__((format(printf, 1, 2), noreturn)) void
+dtrtCudaFatal(const char *format, ...);
+
+/* Contractions (Contract.c on BLAS; Cublas.c on the GPU). */
+
+/// A strided matrix of a contraction: element (r, c) at p + (r * rs + c *
+/// cs) elements; `bs` elements between the matrices of a batch.
+typedef struct DtrtMat {
+  char *p;
+  DtrtDtype type;
+  int64_t rows, cols, rs, cs, bs;
+} DtrtMat;
+
+/// How BLAS reads a matrix in place (dtrtMatOrientation): rows of unit
+/// stride (DTRT_MAT_ROW, leading dimension the row stride), columns of unit
+/// stride (DTRT_MAT_COL), or neither (DTRT_MAT_PACK: a copy is needed).
+enum { DTRT_MAT_PACK = 0, DTRT_MAT_ROW = 1, DTRT_MAT_COL = 2 };
+int dtrtMatOrientation(const DtrtMat *x, int64_t *outLd);
+
+/// C = A B (+ C when `beta`) for `batch` products on the GPU with cuBLAS
+/// (libcublas by dlopen), on the default stream: the i-th at each
+/// operand's p + i * bs. Each operand is in device memory and readable in
+/// place (not DTRT_MAT_PACK). f32 (TF32 tensor cores when DTENSOR_TF32=1),
+/// f64, and bf16 or f16 inputs with f32 accumulation into C of theirs or
+/// f32.
+void dtrtCublasGemm(DtrtMat a, DtrtMat b, int beta, DtrtMat c, int64_t batch);
 
 #endif

@@ -108,17 +108,64 @@ static bool readMaps(MlirOperation op, int64_t *out, int *outCount) {
   return true;
 }
 
-bool dtIsZeroFill(MlirOperation fill) {
-  if (mlirOperationIsNull(fill) || !dtIsOp(fill, "linalg.fill") ||
-      mlirOperationGetNumOperands(fill) != 2)
-    return false;
-  MlirValue v = mlirOperationGetOperand(fill, 0);
-  if (!mlirValueIsAOpResult(v) ||
+/* The value a fill writes: linalg.fill's scalar, or what a linalg.generic
+ * with one output and no tensor input yields for every element (its
+ * scalar input, or a value from outside: linalg.fill generalized, as the
+ * GPU target's linalg-generalize-named-ops and fusion leave it); null
+ * otherwise. */
+static MlirValue fillValue(MlirOperation op) {
+  MlirValue none = {NULL};
+  if (dtIsOp(op, "linalg.fill"))
+    return mlirOperationGetNumOperands(op) == 2 ? mlirOperationGetOperand(op, 0)
+                                                : none;
+  intptr_t n = mlirOperationGetNumOperands(op);
+  if (!dtIsOp(op, "linalg.generic") || n < 1 || n > 2 ||
+      (n == 2 &&
+       mlirTypeIsAShaped(mlirValueGetType(mlirOperationGetOperand(op, 0)))))
+    return none;
+  MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0));
+  if (mlirBlockIsNull(body))
+    return none;
+  MlirOperation yield = mlirBlockGetFirstOperation(body);
+  if (!dtIsOp(yield, "linalg.yield") || mlirOperationGetNumOperands(yield) != 1)
+    return none;
+  MlirValue v = mlirOperationGetOperand(yield, 0);
+  if (n == 2 && mlirValueEqual(v, mlirBlockGetArgument(body, 0)))
+    return mlirOperationGetOperand(op, 0);
+  return mlirValueIsAOpResult(v) &&
+                 !mlirOperationEqual(
+                     mlirBlockGetParentOperation(
+                         mlirOperationGetBlock(mlirOpResultGetOwner(v))),
+                     op)
+             ? v
+             : none;
+}
+
+MlirValue dtZeroFillValue(MlirOperation fill) {
+  MlirValue none = {NULL};
+  if (mlirOperationIsNull(fill))
+    return none;
+  MlirValue v = fillValue(fill);
+  if (mlirValueIsNull(v) || !mlirValueIsAOpResult(v) ||
       !dtIsOp(mlirOpResultGetOwner(v), "arith.constant"))
-    return false;
+    return none;
   MlirAttribute a = dtGetAttr(mlirOpResultGetOwner(v), "value");
-  return !mlirAttributeIsNull(a) && mlirAttributeIsAFloat(a) &&
-         mlirFloatAttrGetValueDouble(a) == 0.0;
+  if (mlirAttributeIsNull(a) || !mlirAttributeIsAFloat(a) ||
+      mlirFloatAttrGetValueDouble(a) != 0.0)
+    return none;
+  return v;
+}
+
+MlirValue dtZeroFillOutput(MlirOperation fill) {
+  MlirValue none = {NULL};
+  return mlirValueIsNull(dtZeroFillValue(fill))
+             ? none
+             : mlirOperationGetOperand(fill,
+                                       mlirOperationGetNumOperands(fill) - 1);
+}
+
+bool dtIsZeroFill(MlirOperation fill) {
+  return !mlirValueIsNull(dtZeroFillOutput(fill));
 }
 
 bool dtContractionMatchBlas(MlirOperation op, const char *names[3],

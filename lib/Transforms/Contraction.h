@@ -23,7 +23,15 @@
 bool dtContractionMatchBlas(MlirOperation op, const char *outNames[3],
                             int64_t *outMaps, int *outNumMaps);
 
-/// Whether `fill` is a linalg.fill with a floating-point zero.
+/// What `fill` fills with a floating-point zero: a linalg.fill, or a
+/// linalg.generic that writes one value to every element (a fill
+/// generalized); null for any other op.
+MlirValue dtZeroFillOutput(MlirOperation fill);
+
+/// The zero (an arith.constant) a zero fill writes; null for any other op.
+MlirValue dtZeroFillValue(MlirOperation fill);
+
+/// Whether dtZeroFillOutput finds a zero fill.
 bool dtIsZeroFill(MlirOperation fill);
 
 #endif

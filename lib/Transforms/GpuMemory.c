@@ -529,15 +529,16 @@ static bool deviceCall(const Host *h, MlirOperation op) {
   }
   return false;
 }
-/* A call of the runtime's collective entry points: they take device
- * buffers under the nccl backend (docs/runtime.md). */
-static bool collectiveCall(MlirOperation op) {
+/* A call of the runtime's entry points that take device buffers: the
+ * collectives (on the nccl backend) and contractions (on cuBLAS;
+ * docs/runtime.md). */
+static bool deviceRuntimeCall(MlirOperation op) {
   MlirAttribute callee = dtGetAttr(op, "callee");
   if (mlirAttributeIsNull(callee) || !mlirAttributeIsAFlatSymbolRef(callee))
     return false;
   MlirStringRef name = mlirFlatSymbolRefAttrGetValue(callee);
-  static const char *const kPrefixes[] = {"dtrt_mlir_collective_",
-                                          "dtrt_mlir_permute_"};
+  static const char *const kPrefixes[] = {
+      "dtrt_mlir_collective_", "dtrt_mlir_permute_", "dtrt_mlir_contract_"};
   for (size_t i = 0; i < sizeof(kPrefixes) / sizeof(kPrefixes[0]); ++i)
     if (name.length > strlen(kPrefixes[i]) &&
         !memcmp(name.data, kPrefixes[i], strlen(kPrefixes[i])))
@@ -552,7 +553,7 @@ static bool touchesBuffer(const Host *h, MlirOperation op) {
     return !hostBuffer(
         mlirOperationGetOperand(op, dtIsOp(op, "memref.store") ? 1 : 0));
   if (!dtIsOp(op, "func.call") || deallocHelperCall(op) || deviceCall(h, op) ||
-      collectiveCall(op))
+      deviceRuntimeCall(op))
     return false;
   /* A runtime call on host constants (the mesh's shape) is fine. */
   for (intptr_t i = 0; i < mlirOperationGetNumOperands(op); ++i) {

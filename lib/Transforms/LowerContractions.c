@@ -49,8 +49,7 @@ static MlirValue wholeBuffer(MlirValue v) {
  * output with zeros: then the call overwrites C and the fill can go. */
 static bool isZeroFillOf(MlirOperation prev, MlirValue out) {
   return dtIsZeroFill(prev) &&
-         mlirValueEqual(wholeBuffer(mlirOperationGetOperand(prev, 1)),
-                        wholeBuffer(out));
+         mlirValueEqual(wholeBuffer(dtZeroFillOutput(prev)), wholeBuffer(out));
 }
 
 /* One contraction on memrefs to a runtime call (`prev`: the op before it
@@ -96,7 +95,7 @@ static bool lowerOne(Lower *l, MlirOperation op, MlirOperation prev) {
   return true;
 }
 
-/* Collects the contractions under `block` in pairs (op, the linalg.fill
+/* Collects the contractions under `block` in pairs (op, the zero fill
  * before it in its block with only views and constants between, or null:
  * nothing else is kept, since lowering destroys ops). */
 static bool collect(MlirBlock block, DtOpList *found) {
@@ -113,7 +112,7 @@ static bool collect(MlirBlock block, DtOpList *found) {
           return false;
     /* Views and constants between the fill and the contraction touch no
      * memory (bufferization puts reshapes of the output there). */
-    if (dtIsOp(op, "linalg.fill"))
+    if (dtIsZeroFill(op))
       prev = op;
     else if (!dtIsOp(op, "memref.expand_shape") &&
              !dtIsOp(op, "memref.collapse_shape") &&

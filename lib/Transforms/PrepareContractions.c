@@ -68,7 +68,7 @@ static MlirValue freshFill(DtRtBuilder *b, MlirOperation fill,
   MlirType type = mlirValueGetType(mlirOperationGetResult(fill, 0));
   MlirValue empty = mlirOperationGetResult(
       dtRtBuild(b, "tensor.empty", loc, 0, NULL, 1, &type, 0, NULL, before), 0);
-  MlirValue operands[2] = {mlirOperationGetOperand(fill, 0), empty};
+  MlirValue operands[2] = {dtZeroFillValue(fill), empty};
   return mlirOperationGetResult(namedLinalg(b->ctx, "linalg.fill", loc, 1,
                                             operands, type,
                                             mlirAttributeGetNull(), before),

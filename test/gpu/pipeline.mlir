@@ -113,3 +113,26 @@ func.func @dyn(%a: tensor<?x?xf32>) -> tensor<?x?xf32> {
   %t = linalg.exp ins(%a : tensor<?x?xf32>) outs(%e : tensor<?x?xf32>) -> tensor<?x?xf32>
   return %t : tensor<?x?xf32>
 }
+
+// -----
+
+// A contraction is a call of the runtime on device buffers (cuBLAS there),
+// after the host waited for the stream of the copies before it; its zero
+// fill (generalized into a linalg.generic on this target) is dropped, the
+// call overwriting the output (first argument 1); the elementwise op after
+// it stays a kernel.
+// CHECK-LABEL: llvm.func @mm(
+// CHECK: [[ONE:%[0-9]+]] = llvm.mlir.constant(1 : i64)
+// CHECK-NOT: gpu.launch_func
+// CHECK: llvm.call @mgpuStreamSynchronize
+// CHECK-NEXT: llvm.call @mgpuStreamDestroy
+// CHECK-NEXT: llvm.call @dtrt_mlir_contract_bf16_bf16_f32([[ONE]],
+// CHECK: gpu.launch_func <{{.*}}> @mm_kernel::@mm_kernel
+func.func @mm(%a: tensor<64x32xbf16>, %b: tensor<32x16xbf16>) -> tensor<64x16xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<64x16xf32>
+  %i = linalg.fill ins(%z : f32) outs(%e : tensor<64x16xf32>) -> tensor<64x16xf32>
+  %c = linalg.matmul ins(%a, %b : tensor<64x32xbf16>, tensor<32x16xbf16>) outs(%i : tensor<64x16xf32>) -> tensor<64x16xf32>
+  %t = linalg.exp ins(%c : tensor<64x16xf32>) outs(%e : tensor<64x16xf32>) -> tensor<64x16xf32>
+  return %t : tensor<64x16xf32>
+}
