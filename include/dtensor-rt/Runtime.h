@@ -455,6 +455,12 @@ DTRT_EXPORT void *_mlir_memref_to_llvm_aligned_alloc(uint64_t alignment,
                                                      uint64_t size);
 DTRT_EXPORT void _mlir_memref_to_llvm_free(void *pointer);
 
+/// memref.copy of strided buffers, as MLIR's lowering calls it (MLIR's C
+/// runner utilities define it too, but link libMLIR): `src` and `dst` are
+/// unranked memrefs ({rank, descriptor pointer}) of `elemSize`-byte
+/// elements and equal sizes.
+DTRT_EXPORT void memrefCopy(int64_t elemSize, void *src, void *dst);
+
 /// Sets the number of threads the local compute (BLAS) uses in this process
 /// (at least 1); what DTENSOR_THREADS sets at the first contraction.
 DTRT_EXPORT void dtrtSetComputeThreads(int threads);

@@ -326,6 +326,7 @@ static void registerRuntime(MlirExecutionEngine jit) {
       {"_mlir_memref_to_llvm_aligned_alloc",
        (void *)_mlir_memref_to_llvm_aligned_alloc},
       {"_mlir_memref_to_llvm_free", (void *)_mlir_memref_to_llvm_free},
+      {"memrefCopy", (void *)memrefCopy},
       {"mgpuStreamCreate", (void *)mgpuStreamCreate},
       {"mgpuStreamDestroy", (void *)mgpuStreamDestroy},
       {"mgpuStreamSynchronize", (void *)mgpuStreamSynchronize},
@@ -349,12 +350,8 @@ static void registerRuntime(MlirExecutionEngine jit) {
 }
 
 static MlirExecutionEngine jitCompile(MlirOperation module) {
-  /* Bufferization may copy buffers with memrefCopy, from MLIR's C runner
-   * utilities. */
-  MlirStringRef libs[1] = {mlirStringRefCreateFromCString(
-      DTENSOR_MLIR_LIB_DIR "/libmlir_c_runner_utils.so")};
   MlirExecutionEngine jit = mlirExecutionEngineCreate(
-      mlirModuleFromOperation(module), 2, 1, libs, false, false);
+      mlirModuleFromOperation(module), 2, 0, NULL, false, false);
   if (!mlirExecutionEngineIsNull(jit))
     registerRuntime(jit);
   return jit;

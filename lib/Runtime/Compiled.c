@@ -453,3 +453,58 @@ void *_mlir_memref_to_llvm_aligned_alloc(uint64_t alignment, uint64_t size) {
 }
 
 void _mlir_memref_to_llvm_free(void *p) { free(p); }
+
+/* memref.copy of buffers whose layouts the lowering does not know (MLIR's
+ * generic lowering calls memrefCopy, which MLIR's C runner utilities
+ * define; those link libMLIR, so the runtime defines it, and a compiled
+ * program needs only libdtensor_rt). Unranked memrefs: {rank, descriptor}
+ * with the descriptor {allocated, aligned, offset, sizes[rank],
+ * strides[rank]}. */
+typedef struct UnrankedMemref {
+  int64_t rank;
+  Descriptor *descriptor;
+} UnrankedMemref;
+
+void memrefCopy(int64_t elemSize, void *srcMemref, void *dstMemref) {
+  const UnrankedMemref *src = srcMemref, *dst = dstMemref;
+  int64_t rank = src->rank;
+  const Descriptor *s = src->descriptor, *d = dst->descriptor;
+  const int64_t *sizes = s->sizes, *sStrides = s->sizes + rank,
+                *dStrides = d->sizes + rank;
+  const char *from = (const char *)s->aligned + s->offset * elemSize;
+  char *to = (char *)d->aligned + d->offset * elemSize;
+  int64_t count = 1;
+  bool contiguous = true;
+  for (int64_t i = rank - 1, expect = 1; i >= 0; --i) {
+    count *= sizes[i];
+    contiguous &=
+        sizes[i] == 1 || (sStrides[i] == expect && dStrides[i] == expect);
+    expect *= sizes[i];
+  }
+  if (count <= 0)
+    return;
+  if (contiguous) {
+    memmove(to, from, (size_t)(count * elemSize));
+    return;
+  }
+  /* An odometer over the indices, last fastest. */
+  int64_t idx[64] = {0};
+  if (rank > 64) {
+    fprintf(stderr, "dtensor runtime: memrefCopy of rank %lld (at most 64)\n",
+            (long long)rank);
+    exit(1);
+  }
+  for (;;) {
+    int64_t so = 0, dOff = 0;
+    for (int64_t i = 0; i < rank; ++i) {
+      so += idx[i] * sStrides[i];
+      dOff += idx[i] * dStrides[i];
+    }
+    memcpy(to + dOff * elemSize, from + so * elemSize, (size_t)elemSize);
+    int64_t i = rank - 1;
+    while (i >= 0 && ++idx[i] == sizes[i])
+      idx[i--] = 0;
+    if (i < 0)
+      return;
+  }
+}
