@@ -281,7 +281,7 @@ static bool timeSteps(const DtensorRunner *r, int rank, int repeat,
                     dtrtLastError(c));
     }
     double t0 = dtMonotonicSeconds();
-    ok = dtRunInvoke(r, r->spmd, descs, NULL, NULL, outDiag);
+    ok = dtRunInvoke(r, true, descs, NULL, NULL, outDiag);
     /* The program waited for its streams, not for cuBLAS's last product
      * (on the default stream). */
     if (r->gpu)
@@ -320,7 +320,7 @@ static bool saveBlocks(const DtensorRunner *r, int64_t **descs, Saved *saved,
 static bool checkedRun(DtensorRunner *r, int rank, const DtensorRankOptions *o,
                        int64_t **descs, void **out, void **outAlloc,
                        DtensorRankReport *report, DtensorDiag *outDiag) {
-  if (!dtRunInvoke(r, r->spmd, descs, out, outAlloc, outDiag))
+  if (!dtRunInvoke(r, true, descs, out, outAlloc, outDiag))
     return false;
   if (o->saveDir && !checkpointIo(r, o->saveDir, r->results, r->numResults, out,
                                   true, outDiag))

@@ -1,8 +1,8 @@
 /* The differential runner (dtensor-c/Runner.h): compiles an annotated
  * program twice with the ExecutionEngine — the single-device reference and
- * the dtensor-spmd program — reads the entry's signature, makes the global
- * inputs (deterministic, or from a checkpoint) and computes the reference.
- * One rank's run is in RunRank.c. */
+ * the dtensor-spmd program — and reads the entry's signature; the runner's
+ * `call` invokes them. What needs no MLIR (inputs, the reference, buffers)
+ * is in RunData.c, one rank's run in RunRank.c. */
 #include "RunnerInternal.h"
 
 #include "Dialect/DialectInternal.h"
@@ -14,6 +14,7 @@
 #include "dtensor-rt/Checkpoint.h"
 #include "mlir-c/BuiltinAttributes.h"
 #include "mlir-c/BuiltinTypes.h"
+#include "mlir-c/ExecutionEngine.h"
 #include "mlir-c/Pass.h"
 
 #include <math.h>
@@ -21,151 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-/* ---- elements and buffers ------------------------------------------------ */
-
-bool dtRunIsFloat(DtrtDtype t) {
-  return t == DTRT_F32 || t == DTRT_F64 || t == DTRT_F16 || t == DTRT_BF16;
-}
-
-double dtRunLoad(const void *data, DtrtDtype t, int64_t i) {
-  double v;
-  dtrtConvert((const char *)data + (size_t)i * dtrtDtypeSize(t), t, &v,
-              DTRT_F64, 1);
-  return v;
-}
-
-void dtRunStore(void *data, DtrtDtype t, int64_t i, double v) {
-  dtrtConvert(&v, DTRT_F64, (char *)data + (size_t)i * dtrtDtypeSize(t), t, 1);
-}
-
-int64_t dtRunCount(int rank, const int64_t *shape) {
-  int64_t n = 1;
-  for (int i = 0; i < rank; ++i)
-    n *= shape[i];
-  return n;
-}
-
-void *dtRunAlloc(const DtensorRunTensor *t, int64_t elements, const char *what,
-                 DtensorDiag *outDiag) {
-  size_t es = dtrtDtypeSize(t->dtype);
-  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
-  double memory = pages > 0 && pageSize > 0 ? (double)pages * pageSize : 0;
-  double bytes = ((double)elements + 1) * (double)es;
-  bool tooBig = memory > 0 && bytes > memory;
-  void *p = elements < 0 || tooBig || bytes > (double)SIZE_MAX
-                ? NULL
-                : calloc((size_t)elements + 1, es);
-  double gib = 1024.0 * 1024 * 1024;
-  if (!p && tooBig)
-    dtDiag(outDiag, -1,
-           "%s '%s' needs %.0f bytes (%.2f GiB), more than this machine's "
-           "memory (%.2f GiB)",
-           what, t->name, bytes, bytes / gib, memory / gib);
-  else if (!p)
-    dtDiag(outDiag, -1,
-           "%s '%s' needs %.0f bytes (%.2f GiB), which could not be "
-           "allocated",
-           what, t->name, bytes, bytes / gib);
-  return p;
-}
-
-int64_t *dtRunDescriptor(void *data, int rank, const int64_t *shape) {
-  int64_t *d = calloc((size_t)(3 + 2 * rank), sizeof(int64_t));
-  if (!d)
-    return NULL;
-  d[0] = d[1] = (int64_t)(intptr_t)data;
-  int64_t stride = 1;
-  for (int i = rank - 1; i >= 0; --i) {
-    d[3 + i] = shape[i];
-    d[3 + rank + i] = stride;
-    stride *= shape[i];
-  }
-  return d;
-}
-
-/* A GPU program's results are device buffers: each is copied to a host
- * buffer that takes its place in the descriptors (when `keep`), and the
- * device buffers are freed, each once (two results may share one). */
-static void resultsToHost(const DtensorRunner *r, int64_t *packed, bool keep) {
-  int64_t *d = packed;
-  void **freed = calloc((size_t)r->numResults, sizeof(void *));
-  for (int k = 0; k < r->numResults; ++k) {
-    const DtensorRunTensor *t = &r->results[k];
-    size_t es = dtrtDtypeSize(t->dtype);
-    void *device = (void *)(intptr_t)d[0];
-    if (keep) {
-      size_t bytes = (size_t)dtRunCount(t->rank, d + 3) * es;
-      char *host = malloc(bytes + es);
-      if (!host) {
-        fprintf(stderr, "dtensor-run: out of memory for a result's copy\n");
-        exit(1);
-      }
-      mgpuMemcpy(host, (char *)(intptr_t)d[1] + d[2] * (int64_t)es, bytes,
-                 NULL);
-      mgpuStreamSynchronize(NULL);
-      d[0] = d[1] = (int64_t)(intptr_t)host;
-      d[2] = 0;
-    }
-    bool seen = false;
-    for (int j = 0; j < k && freed; ++j)
-      seen |= freed[j] == device;
-    if (!seen)
-      mgpuMemFree(device, NULL);
-    if (freed)
-      freed[k] = device;
-    d += 3 + 2 * t->rank;
-  }
-  free(freed);
-}
-
-bool dtRunInvoke(const DtensorRunner *r, MlirExecutionEngine jit,
-                 int64_t **argDescs, void **outData, void **outAlloc,
-                 DtensorDiag *outDiag) {
-  size_t words = 0;
-  for (int k = 0; k < r->numResults; ++k)
-    words += 3 + 2 * (size_t)r->results[k].rank;
-  int64_t *packed = calloc(words + 1, sizeof(int64_t));
-  void **slots = calloc((size_t)r->numArgs + 1, sizeof(void *));
-  void **ptrs = calloc((size_t)r->numArgs + 1, sizeof(void *));
-  bool ok = packed && slots && ptrs;
-  if (ok) {
-    /* The results' descriptors come back through the first argument. */
-    ptrs[0] = packed;
-    slots[0] = &ptrs[0];
-    for (int i = 0; i < r->numArgs; ++i) {
-      ptrs[i + 1] = argDescs[i];
-      slots[i + 1] = &ptrs[i + 1];
-    }
-    ok = mlirLogicalResultIsSuccess(mlirExecutionEngineInvokePacked(
-        jit, mlirStringRefCreateFromCString(r->entry), slots));
-    if (!ok)
-      dtDiag(outDiag, -1, "cannot call '%s'", r->entry);
-  } else {
-    dtDiag(outDiag, -1, "out of memory");
-  }
-  /* The SPMD program on the GPU gives device buffers (the reference runs on
-   * the CPU). */
-  bool onDevice = r->gpu && jit.ptr == r->spmd.ptr;
-  const int64_t *d = packed;
-  if (ok && onDevice)
-    resultsToHost(r, packed, outData != NULL);
-  for (int k = 0; ok && k < r->numResults; ++k) {
-    if (outData) {
-      outData[k] = (char *)(intptr_t)d[1] +
-                   d[2] * (int64_t)dtrtDtypeSize(r->results[k].dtype);
-      outAlloc[k] = (void *)(intptr_t)d[0];
-    } else if (!onDevice) { /* the caller owns results (buffer-deallocation-
-                             pipeline); a GPU program's are freed above */
-      free((void *)(intptr_t)d[0]);
-    }
-    d += 3 + 2 * r->results[k].rank;
-  }
-  free(packed);
-  free(slots);
-  free(ptrs);
-  return ok;
-}
 
 /* ---- compiling ----------------------------------------------------------- */
 
@@ -349,6 +205,30 @@ static void registerRuntime(MlirExecutionEngine jit) {
         jit, mlirStringRefCreateFromCString(kSymbols[k].name), kSymbols[k].fn);
 }
 
+/* The runner's `call` on the ExecutionEngines: the packed interface takes
+ * a pointer to each argument. */
+static bool jitCall(const DtensorRunner *r, bool spmd, void **args) {
+  int n = r->numArgs + 1;
+  void **slots = calloc((size_t)n, sizeof(void *));
+  if (!slots)
+    return false;
+  for (int i = 0; i < n; ++i)
+    slots[i] = &args[i];
+  MlirExecutionEngine jit = {r->programs[spmd ? 1 : 0]};
+  bool ok = mlirLogicalResultIsSuccess(mlirExecutionEngineInvokePacked(
+      jit, mlirStringRefCreateFromCString(r->entry), slots));
+  free(slots);
+  return ok;
+}
+
+static void jitRelease(DtensorRunner *r) {
+  for (int i = 0; i < 2; ++i)
+    if (r->programs[i]) {
+      MlirExecutionEngine jit = {r->programs[i]};
+      mlirExecutionEngineDestroy(jit);
+    }
+}
+
 static MlirExecutionEngine jitCompile(MlirOperation module) {
   MlirExecutionEngine jit = mlirExecutionEngineCreate(
       mlirModuleFromOperation(module), 2, 0, NULL, false, false);
@@ -401,7 +281,7 @@ static bool compile(DtensorRunner *r, MlirOperation module,
   dtensorStripToSingleDevice(ref);
   bool ok = runPipeline(r, ref, "", LOWER_CPU, outDiag);
   if (ok)
-    r->reference = jitCompile(ref);
+    r->programs[0] = jitCompile(ref).ptr;
   mlirOperationDestroy(ref);
   if (!ok)
     return false;
@@ -409,30 +289,10 @@ static bool compile(DtensorRunner *r, MlirOperation module,
       !readSignature(r, findEntry(module, r->entry), outDiag) ||
       !runPipeline(r, module, "", r->gpu ? LOWER_GPU : LOWER_CPU, outDiag))
     return false;
-  r->spmd = jitCompile(module);
-  if (mlirExecutionEngineIsNull(r->reference) ||
-      mlirExecutionEngineIsNull(r->spmd))
+  r->programs[1] = jitCompile(module).ptr;
+  if (!r->programs[0] || !r->programs[1])
     return dtDiag(outDiag, -1,
                   "the ExecutionEngine did not compile the program");
-  return true;
-}
-
-/* The deterministic global inputs: small values, integers for integer
- * types (so sums and products stay exact). */
-static bool makeInputs(DtensorRunner *r, DtensorDiag *outDiag) {
-  for (int a = 0; a < r->numArgs; ++a) {
-    const DtensorRunTensor *t = &r->args[a];
-    int64_t count = dtRunCount(t->rank, t->shape);
-    r->globals[a] = dtRunAlloc(t, count, "argument", outDiag);
-    if (!r->globals[a])
-      return false;
-    for (int64_t e = 0; e < count; ++e) {
-      int64_t v = (e * 37 + a * 11) % 101;
-      dtRunStore(r->globals[a], t->dtype, e,
-                 dtRunIsFloat(t->dtype) ? (double)v / 101.0 - 0.5
-                                        : (double)(v - 50));
-    }
-  }
   return true;
 }
 
@@ -458,198 +318,17 @@ DtensorRunner *dtensorRunnerCreateForTarget(MlirOperation module,
     return NULL;
   }
   r->gpu = !strcmp(target, "cuda");
+  r->call = jitCall;
+  r->release = jitRelease;
   snprintf(r->gpuOptions, sizeof(r->gpuOptions), "%s",
            gpuOptions ? gpuOptions : "");
   r->ctx = mlirOperationGetContext(module);
   bool ok = findEntryAndMesh(r, module, entry, outDiag) &&
-            compile(r, module, outDiag) && makeInputs(r, outDiag);
+            compile(r, module, outDiag) && dtRunMakeInputs(r, outDiag);
   mlirOperationDestroy(module);
   if (!ok) {
     dtensorRunnerDestroy(r);
     return NULL;
   }
   return r;
-}
-
-/* Frees the reference's inputs and results, each buffer once (a result may
- * be an input, or another result). */
-static void freeReference(DtensorRunner *r) {
-  int n = r->numArgs + r->numResults;
-  for (int i = 0; r->referenceInputs && r->referenceAlloc && i < n; ++i) {
-    void **slot = i < r->numArgs ? &r->referenceInputs[i]
-                                 : &r->referenceAlloc[i - r->numArgs];
-    for (int j = 0; j < i && *slot; ++j)
-      if (*slot == (j < r->numArgs ? r->referenceInputs[j]
-                                   : r->referenceAlloc[j - r->numArgs]))
-        *slot = NULL;
-  }
-  for (int a = 0; r->referenceInputs && a < r->numArgs; ++a) {
-    free(r->referenceInputs[a]);
-    r->referenceInputs[a] = NULL;
-  }
-  for (int k = 0; r->referenceAlloc && k < r->numResults; ++k) {
-    free(r->referenceAlloc[k]);
-    r->referenceAlloc[k] = r->referenceData[k] = NULL;
-  }
-}
-
-void dtensorRunnerDestroy(DtensorRunner *r) {
-  if (!r)
-    return;
-  if (!mlirExecutionEngineIsNull(r->reference))
-    mlirExecutionEngineDestroy(r->reference);
-  if (!mlirExecutionEngineIsNull(r->spmd))
-    mlirExecutionEngineDestroy(r->spmd);
-  for (int a = 0; r->globals && a < r->numArgs; ++a)
-    free(r->globals[a]);
-  freeReference(r);
-  free(r->globals);
-  free(r->referenceData);
-  free(r->referenceAlloc);
-  free(r->referenceInputs);
-  free(r->args);
-  free(r->results);
-  dtensorMeshDestroy(r->mesh);
-  free(r);
-}
-
-const DtensorMesh *dtensorRunnerGetMesh(const DtensorRunner *r) {
-  return r->mesh;
-}
-
-const char *dtensorRunnerGetEntry(const DtensorRunner *r) { return r->entry; }
-
-int dtensorRunnerGetNumArguments(const DtensorRunner *r) { return r->numArgs; }
-
-int dtensorRunnerGetNumResults(const DtensorRunner *r) { return r->numResults; }
-
-const DtensorRunTensor *dtensorRunnerGetArgument(const DtensorRunner *r,
-                                                 int i) {
-  return i >= 0 && i < r->numArgs ? &r->args[i] : NULL;
-}
-
-const DtensorRunTensor *dtensorRunnerGetResult(const DtensorRunner *r, int k) {
-  return k >= 0 && k < r->numResults ? &r->results[k] : NULL;
-}
-
-void *dtensorRunnerGetArgumentData(DtensorRunner *r, int i) {
-  return i >= 0 && i < r->numArgs ? r->globals[i] : NULL;
-}
-
-const void *dtensorRunnerGetReference(const DtensorRunner *r, int k) {
-  return k >= 0 && k < r->numResults ? r->referenceData[k] : NULL;
-}
-
-/* ---- inputs from a checkpoint and the reference -------------------------- */
-
-/* "f32 16x64" for messages. */
-static void typeText(DtrtDtype dtype, int rank, const int64_t *shape, char *out,
-                     size_t size) {
-  DtBuf b = dtBufInit(out, size);
-  dtBufPrintf(&b, "%s ", dtrtDtypeName(dtype));
-  for (int d = 0; d < rank; ++d)
-    dtBufPrintf(&b, "%s%lld", d ? "x" : "", (long long)shape[d]);
-  if (rank == 0)
-    dtBufPrintf(&b, "scalar");
-}
-
-/* Reads argument `index` whole from the checkpoint, after checking its
- * element type and shape. */
-static bool readArgument(const char *dir, const DtrtCheckpoint *c, int index,
-                         const DtensorRunTensor *t, void *out,
-                         DtensorDiag *outDiag) {
-  char err[512], want[128], have[128] = "";
-  bool found = false, same = false;
-  for (int i = 0; i < dtrtCheckpointNumTensors(c) && !found; ++i) {
-    DtrtTensor saved;
-    dtrtCheckpointGetTensor(c, i, &saved, NULL, NULL);
-    found = !strcmp(saved.name, t->name);
-    same = found && saved.dtype == t->dtype && saved.rank == t->rank;
-    for (int d = 0; same && d < t->rank; ++d)
-      same = saved.shape[d] == t->shape[d];
-    if (found)
-      typeText(saved.dtype, saved.rank, saved.shape, have, sizeof(have));
-  }
-  typeText(t->dtype, t->rank, t->shape, want, sizeof(want));
-  if (!found)
-    return dtDiag(outDiag, -1,
-                  "%s/%s: no tensor '%s' for argument %d of the entry (%s; "
-                  "name an argument with {dtensor.name = \"...\"})",
-                  dir, DTRT_CHECKPOINT_METADATA, t->name, index, want);
-  if (!same)
-    return dtDiag(outDiag, -1,
-                  "%s/%s: '%s' is %s, but argument %d of the entry is %s", dir,
-                  DTRT_CHECKPOINT_METADATA, t->name, have, index, want);
-  size_t bytes =
-      dtrtDtypeSize(t->dtype) * (size_t)dtRunCount(t->rank, t->shape);
-  if (dtrtCheckpointReadTensor(dir, t->name, out, bytes, err, sizeof(err)) !=
-      DTRT_OK)
-    return dtDiag(outDiag, -1, "%s", err);
-  return true;
-}
-
-/* A positional tensor (arg<i>, as the Python package writes a list of
- * inputs) that no argument takes is a mistake, not something to skip. */
-static bool checkPositional(const DtensorRunner *r, const char *dir,
-                            const DtrtCheckpoint *c, DtensorDiag *outDiag) {
-  for (int i = 0; i < dtrtCheckpointNumTensors(c); ++i) {
-    DtrtTensor saved;
-    dtrtCheckpointGetTensor(c, i, &saved, NULL, NULL);
-    const char *digits = saved.name + 3;
-    if (strncmp(saved.name, "arg", 3) || !*digits ||
-        strspn(digits, "0123456789") != strlen(digits))
-      continue;
-    bool taken = false;
-    for (int a = 0; a < r->numArgs && !taken; ++a)
-      taken = !strcmp(r->args[a].name, saved.name);
-    if (!taken)
-      return dtDiag(outDiag, -1,
-                    "%s/%s: '%s' is given, but the entry takes %d argument%s "
-                    "and none is '%s'",
-                    dir, DTRT_CHECKPOINT_METADATA, saved.name, r->numArgs,
-                    r->numArgs == 1 ? "" : "s", saved.name);
-  }
-  return true;
-}
-
-bool dtensorRunnerLoadArguments(DtensorRunner *r, const char *dir,
-                                DtensorDiag *outDiag) {
-  DtrtCheckpoint *c = NULL;
-  char err[DTENSOR_DIAG_MESSAGE_SIZE];
-  if (dtrtCheckpointOpen(dir, &c, err, sizeof(err)) != DTRT_OK)
-    return dtDiag(outDiag, -1, "%s", err);
-  bool ok = checkPositional(r, dir, c, outDiag);
-  for (int a = 0; ok && a < r->numArgs; ++a)
-    ok = readArgument(dir, c, a, &r->args[a], r->globals[a], outDiag);
-  dtrtCheckpointClose(c);
-  return ok;
-}
-
-bool dtensorRunnerComputeReference(DtensorRunner *r, DtensorDiag *outDiag) {
-  freeReference(r);
-  int64_t **descs = calloc((size_t)r->numArgs + 1, sizeof(int64_t *));
-  bool ok = descs != NULL;
-  if (!ok)
-    dtDiag(outDiag, -1, "out of memory");
-  /* The reference gets its own copy: bufferized code may write its
-   * arguments in place. */
-  for (int a = 0; ok && a < r->numArgs; ++a) {
-    const DtensorRunTensor *t = &r->args[a];
-    int64_t count = dtRunCount(t->rank, t->shape);
-    void *copy =
-        dtRunAlloc(t, count, "the reference's copy of argument", outDiag);
-    r->referenceInputs[a] = copy;
-    if (copy)
-      memcpy(copy, r->globals[a], dtrtDtypeSize(t->dtype) * (size_t)count);
-    descs[a] = copy ? dtRunDescriptor(copy, t->rank, t->shape) : NULL;
-    ok = descs[a] != NULL;
-    if (copy && !ok)
-      dtDiag(outDiag, -1, "out of memory");
-  }
-  ok = ok && dtRunInvoke(r, r->reference, descs, r->referenceData,
-                         r->referenceAlloc, outDiag);
-  for (int a = 0; descs && a < r->numArgs; ++a)
-    free(descs[a]);
-  free(descs);
-  return ok;
 }

@@ -5,7 +5,6 @@
 #define DTENSOR_LIB_EXEC_RUNNERINTERNAL_H
 
 #include "dtensor-c/Runner.h"
-#include "mlir-c/ExecutionEngine.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -17,7 +16,13 @@ struct DtensorRunner {
                       takes and returns device buffers (boundary=device) */
   char gpuOptions[128];
   MlirContext ctx;
-  MlirExecutionEngine reference, spmd;
+  /* The reference (0) and the SPMD program (1): ExecutionEngines
+   * (Runner.c) or a bundle's shared objects (Bundle.c); `call` invokes one
+   * with `args` (the results' room, then each argument's descriptor) and
+   * `release` frees them. */
+  void *programs[2];
+  bool (*call)(const DtensorRunner *r, bool spmd, void **args);
+  void (*release)(DtensorRunner *r);
   DtensorMesh *mesh;
   char meshText[256];
   int numArgs, numResults;
@@ -50,12 +55,16 @@ void *dtRunAlloc(const DtensorRunTensor *t, int64_t elements, const char *what,
 /// out of memory).
 int64_t *dtRunDescriptor(void *data, int rank, const int64_t *shape);
 
-/// Invokes the entry of `jit` on `argDescs`. Its memref results come back
+/// Invokes the entry of the SPMD program (`spmd`) or the reference on
+/// `argDescs`. Its memref results come back
 /// one descriptor after the other; `outData[k]` gets result k's first
 /// element and `outAlloc[k]` its buffer, or, when `outData` is NULL, the
 /// results are freed. False with `outDiag`.
-bool dtRunInvoke(const DtensorRunner *r, MlirExecutionEngine jit,
-                 int64_t **argDescs, void **outData, void **outAlloc,
-                 DtensorDiag *outDiag);
+bool dtRunInvoke(const DtensorRunner *r, bool spmd, int64_t **argDescs,
+                 void **outData, void **outAlloc, DtensorDiag *outDiag);
+
+/// The deterministic global inputs: small values, integers for integer
+/// types (so sums and products stay exact). False with `outDiag`.
+bool dtRunMakeInputs(DtensorRunner *r, DtensorDiag *outDiag);
 
 #endif

@@ -1,0 +1,356 @@
+/* The runner's parts that need no MLIR (dtensor-c/Runner.h): elements
+ * and buffers, calls of the entry through the runner's `call` (the JIT's,
+ * Runner.c, or a bundle's shared objects, Bundle.c), the global inputs and
+ * the reference, checkpointed arguments, the accessors. With RunRank.c and
+ * RunLaunch.c it also builds dtensor-check, which runs bundles where MLIR
+ * is not installed. */
+#include "RunnerInternal.h"
+
+#include "Support/Support.h"
+
+#include "dtensor-rt/Checkpoint.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- elements and buffers ------------------------------------------------ */
+
+bool dtRunIsFloat(DtrtDtype t) {
+  return t == DTRT_F32 || t == DTRT_F64 || t == DTRT_F16 || t == DTRT_BF16;
+}
+
+double dtRunLoad(const void *data, DtrtDtype t, int64_t i) {
+  double v;
+  dtrtConvert((const char *)data + (size_t)i * dtrtDtypeSize(t), t, &v,
+              DTRT_F64, 1);
+  return v;
+}
+
+void dtRunStore(void *data, DtrtDtype t, int64_t i, double v) {
+  dtrtConvert(&v, DTRT_F64, (char *)data + (size_t)i * dtrtDtypeSize(t), t, 1);
+}
+
+int64_t dtRunCount(int rank, const int64_t *shape) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; ++i)
+    n *= shape[i];
+  return n;
+}
+
+void *dtRunAlloc(const DtensorRunTensor *t, int64_t elements, const char *what,
+                 DtensorDiag *outDiag) {
+  size_t es = dtrtDtypeSize(t->dtype);
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
+  double memory = pages > 0 && pageSize > 0 ? (double)pages * pageSize : 0;
+  double bytes = ((double)elements + 1) * (double)es;
+  bool tooBig = memory > 0 && bytes > memory;
+  void *p = elements < 0 || tooBig || bytes > (double)SIZE_MAX
+                ? NULL
+                : calloc((size_t)elements + 1, es);
+  double gib = 1024.0 * 1024 * 1024;
+  if (!p && tooBig)
+    dtDiag(outDiag, -1,
+           "%s '%s' needs %.0f bytes (%.2f GiB), more than this machine's "
+           "memory (%.2f GiB)",
+           what, t->name, bytes, bytes / gib, memory / gib);
+  else if (!p)
+    dtDiag(outDiag, -1,
+           "%s '%s' needs %.0f bytes (%.2f GiB), which could not be "
+           "allocated",
+           what, t->name, bytes, bytes / gib);
+  return p;
+}
+
+int64_t *dtRunDescriptor(void *data, int rank, const int64_t *shape) {
+  int64_t *d = calloc((size_t)(3 + 2 * rank), sizeof(int64_t));
+  if (!d)
+    return NULL;
+  d[0] = d[1] = (int64_t)(intptr_t)data;
+  int64_t stride = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    d[3 + i] = shape[i];
+    d[3 + rank + i] = stride;
+    stride *= shape[i];
+  }
+  return d;
+}
+
+/* A GPU program's results are device buffers: each is copied to a host
+ * buffer that takes its place in the descriptors (when `keep`), and the
+ * device buffers are freed, each once (two results may share one). */
+static void resultsToHost(const DtensorRunner *r, int64_t *packed, bool keep) {
+  int64_t *d = packed;
+  void **freed = calloc((size_t)r->numResults, sizeof(void *));
+  for (int k = 0; k < r->numResults; ++k) {
+    const DtensorRunTensor *t = &r->results[k];
+    size_t es = dtrtDtypeSize(t->dtype);
+    void *device = (void *)(intptr_t)d[0];
+    if (keep) {
+      size_t bytes = (size_t)dtRunCount(t->rank, d + 3) * es;
+      char *host = malloc(bytes + es);
+      if (!host) {
+        fprintf(stderr, "dtensor-run: out of memory for a result's copy\n");
+        exit(1);
+      }
+      mgpuMemcpy(host, (char *)(intptr_t)d[1] + d[2] * (int64_t)es, bytes,
+                 NULL);
+      mgpuStreamSynchronize(NULL);
+      d[0] = d[1] = (int64_t)(intptr_t)host;
+      d[2] = 0;
+    }
+    bool seen = false;
+    for (int j = 0; j < k && freed; ++j)
+      seen |= freed[j] == device;
+    if (!seen)
+      mgpuMemFree(device, NULL);
+    if (freed)
+      freed[k] = device;
+    d += 3 + 2 * t->rank;
+  }
+  free(freed);
+}
+
+bool dtRunInvoke(const DtensorRunner *r, bool spmd, int64_t **argDescs,
+                 void **outData, void **outAlloc, DtensorDiag *outDiag) {
+  size_t words = 0;
+  for (int k = 0; k < r->numResults; ++k)
+    words += 3 + 2 * (size_t)r->results[k].rank;
+  int64_t *packed = calloc(words + 1, sizeof(int64_t));
+  void **ptrs = calloc((size_t)r->numArgs + 1, sizeof(void *));
+  bool ok = packed && ptrs;
+  if (ok) {
+    /* The results' descriptors come back through the first argument. */
+    ptrs[0] = packed;
+    for (int i = 0; i < r->numArgs; ++i)
+      ptrs[i + 1] = argDescs[i];
+    ok = r->call(r, spmd, ptrs);
+    if (!ok)
+      dtDiag(outDiag, -1, "cannot call '%s'", r->entry);
+  } else {
+    dtDiag(outDiag, -1, "out of memory");
+  }
+  /* The SPMD program on the GPU gives device buffers (the reference runs on
+   * the CPU). */
+  bool onDevice = r->gpu && spmd;
+  const int64_t *d = packed;
+  if (ok && onDevice)
+    resultsToHost(r, packed, outData != NULL);
+  for (int k = 0; ok && k < r->numResults; ++k) {
+    if (outData) {
+      outData[k] = (char *)(intptr_t)d[1] +
+                   d[2] * (int64_t)dtrtDtypeSize(r->results[k].dtype);
+      outAlloc[k] = (void *)(intptr_t)d[0];
+    } else if (!onDevice) { /* the caller owns results (buffer-deallocation-
+                             pipeline); a GPU program's are freed above */
+      free((void *)(intptr_t)d[0]);
+    }
+    d += 3 + 2 * r->results[k].rank;
+  }
+  free(packed);
+  free(ptrs);
+  return ok;
+}
+
+/* ---- inputs, the reference, accessors ------------------------------------ */
+
+/* The deterministic global inputs: small values, integers for integer
+ * types (so sums and products stay exact). */
+bool dtRunMakeInputs(DtensorRunner *r, DtensorDiag *outDiag) {
+  for (int a = 0; a < r->numArgs; ++a) {
+    const DtensorRunTensor *t = &r->args[a];
+    int64_t count = dtRunCount(t->rank, t->shape);
+    r->globals[a] = dtRunAlloc(t, count, "argument", outDiag);
+    if (!r->globals[a])
+      return false;
+    for (int64_t e = 0; e < count; ++e) {
+      int64_t v = (e * 37 + a * 11) % 101;
+      dtRunStore(r->globals[a], t->dtype, e,
+                 dtRunIsFloat(t->dtype) ? (double)v / 101.0 - 0.5
+                                        : (double)(v - 50));
+    }
+  }
+  return true;
+}
+
+/* Frees the reference's inputs and results, each buffer once (a result may
+ * be an input, or another result). */
+static void freeReference(DtensorRunner *r) {
+  int n = r->numArgs + r->numResults;
+  for (int i = 0; r->referenceInputs && r->referenceAlloc && i < n; ++i) {
+    void **slot = i < r->numArgs ? &r->referenceInputs[i]
+                                 : &r->referenceAlloc[i - r->numArgs];
+    for (int j = 0; j < i && *slot; ++j)
+      if (*slot == (j < r->numArgs ? r->referenceInputs[j]
+                                   : r->referenceAlloc[j - r->numArgs]))
+        *slot = NULL;
+  }
+  for (int a = 0; r->referenceInputs && a < r->numArgs; ++a) {
+    free(r->referenceInputs[a]);
+    r->referenceInputs[a] = NULL;
+  }
+  for (int k = 0; r->referenceAlloc && k < r->numResults; ++k) {
+    free(r->referenceAlloc[k]);
+    r->referenceAlloc[k] = r->referenceData[k] = NULL;
+  }
+}
+
+void dtensorRunnerDestroy(DtensorRunner *r) {
+  if (!r)
+    return;
+  if (r->release)
+    r->release(r);
+  for (int a = 0; r->globals && a < r->numArgs; ++a)
+    free(r->globals[a]);
+  freeReference(r);
+  free(r->globals);
+  free(r->referenceData);
+  free(r->referenceAlloc);
+  free(r->referenceInputs);
+  free(r->args);
+  free(r->results);
+  dtensorMeshDestroy(r->mesh);
+  free(r);
+}
+
+const DtensorMesh *dtensorRunnerGetMesh(const DtensorRunner *r) {
+  return r->mesh;
+}
+
+const char *dtensorRunnerGetEntry(const DtensorRunner *r) { return r->entry; }
+
+int dtensorRunnerGetNumArguments(const DtensorRunner *r) { return r->numArgs; }
+
+int dtensorRunnerGetNumResults(const DtensorRunner *r) { return r->numResults; }
+
+const DtensorRunTensor *dtensorRunnerGetArgument(const DtensorRunner *r,
+                                                 int i) {
+  return i >= 0 && i < r->numArgs ? &r->args[i] : NULL;
+}
+
+const DtensorRunTensor *dtensorRunnerGetResult(const DtensorRunner *r, int k) {
+  return k >= 0 && k < r->numResults ? &r->results[k] : NULL;
+}
+
+void *dtensorRunnerGetArgumentData(DtensorRunner *r, int i) {
+  return i >= 0 && i < r->numArgs ? r->globals[i] : NULL;
+}
+
+const void *dtensorRunnerGetReference(const DtensorRunner *r, int k) {
+  return k >= 0 && k < r->numResults ? r->referenceData[k] : NULL;
+}
+
+/* ---- inputs from a checkpoint and the reference -------------------------- */
+
+/* "f32 16x64" for messages. */
+static void typeText(DtrtDtype dtype, int rank, const int64_t *shape, char *out,
+                     size_t size) {
+  DtBuf b = dtBufInit(out, size);
+  dtBufPrintf(&b, "%s ", dtrtDtypeName(dtype));
+  for (int d = 0; d < rank; ++d)
+    dtBufPrintf(&b, "%s%lld", d ? "x" : "", (long long)shape[d]);
+  if (rank == 0)
+    dtBufPrintf(&b, "scalar");
+}
+
+/* Reads argument `index` whole from the checkpoint, after checking its
+ * element type and shape. */
+static bool readArgument(const char *dir, const DtrtCheckpoint *c, int index,
+                         const DtensorRunTensor *t, void *out,
+                         DtensorDiag *outDiag) {
+  char err[512], want[128], have[128] = "";
+  bool found = false, same = false;
+  for (int i = 0; i < dtrtCheckpointNumTensors(c) && !found; ++i) {
+    DtrtTensor saved;
+    dtrtCheckpointGetTensor(c, i, &saved, NULL, NULL);
+    found = !strcmp(saved.name, t->name);
+    same = found && saved.dtype == t->dtype && saved.rank == t->rank;
+    for (int d = 0; same && d < t->rank; ++d)
+      same = saved.shape[d] == t->shape[d];
+    if (found)
+      typeText(saved.dtype, saved.rank, saved.shape, have, sizeof(have));
+  }
+  typeText(t->dtype, t->rank, t->shape, want, sizeof(want));
+  if (!found)
+    return dtDiag(outDiag, -1,
+                  "%s/%s: no tensor '%s' for argument %d of the entry (%s; "
+                  "name an argument with {dtensor.name = \"...\"})",
+                  dir, DTRT_CHECKPOINT_METADATA, t->name, index, want);
+  if (!same)
+    return dtDiag(outDiag, -1,
+                  "%s/%s: '%s' is %s, but argument %d of the entry is %s", dir,
+                  DTRT_CHECKPOINT_METADATA, t->name, have, index, want);
+  size_t bytes =
+      dtrtDtypeSize(t->dtype) * (size_t)dtRunCount(t->rank, t->shape);
+  if (dtrtCheckpointReadTensor(dir, t->name, out, bytes, err, sizeof(err)) !=
+      DTRT_OK)
+    return dtDiag(outDiag, -1, "%s", err);
+  return true;
+}
+
+/* A positional tensor (arg<i>, as the Python package writes a list of
+ * inputs) that no argument takes is a mistake, not something to skip. */
+static bool checkPositional(const DtensorRunner *r, const char *dir,
+                            const DtrtCheckpoint *c, DtensorDiag *outDiag) {
+  for (int i = 0; i < dtrtCheckpointNumTensors(c); ++i) {
+    DtrtTensor saved;
+    dtrtCheckpointGetTensor(c, i, &saved, NULL, NULL);
+    const char *digits = saved.name + 3;
+    if (strncmp(saved.name, "arg", 3) || !*digits ||
+        strspn(digits, "0123456789") != strlen(digits))
+      continue;
+    bool taken = false;
+    for (int a = 0; a < r->numArgs && !taken; ++a)
+      taken = !strcmp(r->args[a].name, saved.name);
+    if (!taken)
+      return dtDiag(outDiag, -1,
+                    "%s/%s: '%s' is given, but the entry takes %d argument%s "
+                    "and none is '%s'",
+                    dir, DTRT_CHECKPOINT_METADATA, saved.name, r->numArgs,
+                    r->numArgs == 1 ? "" : "s", saved.name);
+  }
+  return true;
+}
+
+bool dtensorRunnerLoadArguments(DtensorRunner *r, const char *dir,
+                                DtensorDiag *outDiag) {
+  DtrtCheckpoint *c = NULL;
+  char err[DTENSOR_DIAG_MESSAGE_SIZE];
+  if (dtrtCheckpointOpen(dir, &c, err, sizeof(err)) != DTRT_OK)
+    return dtDiag(outDiag, -1, "%s", err);
+  bool ok = checkPositional(r, dir, c, outDiag);
+  for (int a = 0; ok && a < r->numArgs; ++a)
+    ok = readArgument(dir, c, a, &r->args[a], r->globals[a], outDiag);
+  dtrtCheckpointClose(c);
+  return ok;
+}
+
+bool dtensorRunnerComputeReference(DtensorRunner *r, DtensorDiag *outDiag) {
+  freeReference(r);
+  int64_t **descs = calloc((size_t)r->numArgs + 1, sizeof(int64_t *));
+  bool ok = descs != NULL;
+  if (!ok)
+    dtDiag(outDiag, -1, "out of memory");
+  /* The reference gets its own copy: bufferized code may write its
+   * arguments in place. */
+  for (int a = 0; ok && a < r->numArgs; ++a) {
+    const DtensorRunTensor *t = &r->args[a];
+    int64_t count = dtRunCount(t->rank, t->shape);
+    void *copy =
+        dtRunAlloc(t, count, "the reference's copy of argument", outDiag);
+    r->referenceInputs[a] = copy;
+    if (copy)
+      memcpy(copy, r->globals[a], dtrtDtypeSize(t->dtype) * (size_t)count);
+    descs[a] = copy ? dtRunDescriptor(copy, t->rank, t->shape) : NULL;
+    ok = descs[a] != NULL;
+    if (copy && !ok)
+      dtDiag(outDiag, -1, "out of memory");
+  }
+  ok = ok && dtRunInvoke(r, false, descs, r->referenceData, r->referenceAlloc,
+                         outDiag);
+  for (int a = 0; descs && a < r->numArgs; ++a)
+    free(descs[a]);
+  free(descs);
+  return ok;
+}
