@@ -17,6 +17,7 @@ config.environment["PATH"] = os.pathsep.join(
      config.environment.get("PATH", os.environ.get("PATH", ""))])
 config.substitutions.append(("%dtensor_src", config.dtensor_src_root))
 config.substitutions.append(("%dtensor_lib", os.path.join(config.dtensor_obj_root, "lib")))
+config.substitutions.append(("%dtensor_bin", config.dtensor_tools_dir))
 # C programs a test links with our libraries get the build's sanitizers.
 config.substitutions.append(
     ("%cc_sanitize", "-fsanitize=address,undefined"

@@ -65,6 +65,34 @@ dtensorRunnerCreateForTarget(MlirOperation module, const char *entry,
                              const char *target, const char *gpuOptions,
                              DtensorDiag *outDiag);
 
+/// A bundle: a directory with the reference and the SPMD program compiled
+/// ahead of time as shared objects and a manifest (the entry, the target,
+/// the mesh, each argument and result: name, element type, global shape,
+/// layout), which dtensorRunnerOpenBundle (and dtensor-check) run where
+/// MLIR is not installed: only libdtensor_rt and the vendor libraries are
+/// needed. Each shared object defines DTENSOR_BUNDLE_CALL_PREFIX<entry>,
+/// taking an array of pointers: the results' room, then each argument's
+/// memref descriptor.
+#define DTENSOR_BUNDLE_MANIFEST "manifest.txt"
+#define DTENSOR_BUNDLE_REFERENCE "reference"
+#define DTENSOR_BUNDLE_SPMD "spmd"
+#define DTENSOR_BUNDLE_CALL_PREFIX "_dtensor_call_"
+
+/// Compiles `module` as dtensorRunnerCreateForTarget does and writes the
+/// bundle into `dir` (made if missing; the shared objects are linked by
+/// `$CC`, else `cc`). Takes ownership of `module`. False with `outDiag`.
+DTENSOR_EXPORT bool
+dtensorRunnerExportBundle(MlirOperation module, const char *entry,
+                          const char *target, const char *gpuOptions,
+                          const char *dir, DtensorDiag *outDiag);
+
+/// A runner over the bundle in `dir` (its inputs made as
+/// dtensorRunnerCreate makes them); NULL with `outDiag` when the manifest
+/// does not read or a shared object does not load. A GPU bundle loads its
+/// kernels at once, so it needs a CUDA device.
+DTENSOR_EXPORT DtensorRunner *dtensorRunnerOpenBundle(const char *dir,
+                                                      DtensorDiag *outDiag);
+
 /// Destroys a runner; NULL is a no-op.
 DTENSOR_EXPORT void dtensorRunnerDestroy(DtensorRunner *runner);
 
@@ -133,6 +161,15 @@ DTENSOR_EXPORT bool dtensorRunnerRunRank(DtensorRunner *runner, int rank,
                                          const DtensorRankOptions *options,
                                          DtensorRankReport *outReport,
                                          DtensorDiag *outDiag);
+
+/// The lines dtensor-run prints for one rank's report ("rank 0: 4096 result
+/// elements, equal to the single-device run (max abs error 1.2e-06)", and
+/// the step times when it has them), snprintf's way: returns the length
+/// needed, writes at most `capacity` bytes with a NUL.
+DTENSOR_EXPORT size_t dtensorRankReportFormat(const DtensorRunner *runner,
+                                              int rank,
+                                              const DtensorRankReport *report,
+                                              char *buffer, size_t capacity);
 
 /// Runs every rank in its own process (dtrtLaunch with `launch`, whose
 /// numRanks must be the mesh's device count; each rank calls

@@ -153,7 +153,27 @@ bool dtRunInvoke(const DtensorRunner *r, bool spmd, int64_t **argDescs,
   return ok;
 }
 
-/* ---- inputs, the reference, accessors ------------------------------------ */
+/* ---- the signature, inputs, the reference, accessors --------------------- */
+
+bool dtRunAllocSignature(DtensorRunner *r, int numArgs, int numResults,
+                         DtensorDiag *outDiag) {
+  r->numArgs = numArgs;
+  r->numResults = numResults;
+  if (r->numResults < 1)
+    return dtDiag(outDiag, -1,
+                  "the entry returns nothing; it must return at least one "
+                  "tensor to compare");
+  r->args = calloc((size_t)r->numArgs + 1, sizeof(DtensorRunTensor));
+  r->results = calloc((size_t)r->numResults, sizeof(DtensorRunTensor));
+  r->globals = calloc((size_t)r->numArgs + 1, sizeof(void *));
+  r->referenceData = calloc((size_t)r->numResults, sizeof(void *));
+  r->referenceAlloc = calloc((size_t)r->numResults, sizeof(void *));
+  r->referenceInputs = calloc((size_t)r->numArgs + 1, sizeof(void *));
+  if (!r->args || !r->results || !r->globals || !r->referenceData ||
+      !r->referenceAlloc || !r->referenceInputs)
+    return dtDiag(outDiag, -1, "out of memory");
+  return true;
+}
 
 /* The deterministic global inputs: small values, integers for integer
  * types (so sums and products stay exact). */
@@ -353,4 +373,23 @@ bool dtensorRunnerComputeReference(DtensorRunner *r, DtensorDiag *outDiag) {
     free(descs[a]);
   free(descs);
   return ok;
+}
+
+size_t dtensorRankReportFormat(const DtensorRunner *r, int rank,
+                               const DtensorRankReport *rep, char *buffer,
+                               size_t capacity) {
+  DtBuf b = dtBufInit(buffer, capacity);
+  dtBufPrintf(&b,
+              "rank %d: %lld result elements%s, %s the single-device run "
+              "(max abs error %.3g)\n",
+              rank, (long long)rep->compared,
+              r->numResults > 1 ? " (all results)" : "",
+              rep->different ? "DIFFERENT from" : "equal to", rep->maxAbsError);
+  if (rep->steps)
+    dtBufPrintf(&b,
+                "rank %d: step time min %.3f ms, median %.3f ms over %d "
+                "runs\n",
+                rank, 1e3 * rep->minStepSeconds, 1e3 * rep->medianStepSeconds,
+                rep->steps);
+  return b.length;
 }

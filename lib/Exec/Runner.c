@@ -11,6 +11,7 @@
 
 #include "dtensor-c/Dialect.h"
 #include "dtensor-c/Passes.h"
+#include "dtensor-c/Target.h"
 #include "dtensor-rt/Checkpoint.h"
 #include "mlir-c/BuiltinAttributes.h"
 #include "mlir-c/BuiltinTypes.h"
@@ -21,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ---- compiling ----------------------------------------------------------- */
@@ -141,21 +144,9 @@ static bool readSignature(DtensorRunner *r, MlirOperation func,
                           DtensorDiag *outDiag) {
   MlirType fnType = mlirTypeAttrGetValue(mlirOperationGetAttributeByName(
       func, mlirStringRefCreateFromCString("function_type")));
-  r->numArgs = (int)mlirFunctionTypeGetNumInputs(fnType);
-  r->numResults = (int)mlirFunctionTypeGetNumResults(fnType);
-  if (r->numResults < 1)
-    return dtDiag(outDiag, -1,
-                  "the entry returns nothing; it must return at least one "
-                  "tensor to compare");
-  r->args = calloc((size_t)r->numArgs + 1, sizeof(DtensorRunTensor));
-  r->results = calloc((size_t)r->numResults, sizeof(DtensorRunTensor));
-  r->globals = calloc((size_t)r->numArgs + 1, sizeof(void *));
-  r->referenceData = calloc((size_t)r->numResults, sizeof(void *));
-  r->referenceAlloc = calloc((size_t)r->numResults, sizeof(void *));
-  r->referenceInputs = calloc((size_t)r->numArgs + 1, sizeof(void *));
-  if (!r->args || !r->results || !r->globals || !r->referenceData ||
-      !r->referenceAlloc || !r->referenceInputs)
-    return dtDiag(outDiag, -1, "out of memory");
+  if (!dtRunAllocSignature(r, (int)mlirFunctionTypeGetNumInputs(fnType),
+                           (int)mlirFunctionTypeGetNumResults(fnType), outDiag))
+    return false;
   for (int i = 0; i < r->numArgs; ++i)
     if (!readTensor(r, func, false, i, &r->args[i], outDiag))
       return false;
@@ -275,25 +266,33 @@ static bool findEntryAndMesh(DtensorRunner *r, MlirOperation module,
 
 /* Compiles the reference (a copy without annotations) and the SPMD program
  * (partitioned, its signature read, then lowered). */
-static bool compile(DtensorRunner *r, MlirOperation module,
-                    DtensorDiag *outDiag) {
+/* What becomes of a lowered program (`which`: 0 the reference, 1 the SPMD
+ * program): JIT-compiled, or written into a bundle. */
+typedef bool (*Finish)(DtensorRunner *r, int which, MlirOperation lowered,
+                       void *user, DtensorDiag *outDiag);
+
+static bool jitFinish(DtensorRunner *r, int which, MlirOperation lowered,
+                      void *user, DtensorDiag *outDiag) {
+  (void)user;
+  r->programs[which] = jitCompile(lowered).ptr;
+  return r->programs[which] ||
+         dtDiag(outDiag, -1, "the ExecutionEngine did not compile the program");
+}
+
+/* Compiles the reference (a copy without annotations) and the SPMD program
+ * (partitioned, its signature read, then lowered), each handed to
+ * `finish`. */
+static bool compile(DtensorRunner *r, MlirOperation module, Finish finish,
+                    void *user, DtensorDiag *outDiag) {
   MlirOperation ref = mlirOperationClone(module);
   dtensorStripToSingleDevice(ref);
-  bool ok = runPipeline(r, ref, "", LOWER_CPU, outDiag);
-  if (ok)
-    r->programs[0] = jitCompile(ref).ptr;
+  bool ok = runPipeline(r, ref, "", LOWER_CPU, outDiag) &&
+            finish(r, 0, ref, user, outDiag);
   mlirOperationDestroy(ref);
-  if (!ok)
-    return false;
-  if (!runPipeline(r, module, "dtensor-spmd", LOWER_NONE, outDiag) ||
-      !readSignature(r, findEntry(module, r->entry), outDiag) ||
-      !runPipeline(r, module, "", r->gpu ? LOWER_GPU : LOWER_CPU, outDiag))
-    return false;
-  r->programs[1] = jitCompile(module).ptr;
-  if (!r->programs[0] || !r->programs[1])
-    return dtDiag(outDiag, -1,
-                  "the ExecutionEngine did not compile the program");
-  return true;
+  return ok && runPipeline(r, module, "dtensor-spmd", LOWER_NONE, outDiag) &&
+         readSignature(r, findEntry(module, r->entry), outDiag) &&
+         runPipeline(r, module, "", r->gpu ? LOWER_GPU : LOWER_CPU, outDiag) &&
+         finish(r, 1, module, user, outDiag);
 }
 
 DtensorRunner *dtensorRunnerCreate(MlirOperation module, const char *entry,
@@ -301,11 +300,10 @@ DtensorRunner *dtensorRunnerCreate(MlirOperation module, const char *entry,
   return dtensorRunnerCreateForTarget(module, entry, "cpu", "", outDiag);
 }
 
-DtensorRunner *dtensorRunnerCreateForTarget(MlirOperation module,
-                                            const char *entry,
-                                            const char *target,
-                                            const char *gpuOptions,
-                                            DtensorDiag *outDiag) {
+/* A runner for `target` with its options, before compiling; NULL after a
+ * message (`module` destroyed). */
+static DtensorRunner *newRunner(MlirOperation module, const char *target,
+                                const char *gpuOptions, DtensorDiag *outDiag) {
   DtensorRunner *r = calloc(1, sizeof(DtensorRunner));
   bool known = target && (!strcmp(target, "cpu") || !strcmp(target, "cuda"));
   if (!r || !known || strlen(gpuOptions ? gpuOptions : "") >= 128) {
@@ -323,12 +321,185 @@ DtensorRunner *dtensorRunnerCreateForTarget(MlirOperation module,
   snprintf(r->gpuOptions, sizeof(r->gpuOptions), "%s",
            gpuOptions ? gpuOptions : "");
   r->ctx = mlirOperationGetContext(module);
+  return r;
+}
+
+DtensorRunner *dtensorRunnerCreateForTarget(MlirOperation module,
+                                            const char *entry,
+                                            const char *target,
+                                            const char *gpuOptions,
+                                            DtensorDiag *outDiag) {
+  DtensorRunner *r = newRunner(module, target, gpuOptions, outDiag);
+  if (!r)
+    return NULL;
   bool ok = findEntryAndMesh(r, module, entry, outDiag) &&
-            compile(r, module, outDiag) && dtRunMakeInputs(r, outDiag);
+            compile(r, module, jitFinish, NULL, outDiag) &&
+            dtRunMakeInputs(r, outDiag);
   mlirOperationDestroy(module);
   if (!ok) {
     dtensorRunnerDestroy(r);
     return NULL;
   }
   return r;
+}
+
+/* ---- bundles: the programs ahead of time (dtensor-check runs them) ------- */
+
+/* The op `name` at the top of `module`, or null. */
+static MlirOperation topSymbol(MlirOperation module, const char *name) {
+  MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(module, 0));
+  for (MlirOperation op = mlirBlockGetFirstOperation(top);
+       !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op)) {
+    MlirAttribute sym = mlirOperationGetAttributeByName(
+        op, mlirStringRefCreateFromCString("sym_name"));
+    if (!mlirAttributeIsNull(sym) &&
+        mlirStringRefEqual(mlirStringAttrGetValue(sym),
+                           mlirStringRefCreateFromCString(name)))
+      return op;
+  }
+  return (MlirOperation){NULL};
+}
+
+/* Adds `void DTENSOR_BUNDLE_CALL_PREFIX<entry>(void **args)` to a lowered
+ * module: the entry's C interface with its pointer arguments (the results'
+ * room, then each argument's descriptor) from an array, the runner's
+ * `call` convention, so that a bundle needs no code per arity. */
+static bool addCallWrapper(MlirOperation module, const char *entry,
+                           DtensorDiag *outDiag) {
+  char ciface[300];
+  snprintf(ciface, sizeof(ciface), "_mlir_ciface_%s", entry);
+  MlirOperation fn = topSymbol(module, ciface);
+  if (mlirOperationIsNull(fn))
+    return dtDiag(outDiag, -1, "the lowered program has no %s", ciface);
+  MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(fn, 0));
+  if (mlirBlockIsNull(body))
+    return dtDiag(outDiag, -1, "%s has no body", ciface);
+  intptr_t n = mlirBlockGetNumArguments(body);
+  size_t capacity = 512 + 200 * (size_t)n;
+  char *text = malloc(capacity);
+  if (!text)
+    return dtDiag(outDiag, -1, "out of memory");
+  DtBuf b = dtBufInit(text, capacity);
+  dtBufPrintf(&b, "llvm.func @%s(", ciface);
+  for (intptr_t i = 0; i < n; ++i)
+    dtBufPrintf(&b, "%s!llvm.ptr", i ? ", " : "");
+  dtBufPrintf(&b, ")\nllvm.func @%s%s(%%args: !llvm.ptr) {\n",
+              DTENSOR_BUNDLE_CALL_PREFIX, entry);
+  for (intptr_t i = 0; i < n; ++i)
+    dtBufPrintf(&b,
+                "  %%p%ld = llvm.getelementptr %%args[%ld] : (!llvm.ptr) -> "
+                "!llvm.ptr, !llvm.ptr\n  %%a%ld = llvm.load %%p%ld : "
+                "!llvm.ptr -> !llvm.ptr\n",
+                (long)i, (long)i, (long)i, (long)i);
+  dtBufPrintf(&b, "  llvm.call @%s(", ciface);
+  for (intptr_t i = 0; i < n; ++i)
+    dtBufPrintf(&b, "%s%%a%ld", i ? ", " : "", (long)i);
+  dtBufPrintf(&b, ") : (");
+  for (intptr_t i = 0; i < n; ++i)
+    dtBufPrintf(&b, "%s!llvm.ptr", i ? ", " : "");
+  dtBufPrintf(&b, ") -> ()\n  llvm.return\n}\n");
+  MlirModule parsed = mlirModuleCreateParse(
+      mlirOperationGetContext(module), mlirStringRefCreateFromCString(text));
+  free(text);
+  if (mlirModuleIsNull(parsed))
+    return dtDiag(outDiag, -1, "the bundle's call wrapper does not parse");
+  char wrapper[300];
+  snprintf(wrapper, sizeof(wrapper), "%s%s", DTENSOR_BUNDLE_CALL_PREFIX, entry);
+  MlirOperation w = topSymbol(mlirModuleGetOperation(parsed), wrapper);
+  mlirOperationRemoveFromParent(w);
+  mlirBlockAppendOwnedOperation(
+      mlirRegionGetFirstBlock(mlirOperationGetRegion(module, 0)), w);
+  mlirModuleDestroy(parsed);
+  return true;
+}
+
+/* Runs `argv` and waits; false with `outDiag` unless it exits 0. */
+static bool runCommand(char *const argv[], DtensorDiag *outDiag) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    execvp(argv[0], argv);
+    _exit(127);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
+      WEXITSTATUS(status) != 0)
+    return dtDiag(outDiag, -1,
+                  "'%s %s %s %s %s' failed (a C compiler links the bundle's "
+                  "shared objects; set CC to choose it)",
+                  argv[0], argv[1], argv[2], argv[3], argv[4]);
+  return true;
+}
+
+static bool exportFinish(DtensorRunner *r, int which, MlirOperation lowered,
+                         void *user, DtensorDiag *outDiag) {
+  const char *dir = user;
+  char object[4096], shared[4096];
+  const char *name = which ? DTENSOR_BUNDLE_SPMD : DTENSOR_BUNDLE_REFERENCE;
+  snprintf(object, sizeof(object), "%s/%s.o", dir, name);
+  snprintf(shared, sizeof(shared), "%s/%s.so", dir, name);
+  if (!addCallWrapper(lowered, r->entry, outDiag) ||
+      mlirLogicalResultIsFailure(
+          dtensorEmitModule(lowered, mlirStringRefCreateFromCString(object),
+                            DTENSOR_EMIT_OBJECT, 2, outDiag)))
+    return false;
+  const char *cc = getenv("CC");
+  char *argv[] = {
+      (char *)(cc && *cc ? cc : "cc"), "-shared", "-o", shared, object, NULL};
+  bool ok = runCommand(argv, outDiag);
+  unlink(object);
+  return ok;
+}
+
+/* "4x16", or "-" for a scalar. */
+static void shapeText(const DtensorRunTensor *t, char *out, size_t size) {
+  DtBuf b = dtBufInit(out, size);
+  for (int d = 0; d < t->rank; ++d)
+    dtBufPrintf(&b, "%s%lld", d ? "x" : "", (long long)t->shape[d]);
+  if (!t->rank)
+    dtBufPrintf(&b, "-");
+}
+
+static bool writeManifest(const DtensorRunner *r, const char *dir,
+                          DtensorDiag *outDiag) {
+  char path[4096];
+  snprintf(path, sizeof(path), "%s/%s", dir, DTENSOR_BUNDLE_MANIFEST);
+  FILE *f = fopen(path, "w");
+  if (!f)
+    return dtDiag(outDiag, -1, "cannot write '%s'", path);
+  fprintf(f, "dtensor-bundle 1\nentry %s\ntarget %s\nmesh %s\n", r->entry,
+          r->gpu ? "cuda" : "cpu", r->meshText);
+  for (int i = 0; i < r->numArgs + r->numResults; ++i) {
+    bool isArg = i < r->numArgs;
+    const DtensorRunTensor *t =
+        isArg ? &r->args[i] : &r->results[i - r->numArgs];
+    char shape[512], spec[256];
+    shapeText(t, shape, sizeof(shape));
+    dtensorShardingSpecPrint(&t->spec, spec, sizeof(spec));
+    if (strpbrk(t->name, " \t\n")) {
+      fclose(f);
+      return dtDiag(outDiag, -1, "'%s': a bundle's names have no spaces",
+                    t->name);
+    }
+    fprintf(f, "%s %s %s %s %s\n", isArg ? "argument" : "result", t->name,
+            dtrtDtypeName(t->dtype), shape, spec);
+  }
+  return fclose(f) == 0 || dtDiag(outDiag, -1, "cannot write '%s'", path);
+}
+
+bool dtensorRunnerExportBundle(MlirOperation module, const char *entry,
+                               const char *target, const char *gpuOptions,
+                               const char *dir, DtensorDiag *outDiag) {
+  DtensorRunner *r = newRunner(module, target, gpuOptions, outDiag);
+  if (!r)
+    return false;
+  struct stat st;
+  bool ok =
+      (mkdir(dir, 0777) == 0 || (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))) ||
+      dtDiag(outDiag, -1, "cannot make the directory '%s'", dir);
+  ok = ok && findEntryAndMesh(r, module, entry, outDiag) &&
+       compile(r, module, exportFinish, (void *)dir, outDiag) &&
+       writeManifest(r, dir, outDiag);
+  mlirOperationDestroy(module);
+  dtensorRunnerDestroy(r);
+  return ok;
 }

@@ -21,6 +21,7 @@ struct DtensorRunner {
    * with `args` (the results' room, then each argument's descriptor) and
    * `release` frees them. */
   void *programs[2];
+  void *entries[2]; /* a bundle's call wrappers */
   bool (*call)(const DtensorRunner *r, bool spmd, void **args);
   void (*release)(DtensorRunner *r);
   DtensorMesh *mesh;
@@ -62,6 +63,11 @@ int64_t *dtRunDescriptor(void *data, int rank, const int64_t *shape);
 /// results are freed. False with `outDiag`.
 bool dtRunInvoke(const DtensorRunner *r, bool spmd, int64_t **argDescs,
                  void **outData, void **outAlloc, DtensorDiag *outDiag);
+
+/// Room for the entry's `numArgs` arguments and `numResults` results (at
+/// least one), their inputs and the reference's. False with `outDiag`.
+bool dtRunAllocSignature(DtensorRunner *r, int numArgs, int numResults,
+                         DtensorDiag *outDiag);
 
 /// The deterministic global inputs: small values, integers for integer
 /// types (so sums and products stay exact). False with `outDiag`.

@@ -1,6 +1,7 @@
-/* dtDiag and the string builder of Support.h. */
+/* dtDiag, the string builder and dtWholeNumber of Support.h. */
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "Support.h"
@@ -43,4 +44,10 @@ void dtBufAppend(DtBuf *buf, const char *data, size_t n) {
     buf->data[buf->length + k] = '\0';
   }
   buf->length += n;
+}
+
+long dtWholeNumber(const char *text, long lo, long hi) {
+  char *end;
+  long v = strtol(text, &end, 10);
+  return *text && !*end && v >= lo && v <= hi ? v : -1;
 }

@@ -28,6 +28,10 @@ typedef struct DtBuf {
   size_t length;
 } DtBuf;
 
+/// The whole number `text` spells if it lies in [lo, hi], else -1 (a
+/// command line's counts).
+long dtWholeNumber(const char *text, long lo, long hi);
+
 /// Starts a builder on `data` (may be NULL when `capacity` is 0).
 DtBuf dtBufInit(char *data, size_t capacity);
 

@@ -6,6 +6,7 @@
 #include "Support/Support.h"
 #include "dtensor-c/Dialect.h"
 #include "dtensor-c/Passes.h"
+#include "dtensor-c/Runner.h"
 #include "dtensor-c/Target.h"
 #include "mlir-c/Diagnostics.h"
 #include "mlir-c/Pass.h"
@@ -24,6 +25,9 @@ static int usage(FILE *out, int code) {
       "                       [--spmd-options 'OPTS'] [--no-spmd]\n"
       "                       [--target cpu|cuda] [--gpu-options 'chip=sm_NN "
       "format=bin|isa boundary=host|device']\n"
+      "       dtensor-compile PROG.mlir --bundle -o DIR [--target cpu|cuda] "
+      "[--gpu-options OPTS]\n"
+      "                       [--entry FUNC]\n"
       "  compiles the annotated program with dtensor-spmd (options as "
       "the pipeline's,\n  e.g. 'strict=true'; --no-spmd for a program "
       "already partitioned) and\n  dtensor-to-llvm, then writes an "
@@ -36,7 +40,10 @@ static int usage(FILE *out, int code) {
       "the GPU\n  (sm_90 cubins by default, embedded), buffers in device "
       "memory, host code\n  calling libdtensor_rt's mgpu* functions, "
       "collectives on the nccl backend\n  (boundary=device in --gpu-options: "
-      "entry points take device buffers;\n  docs/runtime.md).\n");
+      "entry points take device buffers;\n  docs/runtime.md).\n"
+      "  --bundle writes what dtensor-check runs without MLIR: the "
+      "single-device\n  reference and the SPMD program as shared objects "
+      "and a manifest in DIR.\n");
   return code;
 }
 
@@ -54,6 +61,8 @@ static MlirLogicalResult report(MlirDiagnostic d, void *user) {
 
 typedef struct Args {
   const char *input, *output, *emit, *spmdOptions, *target, *gpuOptions;
+  const char *entry; /* --entry FUNC (a bundle's) */
+  bool bundle;
   int opt;
   bool spmd;
   DtensorEmitKind kind;
@@ -76,6 +85,10 @@ static int parseArgs(int argc, char **argv, Args *a) {
       a->gpuOptions = argv[++i];
     else if (!strcmp(arg, "--no-spmd"))
       a->spmd = false;
+    else if (!strcmp(arg, "--bundle"))
+      a->bundle = true;
+    else if (!strcmp(arg, "--entry") && i + 1 < argc)
+      a->entry = argv[++i];
     else if (arg[0] == '-' && arg[1] == 'O' && arg[2] >= '0' && arg[2] <= '3' &&
              !arg[3])
       a->opt = arg[2] - '0';
@@ -106,6 +119,16 @@ static int parseArgs(int argc, char **argv, Args *a) {
   if (strcmp(a->target, "cpu") && strcmp(a->target, "cuda")) {
     fprintf(stderr, "dtensor-compile: --target '%s' (valid: cpu, cuda)\n",
             a->target);
+    return 2;
+  }
+  if (a->bundle && (!a->spmd || *a->spmdOptions || strcmp(a->emit, "obj"))) {
+    fprintf(stderr, "dtensor-compile: --bundle compiles the annotated program "
+                    "as dtensor-run does (no --no-spmd, --spmd-options or "
+                    "--emit)\n");
+    return 2;
+  }
+  if (a->entry && !a->bundle) {
+    fprintf(stderr, "dtensor-compile: --entry applies to --bundle\n");
     return 2;
   }
   if (!a->input || !a->output) {
@@ -165,7 +188,17 @@ static int writeOutput(MlirOperation module, const Args *a) {
 DT_TUNE_ALLOCATOR;
 
 int main(int argc, char **argv) {
-  Args a = {NULL, NULL, "obj", "", "cpu", "", 2, true, DTENSOR_EMIT_OBJECT,
+  Args a = {NULL,
+            NULL,
+            "obj",
+            "",
+            "cpu",
+            "",
+            NULL,
+            false,
+            2,
+            true,
+            DTENSOR_EMIT_OBJECT,
             false};
   int status = parseArgs(argc, argv, &a);
   if (status >= 0)
@@ -179,6 +212,18 @@ int main(int argc, char **argv) {
     if (diag.message[0])
       fprintf(stderr, "dtensor-compile: %s\n", diag.message);
     return 1;
+  }
+  if (a.bundle) {
+    /* The runner's compilation (reference and SPMD program), written as
+     * shared objects and a manifest for dtensor-check. */
+    status = dtensorRunnerExportBundle(module, a.entry, a.target, a.gpuOptions,
+                                       a.output, &diag)
+                 ? 0
+                 : 1;
+    if (status)
+      fprintf(stderr, "dtensor-compile: %s\n", diag.message);
+    mlirContextDestroy(ctx);
+    return status;
   }
   dtensorMarkCInterface(module);
   status = lower(ctx, module, &a);

@@ -28,15 +28,9 @@ static MlirLogicalResult report(MlirDiagnostic d, void *user) {
 /* One rank's line (and its step times with --repeat). */
 static void printReport(const DtensorRunner *r, int rank,
                         const DtensorRankReport *rep) {
-  printf("rank %d: %lld result elements%s, %s the single-device run (max abs "
-         "error %.3g)\n",
-         rank, (long long)rep->compared,
-         dtensorRunnerGetNumResults(r) > 1 ? " (all results)" : "",
-         rep->different ? "DIFFERENT from" : "equal to", rep->maxAbsError);
-  if (rep->steps)
-    printf("rank %d: step time min %.3f ms, median %.3f ms over %d runs\n",
-           rank, 1e3 * rep->minStepSeconds, 1e3 * rep->medianStepSeconds,
-           rep->steps);
+  char text[512];
+  dtensorRankReportFormat(r, rank, rep, text, sizeof(text));
+  fputs(text, stdout);
 }
 
 /* One rank in this process (under mpirun): runs, checks and prints. */

@@ -97,20 +97,13 @@ typedef struct Args {
   int first;    /* argv index of PROGRAM */
 } Args;
 
-/* A whole number in [lo, hi] from `text`, or -1. */
-static long wholeNumber(const char *text, long lo, long hi) {
-  char *end;
-  long v = strtol(text, &end, 10);
-  return *text && !*end && v >= lo && v <= hi ? v : -1;
-}
-
 /* Reads the options; returns -1 to go on, else the exit status. */
 static int parseOptions(int argc, char **argv, Args *a) {
   int i = 1;
   for (; i < argc; ++i) {
     const char *arg = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(arg, "-n") && value)
-      a->n = (int)wholeNumber(argv[++i], 1, 1024);
+      a->n = (int)dtWholeNumber(argv[++i], 1, 1024);
     else if (!strcmp(arg, "--mpi-rank"))
       a->mpiRank = true;
     else if (!strcmp(arg, "--backend") && value)
@@ -130,7 +123,7 @@ static int parseOptions(int argc, char **argv, Args *a) {
     else if (!strcmp(arg, "--gpu-options") && value)
       a->gpuOptions = argv[++i];
     else if (!strcmp(arg, "--repeat") && value) {
-      a->repeat = (int)wholeNumber(argv[++i], 1, 1000000);
+      a->repeat = (int)dtWholeNumber(argv[++i], 1, 1000000);
       if (a->repeat < 0) {
         fprintf(stderr,
                 "dtensor-run: --repeat needs a number of runs from 1 "
@@ -140,7 +133,7 @@ static int parseOptions(int argc, char **argv, Args *a) {
       }
     } else if (!strcmp(arg, "--threads") && value) {
       a->threads = argv[++i];
-      if (wholeNumber(a->threads, 1, 4096) < 0) {
+      if (dtWholeNumber(a->threads, 1, 4096) < 0) {
         fprintf(stderr,
                 "dtensor-run: --threads needs a thread count from 1 "
                 "to 4096, not '%s'\n",
