@@ -25,6 +25,7 @@
 #include "Table.h"
 #include "Util.h"
 
+#include "mlir-c/AffineMap.h"
 #include "mlir-c/BuiltinAttributes.h"
 #include "mlir-c/BuiltinTypes.h"
 #include "mlir-c/Diagnostics.h"
@@ -62,9 +63,25 @@ static MlirValue deviceAlloc(MlirOperation before, MlirType type, int numSizes,
       build(before, "gpu.alloc", numSizes, sizes, &type, 1, &attr), 0);
 }
 
+/* Whether buffer `v`'s elements are contiguous (an identity layout). */
+static bool contiguous(MlirValue v) {
+  MlirType t = mlirValueGetType(v);
+  return !mlirTypeIsAMemRef(t) ||
+         mlirAffineMapIsIdentity(mlirMemRefTypeGetAffineMap(t));
+}
+
+/* dst = src: gpu.memcpy, or, when either is a strided view (a slice), a
+ * linalg.copy, which becomes a kernel. */
 static void copy(MlirOperation before, MlirValue dst, MlirValue src) {
   MlirValue operands[2] = {dst, src};
-  build(before, "gpu.memcpy", 2, operands, NULL, 0, NULL);
+  if (contiguous(dst) && contiguous(src)) {
+    build(before, "gpu.memcpy", 2, operands, NULL, 0, NULL);
+    return;
+  }
+  MlirValue ins[2] = {src, dst};
+  dtNamedLinalg(mlirOperationGetContext(before), "linalg.copy",
+                mlirOperationGetLocation(before), 1, ins, (MlirType){NULL},
+                (MlirAttribute){NULL}, before);
 }
 
 static void deviceFree(MlirOperation before, MlirValue buffer) {

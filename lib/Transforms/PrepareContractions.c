@@ -34,12 +34,10 @@ static MlirWalkResult collect(MlirOperation op, void *userData) {
   return MlirWalkResultAdvance;
 }
 
-/* A named linalg op `name` (ins, then one init) with one result of
- * `type`, its body filled in by linalg, before `before`. */
-static MlirOperation namedLinalg(MlirContext ctx, const char *name,
-                                 MlirLocation loc, int numIns,
-                                 const MlirValue *operands, MlirType type,
-                                 MlirAttribute maps, MlirOperation before) {
+MlirOperation dtNamedLinalg(MlirContext ctx, const char *name, MlirLocation loc,
+                            int numIns, const MlirValue *operands,
+                            MlirType type, MlirAttribute maps,
+                            MlirOperation before) {
   int32_t segments[2] = {numIns, 1};
   MlirNamedAttribute attrs[2] = {
       dtNamedAttr(ctx, "operandSegmentSizes",
@@ -48,7 +46,8 @@ static MlirOperation namedLinalg(MlirContext ctx, const char *name,
   MlirOperationState st =
       mlirOperationStateGet(mlirStringRefCreateFromCString(name), loc);
   mlirOperationStateAddOperands(&st, numIns + 1, operands);
-  mlirOperationStateAddResults(&st, 1, &type);
+  if (!mlirTypeIsNull(type))
+    mlirOperationStateAddResults(&st, 1, &type);
   mlirOperationStateAddAttributes(&st, mlirAttributeIsNull(maps) ? 1 : 2,
                                   attrs);
   MlirRegion body = mlirRegionCreate();
@@ -69,9 +68,9 @@ static MlirValue freshFill(DtRtBuilder *b, MlirOperation fill,
   MlirValue empty = mlirOperationGetResult(
       dtRtBuild(b, "tensor.empty", loc, 0, NULL, 1, &type, 0, NULL, before), 0);
   MlirValue operands[2] = {dtZeroFillValue(fill), empty};
-  return mlirOperationGetResult(namedLinalg(b->ctx, "linalg.fill", loc, 1,
-                                            operands, type,
-                                            mlirAttributeGetNull(), before),
+  return mlirOperationGetResult(dtNamedLinalg(b->ctx, "linalg.fill", loc, 1,
+                                              operands, type,
+                                              mlirAttributeGetNull(), before),
                                 0);
 }
 
@@ -102,10 +101,10 @@ static MlirOperation toContract(MlirOperation generic) {
   for (int i = 0; i < 3; ++i)
     operands[i] = mlirOperationGetOperand(generic, i);
   MlirOperation contract =
-      namedLinalg(mlirOperationGetContext(generic), "linalg.contract",
-                  mlirOperationGetLocation(generic), 2, operands,
-                  mlirValueGetType(mlirOperationGetResult(generic, 0)),
-                  dtGetAttr(generic, "indexing_maps"), generic);
+      dtNamedLinalg(mlirOperationGetContext(generic), "linalg.contract",
+                    mlirOperationGetLocation(generic), 2, operands,
+                    mlirValueGetType(mlirOperationGetResult(generic, 0)),
+                    dtGetAttr(generic, "indexing_maps"), generic);
   mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(generic, 0),
                                 mlirOperationGetResult(contract, 0));
   mlirOperationDestroy(generic);

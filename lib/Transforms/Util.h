@@ -25,4 +25,13 @@ void dtStripSignatureAttrs(MlirOperation func);
 /// `where` ("argument 0", "result 1") (SingleDevice.c).
 bool dtSignatureFind(MlirOperation func, bool partitioned, char where[32]);
 
+/// A named linalg op `name` (`numIns` inputs, then one init) before
+/// `before`, its body filled in by linalg, with one result of `type` (on
+/// tensors) or none (a null type: on memrefs); `maps` (may be null): its
+/// indexing_maps (PrepareContractions.c).
+MlirOperation dtNamedLinalg(MlirContext ctx, const char *name, MlirLocation loc,
+                            int numIns, const MlirValue *operands,
+                            MlirType type, MlirAttribute maps,
+                            MlirOperation before);
+
 #endif

@@ -136,3 +136,16 @@ func.func @mm(%a: tensor<64x32xbf16>, %b: tensor<32x16xbf16>) -> tensor<64x16xf3
   %t = linalg.exp ins(%c : tensor<64x16xf32>) outs(%e : tensor<64x16xf32>) -> tensor<64x16xf32>
   return %t : tensor<64x16xf32>
 }
+
+// -----
+
+// A slice returned as it is: the copy out of the strided view is a kernel
+// (gpu.memcpy copies contiguous buffers only).
+// CHECK-LABEL: llvm.func @slice(
+// CHECK: gpu.launch_func
+// DEV-LABEL: llvm.func @slice(
+// DEV: gpu.launch_func <{{.*}}> @slice_kernel::@slice_kernel
+func.func @slice(%a: tensor<3x3xf32>) -> tensor<2x2xf32> {
+  %s = tensor.extract_slice %a[0, 0] [2, 2] [1, 1] : tensor<3x3xf32> to tensor<2x2xf32>
+  return %s : tensor<2x2xf32>
+}

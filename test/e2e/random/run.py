@@ -15,6 +15,10 @@ usage: run.py --dtensor-run PATH [--cases 200] [--seed 1] [--jobs 2]
               [--out DIR] [--show N] [--backend shm|mpi]
        run.py --census DTENSOR_OPT [--cases 200] [--seed 1]
        run.py --gpu DTENSOR_OPT [--cases 60] [--seed 1] [--jobs 2]
+       run.py --gpu-bundles DTENSOR_COMPILE --out DIR [--cases 60]
+
+--gpu-bundles: each program on a mesh of one device as a GPU bundle in
+DIR/case-K, for scripts/gpu-check.sh (dtensor-check on a GPU).
 
 --gpu: each program on its mesh and on a mesh of one device per axis
 through dtensor-spmd and the GPU target (dtensor-to-nvvm) down to sm_90
@@ -532,6 +536,31 @@ def gpu(tool, seeds, jobs, out):
     return 1 if failed else 0
 
 
+def bundles(compiler, seeds, jobs, out):
+    """Each program on a mesh of one device as a GPU bundle in
+    OUT/case-K (scripts/gpu-check.sh runs them with dtensor-check on a
+    GPU); returns the exit status."""
+    def one(seed):
+        _, text = generate(seed)
+        path = os.path.join(out, "case-%d.mlir" % seed)
+        with open(path, "w") as f:
+            f.write(one_device(text))
+        p = subprocess.run([compiler, path, "--bundle", "--target", "cuda",
+                            "-o", os.path.join(out, "case-%d" % seed)],
+                           capture_output=True, text=True, timeout=300)
+        return seed, p.returncode == 0, p.stderr
+    failed = []
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        for seed, ok, err in pool.map(one, seeds):
+            if not ok:
+                failed.append((seed, err))
+    for seed, err in failed[:5]:
+        print("FAILED seed %d:\n  %s" % (seed, "\n  ".join(err.strip().splitlines()[:6])))
+    print("random programs as GPU bundles: %d of %d in %s"
+          % (len(seeds) - len(failed), len(seeds), out))
+    return 1 if failed else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dtensor-run")
@@ -541,6 +570,9 @@ def main():
     ap.add_argument("--gpu", metavar="DTENSOR_OPT",
                     help="compile the programs for the GPU (one device) "
                          "down to cubins instead of running them")
+    ap.add_argument("--gpu-bundles", metavar="DTENSOR_COMPILE",
+                    help="write each program (one device) as a GPU bundle "
+                         "into --out, for dtensor-check on a GPU")
     ap.add_argument("--cases", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--jobs", type=int, default=2)
@@ -552,8 +584,16 @@ def main():
     if args.census:
         census(args.census, range(args.seed, args.seed + args.cases))
         return 0
+    if args.gpu_bundles:
+        if not args.out:
+            ap.error("--gpu-bundles needs --out")
+        os.makedirs(args.out, exist_ok=True)
+        return bundles(args.gpu_bundles,
+                       range(args.seed, args.seed + args.cases), args.jobs,
+                       args.out)
     if not args.dtensor_run and not args.gpu:
-        ap.error("--dtensor-run is required (or --census, --gpu)")
+        ap.error("--dtensor-run is required (or --census, --gpu, "
+                 "--gpu-bundles)")
     out = args.out or tempfile.mkdtemp(prefix="dtensor-random-")
     os.makedirs(out, exist_ok=True)
     seeds = range(args.seed, args.seed + args.cases)
