@@ -16,8 +16,8 @@
 #     MLP and GPT >= 0.8).
 #
 # usage: scripts/gpu-check.sh [PACK]   (default: gpu-pack next to scripts/)
-# Prints every figure; exits 1 if a check failed. Put the figures in
-# bench/README.md.
+# Prints every figure; exits 1 if a check failed, 77 where no GPU is
+# usable. Put the figures in bench/README.md.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 pack=${1:-$root/gpu-pack}
@@ -38,7 +38,7 @@ echo "== 1. runtime: CUDA calls on the device"
 "$pack/bin/runtime-cuda-test" device
 case $? in
   0) ;;
-  77) echo "gpu-check: no usable GPU here; nothing else to check" >&2; exit 2 ;;
+  77) echo "gpu-check: no usable GPU here; nothing else to check" >&2; exit 77 ;;
   *) failed=1 ;;
 esac
 

@@ -7,18 +7,19 @@
 # random programs on one device, and of bench/gpu's benchmark programs.
 #
 # usage: scripts/gpu-pack.sh            (after the build: build/bin/...)
-#        CHIP=sm_90 BUILD=build scripts/gpu-pack.sh
+#        CHIP=sm_90 BUILD=build PACK=DIR scripts/gpu-pack.sh
+# Exits 77 where CUDA's ptxas is missing (nothing to pack).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$root/build}
 chip=${CHIP:-sm_90}
-pack=$root/gpu-pack
+pack=${PACK:-$root/gpu-pack}
 export PATH=/usr/local/cuda/bin:$PATH # ptxas makes the cubins
 
 for tool in dtensor-check dtensor-compile runtime-cuda-test; do
   [ -x "$build/bin/$tool" ] || { echo "gpu-pack: $build/bin/$tool is missing: build first" >&2; exit 1; }
 done
-command -v ptxas >/dev/null || { echo "gpu-pack: no ptxas (CUDA at /usr/local/cuda)" >&2; exit 1; }
+command -v ptxas >/dev/null || { echo "gpu-pack: no ptxas (CUDA at /usr/local/cuda)" >&2; exit 77; }
 
 rm -rf "$pack"
 mkdir -p "$pack"/bin "$pack"/lib "$pack"/bundles/examples "$pack"/bundles/bench "$pack"/bench

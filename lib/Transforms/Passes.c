@@ -30,6 +30,7 @@ static const DtPassDef *const kPasses[] = {
     &dtGpuMemoryPass,
     &dtGpuCheckHostPass,
     &dtGpuSerialKernelsPass,
+    &dtGpuLoopOrderPass,
     &dtCheckLoweredPass,
     &dtApplyPlanPass,
     &dtImportGspmdPass,

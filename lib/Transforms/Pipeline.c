@@ -272,8 +272,9 @@ MlirLogicalResult dtensorAddToLLVMPipeline(MlirOpPassManager pm,
 
 /* dtensor-to-nvvm{chip=sm_90 format=bin}: the GPU target. Collectives to
  * runtime calls, tosa to linalg, bufferization, every buffer in device
- * memory (dtensor-gpu-memory), loops with a parallel dim tiled 16x16 and
- * mapped to blocks and threads, kernels outlined, what stays on the host
+ * memory (dtensor-gpu-memory), contractions to cuBLAS calls, loops with a
+ * parallel dim turned innermost-first (dtensor-gpu-loop-order), tiled 32x8
+ * and mapped to blocks and threads, kernels outlined, what stays on the host
  * checked (dtensor-gpu-check-host), then MLIR's NVVM pipeline: kernels to
  * cubins (format=bin, by CUDA's ptxas on PATH) or PTX (format=isa, compiled
  * by the driver at load), host code to LLVM calling the runtime's mgpu*
@@ -320,8 +321,9 @@ MlirLogicalResult dtensorAddToNVVMPipeline(MlirOpPassManager pm,
            "allow-return-allocs-from-loops}, "
            "buffer-deallocation-pipeline, convert-bufferization-to-memref, "
            "dtensor-lower-contractions, dtensor-gpu-memory{boundary=%s}, "
-           "func.func(convert-linalg-to-parallel-loops, "
-           "scf-parallel-loop-tiling{parallel-loop-tile-sizes=16,16 "
+           "func.func(convert-linalg-to-parallel-loops), "
+           "dtensor-gpu-loop-order, "
+           "func.func(scf-parallel-loop-tiling{parallel-loop-tile-sizes=32,8 "
            "no-min-max-bounds=true}, sccp, "
            "gpu-map-parallel-loops, convert-parallel-loops-to-gpu), "
            "dtensor-gpu-serial-kernels, "
