@@ -104,10 +104,7 @@ static DtrtMat transposed(DtrtMat x) {
   return (DtrtMat){x.p, x.type, x.cols, x.rows, x.cs, x.rs, x.bs};
 }
 
-void dtrtCublasGemm(DtrtMat a, DtrtMat b, int beta, DtrtMat c, int64_t batch) {
-  if (!c.rows || !c.cols || !batch)
-    return;
-  load();
+bool dtrtGemmPlan(DtrtMat a, DtrtMat b, DtrtMat c, DtrtGemmCall *out) {
   int64_t ldc, lda, ldb;
   if (dtrtMatOrientation(&c, &ldc) == DTRT_MAT_COL) {
     /* C^T = B^T A^T, with C^T's rows of unit stride. */
@@ -118,12 +115,43 @@ void dtrtCublasGemm(DtrtMat a, DtrtMat b, int beta, DtrtMat c, int64_t batch) {
     dtrtMatOrientation(&c, &ldc);
   }
   int oa = dtrtMatOrientation(&a, &lda), ob = dtrtMatOrientation(&b, &ldb);
-  if (oa == DTRT_MAT_PACK || ob == DTRT_MAT_PACK)
+  if (oa == DTRT_MAT_PACK || ob == DTRT_MAT_PACK ||
+      dtrtMatOrientation(&c, &ldc) == DTRT_MAT_PACK)
+    return false;
+  /* Row-major C (m x n) is column-major C^T (n x m) = B^T A^T: cuBLAS's
+   * first operand is B, read as it lies (N) when its rows have unit stride,
+   * transposed (T) when its columns do; its second is A, likewise. */
+  *out = (DtrtGemmCall){.opFirst = ob == DTRT_MAT_ROW ? 0 : 1,
+                        .opSecond = oa == DTRT_MAT_ROW ? 0 : 1,
+                        .m = c.cols,
+                        .n = c.rows,
+                        .k = a.cols,
+                        .first = b.p,
+                        .second = a.p,
+                        .out = c.p,
+                        .ldFirst = ldb,
+                        .ldSecond = lda,
+                        .ldOut = ldc,
+                        .strideFirst = b.bs,
+                        .strideSecond = a.bs,
+                        .strideOut = c.bs,
+                        .typeFirst = b.type,
+                        .typeSecond = a.type,
+                        .typeOut = c.type};
+  return true;
+}
+
+void dtrtCublasGemm(DtrtMat a, DtrtMat b, int beta, DtrtMat c, int64_t batch) {
+  if (!c.rows || !c.cols || !batch)
+    return;
+  DtrtGemmCall g;
+  if (!dtrtGemmPlan(a, b, c, &g))
     dtrtCudaFatal("a contraction on the GPU: an operand without a unit "
                   "stride reached cuBLAS");
-  bool f64 = c.type == DTRT_F64;
+  load();
+  bool f64 = g.typeOut == DTRT_F64;
   const char *tf32 = getenv("DTENSOR_TF32");
-  bool fast = a.type == DTRT_F32 && b.type == DTRT_F32 && tf32 &&
+  bool fast = g.typeFirst == DTRT_F32 && g.typeSecond == DTRT_F32 && tf32 &&
               tf32[0] == '1' && !tf32[1];
   int compute = f64 ? kCompute64F : fast ? kCompute32FTf32 : kCompute32F;
   float alpha32 = 1.0f, beta32 = (float)beta;
@@ -131,12 +159,12 @@ void dtrtCublasGemm(DtrtMat a, DtrtMat b, int beta, DtrtMat c, int64_t batch) {
   const void *alpha = f64 ? (const void *)&alpha64 : (const void *)&alpha32;
   const void *betaPtr = f64 ? (const void *)&beta64 : (const void *)&beta32;
   Status s = blas.gemm(
-      handle, ob == DTRT_MAT_ROW ? kOpN : kOpT,
-      oa == DTRT_MAT_ROW ? kOpN : kOpT, fits(c.cols, "n"), fits(c.rows, "m"),
-      fits(a.cols, "k"), alpha, b.p, cudaType(b.type),
-      fits(ldb, "a leading dimension"), (long long)b.bs, a.p, cudaType(a.type),
-      fits(lda, "a leading dimension"), (long long)a.bs, betaPtr, c.p,
-      cudaType(c.type), fits(ldc, "a leading dimension"), (long long)c.bs,
+      handle, g.opFirst ? kOpT : kOpN, g.opSecond ? kOpT : kOpN, fits(g.m, "m"),
+      fits(g.n, "n"), fits(g.k, "k"), alpha, g.first, cudaType(g.typeFirst),
+      fits(g.ldFirst, "a leading dimension"), (long long)g.strideFirst,
+      g.second, cudaType(g.typeSecond), fits(g.ldSecond, "a leading dimension"),
+      (long long)g.strideSecond, betaPtr, g.out, cudaType(g.typeOut),
+      fits(g.ldOut, "a leading dimension"), (long long)g.strideOut,
       fits(batch, "the batch"), compute, kGemmDefault);
   if (s != 0)
     dtrtCudaFatal("cublasGemmStridedBatchedEx (%lld x %lld x %lld, batch "

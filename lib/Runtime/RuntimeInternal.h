@@ -171,6 +171,24 @@ typedef struct DtrtMat {
 enum { DTRT_MAT_PACK = 0, DTRT_MAT_ROW = 1, DTRT_MAT_COL = 2 };
 int dtrtMatOrientation(const DtrtMat *x, int64_t *outLd);
 
+/// A column-major GEMM call (cuBLAS's): out (m x n, leading dimension
+/// ldOut) = op(first) (m x k) op(second) (k x n), op 0: as it lies, 1:
+/// transposed; each operand's batch stride in elements.
+typedef struct DtrtGemmCall {
+  int opFirst, opSecond;
+  int64_t m, n, k;
+  const char *first, *second;
+  char *out;
+  int64_t ldFirst, ldSecond, ldOut;
+  int64_t strideFirst, strideSecond, strideOut;
+  DtrtDtype typeFirst, typeSecond, typeOut;
+} DtrtGemmCall;
+
+/// The column-major call that computes row-major C = A B on the matrices
+/// as they lie; false when one of them has no unit stride (it needs a
+/// packed copy).
+bool dtrtGemmPlan(DtrtMat a, DtrtMat b, DtrtMat c, DtrtGemmCall *out);
+
 /// C = A B (+ C when `beta`) for `batch` products on the GPU with cuBLAS
 /// (libcublas by dlopen), on the default stream: the i-th at each
 /// operand's p + i * bs. Each operand is in device memory and readable in

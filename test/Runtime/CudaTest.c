@@ -18,19 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-void *mgpuStreamCreate(void);
-void mgpuStreamDestroy(void *stream);
-void mgpuStreamSynchronize(void *stream);
-void *mgpuMemAlloc(uint64_t bytes, void *stream, bool hostShared);
-void mgpuMemFree(void *ptr, void *stream);
-void mgpuMemcpy(void *dst, void *src, size_t bytes, void *stream);
-void *mgpuModuleLoadJIT(void *data, int optLevel);
-void mgpuModuleUnload(void *module);
-void *mgpuModuleGetFunction(void *module, const char *name);
-void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
-                      intptr_t gridZ, intptr_t blockX, intptr_t blockY,
-                      intptr_t blockZ, int32_t sharedBytes, void *stream,
-                      void **params, void **extra, size_t numParams);
+/* The mgpu* functions are declared in dtensor-rt/Runtime.h. */
 
 /* x[i] += 1 for i < n, one thread per element. */
 static const char kPtx[] =
