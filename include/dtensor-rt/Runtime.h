@@ -171,6 +171,11 @@ DTRT_EXPORT int dtrtCudaProbe(char *why, size_t capacity);
 /// forks ranks that use CUDA: ask in a child process.
 DTRT_EXPORT int dtrtCudaDeviceCount(void);
 
+/// This process's device's compute capability as 10 * major + minor (90
+/// for an H100 or H200: chip sm_90), or 0 without a device. Initializes
+/// CUDA, as dtrtCudaDeviceCount does.
+DTRT_EXPORT int dtrtCudaComputeCapability(void);
+
 /// The CUDA calls of compiled GPU programs (MLIR 22's signatures). Callers
 /// of a program compiled with boundary=device use them too: arguments
 /// allocated with mgpuMemAlloc and filled with mgpuMemcpy, results (device

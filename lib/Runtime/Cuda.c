@@ -56,6 +56,8 @@ enum {
   kMemoryTypeDevice = 2,     /* CU_MEMORYTYPE_DEVICE */
   kMemoryTypeUnified = 4,    /* CU_MEMORYTYPE_UNIFIED */
   kPoolReleaseThreshold = 4, /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD */
+  kComputeMajor = 75,        /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR */
+  kComputeMinor = 76,        /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR */
 };
 
 typedef struct Driver {
@@ -89,6 +91,7 @@ typedef struct Driver {
   CUresult (*memsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
   CUresult (*pointerGetAttribute)(void *, int, CUdeviceptr);
   CUresult (*ctxSynchronize)(void);
+  CUresult (*deviceGetAttribute)(int *, int, CUdevice);
 } Driver;
 
 /* The driver's symbols, in Driver's order. */
@@ -118,7 +121,8 @@ static const char *const kSymbols[] = {"cuInit",
                                        "cuMemcpy2DAsync_v2",
                                        "cuMemsetD8Async",
                                        "cuPointerGetAttribute",
-                                       "cuCtxSynchronize"};
+                                       "cuCtxSynchronize",
+                                       "cuDeviceGetAttribute"};
 
 static Driver driver;
 static bool tried, ready;
@@ -196,6 +200,16 @@ int dtrtCudaProbe(char *why, size_t capacity) {
 int dtrtCudaDeviceCount(void) {
   load();
   return deviceCount;
+}
+
+int dtrtCudaComputeCapability(void) {
+  CUdevice dev;
+  int major = 0, minor = 0;
+  if (!load() || driver.deviceGet(&dev, device) != 0 ||
+      driver.deviceGetAttribute(&major, kComputeMajor, dev) != 0 ||
+      driver.deviceGetAttribute(&minor, kComputeMinor, dev) != 0)
+    return 0;
+  return 10 * major + minor;
 }
 
 /* Prints "dtensor runtime: [rank R: ]what: message" and exits 1. */

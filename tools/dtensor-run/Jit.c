@@ -133,30 +133,32 @@ static int compileAndRun(const char *path, const DtRunOptions *o, int mpiRank) {
   return status;
 }
 
+/* What the driver says, asked in a child process. */
+typedef struct GpuAnswer {
+  int ok, count, capability;
+  char why[512];
+} GpuAnswer;
+
 /* Whether this host can run a GPU program on `n` ranks (after a message
- * if not). Asked in a child process: the ranks are forked from this one,
- * and CUDA initialized before a fork does not work in the children. */
-static bool gpuReady(int n) {
+ * if not), and its GPU's compute capability. Asked in a child process: the
+ * ranks are forked from this one, and CUDA initialized before a fork does
+ * not work in the children. */
+static bool gpuReady(int n, int *outCapability) {
   int fds[2];
   if (pipe(fds) != 0)
     return false;
   pid_t pid = fork();
   if (pid == 0) {
     close(fds[0]);
-    struct {
-      int ok, count;
-      char why[512];
-    } answer = {0, 0, ""};
+    GpuAnswer answer = {0, 0, 0, ""};
     answer.ok = dtrtCudaProbe(answer.why, sizeof(answer.why));
     answer.count = dtrtCudaDeviceCount();
+    answer.capability = dtrtCudaComputeCapability();
     ssize_t w = write(fds[1], &answer, sizeof(answer));
     _exit(w == (ssize_t)sizeof(answer) ? 0 : 1);
   }
   close(fds[1]);
-  struct {
-    int ok, count;
-    char why[512];
-  } answer = {0, 0, "the probe of the CUDA driver failed"};
+  GpuAnswer answer = {0, 0, 0, "the probe of the CUDA driver failed"};
   bool got = pid > 0 &&
              read(fds[0], &answer, sizeof(answer)) == (ssize_t)sizeof(answer);
   close(fds[0]);
@@ -174,13 +176,55 @@ static bool gpuReady(int n) {
             answer.count, answer.count == 1 ? "" : "s", n);
     return false;
   }
+  *outCapability = answer.capability;
   return true;
 }
 
+/* Whether CUDA's ptxas is where the GPU pipeline looks for it. */
+static bool havePtxas(void) {
+  static const char *const kVars[] = {"CUDA_ROOT", "CUDA_HOME", "CUDA_PATH"};
+  char path[4096];
+  for (size_t i = 0; i < sizeof(kVars) / sizeof(kVars[0]); ++i) {
+    const char *root = getenv(kVars[i]);
+    snprintf(path, sizeof(path), "%s/bin/ptxas", root ? root : "");
+    if (root && access(path, X_OK) == 0)
+      return true;
+  }
+  const char *dirs = getenv("PATH");
+  for (const char *p = dirs; p && *p;) {
+    size_t len = strcspn(p, ":");
+    snprintf(path, sizeof(path), "%.*s/ptxas", (int)len, p);
+    if (len && access(path, X_OK) == 0)
+      return true;
+    p += len + (p[len] == ':');
+  }
+  return access("/usr/local/cuda/bin/ptxas", X_OK) == 0;
+}
+
+/* The GPU options for this host: the user's, with the local GPU's chip
+ * when they name none, and PTX (compiled by the driver) when no ptxas can
+ * make cubins. */
+static void localGpuOptions(const char *given, int capability, char *out,
+                            size_t size) {
+  given = given ? given : "";
+  int n = snprintf(out, size, "%s", given);
+  if (!strstr(given, "chip=") && capability > 0 && n >= 0 && (size_t)n < size)
+    n += snprintf(out + n, size - (size_t)n, " chip=sm_%d", capability);
+  if (!strstr(given, "format=") && !havePtxas() && n >= 0 && (size_t)n < size)
+    snprintf(out + n, size - (size_t)n, " format=isa");
+}
+
 int dtRunMlir(const char *path, const DtRunOptions *o) {
-  if (!strcmp(o->backend, "nccl") && !gpuReady(o->n))
+  if (strcmp(o->backend, "nccl"))
+    return compileAndRun(path, o, -1);
+  int capability = 0;
+  if (!gpuReady(o->n, &capability))
     return 1;
-  return compileAndRun(path, o, -1);
+  char options[256];
+  localGpuOptions(o->gpuOptions, capability, options, sizeof(options));
+  DtRunOptions local = *o;
+  local.gpuOptions = options;
+  return compileAndRun(path, &local, -1);
 }
 
 int dtRunMlirMpiRank(const char *path, const DtRunOptions *o) {
