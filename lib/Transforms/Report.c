@@ -2,11 +2,14 @@
  * function: the bytes of each device's arguments, results and largest
  * tensor, and every collective with the bytes it moves per device and its
  * modelled time under the mesh's link model (the planner's cost formulas).
- * The MLIR C API cannot emit remarks, so the report is written as
- * attributes: `dtensor.cost = {bytes, modelled_us}` on each collective and
- * `dtensor.report = {...}` on the function; dtensorReportPrint (which
- * `dtensor-opt --dtensor-report` calls) prints them (docs/partition.md). */
+ * Only ops that communicate count (a local split moves nothing), and a
+ * function's totals include its callees' once per call site. The MLIR C
+ * API cannot emit remarks, so the report is written as attributes:
+ * `dtensor.cost = {bytes, modelled_us}` on each collective and `dtensor.report
+ * = {...}` on the function; dtensorReportPrint (which `dtensor-opt
+ * --dtensor-report` calls) prints them (docs/partition.md). */
 #include "PassDef.h"
+#include "Table.h"
 #include "Util.h"
 
 #include "dtensor-c/Dialect.h"
@@ -17,6 +20,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int64_t tensorBytes(MlirType t) {
@@ -34,6 +38,10 @@ typedef struct Totals {
   int64_t largest, moved, count;
   double us;
   bool failed;
+  DtOpList calls; /* the function's func.call ops */
+  /* What its callees add, once per call site (addCallees). */
+  int64_t calleeCount, calleeMoved;
+  double calleeUs;
 } Totals;
 
 static MlirNamedAttribute named(MlirContext ctx, const char *name,
@@ -50,7 +58,12 @@ static void priceCollective(MlirOperation op, Totals *t) {
   DtensorCommPattern pattern =
       known ? (DtensorCommPattern)info->pattern : DTENSOR_COMM_IDENTITY;
   bool pointToPoint = dtIsOp(op, DT_OP_BROADCAST) || dtIsOp(op, DT_OP_PERMUTE);
-  if (!known && !pointToPoint)
+  /* Only what communicates: a local split or a local Partial moves
+   * nothing between devices. */
+  bool local = pattern == DTENSOR_COMM_IDENTITY ||
+               pattern == DTENSOR_COMM_LOCAL_SPLIT ||
+               pattern == DTENSOR_COMM_LOCAL_PARTIAL;
+  if (local && !pointToPoint)
     return;
   MlirAttribute ref = dtGetAttr(op, "mesh");
   MlirAttribute axesAttr = dtGetAttr(op, "mesh_axes");
@@ -114,67 +127,142 @@ static MlirWalkResult visit(MlirOperation op, void *userData) {
     return MlirWalkResultInterrupt;
   }
   priceCollective(op, t);
+  if (dtIsOp(op, "func.call") && !dtOpListPush(&t->calls, op)) {
+    t->failed = true;
+    return MlirWalkResultInterrupt;
+  }
   return MlirWalkResultAdvance;
+}
+
+/* The function of the module that `call` calls, as an index into `funcs`
+ * (-1: an external or unknown callee). */
+static int calleeIndex(MlirOperation call, const DtOpList *funcs) {
+  MlirAttribute callee = dtGetAttr(call, "callee");
+  if (mlirAttributeIsNull(callee) || !mlirAttributeIsAFlatSymbolRef(callee))
+    return -1;
+  MlirStringRef name = mlirFlatSymbolRefAttrGetValue(callee);
+  for (size_t i = 0; i < funcs->count; ++i)
+    if (mlirStringRefEqual(
+            mlirStringAttrGetValue(dtGetAttr(funcs->ops[i], "sym_name")), name))
+      return (int)i;
+  return -1;
+}
+
+/* Adds to function `i`'s totals its callees' totals, once per call site
+ * (a call in a loop counts once: trip counts are not known here); `state`
+ * is 0 (not done), 1 (in progress: a recursive call adds nothing more) or
+ * 2 (done). */
+static void addCallees(int i, const DtOpList *funcs, Totals *totals,
+                       int *state) {
+  if (state[i])
+    return;
+  state[i] = 1;
+  Totals *t = &totals[i];
+  for (size_t c = 0; c < t->calls.count; ++c) {
+    int j = calleeIndex(t->calls.ops[c], funcs);
+    if (j < 0 || state[j] == 1)
+      continue;
+    addCallees(j, funcs, totals, state);
+    t->calleeCount += totals[j].count + totals[j].calleeCount;
+    t->calleeMoved += totals[j].moved + totals[j].calleeMoved;
+    t->calleeUs += totals[j].us + totals[j].calleeUs;
+  }
+  state[i] = 2;
+}
+
+/* Function `f`'s own totals (its arguments, results, collectives and
+ * calls); false after an error. */
+static bool ownTotals(MlirOperation f, Totals *t, int64_t *args,
+                      int64_t *results) {
+  /* Global sizes reported as per-device ones would be wrong by the device
+   * count: a function not partitioned yet is refused. */
+  char where[32];
+  if (dtSignatureFind(f, false, where)) {
+    char message[320];
+    snprintf(message, sizeof(message),
+             "'func.func' op was not partitioned: %s has a dtensor.layout but "
+             "no dtensor.global_shape; dtensor-report estimates the "
+             "per-device program (run dtensor-spmd first)",
+             where);
+    mlirEmitError(mlirOperationGetLocation(f), message);
+    return false;
+  }
+  MlirBlock entry = mlirRegionGetFirstBlock(mlirOperationGetRegion(f, 0));
+  for (intptr_t i = 0; i < mlirBlockGetNumArguments(entry); ++i) {
+    int64_t b = tensorBytes(mlirValueGetType(mlirBlockGetArgument(entry, i)));
+    *args += b;
+    if (b > t->largest)
+      t->largest = b;
+  }
+  MlirType fnType = mlirTypeAttrGetValue(dtGetAttr(f, "function_type"));
+  for (intptr_t j = 0; j < mlirFunctionTypeGetNumResults(fnType); ++j)
+    *results += tensorBytes(mlirFunctionTypeGetResult(fnType, j));
+  mlirOperationWalk(f, visit, t, MlirWalkPreOrder);
+  return !t->failed;
 }
 
 static bool runReport(MlirOperation root, const DtPassOptions *options) {
   (void)options;
   MlirContext ctx = mlirOperationGetContext(root);
   MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0));
-  bool ok = true;
+  DtOpList funcs = {0};
   for (MlirOperation f = mlirBlockIsNull(top) ? (MlirOperation){NULL}
                                               : mlirBlockGetFirstOperation(top);
-       !mlirOperationIsNull(f); f = mlirOperationGetNextInBlock(f)) {
-    if (!dtIsOp(f, "func.func"))
-      continue;
-    MlirBlock entry = mlirRegionGetFirstBlock(mlirOperationGetRegion(f, 0));
-    if (mlirBlockIsNull(entry))
-      continue;
-    /* Global sizes reported as per-device ones would be wrong by the
-     * device count: a function not partitioned yet is refused. */
-    char where[32];
-    if (dtSignatureFind(f, false, where)) {
-      char message[320];
-      snprintf(message, sizeof(message),
-               "'func.func' op was not partitioned: %s has a dtensor.layout "
-               "but no dtensor.global_shape; dtensor-report estimates the "
-               "per-device program (run dtensor-spmd first)",
-               where);
-      mlirEmitError(mlirOperationGetLocation(f), message);
-      ok = false;
-      continue;
+       !mlirOperationIsNull(f); f = mlirOperationGetNextInBlock(f))
+    if (dtIsOp(f, "func.func") &&
+        !mlirBlockIsNull(
+            mlirRegionGetFirstBlock(mlirOperationGetRegion(f, 0))) &&
+        !dtOpListPush(&funcs, f)) {
+      free(funcs.ops);
+      return false;
     }
-    Totals t = {0, 0, 0, 0.0, false};
-    int64_t args = 0, results = 0;
-    for (intptr_t i = 0; i < mlirBlockGetNumArguments(entry); ++i) {
-      int64_t b = tensorBytes(mlirValueGetType(mlirBlockGetArgument(entry, i)));
-      args += b;
-      if (b > t.largest)
-        t.largest = b;
-    }
-    MlirType fnType = mlirTypeAttrGetValue(dtGetAttr(f, "function_type"));
-    for (intptr_t j = 0; j < mlirFunctionTypeGetNumResults(fnType); ++j)
-      results += tensorBytes(mlirFunctionTypeGetResult(fnType, j));
-    mlirOperationWalk(f, visit, &t, MlirWalkPreOrder);
-    if (t.failed) {
-      ok = false;
+  size_t n = funcs.count;
+  Totals *totals = calloc(n + 1, sizeof(Totals));
+  int64_t *bytes = calloc(2 * n + 1, sizeof(int64_t));
+  int *state = calloc(n + 1, sizeof(int));
+  bool *valid = calloc(n + 1, sizeof(bool));
+  bool ok = totals && bytes && state && valid;
+  bool allValid = ok;
+  for (size_t i = 0; ok && i < n; ++i) {
+    valid[i] =
+        ownTotals(funcs.ops[i], &totals[i], &bytes[2 * i], &bytes[2 * i + 1]);
+    allValid &= valid[i];
+  }
+  for (size_t i = 0; ok && i < n; ++i)
+    if (valid[i])
+      addCallees((int)i, &funcs, totals, state);
+  for (size_t i = 0; ok && i < n; ++i) {
+    if (!valid[i])
       continue;
-    }
+    const Totals *t = &totals[i];
     MlirType i64 = mlirIntegerTypeGet(ctx, 64);
-    MlirNamedAttribute fields[6] = {
-        named(ctx, "argument_bytes", mlirIntegerAttrGet(i64, args)),
-        named(ctx, "result_bytes", mlirIntegerAttrGet(i64, results)),
-        named(ctx, "largest_tensor_bytes", mlirIntegerAttrGet(i64, t.largest)),
-        named(ctx, "collectives", mlirIntegerAttrGet(i64, t.count)),
-        named(ctx, "bytes_moved", mlirIntegerAttrGet(i64, t.moved)),
+    MlirNamedAttribute fields[8] = {
+        named(ctx, "argument_bytes", mlirIntegerAttrGet(i64, bytes[2 * i])),
+        named(ctx, "result_bytes", mlirIntegerAttrGet(i64, bytes[2 * i + 1])),
+        named(ctx, "largest_tensor_bytes", mlirIntegerAttrGet(i64, t->largest)),
+        named(ctx, "collectives",
+              mlirIntegerAttrGet(i64, t->count + t->calleeCount)),
+        named(ctx, "collectives_in_callees",
+              mlirIntegerAttrGet(i64, t->calleeCount)),
+        named(ctx, "bytes_moved",
+              mlirIntegerAttrGet(i64, t->moved + t->calleeMoved)),
         named(ctx, "modelled_us",
-              mlirFloatAttrDoubleGet(ctx, mlirF64TypeGet(ctx), t.us)),
+              mlirFloatAttrDoubleGet(ctx, mlirF64TypeGet(ctx),
+                                     t->us + t->calleeUs)),
+        named(ctx, "calls", mlirIntegerAttrGet(i64, (int64_t)t->calls.count)),
     };
     mlirOperationSetDiscardableAttributeByName(
-        f, mlirStringRefCreateFromCString(DT_ATTR_REPORT),
-        mlirDictionaryAttrGet(ctx, 6, fields));
+        funcs.ops[i], mlirStringRefCreateFromCString(DT_ATTR_REPORT),
+        mlirDictionaryAttrGet(ctx, 8, fields));
   }
-  return ok;
+  for (size_t i = 0; totals && i < n; ++i)
+    free(totals[i].calls.ops);
+  free(totals);
+  free(bytes);
+  free(state);
+  free(valid);
+  free(funcs.ops);
+  return ok && allValid;
 }
 
 const DtPassDef dtReportPass = {
@@ -251,17 +339,24 @@ int dtensorReportPrint(MlirOperation module, MlirStringRef sourceName,
       continue;
     ++reported;
     MlirStringRef fname = mlirStringAttrGetValue(dtGetAttr(f, "sym_name"));
+    int64_t count = intField(r, "collectives");
+    int64_t inCallees = intField(r, "collectives_in_callees");
+    char callees[96] = "";
+    if (inCallees)
+      snprintf(callees, sizeof(callees),
+               " (%lld in called functions, once per call site)",
+               (long long)inCallees);
     emit(&p,
          "dtensor report: @%.*s, per device\n"
          "  arguments %lld bytes, results %lld bytes, largest tensor %lld "
          "bytes\n"
-         "  %lld collectives, %lld bytes moved, %.3f us modelled\n",
+         "  %lld collective%s%s, %lld bytes moved, %.3f us modelled\n",
          (int)fname.length, fname.data,
          (long long)intField(r, "argument_bytes"),
          (long long)intField(r, "result_bytes"),
-         (long long)intField(r, "largest_tensor_bytes"),
-         (long long)intField(r, "collectives"),
-         (long long)intField(r, "bytes_moved"), floatField(r, "modelled_us"));
+         (long long)intField(r, "largest_tensor_bytes"), (long long)count,
+         count == 1 ? "" : "s", callees, (long long)intField(r, "bytes_moved"),
+         floatField(r, "modelled_us"));
     mlirOperationWalk(f, printCollective, &p, MlirWalkPreOrder);
   }
   return reported;

@@ -20,7 +20,7 @@
 // CHECK: tensor.extract_slice {{.*}}dtensor.layout = #dtensor.layout<@m, "[R, S0]">, dtensor.operand_layouts = [#dtensor.layout<@m, "[R, S0i3]">]
 // CHECK: tensor.expand_shape {{.*}}dtensor.layout = #dtensor.layout<@m, "[R, R, S0]">
 // PLAN: @attn
-// PLAN: 1 collectives
+// PLAN: 1 collective,
 // PLAN-NEXT: dtensor.all_reduce
 // SPMD-LABEL: func.func @attn
 // SPMD: tensor.extract_slice %{{.*}}[0, 0] [4, 4] [1, 1] : tensor<4x12xf32> to tensor<4x4xf32>

@@ -17,7 +17,7 @@
 // through it and the second matmul; one reduce_scatter of the small result
 // (before: an all_reduce of the 16x32 hidden value, then a local slice).
 // CHECK-LABEL: dtensor report: @scale_map
-// CHECK: 1 collectives
+// CHECK: 1 collective,
 // CHECK-NEXT: dtensor.reduce_scatter 512 bytes
 func.func @scale_map(%h: tensor<16x64xf32> {dtensor.layout = #dtensor.layout<@m, "[R, S(d)]">},
                      %w: tensor<64x32xf32> {dtensor.layout = #dtensor.layout<@m, "[S(d), R]">},
@@ -43,7 +43,7 @@ func.func @scale_map(%h: tensor<16x64xf32> {dtensor.layout = #dtensor.layout<@m,
 // with a replicated condition (select against zero): all linear, so the
 // Partial reaches the return, which wants rows: one reduce_scatter.
 // CHECK-LABEL: dtensor report: @masked_generic
-// CHECK: 1 collectives
+// CHECK: 1 collective,
 // CHECK-NEXT: dtensor.reduce_scatter 1024 bytes
 func.func @masked_generic(%h: tensor<16x64xf32> {dtensor.layout = #dtensor.layout<@m, "[R, S(d)]">},
                           %w: tensor<64x32xf32> {dtensor.layout = #dtensor.layout<@m, "[S(d), R]">},
@@ -72,7 +72,7 @@ func.func @masked_generic(%h: tensor<16x64xf32> {dtensor.layout = #dtensor.layou
 // The sum of two Partials in a generic body stays Partial: one all_reduce
 // of the sum, not one per operand.
 // CHECK-LABEL: dtensor report: @sum_generic
-// CHECK: 1 collectives
+// CHECK: 1 collective,
 // CHECK-NEXT: dtensor.all_reduce 2048 bytes
 func.func @sum_generic(%h: tensor<16x64xf32> {dtensor.layout = #dtensor.layout<@m, "[R, S(d)]">},
                        %w: tensor<64x32xf32> {dtensor.layout = #dtensor.layout<@m, "[S(d), R]">},
@@ -94,7 +94,7 @@ func.func @sum_generic(%h: tensor<16x64xf32> {dtensor.layout = #dtensor.layout<@
 
 // The same with the named linalg.sub: its body is read the same way.
 // CHECK-LABEL: dtensor report: @sum_named
-// CHECK: 1 collectives
+// CHECK: 1 collective,
 // CHECK-NEXT: dtensor.all_reduce 2048 bytes
 func.func @sum_named(%h: tensor<16x64xf32> {dtensor.layout = #dtensor.layout<@m, "[R, S(d)]">},
                      %w: tensor<64x32xf32> {dtensor.layout = #dtensor.layout<@m, "[S(d), R]">},
@@ -154,7 +154,7 @@ func.func @affine(%h: tensor<16x64xf32> {dtensor.layout = #dtensor.layout<@m, "[
 // a zero pad keep sums too: the Partial reaches the return, which wants
 // rows: one reduce_scatter there.
 // CHECK-LABEL: dtensor report: @shape_ops
-// CHECK: 1 collectives
+// CHECK: 1 collective,
 // CHECK-NEXT: dtensor.reduce_scatter
 func.func @shape_ops(%h: tensor<16x64xf32> {dtensor.layout = #dtensor.layout<@m, "[R, S(d)]">},
                      %w: tensor<64x32xf32> {dtensor.layout = #dtensor.layout<@m, "[S(d), R]">})
@@ -177,7 +177,7 @@ func.func @shape_ops(%h: tensor<16x64xf32> {dtensor.layout = #dtensor.layout<@m,
 
 // Two Partials concatenated stay one Partial: one all_reduce.
 // CHECK-LABEL: dtensor report: @concat_sums
-// CHECK: 1 collectives
+// CHECK: 1 collective,
 // CHECK-NEXT: dtensor.all_reduce 4096 bytes
 func.func @concat_sums(%h: tensor<16x64xf32> {dtensor.layout = #dtensor.layout<@m, "[R, S(d)]">},
                        %w: tensor<64x32xf32> {dtensor.layout = #dtensor.layout<@m, "[S(d), R]">},

@@ -8,7 +8,7 @@
 // input and an all_reduce alike (latency dominates); a calibration from
 // the machine decides those (test/Transforms/calibration.mlir).
 // CHECK-LABEL: dtensor report: @sum_all
-// CHECK: 1 collectives, 4 bytes moved
+// CHECK: 1 collective, 4 bytes moved
 // CHECK-NEXT: dtensor.all_reduce 4 bytes
 "dtensor.mesh"() {sym_name = "m", shape = array<i64: 4>, axis_names = ["d"]} : () -> ()
 func.func @sum_all(%x: tensor<1024x1024xf32> {dtensor.layout = #dtensor.layout<@m, "[S(d), R]">})

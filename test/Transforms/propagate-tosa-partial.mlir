@@ -5,7 +5,7 @@
 // sub of two Partials, then matmul again): one reduce_scatter of the small
 // result at the return, instead of resolving at the sub.
 // CHECK-LABEL: dtensor report: @tp
-// CHECK: 1 collectives
+// CHECK: 1 collective,
 // CHECK-NEXT: dtensor.reduce_scatter 512 bytes
 "dtensor.mesh"() {sym_name = "m", shape = array<i64: 4>, axis_names = ["d"]} : () -> ()
 func.func @tp(%x: tensor<1x16x32xf32> {dtensor.layout = #dtensor.layout<@m, "[R, R, S(d)]">},
