@@ -93,8 +93,7 @@ dtensorCreatePropagatePass(const DtensorRuleRegistry *registry,
 /// canonicalize, cse. `options` ("strict=true strategy=greedy ...") go to
 /// the passes that take them (strict, why: propagate; strategy, objective,
 /// report: lower-redistribute; timing: print each step's time to stderr).
-/// Needs dtensorRegisterUpstreamPasses. On
-/// failure returns failure and fills `outDiag`.
+/// On failure returns failure and fills `outDiag`.
 DTENSOR_EXPORT MlirLogicalResult dtensorAddSpmdPipeline(MlirOpPassManager pm,
                                                         MlirStringRef options,
                                                         DtensorDiag *outDiag);
@@ -112,8 +111,7 @@ DTENSOR_EXPORT MlirLogicalResult dtensorAddSpmdPipeline(MlirOpPassManager pm,
 /// convert-scf-to-cf, expand-strided-metadata, finalize-memref-to-llvm
 /// (allocations through libdtensor_rt), convert-to-llvm,
 /// convert-math-to-libm, reconcile-unrealized-casts, dtensor-check-lowered
-/// (a located error for any op not lowered). Needs
-/// dtensorRegisterUpstreamPasses.
+/// (a located error for any op not lowered).
 DTENSOR_EXPORT MlirLogicalResult dtensorAddToLLVMPipeline(MlirOpPassManager pm,
                                                           DtensorDiag *outDiag);
 
@@ -126,8 +124,9 @@ DTENSOR_EXPORT MlirLogicalResult dtensorAddToNVVMPipeline(MlirOpPassManager pm,
                                                           MlirStringRef options,
                                                           DtensorDiag *outDiag);
 
-/// Registers every upstream MLIR pass so that pipelines can name them; call
-/// once before dtensorPassManagerAddPipeline.
+/// Registers every upstream MLIR pass so that pipelines can name them, once
+/// per process (later calls do nothing). The pass and pipeline constructors
+/// below call it themselves.
 DTENSOR_EXPORT void dtensorRegisterUpstreamPasses(void);
 
 /// Parses `pipeline` and adds it to `pm`. The text is either a list of

@@ -11,6 +11,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +59,15 @@ const DtensorPassInfo *dtensorPassLookup(MlirStringRef argument) {
   return def ? &def->info : NULL;
 }
 
-void dtensorRegisterUpstreamPasses(void) { mlirRegisterAllPasses(); }
+/* Once per process: the pipeline and pass constructors call it, so that an
+ * embedder who does not still gets upstream passes by name. */
+static pthread_once_t upstreamOnce = PTHREAD_ONCE_INIT;
+
+static void registerUpstream(void) { mlirRegisterAllPasses(); }
+
+void dtensorRegisterUpstreamPasses(void) {
+  pthread_once(&upstreamOnce, registerUpstream);
+}
 
 /* ---- options ------------------------------------------------------------ */
 
@@ -295,6 +304,7 @@ MlirPass dtPassCreateWithContext(MlirStringRef argument, MlirStringRef options,
 
 MlirPass dtPassCreateFromDef(const DtPassDef *def, MlirStringRef options,
                              const void *context, DtensorDiag *outDiag) {
+  dtensorRegisterUpstreamPasses();
   PassState *state = malloc(sizeof(PassState));
   if (!state) {
     dtDiag(outDiag, 0, "out of memory");

@@ -191,6 +191,7 @@ static void anchorName(MlirOpPassManager pm, char *out, size_t capacity) {
 MlirLogicalResult dtensorPassManagerAddPipeline(MlirOpPassManager pm,
                                                 MlirStringRef pipeline,
                                                 DtensorDiag *outDiag) {
+  dtensorRegisterUpstreamPasses();
   Parser p = {pipeline.data, pipeline.length, 0, outDiag};
   skipSpace(&p);
   if (atEnd(&p))

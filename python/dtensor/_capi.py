@@ -5,6 +5,8 @@ function gets its argtypes and restype here, and nowhere else."""
 
 import ctypes
 import os
+import shutil
+import sys
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_bool, c_char, c_char_p,
                     c_double, c_int, c_int8, c_int64, c_size_t, c_void_p)
 
@@ -14,31 +16,57 @@ DIAG_MESSAGE_SIZE = 512
 MAX_PLAN_STEPS = 64
 
 
-def _build_dir(env, sub):
-    """$env, else build/<sub> of the tree this package sits in."""
-    if os.environ.get(env):
-        return os.environ[env]
+def _checkout_dir(sub):
+    """build/<sub> of the source tree this package sits in (a checkout),
+    or None."""
     here = os.path.dirname(os.path.abspath(__file__))
-    return os.path.normpath(os.path.join(here, "..", "..", "build", sub))
+    path = os.path.normpath(os.path.join(here, "..", "..", "build", sub))
+    return path if os.path.isdir(path) else None
 
 
-def _lib_dir():
-    return _build_dir("DTENSOR_LIB_DIR", "lib")
+def _prefix_dirs(sub):
+    """<prefix>/<sub> of the places an install may be: DTENSOR_PREFIX, this
+    interpreter's prefix, /usr/local."""
+    prefixes = [os.environ.get("DTENSOR_PREFIX"), sys.prefix, "/usr/local"]
+    return [os.path.join(p, sub) for p in prefixes if p]
 
 
 def bin_dir():
-    """Where the tools are (DTENSOR_BIN_DIR, else the build tree's bin)."""
-    return _build_dir("DTENSOR_BIN_DIR", "bin")
+    """Where the tools are: DTENSOR_BIN_DIR, the checkout's build/bin, the
+    directory of dtensor-run on PATH, or an install prefix's bin."""
+    if os.environ.get("DTENSOR_BIN_DIR"):
+        return os.environ["DTENSOR_BIN_DIR"]
+    found = _checkout_dir("bin")
+    if found:
+        return found
+    run = shutil.which("dtensor-run")
+    if run:
+        return os.path.dirname(run)
+    for d in _prefix_dirs("bin"):
+        if os.path.exists(os.path.join(d, "dtensor-run")):
+            return d
+    return _prefix_dirs("bin")[-1]
 
 
 def _load(name):
-    path = os.path.join(_lib_dir(), name)
-    try:
-        return ctypes.CDLL(path)
-    except OSError as e:
-        raise ImportError(
-            f"dtensor: cannot load {path} ({e}); build the project "
-            "(bash scripts/setup.sh) or set DTENSOR_LIB_DIR") from e
+    """The library `name`: from DTENSOR_LIB_DIR, the checkout's build/lib,
+    the dynamic loader's search path (LD_LIBRARY_PATH, an installed
+    /usr/local), or an install prefix's lib."""
+    tried = []
+    explicit = os.environ.get("DTENSOR_LIB_DIR")
+    candidates = ([os.path.join(explicit, name)] if explicit else
+                  [os.path.join(d, name) for d in
+                   filter(None, [_checkout_dir("lib")])] + [name] +
+                  [os.path.join(d, name) for d in _prefix_dirs("lib")])
+    for path in candidates:
+        try:
+            return ctypes.CDLL(path)
+        except OSError as e:
+            tried.append(f"{path}: {e}")
+    raise ImportError(
+        f"dtensor: cannot load {name} (tried {'; '.join(tried)}); build the "
+        "project (bash scripts/setup.sh), install it (cmake --install), or "
+        "set DTENSOR_LIB_DIR")
 
 
 lib = _load("libdtensor.so")
