@@ -50,6 +50,10 @@ DTENSOR_EXPORT const DtensorPassInfo *dtensorPassGetRegistered(int index);
 /// Returns the dtensor pass whose flag name is `argument`, or NULL.
 DTENSOR_EXPORT const DtensorPassInfo *dtensorPassLookup(MlirStringRef argument);
 
+/// The name of dtensor's pipeline `index` (dtensor-spmd, dtensor-to-nvvm,
+/// dtensor-to-llvm), or NULL past the last.
+DTENSOR_EXPORT const char *dtensorPipelineGetRegistered(int index);
+
 /// Creates the dtensor pass `argument` with `options` ("key=value ..."; may
 /// be empty); the caller owns the pass (a pass manager takes it). Returns a
 /// null pass and fills `outDiag` for an unknown pass or bad options.
@@ -97,6 +101,19 @@ dtensorCreatePropagatePass(const DtensorRuleRegistry *registry,
 DTENSOR_EXPORT MlirLogicalResult dtensorAddSpmdPipeline(MlirOpPassManager pm,
                                                         MlirStringRef options,
                                                         DtensorDiag *outDiag);
+
+/// dtensor-spmd with `options` spelled out as the pipeline of its stages
+/// (dtensor-verify, dtensor-decompose-softmax, dtensor-propagate{...},
+/// dtensor-partition, dtensor-lower-redistribute{...}, canonicalize, cse),
+/// which computes the same with propagation's decisions passed as
+/// attributes and the IR verified after each stage; dtensor-opt runs it
+/// when IR printing is asked for, so that every stage shows. Writes the
+/// text into `buffer` (snprintf's way); failure with `outDiag` for bad
+/// options or too small a buffer.
+DTENSOR_EXPORT MlirLogicalResult dtensorSpmdStages(MlirStringRef options,
+                                                   char *buffer,
+                                                   size_t capacity,
+                                                   DtensorDiag *outDiag);
 
 /// Adds the `dtensor-to-llvm` pipeline to `pm`: dtensor-lower-to-runtime
 /// (collectives become calls of libdtensor_rt), dtensor-decompose-softmax,

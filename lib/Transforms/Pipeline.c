@@ -36,6 +36,21 @@ static bool isNameChar(char c) {
          c == '$';
 }
 
+/* The pipelines dtensor passes by name (dtensor-to-llvm takes no options,
+ * so it is matched on its own below). */
+static const struct {
+  const char *name;
+  MlirLogicalResult (*add)(MlirOpPassManager, MlirStringRef, DtensorDiag *);
+} kPipelines[] = {{"dtensor-spmd", dtensorAddSpmdPipeline},
+                  {"dtensor-to-nvvm", dtensorAddToNVVMPipeline}};
+
+const char *dtensorPipelineGetRegistered(int index) {
+  int n = (int)(sizeof(kPipelines) / sizeof(kPipelines[0]));
+  if (index >= 0 && index < n)
+    return kPipelines[index].name;
+  return index == n ? "dtensor-to-llvm" : NULL;
+}
+
 /* Finds the '}' closing the '{' at `p->pos`, skipping quoted text. */
 static bool skipBraces(Parser *p) {
   size_t start = p->pos;
@@ -93,11 +108,6 @@ static bool parseElement(Parser *p, MlirOpPassManager pm) {
     optionsEnd = p->pos;
   }
   /* The pipelines that take options, as their C API adds them. */
-  static const struct {
-    const char *name;
-    MlirLogicalResult (*add)(MlirOpPassManager, MlirStringRef, DtensorDiag *);
-  } kPipelines[] = {{"dtensor-spmd", dtensorAddSpmdPipeline},
-                    {"dtensor-to-nvvm", dtensorAddToNVVMPipeline}};
   for (size_t i = 0; i < sizeof(kPipelines) / sizeof(kPipelines[0]); ++i) {
     if (!mlirStringRefEqual(name,
                             mlirStringRefCreateFromCString(kPipelines[i].name)))

@@ -6,12 +6,16 @@
  * propagation's decisions reach partition in a table instead of as
  * attributes. Its options go to the steps that take them. */
 #include "PassDef.h"
+#include "Support/Support.h"
 #include "Table.h"
 
 #include "mlir-c/Pass.h"
 
 #include <stdio.h>
 #include <time.h>
+
+/* canonicalize and cse, as cleanUp runs them. */
+#define DT_SPMD_CLEANUP "canonicalize{region-simplify=disabled}, cse"
 
 /* canonicalize and cse on the result, by a pass manager of their own that
  * does not verify in between (the outer one verifies this pass's result).
@@ -25,9 +29,7 @@ static bool cleanUp(MlirOperation root) {
   mlirPassManagerEnableVerifier(pm, false);
   bool ok = mlirLogicalResultIsSuccess(mlirOpPassManagerAddPipeline(
       mlirPassManagerGetAsOpPassManager(pm),
-      mlirStringRefCreateFromCString(
-          "canonicalize{region-simplify=disabled}, cse"),
-      NULL, NULL));
+      mlirStringRefCreateFromCString(DT_SPMD_CLEANUP), NULL, NULL));
   ok = ok && mlirLogicalResultIsSuccess(mlirPassManagerRunOnOp(pm, root));
   mlirPassManagerDestroy(pm);
   return ok;
@@ -46,14 +48,30 @@ static void stepDone(bool timing, const char *step, struct timespec *last) {
   *last = now;
 }
 
-static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
-  char text[4 * DT_MAX_OPTION_VALUE + 96];
-  DtPassOptions propagate, partition, lower;
+/* The options of dtensor-spmd that go to dtensor-propagate, and to
+ * dtensor-lower-redistribute, as option text. */
+static void propagateOptions(const DtPassOptions *options, char *text,
+                             size_t size) {
   snprintf(
-      text, sizeof(text), "strict=%s why=%s calibration='%s' choice=%s cost=%s",
+      text, size, "strict=%s why=%s calibration='%s' choice=%s cost=%s",
       dtPassOptionsGet(options, "strict"), dtPassOptionsGet(options, "why"),
       dtPassOptionsGet(options, "calibration"),
       dtPassOptionsGet(options, "choice"), dtPassOptionsGet(options, "cost"));
+}
+
+static void lowerOptions(const DtPassOptions *options, char *text,
+                         size_t size) {
+  snprintf(text, size, "strategy=%s objective=%s report=%s calibration='%s'",
+           dtPassOptionsGet(options, "strategy"),
+           dtPassOptionsGet(options, "objective"),
+           dtPassOptionsGet(options, "report"),
+           dtPassOptionsGet(options, "calibration"));
+}
+
+static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
+  char text[4 * DT_MAX_OPTION_VALUE + 96];
+  DtPassOptions propagate, partition, lower;
+  propagateOptions(options, text, sizeof(text));
   bool ok = dtPassOptionsParse(&dtPropagatePass.info,
                                mlirStringRefCreateFromCString(text), &propagate,
                                NULL);
@@ -61,12 +79,7 @@ static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
   ok = ok &&
        dtPassOptionsParse(&dtPartitionPass.info,
                           mlirStringRefCreateFromCString(""), &partition, NULL);
-  snprintf(text, sizeof(text),
-           "strategy=%s objective=%s report=%s calibration='%s'",
-           dtPassOptionsGet(options, "strategy"),
-           dtPassOptionsGet(options, "objective"),
-           dtPassOptionsGet(options, "report"),
-           dtPassOptionsGet(options, "calibration"));
+  lowerOptions(options, text, sizeof(text));
   ok = ok &&
        dtPassOptionsParse(&dtLowerRedistributePass.info,
                           mlirStringRefCreateFromCString(text), &lower, NULL);
@@ -121,3 +134,23 @@ const DtPassDef dtSpmdPass = {
     .verifyFirst = true,
     .run = runSpmd,
 };
+
+MlirLogicalResult dtensorSpmdStages(MlirStringRef options, char *buffer,
+                                    size_t capacity, DtensorDiag *outDiag) {
+  DtPassOptions parsed;
+  if (!dtPassOptionsParse(&dtSpmdPass.info, options, &parsed, outDiag))
+    return mlirLogicalResultFailure();
+  char propagate[4 * DT_MAX_OPTION_VALUE + 96],
+      lower[4 * DT_MAX_OPTION_VALUE + 96];
+  propagateOptions(&parsed, propagate, sizeof(propagate));
+  lowerOptions(&parsed, lower, sizeof(lower));
+  int n = snprintf(buffer, capacity,
+                   "dtensor-verify, dtensor-decompose-softmax, "
+                   "dtensor-propagate{%s}, dtensor-partition, "
+                   "dtensor-lower-redistribute{%s}, " DT_SPMD_CLEANUP,
+                   propagate, lower);
+  if (n < 0 || (size_t)n >= capacity)
+    return dtDiag(outDiag, 0, "the stages of dtensor-spmd do not fit"),
+           mlirLogicalResultFailure();
+  return mlirLogicalResultSuccess();
+}

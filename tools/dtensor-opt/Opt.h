@@ -77,4 +77,25 @@ bool dtOptParseExpectations(const Source *src, const char *text, size_t length,
 bool dtOptCheckExpectations(const Source *src, const DiagList *diags,
                             ExpectedList *expected);
 
+/* ---- pipeline text (Pipeline.c) ----------------------------------------- */
+
+/// One top-level element of a pipeline: its text and the length of its
+/// pass name.
+typedef struct Element {
+  const char *text;
+  size_t length, nameLength;
+} Element;
+
+/// The closest registered pass name to want[0..n) (dtensor passes and the
+/// upstream ones of mlir-opt's help) into `out`, if one is close enough.
+bool dtOptSuggestPass(const char *want, size_t n, const char *upstreamHelp,
+                      char *out, size_t size);
+
+/// The top-level elements of `text` (a list, or builtin.module(...)) into
+/// `out`; their count, or -1 when there are more than `capacity`.
+int dtOptSplitPipeline(const char *text, Element *out, int capacity);
+
+/// Whether element `e` is pass `name`, or holds it nested.
+bool dtOptElementNames(const Element *e, const char *name);
+
 #endif

@@ -44,7 +44,26 @@ typedef struct Options {
   bool allowUnregistered;
   Text pipeline; /* pass flags, in order, as pipeline elements */
   const char *passPipeline;
+  int statistics;          /* --mlir-pass-statistics: 1 list, 2 pipeline */
+  long elideLarger;        /* --mlir-elide-elementsattrs-if-larger (0: no) */
+  bool localScope;         /* --mlir-print-local-scope */
+  bool emitBytecode;       /* --emit-bytecode */
+  const char *printAfter;  /* --mlir-print-ir-after=PASS */
+  const char *printBefore; /* --mlir-print-ir-before=PASS */
+  Text expanded;           /* the pipeline run, when it differs (main) */
 } Options;
+
+static bool printsIr(const Options *o) {
+  return o->printIrAfterAll || o->printIrBeforeAll || o->printAfter ||
+         o->printBefore;
+}
+
+/* The pipeline text the options give. */
+static const char *pipelineText(const Options *o) {
+  if (o->expanded.length)
+    return o->expanded.data;
+  return o->passPipeline ? o->passPipeline : o->pipeline.data;
+}
 
 /* mlir-opt --help of the same MLIR release, embedded at build time
  * (tools/CMakeLists.txt). */
@@ -135,6 +154,21 @@ static void printHelp(void) {
       "  --mlir-disable-threading     Run passes on one thread\n"
       "  --mlir-print-op-generic      Print ops in generic form\n"
       "  --mlir-print-debuginfo       Print locations\n"
+      "  --mlir-print-ir-after=<pass> Print the IR after <pass> (stderr; a "
+      "pass nested\n"
+      "                               in func.func(...): after that whole "
+      "element)\n"
+      "  --mlir-print-ir-before=<pass> Print the IR before <pass>\n"
+      "                               (with any IR printing, dtensor-spmd "
+      "runs as its\n"
+      "                               stages, so that each shows)\n"
+      "  --mlir-pass-statistics       Print pass statistics (stderr)\n"
+      "  --mlir-pass-statistics-display=list|pipeline\n"
+      "  --mlir-elide-elementsattrs-if-larger=<n> Elide constants of more "
+      "than n elements\n"
+      "  --mlir-print-local-scope     Print attribute and type aliases "
+      "inline\n"
+      "  --emit-bytecode              Write MLIR bytecode instead of text\n"
       "  --allow-unregistered-dialect Accept ops of unknown dialects\n"
       "  --help                       Show this help\n"
       "  --version                    Show the version\n\n"
@@ -207,6 +241,28 @@ static int parseArgs(int argc, char **argv, Options *o) {
       o->allowUnregistered = true;
     } else if (!strcmp(a, "--mlir-print-debuginfo")) {
       o->printDebugInfo = true;
+    } else if (!strcmp(a, "--mlir-pass-statistics")) {
+      o->statistics = o->statistics ? o->statistics : 1;
+    } else if (!strncmp(a, "--mlir-pass-statistics-display=", 31)) {
+      if (strcmp(a + 31, "list") && strcmp(a + 31, "pipeline"))
+        return usage("--mlir-pass-statistics-display takes list or "
+                     "pipeline, not '%s'",
+                     a + 31);
+      o->statistics = strcmp(a + 31, "list") ? 2 : 1;
+    } else if (!strncmp(a, "--mlir-elide-elementsattrs-if-larger=", 37)) {
+      o->elideLarger = dtWholeNumber(a + 37, 1, 1L << 40);
+      if (o->elideLarger < 1)
+        return usage("--mlir-elide-elementsattrs-if-larger takes a number of "
+                     "elements, not '%s'",
+                     a + 37);
+    } else if (!strcmp(a, "--mlir-print-local-scope")) {
+      o->localScope = true;
+    } else if (!strcmp(a, "--emit-bytecode")) {
+      o->emitBytecode = true;
+    } else if (!strncmp(a, "--mlir-print-ir-after=", 22)) {
+      o->printAfter = a + 22;
+    } else if (!strncmp(a, "--mlir-print-ir-before=", 23)) {
+      o->printBefore = a + 23;
     } else if (!strncmp(a, "--pass-pipeline=", 16)) {
       o->passPipeline = a + 16;
     } else if (!strcmp(a, "--pass-pipeline")) {
@@ -292,14 +348,24 @@ static void bufferedSink(MlirStringRef s, void *userData) {
   k->used += s.length;
 }
 
-/* Builds the pass manager; returns false (after a message) for a bad
- * pipeline, which is a usage error. */
-static bool buildPassManager(MlirContext ctx, const Options *o,
-                             MlirOpPrintingFlags flags, bool instrument,
-                             MlirPassManager *out) {
+/* "did you mean" for a pass name the registry does not know. */
+static void suggest(const char *message) {
+  const char *q = strchr(message, '\'');
+  const char *e = q ? strchr(q + 1, '\'') : NULL;
+  char best[128];
+  if (q && e && strstr(e, "does not refer to a registered pass") &&
+      dtOptSuggestPass(q + 1, (size_t)(e - q - 1), dtUpstreamHelp, best,
+                       sizeof(best)))
+    fprintf(stderr, "dtensor-opt: did you mean '%s'?\n", best);
+}
+
+/* Builds the pass manager for pipeline `text`; returns false (after a
+ * message) for a bad pipeline, which is a usage error. */
+static bool buildPassManagerFor(MlirContext ctx, const Options *o,
+                                const char *text, MlirOpPrintingFlags flags,
+                                bool instrument, MlirPassManager *out) {
   MlirPassManager pm = mlirPassManagerCreateOnOperation(
       ctx, mlirStringRefCreateFromCString("builtin.module"));
-  const char *text = o->passPipeline ? o->passPipeline : o->pipeline.data;
   DtensorDiag diag;
   if (text && mlirLogicalResultIsFailure(dtensorPassManagerAddPipeline(
                   mlirPassManagerGetAsOpPassManager(pm),
@@ -308,9 +374,14 @@ static bool buildPassManager(MlirContext ctx, const Options *o,
             "dtensor-opt: invalid pass pipeline '%s' (at column "
             "%d): %s\n",
             text, diag.column + 1, diag.message);
+    suggest(diag.message);
     mlirPassManagerDestroy(pm);
     return false;
   }
+  if (instrument && o->statistics)
+    mlirPassManagerEnableStatistics(pm, o->statistics == 2
+                                            ? MLIR_PASS_DISPLAY_MODE_PIPELINE
+                                            : MLIR_PASS_DISPLAY_MODE_LIST);
   if (instrument && o->timing)
     mlirPassManagerEnableTiming(pm);
   if (instrument && (o->printIrAfterAll || o->printIrBeforeAll))
@@ -319,6 +390,12 @@ static bool buildPassManager(MlirContext ctx, const Options *o,
                                     mlirStringRefCreateFromCString(""));
   *out = pm;
   return true;
+}
+
+static bool buildPassManager(MlirContext ctx, const Options *o,
+                             MlirOpPrintingFlags flags, bool instrument,
+                             MlirPassManager *out) {
+  return buildPassManagerFor(ctx, o, pipelineText(o), flags, instrument, out);
 }
 
 static void toStderr(MlirStringRef s, void *userData) {
@@ -333,7 +410,62 @@ static MlirOpPrintingFlags printingFlags(const Options *o) {
     mlirOpPrintingFlagsPrintGenericOpForm(flags);
   if (o->printDebugInfo)
     mlirOpPrintingFlagsEnableDebugInfo(flags, true, false);
+  if (o->elideLarger > 0)
+    mlirOpPrintingFlagsElideLargeElementsAttrs(flags, o->elideLarger);
+  if (o->localScope)
+    mlirOpPrintingFlagsUseLocalScope(flags);
   return flags;
+}
+
+/* The IR of `module` to stderr under a dump header, as mlir-opt prints it. */
+static void dumpIr(MlirOperation module, const char *when, const char *pass,
+                   size_t passLength, MlirOpPrintingFlags flags) {
+  fprintf(stderr, "// -----// IR Dump %s %.*s //----- //\n", when,
+          (int)passLength, pass);
+  mlirOperationPrintWithFlags(module, flags, toStderr, NULL);
+  fprintf(stderr, "\n\n");
+}
+
+/* --mlir-print-ir-after/before=PASS: the C API prints after every pass or
+ * none, so the pipeline runs one top-level element at a time and the IR is
+ * printed around the elements that are PASS or hold it (a nested pass:
+ * around its whole element). */
+static bool runSegmented(MlirContext ctx, const Options *o,
+                         MlirOperation module, MlirOpPrintingFlags flags) {
+  const char *text = pipelineText(o);
+  Element elements[256];
+  int n = dtOptSplitPipeline(text ? text : "", elements, 256);
+  if (n < 0) {
+    fprintf(stderr, "dtensor-opt: more than 256 passes with "
+                    "--mlir-print-ir-after/before\n");
+    return false;
+  }
+  bool any = false, ok = true;
+  for (int i = 0; ok && i < n; ++i) {
+    const Element *e = &elements[i];
+    char *one = strndup(e->text, e->length);
+    if (!one)
+      return false;
+    bool before = o->printBefore && dtOptElementNames(e, o->printBefore);
+    bool after = o->printAfter && dtOptElementNames(e, o->printAfter);
+    any |= before || after;
+    if (before)
+      dumpIr(module, "Before", e->text, e->nameLength, flags);
+    MlirPassManager pm;
+    if (!buildPassManagerFor(ctx, o, one, flags, true, &pm))
+      exit(EXIT_USAGE);
+    ok = mlirLogicalResultIsSuccess(mlirPassManagerRunOnOp(pm, module));
+    mlirPassManagerDestroy(pm);
+    if (ok && after)
+      dumpIr(module, "After", e->text, e->nameLength, flags);
+    free(one);
+  }
+  if (!any)
+    fprintf(stderr,
+            "dtensor-opt: note: no pass of the pipeline is '%s'; nothing "
+            "was printed\n",
+            o->printAfter ? o->printAfter : o->printBefore);
+  return ok;
 }
 
 /* Processes one chunk; returns whether it succeeded (for
@@ -363,12 +495,16 @@ static bool runChunk(MlirContext ctx, const Options *o, const Source *src,
   }
   bool ok = !mlirOperationIsNull(module);
   if (ok) {
-    MlirPassManager pm;
-    if (!buildPassManager(ctx, o, flags, true, &pm))
-      exit(EXIT_USAGE);
-    ok = mlirLogicalResultIsSuccess(mlirPassManagerRunOnOp(pm, module));
-    /* Destroying the pass manager prints the --mlir-timing report. */
-    mlirPassManagerDestroy(pm);
+    if (o->printAfter || o->printBefore) {
+      ok = runSegmented(ctx, o, module, flags);
+    } else {
+      MlirPassManager pm;
+      if (!buildPassManager(ctx, o, flags, true, &pm))
+        exit(EXIT_USAGE);
+      ok = mlirLogicalResultIsSuccess(mlirPassManagerRunOnOp(pm, module));
+      /* Destroying the pass manager prints the --mlir-timing report. */
+      mlirPassManagerDestroy(pm);
+    }
     if (!ok && !diags->anyError)
       mlirEmitError(mlirOperationGetLocation(module),
                     "a pass failed without reporting why");
@@ -388,10 +524,14 @@ static bool runChunk(MlirContext ctx, const Options *o, const Source *src,
     static Sink sink;
     sink.file = out;
     sink.used = 0;
-    mlirOperationPrintWithFlags(module, final, bufferedSink, &sink);
+    if (o->emitBytecode)
+      mlirOperationWriteBytecode(module, bufferedSink, &sink);
+    else
+      mlirOperationPrintWithFlags(module, final, bufferedSink, &sink);
     sinkFlush(&sink);
     mlirOpPrintingFlagsDestroy(final);
-    fprintf(out, "\n");
+    if (!o->emitBytecode)
+      fprintf(out, "\n");
     *printed = true;
   }
   /* The last chunk's module is left to the end of the process, which
@@ -487,6 +627,43 @@ static bool runAll(MlirContext ctx, const Options *o, const Source *src,
   return ok;
 }
 
+/* o->expanded: the pipeline with each top-level dtensor-spmd spelled out
+ * as its stages (dtensorSpmdStages); false after a message. */
+static bool expandSpmd(Options *o) {
+  const char *text = o->passPipeline ? o->passPipeline : o->pipeline.data;
+  Element elements[256];
+  int n = dtOptSplitPipeline(text ? text : "", elements, 256);
+  bool any = false;
+  for (int i = 0; i < n && !any; ++i)
+    any = elements[i].nameLength == 12 &&
+          !strncmp(elements[i].text, "dtensor-spmd", 12);
+  if (!any)
+    return true;
+  dtOptTextAppend(&o->expanded, "", 0);
+  for (int i = 0; i < n; ++i) {
+    const Element *e = &elements[i];
+    if (i)
+      dtOptTextAppendStr(&o->expanded, ", ");
+    if (e->nameLength != 12 || strncmp(e->text, "dtensor-spmd", 12)) {
+      dtOptTextAppend(&o->expanded, e->text, e->length);
+      continue;
+    }
+    /* dtensor-spmd{OPTIONS}: the options between the braces. */
+    MlirStringRef options = {"", 0};
+    if (e->length > 13 && e->text[12] == '{')
+      options = (MlirStringRef){e->text + 13, e->length - 14};
+    char stages[4096];
+    DtensorDiag diag;
+    if (mlirLogicalResultIsFailure(
+            dtensorSpmdStages(options, stages, sizeof(stages), &diag))) {
+      fprintf(stderr, "dtensor-opt: dtensor-spmd: %s\n", diag.message);
+      return false;
+    }
+    dtOptTextAppendStr(&o->expanded, stages);
+  }
+  return true;
+}
+
 DT_TUNE_ALLOCATOR;
 
 int main(int argc, char **argv) {
@@ -507,6 +684,15 @@ int main(int argc, char **argv) {
   DiagList diags = {0};
   mlirContextAttachDiagnosticHandler(ctx, dtOptCollectDiagnostic, &diags, NULL);
   MlirOpPrintingFlags flags = printingFlags(&o);
+  if (o.emitBytecode && o.splitInputFile) {
+    fprintf(stderr, "dtensor-opt: --emit-bytecode writes one module; it "
+                    "cannot be combined with --split-input-file\n");
+    return EXIT_USAGE;
+  }
+  /* With IR printing, dtensor-spmd runs as its stages, so that each one
+   * shows (the one-pass form computes the same, verified once). */
+  if (printsIr(&o) && !expandSpmd(&o))
+    return EXIT_USAGE;
 
   /* Check the pipeline before reading any input: a bad one is usage. */
   MlirPassManager probe;
