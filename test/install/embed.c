@@ -30,9 +30,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   MlirPassManager pm = mlirPassManagerCreate(ctx);
-  if (mlirLogicalResultIsFailure(dtensorAddSpmdPipeline(
-          mlirPassManagerGetAsOpPassManager(pm),
-          mlirStringRefCreateFromCString(""), &diag)) ||
+  if (mlirLogicalResultIsFailure(
+          dtensorAddSpmdPipeline(mlirPassManagerGetAsOpPassManager(pm),
+                                 mlirStringRefCreateFromCString(""), &diag)) ||
       mlirLogicalResultIsFailure(mlirPassManagerRunOnOp(pm, module))) {
     fprintf(stderr, "embed: dtensor-spmd failed %s\n", diag.message);
     return 1;
