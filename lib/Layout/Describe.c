@@ -1,7 +1,8 @@
 /* A text picture of a layout: the mesh, spec and placements, a grid of the
- * tensor's first two dims with the devices holding each block, and each
- * device's coordinates, local shape and index ranges (dtensor-plan show,
- * dtensor-ckpt info). */
+ * tensor's last two dims with the devices holding each block (one grid per
+ * block of the leading dims for a tensor of more; contributions to a
+ * pending reduction joined by '+'), and each device's coordinates, local
+ * shape and index ranges (dtensor-plan show, dtensor-ckpt info). */
 #include "dtensor-c/Layout.h"
 
 #include <stdarg.h>
@@ -70,7 +71,48 @@ static int boundaries(const DtensorLayout *l, int dim, int64_t *out,
 #define MAX_GRID_ROWS 32
 #define MAX_GRID_COLUMNS 16
 
-static void drawGrid(Out *o, const DtensorLayout *l) {
+/* The devices holding the element at `idx`: replicas joined by ',', the
+ * contributions of a pending (Partial) reduction by '+' (devices that
+ * differ only along Partial axes hold parts of one value). */
+static void ownersText(const DtensorLayout *l, const int64_t *idx, char *cell,
+                       size_t size) {
+  int64_t owners[256];
+  int64_t k = dtensorLayoutGetOwners(l, idx, owners, 256);
+  if (k > 256)
+    k = 256;
+  int meshRank = dtensorMeshGetRank(l->mesh);
+  bool partial[DTENSOR_MAX_MESH_RANK] = {false};
+  for (int a = 0; a < meshRank; ++a)
+    partial[a] = l->spec.partial[a] != DTENSOR_REDUCE_NONE;
+  bool used[256] = {false};
+  size_t n = 0;
+  cell[0] = 0;
+  for (int64_t i = 0; i < k && n + 24 < size; ++i) {
+    if (used[i])
+      continue;
+    int64_t ci[DTENSOR_MAX_MESH_RANK];
+    dtensorMeshGetCoords(l->mesh, owners[i], ci);
+    n += (size_t)snprintf(cell + n, size - n, "%s%lld", n ? "," : "",
+                          (long long)owners[i]);
+    used[i] = true;
+    for (int64_t j = i + 1; j < k && n + 24 < size; ++j) {
+      int64_t cj[DTENSOR_MAX_MESH_RANK];
+      dtensorMeshGetCoords(l->mesh, owners[j], cj);
+      bool same = true;
+      for (int a = 0; a < meshRank && same; ++a)
+        same = partial[a] || ci[a] == cj[a];
+      if (!same || used[j])
+        continue;
+      used[j] = true;
+      n += (size_t)snprintf(cell + n, size - n, "+%lld", (long long)owners[j]);
+    }
+  }
+}
+
+/* One grid: the blocks of dims `rd` (rows) and `cd` (columns, -1 for a 1-d
+ * tensor) at the leading index `lead` (the other dims' block starts). */
+static void drawGrid(Out *o, const DtensorLayout *l, int rd, int cd,
+                     const int64_t *lead) {
   int64_t *rb = malloc(sizeof(int64_t) * 4096);
   int64_t *cb = malloc(sizeof(int64_t) * 4096);
   if (!rb || !cb) {
@@ -79,9 +121,9 @@ static void drawGrid(Out *o, const DtensorLayout *l) {
     return;
   }
   bool cut = false;
-  int allRows = boundaries(l, 0, rb, &cut) - 1;
-  int allColumns = l->rank > 1 ? boundaries(l, 1, cb, &cut) - 1 : 1;
-  if (l->rank < 2) {
+  int allRows = boundaries(l, rd, rb, &cut) - 1;
+  int allColumns = cd >= 0 ? boundaries(l, cd, cb, &cut) - 1 : 1;
+  if (cd < 0) {
     cb[0] = 0;
     cb[1] = 1;
   }
@@ -104,24 +146,19 @@ static void drawGrid(Out *o, const DtensorLayout *l) {
     for (int line = 0; line < 2; ++line) {
       for (int c = 0; c < nc; ++c) {
         char cell[128] = "";
-        int64_t idx[DTENSOR_MAX_TENSOR_RANK] = {0};
-        idx[0] = rb[r];
-        if (l->rank > 1)
-          idx[1] = cb[c];
-        if (line == 0) {
-          int64_t owners[256];
-          int64_t k = dtensorLayoutGetOwners(l, idx, owners, 256);
-          int n = 0;
-          for (int64_t i = 0; i < k && i < 256 && n < 100; ++i)
-            n += snprintf(cell + n, sizeof(cell) - (size_t)n, "%s%lld",
-                          i ? "," : "", (long long)owners[i]);
-        } else if (l->rank > 1) {
+        int64_t idx[DTENSOR_MAX_TENSOR_RANK];
+        memcpy(idx, lead, sizeof(idx));
+        idx[rd] = rb[r];
+        if (cd >= 0)
+          idx[cd] = cb[c];
+        if (line == 0)
+          ownersText(l, idx, cell, sizeof(cell));
+        else if (cd >= 0)
           snprintf(cell, sizeof(cell), "%lldx%lld",
                    (long long)(rb[r + 1] - rb[r]),
                    (long long)(cb[c + 1] - cb[c]));
-        } else {
+        else
           snprintf(cell, sizeof(cell), "%lld", (long long)(rb[r + 1] - rb[r]));
-        }
         put(o, "|%-*.*s", width, width, cell);
       }
       put(o, "|\n");
@@ -135,6 +172,54 @@ static void drawGrid(Out *o, const DtensorLayout *l) {
         allColumns, nr, nc);
   free(rb);
   free(cb);
+}
+
+/* The grid of the last two dims; for a tensor of more, one grid per block
+ * of the leading dims (small multiples), each titled by its ranges. */
+#define MAX_SMALL_MULTIPLES 8
+
+static void drawGrids(Out *o, const DtensorLayout *l) {
+  int rank = l->rank;
+  int64_t lead[DTENSOR_MAX_TENSOR_RANK] = {0};
+  if (rank <= 2) {
+    drawGrid(o, l, 0, rank > 1 ? 1 : -1, lead);
+    return;
+  }
+  /* The block starts of each leading dim. */
+  int leading = rank - 2, count[DTENSOR_MAX_TENSOR_RANK];
+  int64_t *bounds[DTENSOR_MAX_TENSOR_RANK] = {NULL};
+  bool cut = false, ok = true;
+  int64_t total = 1;
+  for (int d = 0; d < leading && ok; ++d) {
+    bounds[d] = malloc(sizeof(int64_t) * 4096);
+    ok = bounds[d] != NULL;
+    if (ok) {
+      count[d] = boundaries(l, d, bounds[d], &cut) - 1;
+      total *= count[d] > 0 ? count[d] : 1;
+    }
+  }
+  int at[DTENSOR_MAX_TENSOR_RANK] = {0};
+  int64_t drawn = 0;
+  for (; ok && drawn < total && drawn < MAX_SMALL_MULTIPLES; ++drawn) {
+    put(o, "blocks of dims %d x %d where", rank - 2, rank - 1);
+    for (int d = 0; d < leading; ++d) {
+      lead[d] = bounds[d][at[d]];
+      put(o, "%s dim %d in [%lld,%lld)", d ? "," : "", d,
+          (long long)bounds[d][at[d]], (long long)bounds[d][at[d] + 1]);
+    }
+    put(o, ":\n");
+    drawGrid(o, l, rank - 2, rank - 1, lead);
+    for (int d = leading - 1; d >= 0; --d) {
+      if (++at[d] < count[d])
+        break;
+      at[d] = 0;
+    }
+  }
+  if (ok && total > drawn)
+    put(o, "(%lld blocks of the leading dims; the first %lld are drawn)\n",
+        (long long)total, (long long)drawn);
+  for (int d = 0; d < leading; ++d)
+    free(bounds[d]);
 }
 
 size_t dtensorLayoutDescribe(const DtensorLayout *layout, char *buffer,
@@ -165,7 +250,13 @@ size_t dtensorLayoutDescribe(const DtensorLayout *layout, char *buffer,
         (long long)dtensorMeshGetNumDevices(mesh), MAX_DESCRIBED_DEVICES);
     return out.used;
   }
-  drawGrid(o, layout);
+  drawGrids(o, layout);
+  bool partial = false;
+  for (int a = 0; a < dtensorMeshGetRank(mesh); ++a)
+    partial |= layout->spec.partial[a] != DTENSOR_REDUCE_NONE;
+  if (partial)
+    put(o, "(a+b: partial values the pending reduction combines; a,b: "
+           "copies)\n");
   put(o, "device  coords    local shape   index ranges\n");
   for (int64_t d = 0; d < dtensorMeshGetNumDevices(mesh); ++d) {
     int64_t coords[DTENSOR_MAX_MESH_RANK], ls[DTENSOR_MAX_TENSOR_RANK];
