@@ -38,3 +38,8 @@ try:
     config.available_features.add("cuda-driver")
 except OSError:
     pass
+
+# Graphviz's dot (dtensor-view-graph renders .svg with it).
+import shutil
+if shutil.which("dot"):
+    config.available_features.add("graphviz")

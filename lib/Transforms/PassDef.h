@@ -82,6 +82,7 @@ extern const DtPassDef dtGpuMemoryPass;
 extern const DtPassDef dtGpuCheckHostPass;
 extern const DtPassDef dtGpuSerialKernelsPass;
 extern const DtPassDef dtGpuLoopOrderPass;
+extern const DtPassDef dtViewGraphPass;
 extern const DtPassDef dtCheckLoweredPass;
 extern const DtPassDef dtApplyPlanPass;
 extern const DtPassDef dtImportGspmdPass;

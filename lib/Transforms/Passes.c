@@ -32,6 +32,7 @@ static const DtPassDef *const kPasses[] = {
     &dtGpuCheckHostPass,
     &dtGpuSerialKernelsPass,
     &dtGpuLoopOrderPass,
+    &dtViewGraphPass,
     &dtCheckLoweredPass,
     &dtApplyPlanPass,
     &dtImportGspmdPass,
