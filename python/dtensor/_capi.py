@@ -253,6 +253,10 @@ runnerCreate = _declare(lib, "dtensorRunnerCreate", c_void_p, Handle,
                         c_char_p, POINTER(Diag))
 runnerDestroy = _declare(lib, "dtensorRunnerDestroy", None, c_void_p)
 runnerGetMesh = _declare(lib, "dtensorRunnerGetMesh", c_void_p, c_void_p)
+runnerGetNumArguments = _declare(lib, "dtensorRunnerGetNumArguments", c_int,
+                                 c_void_p)
+runnerGetArgument = _declare(lib, "dtensorRunnerGetArgument",
+                             POINTER(RunTensor), c_void_p, c_int)
 runnerGetNumResults = _declare(lib, "dtensorRunnerGetNumResults", c_int,
                                c_void_p)
 runnerGetResult = _declare(lib, "dtensorRunnerGetResult", POINTER(RunTensor),

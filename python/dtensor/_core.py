@@ -51,8 +51,9 @@ class Mesh:
     "dp=2,tp=4". Owns its C object: close() (or a with block) frees it now,
     else it is freed with the Python object."""
 
+    _ptr = None  # for __del__ when __init__ did not get to set it
+
     def __init__(self, text):
-        self._ptr = None  # for __del__ if the text is refused
         diag = C.Diag()
         self._ptr = C.meshParse(_bytes(text), byref(diag))
         if not self._ptr:
@@ -515,6 +516,18 @@ def _run_ranks(runner, n, named, timeout, tmp):
                            f"run it with n={devices}")
     diag = C.Diag()
     ck_in, ck_out = os.path.join(tmp, "in"), os.path.join(tmp, "out")
+    # An input the entry does not take is a mistake, not something to skip.
+    names = [C.runnerGetArgument(runner, i).contents.name.decode()
+             for i in range(C.runnerGetNumArguments(runner))]
+    # (Positional inputs, arg<i>, are checked by the runner itself.)
+    unused = [k for k in named if k not in names and
+              not (k.startswith("arg") and k[3:].isdigit())]
+    if unused:
+        raise DtensorError(
+            f"input{'s' if len(unused) > 1 else ''} "
+            f"{', '.join(repr(k) for k in unused)} "
+            f"{'are' if len(unused) > 1 else 'is'} not an argument of the "
+            f"entry (its arguments: {', '.join(names) or 'none'})")
     if named:
         save_checkpoint(ck_in, named)
         if not C.runnerLoadArguments(runner, _bytes(ck_in), byref(diag)):

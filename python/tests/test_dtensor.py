@@ -246,6 +246,24 @@ def test_run_refuses_an_input_no_argument_takes():
         dtensor.run(MEGATRON, 4, [x, w1, w2, x])
 
 
+def test_run_names_a_named_input_no_argument_takes():
+    x = np.ones((16, 64), np.float32)
+    with pytest.raises(dtensor.DtensorError,
+                       match="input 'x' is not an argument of the entry "
+                             r"\(its arguments: arg0, arg1, arg2\)"):
+        dtensor.run(MEGATRON, 4, {"x": x})
+
+
+def test_mesh_of_the_wrong_type_raises_without_finalizer_noise(capfd):
+    with pytest.raises(TypeError):
+        dtensor.Mesh("cuda", (4,))  # PyTorch's DeviceMesh signature
+    with pytest.raises(TypeError, match="not int"):
+        dtensor.Mesh(4)
+    import gc
+    gc.collect()
+    assert "Exception ignored" not in capfd.readouterr().err
+
+
 # ---- checkpoints ----------------------------------------------------------------
 
 def test_checkpoint_round_trip(tmp_path):
