@@ -65,15 +65,29 @@ DtrtStatus dtrtSetTimeout(DtrtContext *c, double seconds) {
 
 /* ---- environment --------------------------------------------------------- */
 
+/* Slurm's names for the launcher variables, read where the torchrun
+ * ones are not set (srun starts every rank itself). */
+static const char *slurmName(const char *name) {
+  return !strcmp(name, "RANK")         ? "SLURM_PROCID"
+         : !strcmp(name, "WORLD_SIZE") ? "SLURM_NTASKS"
+         : !strcmp(name, "LOCAL_RANK") ? "SLURM_LOCALID"
+                                       : NULL;
+}
+
 static bool envInt(const char *name, int *out, bool required, DtrtContext *c,
                    DtrtStatus *status) {
   const char *v = getenv(name);
+  const char *slurm = slurmName(name);
+  if ((!v || !*v) && slurm && getenv(slurm) && *getenv(slurm)) {
+    v = getenv(slurm);
+    name = slurm;
+  }
   if (!v || !*v) {
     if (required)
       *status = dtrtFail(c, DTRT_ERR_ENV,
                          "%s is not set; run under "
-                         "dtensor-run (or torchrun), which sets RANK and "
-                         "WORLD_SIZE",
+                         "dtensor-run (or torchrun, or srun), which sets "
+                         "RANK and WORLD_SIZE (SLURM_PROCID, SLURM_NTASKS)",
                          name);
     return !required;
   }
