@@ -33,6 +33,16 @@ typedef struct DtrtLaunchOptions {
    * the signal there), the ranks are stopped and the launch ends with
    * 128 + its value. NULL: never. */
   const volatile sig_atomic_t *stop;
+  /* A job over several hosts, torchrun's way (--nnodes, --node-rank,
+   * --master-addr, --master-port): this launch starts global ranks
+   * nodeRank * numRanks ... + numRanks - 1 of numNodes * numRanks, with
+   * LOCAL_RANK 0 .. numRanks - 1, and every node's launch must be given
+   * the same DTENSOR_JOB and DTENSOR_SECRET in its environment. numNodes 0
+   * or 1: this host alone (masterAddr 127.0.0.1, a free port, a fresh job
+   * token). */
+  int numNodes, nodeRank;
+  const char *masterAddr; /* the host of global rank 0 */
+  int masterPort;
 } DtrtLaunchOptions;
 
 /// How a job ended.

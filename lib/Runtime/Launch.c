@@ -23,7 +23,9 @@
 /* What a job's ranks share: the variables' values and the pids. */
 typedef struct Job {
   const DtrtLaunchOptions *o;
-  char id[80], secret[40], port[16], size[16], timeout[32];
+  char id[80], secret[40], port[16], size[16], localSize[16], timeout[32];
+  char addr[256];
+  int firstRank; /* the global rank of this launch's rank 0 */
   pid_t *pids;
   int live;
 } Job;
@@ -101,13 +103,14 @@ static void startRank(const Job *job, int r, pid_t parent,
   if (getppid() != parent)
     _exit(1);
   dtrtProcessContextForget();
-  char rank[16];
-  snprintf(rank, sizeof(rank), "%d", r);
+  char rank[16], local[16];
+  snprintf(rank, sizeof(rank), "%d", job->firstRank + r);
+  snprintf(local, sizeof(local), "%d", r);
   setenv("RANK", rank, 1);
-  setenv("LOCAL_RANK", rank, 1);
+  setenv("LOCAL_RANK", local, 1);
   setenv("WORLD_SIZE", job->size, 1);
-  setenv("LOCAL_WORLD_SIZE", job->size, 1);
-  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("LOCAL_WORLD_SIZE", job->localSize, 1);
+  setenv("MASTER_ADDR", job->addr, 1);
   setenv("MASTER_PORT", job->port, 1);
   setenv("DTENSOR_JOB", job->id, 1);
   setenv("DTENSOR_SECRET", job->secret, 1);
@@ -139,11 +142,11 @@ static void reportFailure(Job *job, int r, int st, DtrtLaunchResult *out) {
   if (WIFSIGNALED(st))
     snprintf(out->message, sizeof(out->message),
              "rank %d was killed by signal %d (%s); stopping the other ranks",
-             r, WTERMSIG(st), strsignal(WTERMSIG(st)));
+             job->firstRank + r, WTERMSIG(st), strsignal(WTERMSIG(st)));
   else
     snprintf(out->message, sizeof(out->message),
-             "rank %d exited with status %d; stopping the other ranks", r,
-             WEXITSTATUS(st));
+             "rank %d exited with status %d; stopping the other ranks",
+             job->firstRank + r, WEXITSTATUS(st));
   signalRanks(job, SIGTERM);
 }
 
@@ -177,7 +180,58 @@ static void waitRanks(Job *job, DtrtLaunchResult *out) {
   }
 }
 
+/* A job over several hosts: the rendezvous and the job's token and secret
+ * the caller gave, the same on every node. */
+static DtrtStatus prepareNodes(Job *job, DtrtLaunchResult *out) {
+  const DtrtLaunchOptions *o = job->o;
+  const char *id = getenv("DTENSOR_JOB"), *secret = getenv("DTENSOR_SECRET");
+  const char *problem =
+      o->nodeRank < 0 || o->nodeRank >= o->numNodes
+          ? "the node rank is not below the number of nodes"
+      : !o->masterAddr || !*o->masterAddr || o->masterPort < 1 ||
+              o->masterPort > 65535
+          ? "a job of several nodes needs the master's address and port "
+            "(the host of rank 0)"
+      : !id || !*id || !secret || !*secret
+          ? "a job of several nodes needs DTENSOR_JOB and DTENSOR_SECRET "
+            "exported, the same on every node (e.g. "
+            "j$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n'))"
+          : NULL;
+  if (!problem &&
+      (strlen(id) >= sizeof(job->id) || strlen(secret) >= sizeof(job->secret) ||
+       strlen(o->masterAddr) >= sizeof(job->addr)))
+    problem = "DTENSOR_JOB, DTENSOR_SECRET or the master's address is too "
+              "long";
+  if (problem) {
+    snprintf(out->message, sizeof(out->message), "%s", problem);
+    return DTRT_ERR_INVALID;
+  }
+  snprintf(job->id, sizeof(job->id), "%s", id);
+  snprintf(job->secret, sizeof(job->secret), "%s", secret);
+  snprintf(job->addr, sizeof(job->addr), "%s", o->masterAddr);
+  snprintf(job->port, sizeof(job->port), "%d", o->masterPort);
+  job->firstRank = o->nodeRank * o->numRanks;
+  snprintf(job->size, sizeof(job->size), "%d", o->numNodes * o->numRanks);
+  return DTRT_OK;
+}
+
 static DtrtStatus prepareJob(Job *job, DtrtLaunchResult *out) {
+  snprintf(job->localSize, sizeof(job->localSize), "%d", job->o->numRanks);
+  if (job->o->timeoutSeconds > 0)
+    snprintf(job->timeout, sizeof(job->timeout), "%.17g",
+             job->o->timeoutSeconds);
+  if (job->o->numNodes > 1) {
+    DtrtStatus s = prepareNodes(job, out);
+    if (s != DTRT_OK)
+      return s;
+    job->pids = calloc((size_t)job->o->numRanks, sizeof(pid_t));
+    if (!job->pids) {
+      snprintf(out->message, sizeof(out->message), "out of memory");
+      return DTRT_ERR_NOMEM;
+    }
+    return DTRT_OK;
+  }
+  snprintf(job->addr, sizeof(job->addr), "127.0.0.1");
   char token[40];
   if (dtrtJobToken(token, sizeof(token)) != DTRT_OK ||
       dtrtJobToken(job->secret, sizeof(job->secret)) != DTRT_OK) {
@@ -190,9 +244,6 @@ static DtrtStatus prepareJob(Job *job, DtrtLaunchResult *out) {
   snprintf(job->id, sizeof(job->id), "j%ld-%s", (long)getpid(), token);
   snprintf(job->port, sizeof(job->port), "%d", freePort());
   snprintf(job->size, sizeof(job->size), "%d", job->o->numRanks);
-  if (job->o->timeoutSeconds > 0)
-    snprintf(job->timeout, sizeof(job->timeout), "%.17g",
-             job->o->timeoutSeconds);
   job->pids = calloc((size_t)job->o->numRanks, sizeof(pid_t));
   if (!job->pids) {
     snprintf(out->message, sizeof(out->message), "out of memory");
@@ -215,7 +266,7 @@ DtrtStatus dtrtLaunch(const DtrtLaunchOptions *options,
              DTRT_LAUNCH_MAX_RANKS);
     return DTRT_ERR_INVALID;
   }
-  Job job = {options, "", "", "", "", "", NULL, 0};
+  Job job = {options, "", "", "", "", "", "", "", 0, NULL, 0};
   DtrtStatus s = prepareJob(&job, out);
   if (s != DTRT_OK)
     return s;

@@ -150,7 +150,9 @@ class RunTensor(Structure):
 
 class LaunchOptions(Structure):
     _fields_ = [("numRanks", c_int), ("backend", c_char_p),
-                ("timeoutSeconds", c_double), ("stop", c_void_p)]
+                ("timeoutSeconds", c_double), ("stop", c_void_p),
+                ("numNodes", c_int), ("nodeRank", c_int),
+                ("masterAddr", c_char_p), ("masterPort", c_int)]
 
 
 class RankOptions(Structure):

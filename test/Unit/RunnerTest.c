@@ -136,7 +136,7 @@ static void testLaunch(MlirContext ctx) {
   CHECK(r != NULL);
   if (!r)
     return;
-  DtrtLaunchOptions launch = {2, "shm", 30, NULL};
+  DtrtLaunchOptions launch = {2, "shm", 30, NULL, 0, 0, NULL, 0};
   DtensorRankOptions o = {NULL, NULL, 0};
   DtensorRankReport reps[2];
   int code = -1;

@@ -150,7 +150,9 @@ static int launch(const Args *a, int argc, char **argv) {
   signal(SIGINT, onStop);
   signal(SIGTERM, onStop);
   DtrtLaunchOptions o = {
-      a->n, a->backend, a->timeout ? strtod(a->timeout, NULL) : 0, &stopSignal};
+      a->n,        a->backend, a->timeout ? strtod(a->timeout, NULL) : 0,
+      &stopSignal, 0,          0,
+      NULL,        0};
   Self self = {rankArgv};
   DtrtLaunchResult result;
   dtrtLaunch(&o, execRank, &self, &result);

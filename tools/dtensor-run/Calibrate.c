@@ -85,7 +85,7 @@ int dtRunCalibrate(const char *path, int n, const char *meshText,
          "(shm)...\n",
          meshText, n);
   fflush(stdout);
-  int status = dtRunLaunch(n, "shm", timeout, calibrateRank, &job);
+  int status = dtRunLaunch(n, "shm", timeout, NULL, calibrateRank, &job);
   dtensorMeshDestroy(mesh);
   return status;
 }

@@ -48,9 +48,14 @@ static int runMpiRank(DtensorRunner *r, int rank, const DtensorRankOptions *o) {
 /* Every rank forked from this process; their lines in rank order. */
 static int launchRanks(DtensorRunner *r, const DtRunOptions *o,
                        const DtensorRankOptions *ro) {
-  DtrtLaunchOptions launch = {o->n, o->backend,
+  DtrtLaunchOptions launch = {o->n,
+                              o->backend,
                               o->timeout ? strtod(o->timeout, NULL) : 0,
-                              &dtRunStopSignal};
+                              &dtRunStopSignal,
+                              0,
+                              0,
+                              NULL,
+                              0};
   DtensorRankReport *reps = calloc((size_t)o->n, sizeof(*reps));
   if (!reps)
     return 1;

@@ -14,10 +14,19 @@ extern volatile sig_atomic_t dtRunStopSignal;
 /// or puts back their default actions.
 void dtRunCatchStopSignals(bool catchThem);
 
+/// This host's share of a job over several (torchrun's flags).
+typedef struct DtRunNodes {
+  int numNodes, nodeRank;
+  const char *masterAddr;
+  int masterPort;
+} DtRunNodes;
+
 /// Starts `child(rank, arg)` on N ranks (dtrtLaunch) with the stop signals
-/// caught; returns 0, 128 + a stop signal, or 1 after saying why.
+/// caught, as this host's share of `nodes` (NULL: this host alone);
+/// returns 0, 128 + a stop signal, or 1 after saying why.
 int dtRunLaunch(int n, const char *backend, const char *timeout,
-                int (*child)(int rank, void *arg), void *childArg);
+                const DtRunNodes *nodes, int (*child)(int rank, void *arg),
+                void *childArg);
 
 /// dtensor-run --calibrate PATH: times the collectives of `meshText` (NULL:
 /// a 1-d mesh of N) on N ranks and writes the fitted cost file.

@@ -22,6 +22,8 @@ static int usage(void) {
       stderr,
       "usage: dtensor-run -n N [--backend shm|mpi|nccl] [--timeout SECONDS] "
       "[--threads T]\n"
+      "                   [--nnodes K --node-rank I --master-addr A "
+      "--master-port P]\n"
       "                   [--] PROGRAM [ARGS...]\n"
       "       dtensor-run -n N [--backend shm|mpi|nccl] [--entry FUNC] "
       "[--load DIR] [--save DIR]\n"
@@ -35,7 +37,10 @@ static int usage(void) {
       "it for the GPU (one GPU per rank; --gpu-options as\n  "
       "dtensor-to-nvvm's, e.g. 'chip=sm_90')\n"
       "  runs PROGRAM on N ranks with RANK, WORLD_SIZE, LOCAL_RANK, "
-      "MASTER_ADDR,\n  MASTER_PORT, DTENSOR_JOB and DTENSOR_BACKEND set\n"
+      "MASTER_ADDR,\n  MASTER_PORT, DTENSOR_JOB and DTENSOR_BACKEND set; "
+      "with --nnodes K, this host's\n  N ranks (-n or --nproc-per-node) of "
+      "a job of K x N, as torchrun's flags mean\n  (every node: the same "
+      "DTENSOR_JOB and DTENSOR_SECRET exported)\n"
       "  --threads T: compute (BLAS) threads per rank (default: the "
       "cores / N)\n"
       "  --calibrate FILE: times this machine's collectives on every group "
@@ -60,11 +65,20 @@ void dtRunCatchStopSignals(bool catchThem) {
     sigaction(stopSignals[i], &sa, NULL);
 }
 
-/* A rank that fails, or SIGINT, SIGTERM or SIGHUP, stops the others. */
+/* A rank that fails, or SIGINT, SIGTERM or SIGHUP, stops the others.
+ * `nodes` (NULL: this host alone) is this host's share of a job over
+ * several. */
 int dtRunLaunch(int n, const char *backend, const char *timeout,
-                int (*child)(int rank, void *arg), void *childArg) {
-  DtrtLaunchOptions o = {n, backend, timeout ? strtod(timeout, NULL) : 0,
-                         &dtRunStopSignal};
+                const DtRunNodes *nodes, int (*child)(int rank, void *arg),
+                void *childArg) {
+  DtrtLaunchOptions o = {n,
+                         backend,
+                         timeout ? strtod(timeout, NULL) : 0,
+                         &dtRunStopSignal,
+                         nodes ? nodes->numNodes : 0,
+                         nodes ? nodes->nodeRank : 0,
+                         nodes ? nodes->masterAddr : NULL,
+                         nodes ? nodes->masterPort : 0};
   DtrtLaunchResult result;
   dtRunCatchStopSignals(true);
   dtrtLaunch(&o, child, childArg, &result);
@@ -92,6 +106,7 @@ typedef struct Args {
   const char *backend, *timeout, *entry, *loadDir, *saveDir, *threads;
   const char *calibrate, *mesh; /* --calibrate FILE [--mesh SHAPE] */
   const char *gpuOptions;       /* --gpu-options OPTS */
+  DtRunNodes nodes;             /* --nnodes, --node-rank, --master-* */
   int repeat;
   bool mpiRank; /* started by mpirun as one rank of a .mlir run */
   int first;    /* argv index of PROGRAM */
@@ -102,8 +117,16 @@ static int parseOptions(int argc, char **argv, Args *a) {
   int i = 1;
   for (; i < argc; ++i) {
     const char *arg = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(arg, "-n") && value)
+    if ((!strcmp(arg, "-n") || !strcmp(arg, "--nproc-per-node")) && value)
       a->n = (int)dtWholeNumber(argv[++i], 1, 1024);
+    else if (!strcmp(arg, "--nnodes") && value)
+      a->nodes.numNodes = (int)dtWholeNumber(argv[++i], 1, 65536);
+    else if (!strcmp(arg, "--node-rank") && value)
+      a->nodes.nodeRank = (int)dtWholeNumber(argv[++i], 0, 65535);
+    else if (!strcmp(arg, "--master-addr") && value)
+      a->nodes.masterAddr = argv[++i];
+    else if (!strcmp(arg, "--master-port") && value)
+      a->nodes.masterPort = (int)dtWholeNumber(argv[++i], 1, 65535);
     else if (!strcmp(arg, "--mpi-rank"))
       a->mpiRank = true;
     else if (!strcmp(arg, "--backend") && value)
@@ -190,6 +213,24 @@ static int checkOptions(int argc, const Args *a, bool isMlir) {
   if (a->mesh && !a->calibrate) {
     fprintf(stderr, "dtensor-run: --mesh applies to --calibrate (a "
                     "PROG.mlir declares its own mesh)\n");
+    return 2;
+  }
+  if (a->nodes.numNodes < 0 || a->nodes.nodeRank < 0 ||
+      a->nodes.masterPort < 0) {
+    fprintf(stderr, "dtensor-run: --nnodes, --node-rank and --master-port "
+                    "take whole numbers (1 to 65536 nodes, a rank below "
+                    "them, a TCP port)\n");
+    return 2;
+  }
+  if (a->nodes.numNodes > 1 && a->nodes.nodeRank >= a->nodes.numNodes) {
+    fprintf(stderr, "dtensor-run: --node-rank %d is not below --nnodes %d\n",
+            a->nodes.nodeRank, a->nodes.numNodes);
+    return 2;
+  }
+  if (a->nodes.numNodes > 1 && isMlir) {
+    fprintf(stderr, "dtensor-run: a job over several nodes runs a PROGRAM; "
+                    "for PROG.mlir compile a bundle (dtensor-compile --bundle) "
+                    "and run dtensor-check BUNDLE on every node\n");
     return 2;
   }
   if (a->gpuOptions && (!isMlir || strcmp(a->backend, "nccl"))) {
@@ -306,8 +347,8 @@ static int runUnderMpirun(int argc, char **argv, const Args *a, bool isMlir) {
 DT_TUNE_ALLOCATOR;
 
 int main(int argc, char **argv) {
-  Args a = {0,    "shm", NULL, NULL, NULL,  NULL, NULL,
-            NULL, NULL,  NULL, 0,    false, 1};
+  Args a = {0,    "shm",           NULL, NULL,  NULL, NULL, NULL, NULL, NULL,
+            NULL, {0, 0, NULL, 0}, 0,    false, 1};
   int status = parseOptions(argc, argv, &a);
   if (status >= 0)
     return status;
@@ -331,5 +372,6 @@ int main(int argc, char **argv) {
   if (isMlir)
     return dtRunMlir(prog, &opts);
   Exec exec = {argv + a.first};
-  return dtRunLaunch(a.n, a.backend, a.timeout, execChild, &exec);
+  return dtRunLaunch(a.n, a.backend, a.timeout,
+                     a.nodes.numNodes > 1 ? &a.nodes : NULL, execChild, &exec);
 }
