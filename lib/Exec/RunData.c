@@ -96,19 +96,21 @@ static void resultsToHost(const DtensorRunner *r, int64_t *packed, bool keep) {
       }
       mgpuMemcpy(host, (char *)(intptr_t)d[1] + d[2] * (int64_t)es, bytes,
                  NULL);
-      mgpuStreamSynchronize(NULL);
       d[0] = d[1] = (int64_t)(intptr_t)host;
       d[2] = 0;
     }
     bool seen = false;
     for (int j = 0; j < k && freed; ++j)
       seen |= freed[j] == device;
+    /* Freed after the copies queued before it on the same stream. */
     if (!seen)
       mgpuMemFree(device, NULL);
     if (freed)
       freed[k] = device;
     d += 3 + 2 * t->rank;
   }
+  if (keep)
+    mgpuStreamSynchronize(NULL); /* the host copies are complete */
   free(freed);
 }
 

@@ -126,18 +126,28 @@ static bool makeBlocks(const DtensorRunner *r, int rank, int64_t **descs,
 }
 
 /* A GPU program takes device buffers: each block moves to the device (the
- * host copy is freed; the descriptor points to the device buffer). */
-static void blocksToDevice(const DtensorRunner *r, int64_t **descs) {
+ * host copy is freed; the descriptor points to the device buffer). False,
+ * with nothing moved, when out of memory. */
+static bool blocksToDevice(const DtensorRunner *r, int64_t **descs,
+                           DtensorDiag *outDiag) {
+  void **hosts = calloc((size_t)r->numArgs + 1, sizeof(void *));
+  if (!hosts)
+    return dtDiag(outDiag, -1, "out of memory");
   for (int a = 0; a < r->numArgs; ++a) {
     size_t bytes =
         (size_t)blockCount(r, &r->args[a]) * dtrtDtypeSize(r->args[a].dtype);
     void *host = (void *)(intptr_t)descs[a][0];
     void *device = mgpuMemAlloc(bytes, NULL, false);
     mgpuMemcpy(device, host, bytes, NULL);
-    mgpuStreamSynchronize(NULL);
-    free(host);
     descs[a][0] = descs[a][1] = (int64_t)(intptr_t)device;
+    hosts[a] = host;
   }
+  /* The copies read the host blocks until they are done. */
+  mgpuStreamSynchronize(NULL);
+  for (int a = 0; a < r->numArgs; ++a)
+    free(hosts[a]);
+  free(hosts);
+  return true;
 }
 
 /* Loads (or saves) the blocks of `tensors` — each an argument descriptor
@@ -356,9 +366,8 @@ bool dtensorRunnerRunRank(DtensorRunner *r, int rank,
   ok = ok && (!o->loadDir || checkpointIo(r, o->loadDir, r->args, r->numArgs,
                                           (void **)descs, false, outDiag));
   ok = ok && (!o->repeat || saveBlocks(r, descs, saved, outDiag));
-  bool onDevice = ok && r->gpu;
-  if (onDevice)
-    blocksToDevice(r, descs);
+  bool onDevice = ok && r->gpu && blocksToDevice(r, descs, outDiag);
+  ok = ok && (!r->gpu || onDevice);
   ok = ok && checkedRun(r, rank, o, descs, out, outAlloc, outReport, outDiag);
   if (ok && !outReport->different && o->repeat > 0)
     ok = timeSteps(r, rank, o->repeat, descs, saved, outReport, outDiag);

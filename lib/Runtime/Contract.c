@@ -148,6 +148,13 @@ static Mat transposed(Mat x) {
   return (Mat){x.p, x.type, x.cols, x.rows, x.cs, x.rs, x.bs};
 }
 
+void dtrtMatTransposeProduct(Mat *a, Mat *b, Mat *c) {
+  Mat at = transposed(*b), bt = transposed(*a);
+  *a = at;
+  *b = bt;
+  *c = transposed(*c);
+}
+
 /* Copies `x` into a contiguous row-major matrix of `type` (converting),
  * or back (`unpack`: from `dense` into `x`). */
 static void copyDense(Mat x, char *dense, DtrtDtype type, bool unpack) {
@@ -199,19 +206,13 @@ static void multiply(DtrtDtype t, Mat a, Mat b, int beta, Mat c) {
     return;
   /* A one-row product is the transposed one-column product (gemv). */
   if (c.rows == 1 && c.cols > 1) {
-    Mat at = transposed(b), bt = transposed(a);
-    a = at;
-    b = bt;
-    c = transposed(c);
+    dtrtMatTransposeProduct(&a, &b, &c);
   }
   int64_t ldc;
   int oc = c.type == t ? dtrtMatOrientation(&c, &ldc) : PACK;
   if (oc == COL) {
     /* C^T = B^T A^T, with C^T row-major. */
-    Mat at = transposed(b), bt = transposed(a);
-    a = at;
-    b = bt;
-    c = transposed(c);
+    dtrtMatTransposeProduct(&a, &b, &c);
   }
   void *ownA, *ownB, *ownC;
   int oa, ob;

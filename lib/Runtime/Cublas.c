@@ -100,19 +100,11 @@ static int fits(int64_t v, const char *what) {
   return (int)v;
 }
 
-static DtrtMat transposed(DtrtMat x) {
-  return (DtrtMat){x.p, x.type, x.cols, x.rows, x.cs, x.rs, x.bs};
-}
-
 bool dtrtGemmPlan(DtrtMat a, DtrtMat b, DtrtMat c, DtrtGemmCall *out) {
   int64_t ldc, lda, ldb;
   if (dtrtMatOrientation(&c, &ldc) == DTRT_MAT_COL) {
     /* C^T = B^T A^T, with C^T's rows of unit stride. */
-    DtrtMat at = transposed(b), bt = transposed(a);
-    a = at;
-    b = bt;
-    c = transposed(c);
-    dtrtMatOrientation(&c, &ldc);
+    dtrtMatTransposeProduct(&a, &b, &c);
   }
   int oa = dtrtMatOrientation(&a, &lda), ob = dtrtMatOrientation(&b, &ldb);
   if (oa == DTRT_MAT_PACK || ob == DTRT_MAT_PACK ||

@@ -170,6 +170,9 @@ typedef struct DtrtMat {
 /// stride (DTRT_MAT_COL), or neither (DTRT_MAT_PACK: a copy is needed).
 enum { DTRT_MAT_PACK = 0, DTRT_MAT_ROW = 1, DTRT_MAT_COL = 2 };
 int dtrtMatOrientation(const DtrtMat *x, int64_t *outLd);
+/// C = A B as C^T = B^T A^T: `a` becomes B^T, `b` A^T, `c` C^T (views of
+/// the same memory).
+void dtrtMatTransposeProduct(DtrtMat *a, DtrtMat *b, DtrtMat *c);
 
 /// A column-major GEMM call (cuBLAS's): out (m x n, leading dimension
 /// ldOut) = op(first) (m x k) op(second) (k x n), op 0: as it lies, 1:

@@ -194,10 +194,7 @@ static bool hostBuffer(MlirValue v) {
 static bool deallocHelperCall(MlirOperation op) {
   if (!dtIsOp(op, "func.call"))
     return false;
-  MlirAttribute callee = dtGetAttr(op, "callee");
-  if (mlirAttributeIsNull(callee) || !mlirAttributeIsAFlatSymbolRef(callee))
-    return false;
-  MlirStringRef name = mlirFlatSymbolRefAttrGetValue(callee);
+  MlirStringRef name = dtCalleeName(op);
   return name.length >= 14 && !memcmp(name.data, "dealloc_helper", 14);
 }
 
@@ -227,15 +224,9 @@ static bool hostConstant(MlirValue v) {
 /* Whether the value `v` returned by a function is (a cast of) the result of
  * `op`. */
 static bool returns(MlirOperation ret, MlirOperation op) {
-  for (intptr_t r = 0; r < mlirOperationGetNumOperands(ret); ++r) {
-    MlirValue v = mlirOperationGetOperand(ret, r);
-    while (mlirValueIsAOpResult(v) &&
-           dtIsOp(mlirOpResultGetOwner(v), "memref.cast"))
-      v = mlirOperationGetOperand(mlirOpResultGetOwner(v), 0);
-    if (mlirValueIsAOpResult(v) &&
-        mlirOperationEqual(mlirOpResultGetOwner(v), op))
+  for (intptr_t r = 0; r < mlirOperationGetNumOperands(ret); ++r)
+    if (mlirOperationEqual(rootOf(mlirOperationGetOperand(ret, r)), op))
       return true;
-  }
   return false;
 }
 
@@ -534,10 +525,7 @@ typedef struct Host {
 
 /* A call of a private function of the module: it takes device buffers. */
 static bool deviceCall(const Host *h, MlirOperation op) {
-  MlirAttribute callee = dtGetAttr(op, "callee");
-  if (mlirAttributeIsNull(callee) || !mlirAttributeIsAFlatSymbolRef(callee))
-    return false;
-  MlirStringRef name = mlirFlatSymbolRefAttrGetValue(callee);
+  MlirStringRef name = dtCalleeName(op);
   for (size_t i = 0; i < h->deviceFuncs.count; ++i) {
     MlirStringRef f =
         mlirStringAttrGetValue(dtGetAttr(h->deviceFuncs.ops[i], "sym_name"));
@@ -550,10 +538,7 @@ static bool deviceCall(const Host *h, MlirOperation op) {
  * collectives (on the nccl backend) and contractions (on cuBLAS;
  * docs/runtime.md). */
 static bool deviceRuntimeCall(MlirOperation op) {
-  MlirAttribute callee = dtGetAttr(op, "callee");
-  if (mlirAttributeIsNull(callee) || !mlirAttributeIsAFlatSymbolRef(callee))
-    return false;
-  MlirStringRef name = mlirFlatSymbolRefAttrGetValue(callee);
+  MlirStringRef name = dtCalleeName(op);
   static const char *const kPrefixes[] = {
       "dtrt_mlir_collective_", "dtrt_mlir_permute_", "dtrt_mlir_contract_"};
   for (size_t i = 0; i < sizeof(kPrefixes) / sizeof(kPrefixes[0]); ++i)

@@ -137,10 +137,9 @@ static MlirWalkResult visit(MlirOperation op, void *userData) {
 /* The function of the module that `call` calls, as an index into `funcs`
  * (-1: an external or unknown callee). */
 static int calleeIndex(MlirOperation call, const DtOpList *funcs) {
-  MlirAttribute callee = dtGetAttr(call, "callee");
-  if (mlirAttributeIsNull(callee) || !mlirAttributeIsAFlatSymbolRef(callee))
+  MlirStringRef name = dtCalleeName(call);
+  if (!name.length)
     return -1;
-  MlirStringRef name = mlirFlatSymbolRefAttrGetValue(callee);
   for (size_t i = 0; i < funcs->count; ++i)
     if (mlirStringRefEqual(
             mlirStringAttrGetValue(dtGetAttr(funcs->ops[i], "sym_name")), name))

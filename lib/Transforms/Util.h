@@ -4,6 +4,7 @@
 #define DTENSOR_LIB_TRANSFORMS_UTIL_H
 
 #include "Dialect/DialectInternal.h"
+#include "mlir-c/BuiltinAttributes.h"
 #include "mlir-c/IR.h"
 
 #include <stdbool.h>
@@ -13,6 +14,15 @@
 static inline MlirAttribute dtGetAttr(MlirOperation op, const char *name) {
   return mlirOperationGetAttributeByName(op,
                                          mlirStringRefCreateFromCString(name));
+}
+
+/// The symbol a func.call (or any op with a flat `callee`) calls; an empty
+/// name for an op without one.
+static inline MlirStringRef dtCalleeName(MlirOperation op) {
+  MlirAttribute callee = dtGetAttr(op, "callee");
+  if (mlirAttributeIsNull(callee) || !mlirAttributeIsAFlatSymbolRef(callee))
+    return (MlirStringRef){"", 0};
+  return mlirFlatSymbolRefAttrGetValue(callee);
 }
 
 /// Removes the dtensor.* attributes of a function's arguments and results
