@@ -2,8 +2,8 @@
  * edited IR, as PyTorch's parallelize_module does for modules. The plan
  * (JSON, read with jansson; docs/plans.md) names a mesh and maps argument
  * names (globs) to layouts or to styles: colwise, rowwise, replicate,
- * data_parallel. An argument's name is its `dtensor.name` attribute, else
- * its name location (`loc("w1")`). Every rule must match an argument, and
+ * data_parallel, sequence. An argument's name is its `dtensor.name` attribute,
+ * else its name location (`loc("w1")`). Every rule must match an argument, and
  * rules that give one argument different layouts are an error. */
 #include "Dialect/DialectInternal.h"
 #include "PassDef.h"
@@ -30,6 +30,7 @@ typedef struct Rule {
   const char *layout;   /* a spec, or NULL */
   const char *style;    /* or a style, with */
   int axis;             /* its mesh axis */
+  int dim;              /* the sequence style's tensor dim */
   int matched;
 } Rule;
 
@@ -58,7 +59,7 @@ static MlirLocation moduleLoc(const Plan *p) {
 }
 
 static const char *kStyles[] = {"colwise", "rowwise", "replicate",
-                                "data_parallel"};
+                                "data_parallel", "sequence"};
 
 /* ---- the plan file ------------------------------------------------------ */
 
@@ -171,7 +172,8 @@ static bool readRules(Plan *p, json_t *rules) {
          p->path, MAX_RULES);
     return false;
   }
-  static const char *kKeys[] = {"match", "function", "layout", "style", "axis"};
+  static const char *kKeys[] = {"match", "function", "layout",
+                                "style", "axis",     "dim"};
   for (size_t i = 0; i < json_array_size(rules); ++i) {
     json_t *r = json_array_get(rules, i);
     int n = (int)i + 1;
@@ -188,7 +190,7 @@ static bool readRules(Plan *p, json_t *rules) {
       if (!known) {
         fail(p, moduleLoc(p),
              "plan '%s': rule %d: unknown key \"%s\" "
-             "(valid: match, function, layout, style, axis)",
+             "(valid: match, function, layout, style, axis, dim)",
              p->path, n, key);
         return false;
       }
@@ -220,7 +222,8 @@ static bool readRules(Plan *p, json_t *rules) {
       if (!known) {
         fail(p, moduleLoc(p),
              "plan '%s': rule %d ('%s'): unknown style '%s' "
-             "(valid: colwise, rowwise, replicate, data_parallel)",
+             "(valid: colwise, rowwise, replicate, data_parallel, "
+             "sequence)",
              p->path, n, rule->match, rule->style);
         return false;
       }
@@ -231,6 +234,20 @@ static bool readRules(Plan *p, json_t *rules) {
       if ((rule->axis = axisOf(p, json_object_get(r, "axis"), n, dflt)) < 0)
         return false;
     }
+    /* The sequence style splits `dim` (default 1: [batch, seq, hidden]). */
+    json_t *dim = json_object_get(r, "dim");
+    rule->dim = 1;
+    if (dim && (!rule->style || strcmp(rule->style, "sequence") ||
+                !json_is_integer(dim) || json_integer_value(dim) < 0 ||
+                json_integer_value(dim) >= DTENSOR_MAX_TENSOR_RANK)) {
+      fail(p, moduleLoc(p),
+           "plan '%s': rule %d ('%s'): \"dim\" is the sequence style's "
+           "tensor dim, an integer from 0 to %d",
+           p->path, n, rule->match, DTENSOR_MAX_TENSOR_RANK - 1);
+      return false;
+    }
+    if (dim)
+      rule->dim = (int)json_integer_value(dim);
   }
   return true;
 }
@@ -260,12 +277,13 @@ static bool argName(MlirOperation func, intptr_t i, char *out, size_t size) {
   return false;
 }
 
-/* The spec a rule gives a tensor of `rank` dims. */
-static void specOf(const Plan *p, const Rule *r, int rank, char *out,
+/* The spec a rule gives a tensor of `rank` dims; false when the rule's
+ * sequence dim is not one of them. */
+static bool specOf(const Plan *p, const Rule *r, int rank, char *out,
                    size_t size) {
   if (r->layout) {
     snprintf(out, size, "%s", r->layout);
-    return;
+    return true;
   }
   /* Colwise shards the output features (the last dim: x @ W with W
    * [in, out]); rowwise the input features (the one before; a vector's
@@ -277,6 +295,8 @@ static void specOf(const Plan *p, const Rule *r, int rank, char *out,
     dim = rank >= 2 ? rank - 2 : -1;
   else if (!strcmp(r->style, "data_parallel"))
     dim = 0;
+  else if (!strcmp(r->style, "sequence") && (dim = r->dim) >= rank)
+    return false;
   const char *axis = dtensorMeshGetAxisName(p->mesh, r->axis);
   int k = snprintf(out, size, "[");
   for (int d = 0; d < rank; ++d)
@@ -284,6 +304,7 @@ static void specOf(const Plan *p, const Rule *r, int rank, char *out,
                   d == dim ? "S(" : "R", d == dim ? axis : "",
                   d == dim ? ")" : "");
   snprintf(out + k, size - (size_t)k, "]");
+  return true;
 }
 
 static void applyToFunction(Plan *p, MlirOperation func, char *names,
@@ -316,7 +337,14 @@ static void applyToFunction(Plan *p, MlirOperation func, char *names,
         return;
       }
       int rank = (int)mlirShapedTypeGetRank(type);
-      specOf(p, rule, rank, other, sizeof(other));
+      if (!specOf(p, rule, rank, other, sizeof(other))) {
+        fail(p, mlirOperationGetLocation(func),
+             "plan '%s': rule %d ('%s') splits dim %d, but argument '%s' of "
+             "@%s has %d dim%s",
+             p->path, r + 1, rule->match, rule->dim, name, fn, rank,
+             rank == 1 ? "" : "s");
+        return;
+      }
       if (chosen < 0) {
         chosen = r;
         snprintf(spec, sizeof(spec), "%s", other);
@@ -437,7 +465,7 @@ const DtPassDef dtApplyPlanPass = {
     .info = {"dtensor-apply-plan",
              "Annotate function arguments with layouts from a plan file "
              "(argument-name globs to layouts or colwise/rowwise/replicate/"
-             "data_parallel styles)",
+             "data_parallel/sequence styles)",
              1, kOptions},
     .verifyFirst = true,
     .run = runApplyPlan,

@@ -25,9 +25,21 @@
 // OK-LABEL: func.func @g(
 // OK-SAME: #dtensor.layout<@tp, "[S0]">
 //
+// The sequence style splits dim 1 ([batch, seq, hidden]) or its "dim" on
+// the last axis (or its "axis").
+// RUN: dtensor-opt %S/Inputs/plan-sequence.mlir --dtensor-apply-plan="plan=%S/Inputs/plans/sequence.json" | FileCheck %s --check-prefix=SEQ
+// SEQ-LABEL: func.func @norm(
+// SEQ-SAME: {dtensor.layout = #dtensor.layout<@mesh, "[R, S1, R]">, dtensor.name = "x"}
+// SEQ-SAME: {dtensor.layout = #dtensor.layout<@mesh, "[S0, R]">, dtensor.name = "h"}
+// SEQ-SAME: {dtensor.layout = #dtensor.layout<@mesh, "[R]">, dtensor.name = "g"}
+// RUN: not dtensor-opt %S/Inputs/plan-sequence.mlir --dtensor-apply-plan="plan=%S/Inputs/plans/sequence-rank.json" 2>&1 | FileCheck %s --check-prefix=SEQRANK
+// SEQRANK: plan-sequence.mlir:2:1: error: plan '{{.*}}sequence-rank.json': rule 1 ('g') splits dim 1, but argument 'g' of @norm has 1 dim
+// RUN: not dtensor-opt %S/Inputs/plan-sequence.mlir --dtensor-apply-plan="plan=%S/Inputs/plans/dim-not-sequence.json" 2>&1 | FileCheck %s --check-prefix=SEQDIM
+// SEQDIM: error: plan '{{.*}}dim-not-sequence.json': rule 1 ('h'): "dim" is the sequence style's tensor dim, an integer from 0 to 15
+//
 // Errors, each naming the plan and what is wrong.
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/unknown-style.json" 2>&1 | FileCheck %s --check-prefix=STYLE
-// STYLE: error: plan '{{.*}}unknown-style.json': rule 1 ('*.w_up'): unknown style 'colwize' (valid: colwise, rowwise, replicate, data_parallel)
+// STYLE: error: plan '{{.*}}unknown-style.json': rule 1 ('*.w_up'): unknown style 'colwize' (valid: colwise, rowwise, replicate, data_parallel, sequence)
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/no-match.json" 2>&1 | FileCheck %s --check-prefix=NOMATCH
 // NOMATCH: error: plan '{{.*}}no-match.json': rule 2 ('layer2.*') matches no argument {{.*}}the module's named arguments: x, l1.w_up, b_up, l1.w_down)
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/conflict.json" 2>&1 | FileCheck %s --check-prefix=CONFLICT
@@ -37,7 +49,7 @@
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/bad-axis.json" 2>&1 | FileCheck %s --check-prefix=AXIS
 // AXIS: error: plan '{{.*}}bad-axis.json': rule 1: axis pp is not an axis of mesh @mesh (its axes: dp, tp)
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/bad-key.json" 2>&1 | FileCheck %s --check-prefix=KEY
-// KEY: error: plan '{{.*}}bad-key.json': rule 1: unknown key "axes" (valid: match, function, layout, style, axis)
+// KEY: error: plan '{{.*}}bad-key.json': rule 1: unknown key "axes" (valid: match, function, layout, style, axis, dim)
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/empty-mesh-name.json" 2>&1 | FileCheck %s --check-prefix=EMPTY
 // EMPTY: error: plan '{{.*}}empty-mesh-name.json': the mesh's name is empty
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/nine-axes.json" 2>&1 | FileCheck %s --check-prefix=NINE
