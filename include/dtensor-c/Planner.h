@@ -247,6 +247,20 @@ DTENSOR_EXPORT bool dtensorPlanSimulate(const DtensorLayout *source,
                                         const DtensorShardingSpec *target,
                                         DtensorDiag *outDiag);
 
+/// Runs `plan` on real data in one process: `in` holds every device's
+/// padded block of `source` (dtensorLayoutGetMaxLocalShape, row-major,
+/// device after device), `out` receives every device's padded block of the
+/// plan's last spec on the same mesh and shape. Values are doubles (exact
+/// for f32, f16, bf16 and integers up to 2^53); a Partial block holds the
+/// device's contribution; padding is carried, never read into real
+/// elements. Steps apply as dtensorPlanSimulate applies them, so a plan that
+/// passes the simulator moves real data the same way. Returns false and
+/// fills `outDiag` for a step that does not fit or when out of memory.
+DTENSOR_EXPORT bool dtensorPlanExecute(const DtensorLayout *source,
+                                       const DtensorPlan *plan,
+                                       const double *in, double *out,
+                                       DtensorDiag *outDiag);
+
 /*===----------------------------------------------------------------------===*
  * Calibration
  *===----------------------------------------------------------------------===*/

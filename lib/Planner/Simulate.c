@@ -1,6 +1,8 @@
 /* The executable check of a plan: every device's padded block in memory,
  * each CommSpec applied to all of them as the collective would, then a
- * comparison with the target distribution.
+ * comparison with the target distribution; and the same steps on real
+ * blocks (dtensorPlanExecute, the Python DTensor's one-process
+ * redistribute).
  *
  * Element values are the global linear index + 1. A Partial value is held
  * as distinct per-device contributions whose reduction is the value, built
@@ -226,6 +228,60 @@ static bool reView(Blocks *b, const DtensorLayout *source, int *curDim,
   return true;
 }
 
+/* Applies every step of `plan` to `cur` (distributed by `source`), and
+ * leaves it in the last step's spec, out of any view. */
+static bool execute(Blocks *cur, const DtensorLayout *source,
+                    const DtensorPlan *plan, DtensorDiag *outDiag) {
+  char text[256];
+  int viewDim = 0;
+  int64_t viewGroups = 0;
+  for (int s = 0; s < plan->numSteps; ++s) {
+    const DtensorPlanStep *step = &plan->steps[s];
+    DtensorShardingSpec next;
+    DtensorDiag why;
+    if (!reView(cur, source, &viewDim, &viewGroups, step->viewDim,
+                step->viewGroups, &why))
+      return dtDiag(outDiag, -1, "step %d: %s", s + 1, why.message);
+    if (!dtensorCommSpecApply(&step->comm, &cur->layout, &next, &why))
+      return dtDiag(outDiag, -1, "step %d is not valid: %s", s + 1,
+                    why.message);
+    if (!dtensorShardingSpecEqual(&next, &step->after)) {
+      dtensorShardingSpecPrint(&next, text, sizeof(text));
+      return dtDiag(outDiag, -1,
+                    "step %d produces %s, not the spec the plan "
+                    "records",
+                    s + 1, text);
+    }
+    DtensorLayout nextLayout = cur->layout;
+    nextLayout.spec = next;
+    Blocks out;
+    if (!blocksInit(&out, &nextLayout))
+      return dtDiag(outDiag, -1, "out of memory in the simulator");
+    applyStep(&step->comm, cur, &out);
+    free(cur->data);
+    *cur = out;
+  }
+  DtensorDiag why;
+  if (!reView(cur, source, &viewDim, &viewGroups, 0, 0, &why))
+    return dtDiag(outDiag, -1, "after the last step: %s", why.message);
+  return true;
+}
+
+bool dtensorPlanExecute(const DtensorLayout *source, const DtensorPlan *plan,
+                        const double *in, double *out, DtensorDiag *outDiag) {
+  Blocks cur;
+  if (!blocksInit(&cur, source))
+    return dtDiag(outDiag, -1, "out of memory in the simulator");
+  memcpy(cur.data, in, sizeof(double) * (size_t)(cur.elems * cur.numDevices));
+  if (!execute(&cur, source, plan, outDiag)) {
+    free(cur.data);
+    return false;
+  }
+  memcpy(out, cur.data, sizeof(double) * (size_t)(cur.elems * cur.numDevices));
+  free(cur.data);
+  return true;
+}
+
 bool dtensorPlanSimulate(const DtensorLayout *source, const DtensorPlan *plan,
                          const DtensorShardingSpec *target,
                          DtensorDiag *outDiag) {
@@ -234,45 +290,9 @@ bool dtensorPlanSimulate(const DtensorLayout *source, const DtensorPlan *plan,
     return dtDiag(outDiag, -1, "out of memory in the simulator");
   distribute(&cur);
   char text[256];
-  int viewDim = 0;
-  int64_t viewGroups = 0;
-  for (int s = 0; s < plan->numSteps; ++s) {
-    const DtensorPlanStep *step = &plan->steps[s];
-    DtensorShardingSpec next;
-    DtensorDiag why;
-    if (!reView(&cur, source, &viewDim, &viewGroups, step->viewDim,
-                step->viewGroups, &why)) {
-      free(cur.data);
-      return dtDiag(outDiag, -1, "step %d: %s", s + 1, why.message);
-    }
-    if (!dtensorCommSpecApply(&step->comm, &cur.layout, &next, &why)) {
-      free(cur.data);
-      return dtDiag(outDiag, -1, "step %d is not valid: %s", s + 1,
-                    why.message);
-    }
-    if (!dtensorShardingSpecEqual(&next, &step->after)) {
-      dtensorShardingSpecPrint(&next, text, sizeof(text));
-      free(cur.data);
-      return dtDiag(outDiag, -1,
-                    "step %d produces %s, not the spec the plan "
-                    "records",
-                    s + 1, text);
-    }
-    DtensorLayout nextLayout = cur.layout;
-    nextLayout.spec = next;
-    Blocks out;
-    if (!blocksInit(&out, &nextLayout)) {
-      free(cur.data);
-      return dtDiag(outDiag, -1, "out of memory in the simulator");
-    }
-    applyStep(&step->comm, &cur, &out);
+  if (!execute(&cur, source, plan, outDiag)) {
     free(cur.data);
-    cur = out;
-  }
-  DtensorDiag why;
-  if (!reView(&cur, source, &viewDim, &viewGroups, 0, 0, &why)) {
-    free(cur.data);
-    return dtDiag(outDiag, -1, "after the last step: %s", why.message);
+    return false;
   }
   DtensorLayout want = cur.layout;
   want.spec = *target;

@@ -226,6 +226,13 @@ planPrint = _declare(lib, "dtensorPlanPrint", c_size_t, POINTER(Plan),
                      c_void_p, c_char_p, c_size_t)
 commSpecPrint = _declare(lib, "dtensorCommSpecPrint", c_size_t,
                          POINTER(CommSpec), c_char_p, c_size_t)
+planExecute = _declare(lib, "dtensorPlanExecute", c_bool, POINTER(Layout),
+                       POINTER(Plan), c_void_p, c_void_p, POINTER(Diag))
+
+# CommSpec patterns (DtensorCommPattern) and reduce kinds (DtensorReduceKind)
+COMM_PATTERNS = ("identity", "all_gather", "all_to_all", "local_split",
+                 "all_reduce", "reduce_scatter", "local_partial")
+REDUCE_KINDS = ("none", "sum", "max", "min", "avg", "prod")
 
 # ---- the compiler (MLIR handles by value) ----------------------------------------
 contextCreate = _declare(lib, "dtensorContextCreate", Handle)
@@ -270,6 +277,34 @@ runnerComputeReference = _declare(lib, "dtensorRunnerComputeReference",
 runnerLaunch = _declare(lib, "dtensorRunnerLaunch", c_bool, c_void_p,
                         POINTER(LaunchOptions), POINTER(RankOptions),
                         POINTER(RankReport), POINTER(c_int), POINTER(Diag))
+
+# ---- collectives on this rank's block (what compiled programs call) ------------------
+# The kinds, in the ABI's order (DTRT_MLIR_COLLECTIVE_LIST), and the
+# reductions (DTRT_REDUCE_LIST: the compiler's kinds without "none").
+MLIR_COLLECTIVES = ("all_gather", "all_reduce", "reduce_scatter",
+                    "all_to_all", "local_split", "broadcast")
+RT_REDUCE_KINDS = ("sum", "max", "min", "avg", "prod")
+collective = _declare(rt, "dtrt_mlir_collective", None, c_int64, c_int64,
+                      c_int64, c_int64, c_int64, c_int64, c_int64, c_void_p,
+                      c_int64, c_void_p, c_int64, c_void_p, c_int64, c_void_p)
+
+
+def memref_descriptor(array):
+    """MLIR's ranked memref descriptor of a C-contiguous numpy array
+    (allocated, aligned, offset, sizes, strides), as compiled programs pass
+    it; keep the array alive while it is used."""
+    rank = array.ndim
+    fields = [("allocated", c_void_p), ("aligned", c_void_p),
+              ("offset", c_int64)]
+    if rank:
+        fields += [("sizes", c_int64 * rank), ("strides", c_int64 * rank)]
+    desc = type(f"MemRef{rank}", (Structure,), {"_fields_": fields})()
+    desc.allocated = desc.aligned = array.ctypes.data
+    if rank:
+        desc.sizes[:] = array.shape
+        desc.strides[:] = [s // array.itemsize for s in array.strides]
+    return desc
+
 
 # ---- element types (libdtensor_rt's one list) ---------------------------------------
 dtypeName = _declare(rt, "dtrtDtypeName", c_char_p, c_int)

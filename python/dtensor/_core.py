@@ -232,10 +232,8 @@ class Plan:
         return f"Plan({[s['comm'] for s in self.steps]}, {self.forward_us:.2f} us)"
 
 
-def plan(layout, target, strategy="optimal"):
-    """The cheapest sequence of collectives from `layout` to spec `target`
-    on the same mesh (the LayoutConverter); `strategy` "greedy" is the
-    seed's walk, for comparison."""
+def _compute_plan(layout, target, strategy="optimal"):
+    """The planner's C plan from `layout` to spec text `target`."""
     if strategy not in ("optimal", "greedy"):
         raise DtensorError(f"strategy '{strategy}' (valid: optimal, greedy)")
     spec = _parse_spec(target, layout.mesh)
@@ -247,6 +245,14 @@ def plan(layout, target, strategy="optimal"):
     if not C.planCompute(layout._ref(), byref(spec), byref(opts),
                          byref(out), byref(diag)):
         raise DtensorError(f"{layout.spec} -> {target}: {_diag_text(diag)}")
+    return out
+
+
+def plan(layout, target, strategy="optimal"):
+    """The cheapest sequence of collectives from `layout` to spec `target`
+    on the same mesh (the LayoutConverter); `strategy` "greedy" is the
+    seed's walk, for comparison."""
+    out = _compute_plan(layout, target, strategy)
     steps = []
     for i in range(out.numSteps):
         st = out.steps[i]

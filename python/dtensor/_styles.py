@@ -1,0 +1,140 @@
+"""PyTorch's tensor-parallel styles as plan files: ColwiseParallel,
+RowwiseParallel and SequenceParallel map argument-name globs to the styles
+of dtensor-apply-plan (docs/plans.md); parallelize_module annotates a
+program with them."""
+
+import json
+import os
+import tempfile
+
+from ._core import CompileError
+from ._core import compile as _compile
+from ._distributed import DeviceMesh
+
+
+class ParallelStyle:
+    """How a matched argument is laid out on a 1-D (sub-)mesh."""
+
+    style = None
+
+    def _rule(self):
+        return {"style": self.style}
+
+    def __eq__(self, other):
+        return type(other) is type(self) and other._rule() == self._rule()
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+
+class ColwiseParallel(ParallelStyle):
+    """A weight [in, out] of x @ W split by output features (its last dim);
+    a bias split likewise."""
+
+    style = "colwise"
+
+
+class RowwiseParallel(ParallelStyle):
+    """A weight [in, out] of x @ W split by input features (the dim before
+    the last); a bias stays whole. After a ColwiseParallel layer, one
+    all_reduce."""
+
+    style = "rowwise"
+
+
+class SequenceParallel(ParallelStyle):
+    """An activation split along its sequence dim (`sequence_dim`, default
+    1: [batch, seq, hidden]), as around norms and dropout."""
+
+    style = "sequence"
+
+    def __init__(self, *, sequence_dim=1):
+        if isinstance(sequence_dim, bool) or not isinstance(sequence_dim, int) \
+                or sequence_dim < 0:
+            raise TypeError(f"sequence_dim must be an int >= 0, not "
+                            f"{sequence_dim!r}")
+        self.sequence_dim = sequence_dim
+
+    def _rule(self):
+        return {"style": self.style, "dim": self.sequence_dim}
+
+    def __repr__(self):
+        return f"SequenceParallel(sequence_dim={self.sequence_dim})"
+
+
+def make_plan(device_mesh, parallelize_plan, mesh_name="mesh"):
+    """The plan file (a dict, as JSON) for `parallelize_plan`: {glob: a
+    ParallelStyle, or a layout spec on the whole mesh such as "[S(tp), R]"}.
+    Styles need a mesh of one dim (mesh["tp"] of a larger one): its axis is
+    theirs. The file declares the whole (root) mesh as @`mesh_name`."""
+    if not isinstance(device_mesh, DeviceMesh):
+        raise TypeError(f"device_mesh must be a DeviceMesh, not "
+                        f"{type(device_mesh).__name__}")
+    if not isinstance(parallelize_plan, dict) or not parallelize_plan:
+        raise TypeError("parallelize_plan must be a non-empty dict of "
+                        "argument-name globs to styles or layout specs")
+    if not isinstance(mesh_name, str) or not mesh_name.isidentifier():
+        raise ValueError(f"mesh_name {mesh_name!r} is not an identifier")
+    root = device_mesh.root_mesh
+    mesh = {"name": mesh_name, "shape": list(root.shape)}
+    if root.mesh_dim_names:
+        mesh["axes"] = list(root.mesh_dim_names)
+    rules = []
+    for glob, value in parallelize_plan.items():
+        what = f"parallelize_plan[{glob!r}]"
+        if not isinstance(glob, str) or not glob:
+            raise TypeError(f"parallelize_plan: the key {glob!r} is not an "
+                            "argument-name glob")
+        if isinstance(value, ParallelStyle):
+            if device_mesh.ndim != 1:
+                raise ValueError(
+                    f"{what}: {value!r} needs a mesh of one dim, and "
+                    f"device_mesh has {device_mesh.ndim} (pass mesh['tp'], "
+                    "or a layout spec)")
+            rules.append({"match": glob, **value._rule(),
+                          "axis": device_mesh._dims[0]})
+        elif isinstance(value, str):
+            rules.append({"match": glob, "layout": value})
+        else:
+            raise TypeError(f"{what} is {value!r}, not a ParallelStyle or a "
+                            "layout spec")
+    return {"mesh": mesh, "rules": rules}
+
+
+def save_plan(path, device_mesh, parallelize_plan, mesh_name="mesh"):
+    """Writes make_plan's file to `path` (for dtensor-apply-plan{plan=...})."""
+    plan = make_plan(device_mesh, parallelize_plan, mesh_name)
+    with open(path, "w") as f:
+        json.dump(plan, f, indent=2)
+        f.write("\n")
+    return plan
+
+
+def parallelize_module(module, device_mesh, parallelize_plan,
+                       mesh_name="mesh"):
+    """The program `module` (IR text, or a path to a .mlir file) with its
+    arguments annotated by `parallelize_plan` (dtensor-apply-plan): ready
+    for dtensor.compile or dtensor.run. Raises CompileError with the pass's
+    located message when a glob matches no argument or a layout does not
+    fit."""
+    if isinstance(module, os.PathLike) or (
+            isinstance(module, str) and "\n" not in module and
+            os.path.exists(module)):
+        with open(module) as f:
+            text, name = f.read(), os.fspath(module)
+    elif isinstance(module, str):
+        text, name = module, "<string>"
+    else:
+        raise TypeError(f"module must be IR text or a path, not "
+                        f"{type(module).__name__}")
+    with tempfile.TemporaryDirectory(prefix="dtensor-plan-") as tmp:
+        path = os.path.join(tmp, "plan.json")
+        save_plan(path, device_mesh, parallelize_plan, mesh_name)
+        try:
+            return _compile(text, f"dtensor-apply-plan{{plan={path}}}",
+                            name=name)
+        except CompileError as e:
+            # The file is gone when the caller reads this: name the dict.
+            diags = [d.replace(f"plan '{path}'", "parallelize_plan")
+                     for d in e.diagnostics]
+            raise CompileError("\n".join(diags), diags) from None
