@@ -24,19 +24,29 @@ class CompileError(DtensorError):
         self.diagnostics = list(diagnostics)
 
 
-def _bytes(s):
-    """A text argument for C: str, bytes or a path. Anything else (None
-    would reach C as a null pointer) is a TypeError, and a NUL (where C
-    would stop reading) a ValueError."""
+def _bytes(s, what):
+    """The text argument `what` for C: str, bytes or a path. Anything else
+    (None would reach C as a null pointer) is a TypeError, and a NUL (where
+    C would stop reading) a ValueError, each naming the argument."""
     if isinstance(s, os.PathLike):
         s = os.fspath(s)
     if isinstance(s, str):
         s = s.encode()
     if not isinstance(s, bytes):
-        raise TypeError(f"expected a string, not {type(s).__name__}")
+        raise TypeError(f"{what}: expected a string, not {type(s).__name__}")
     if b"\0" in s:
-        raise ValueError(f"{s!r} contains a NUL character")
+        raise ValueError(f"{what}: {s!r} contains a NUL character")
     return s
+
+
+def _check_int(value, what, low=None):
+    """`value` as an int (not a bool), at least `low`, else TypeError or
+    ValueError naming `what`."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+    if low is not None and value < low:
+        raise ValueError(f"{what} is {value}; at least {low}")
+    return int(value)
 
 
 def _diag_text(diag):
@@ -55,7 +65,7 @@ class Mesh:
 
     def __init__(self, text):
         diag = C.Diag()
-        self._ptr = C.meshParse(_bytes(text), byref(diag))
+        self._ptr = C.meshParse(_bytes(text, "mesh"), byref(diag))
         if not self._ptr:
             raise DtensorError(f"mesh '{text}': {_diag_text(diag)}")
 
@@ -105,7 +115,8 @@ class Mesh:
 def _parse_spec(text, mesh):
     spec = C.ShardingSpec()
     diag = C.Diag()
-    if not C.specParse(_bytes(text), mesh.ptr, byref(spec), byref(diag)):
+    if not C.specParse(_bytes(text, "spec"), mesh.ptr, byref(spec),
+                       byref(diag)):
         raise DtensorError(f"spec '{text}', column {diag.column + 1}: "
                            f"{_diag_text(diag)}")
     return spec
@@ -127,10 +138,13 @@ class Layout:
         self.mesh = mesh if isinstance(mesh, Mesh) else Mesh(mesh)
         self._spec = _parse_spec(spec, self.mesh)
         et = c_int()
-        if not C.elementTypeParse(_bytes(dtype), byref(et)):
+        if not C.elementTypeParse(_bytes(dtype, "dtype"), byref(et)):
             raise DtensorError(f"element type '{dtype}' is not one of f32, "
                                "f64, f16, bf16, i1, i8, i16, i32, i64")
-        shape = tuple(int(d) for d in shape)
+        if not isinstance(shape, (tuple, list)):
+            raise TypeError(f"shape must be a tuple of ints, not "
+                            f"{type(shape).__name__}")
+        shape = tuple(_check_int(d, f"shape[{i}]") for i, d in enumerate(shape))
         # ctypes would wrap a dim past int64 silently (2**64 + 8 became 8).
         for d in shape:
             if not 0 <= d < 2 ** 63:
@@ -160,6 +174,7 @@ class Layout:
         return byref(self._layout)
 
     def _device(self, device):
+        device = _check_int(device, "device")
         if not 0 <= device < self.mesh.num_devices:
             raise DtensorError(f"device {device} is not in the mesh of "
                                f"{self.mesh.num_devices} devices")
@@ -252,6 +267,9 @@ def plan(layout, target, strategy="optimal"):
     """The cheapest sequence of collectives from `layout` to spec `target`
     on the same mesh (the LayoutConverter); `strategy` "greedy" is the
     seed's walk, for comparison."""
+    if not isinstance(layout, Layout):
+        raise TypeError(f"layout must be a Layout, not "
+                        f"{type(layout).__name__}")
     out = _compute_plan(layout, target, strategy)
     steps = []
     for i in range(out.numSteps):
@@ -298,7 +316,7 @@ class _Program:
 
         self._handler = C.DiagnosticHandler(on_diagnostic)
         C.attachDiagnosticHandler(self.ctx, self._handler, None, None)
-        src, nm = _bytes(text), _bytes(name)
+        src, nm = _bytes(text, "text"), _bytes(name, "name")
         self.module = C.sourceParse(self.ctx, C.StringRef(src, len(src)),
                                     C.StringRef(nm, len(nm)))
         if not self.module.ptr:
@@ -333,7 +351,7 @@ def compile(text, pipeline="dtensor-spmd", name="<string>"):
         pm = C.passManagerCreate(prog.ctx)
         try:
             diag = C.Diag()
-            pipe = _bytes(pipeline)
+            pipe = _bytes(pipeline, "pipeline")
             if not C.passManagerAddPipeline(
                     C.passManagerGetAsOpPassManager(pm),
                     C.StringRef(pipe, len(pipe)), byref(diag)):
@@ -386,7 +404,7 @@ def checkpoint_info(path):
     dtype, shape, mesh, spec, shards and bytes."""
     handle = c_void_p()
     err = _err()
-    _check(C.ckptOpen(_bytes(path), byref(handle), err, len(err)), err)
+    _check(C.ckptOpen(_bytes(path, "path"), byref(handle), err, len(err)), err)
     try:
         out = []
         for i in range(C.ckptNumTensors(handle)):
@@ -407,7 +425,7 @@ def verify_checkpoint(path):
     """Checks every data file's size and CRC-32; raises DtensorError naming
     the first bad file."""
     err = _err()
-    _check(C.ckptVerify(_bytes(path), err, len(err)), err)
+    _check(C.ckptVerify(_bytes(path, "path"), err, len(err)), err)
 
 
 def load_checkpoint(path, names=None):
@@ -425,7 +443,7 @@ def load_checkpoint(path, names=None):
         dtype = np.uint16 if bf16 else _BY_NAME[t["dtype"]]
         array = np.empty(t["shape"], dtype=dtype)
         err = _err()
-        _check(C.ckptReadTensor(_bytes(path), _bytes(name),
+        _check(C.ckptReadTensor(_bytes(path, "path"), _bytes(name, "names"),
                                 array.ctypes.data_as(c_void_p), array.nbytes,
                                 err, len(err)), err)
         if bf16:
@@ -439,9 +457,15 @@ def save_checkpoint(path, tensors):
     others kept): {name: array} (replicated on one device) or {name: (array,
     mesh, spec)} to store each under a layout. Arrays of float32, float64,
     float16, int32 or int64."""
+    if not isinstance(tensors, dict):
+        raise TypeError(f"tensors must be a dict of name to array, not "
+                        f"{type(tensors).__name__}")
     for name, value in tensors.items():
         array, mesh, spec = (value if isinstance(value, tuple)
                              else (value, None, None))
+        if not isinstance(array, np.ndarray) and not hasattr(array, "__array__"):
+            raise TypeError(f"tensors[{name!r}] must be a numpy array, not "
+                            f"{type(array).__name__}")
         array = np.ascontiguousarray(array)
         if array.dtype not in _DTYPES:
             raise DtensorError(f"'{name}': element type {array.dtype} (valid: "
@@ -450,22 +474,26 @@ def save_checkpoint(path, tensors):
             mesh = "1"
             spec = "[" + ", ".join("R" for _ in array.shape) + "]"
         shape = (c_int64 * max(1, array.ndim))(*array.shape)
-        t = C.RtTensor(_bytes(name), _DTYPES[array.dtype], array.ndim, shape,
-                       _bytes(mesh), _bytes(spec),
+        t = C.RtTensor(_bytes(name, "tensors key"), _DTYPES[array.dtype],
+                       array.ndim, shape, _bytes(mesh, f"tensors[{name!r}] mesh"),
+                       _bytes(spec, f"tensors[{name!r}] spec"),
                        array.ctypes.data_as(c_void_p))
         err = _err()
-        _check(C.ckptWriteTensor(_bytes(path), byref(t), err, len(err)), err)
+        _check(C.ckptWriteTensor(_bytes(path, "path"), byref(t), err,
+                                 len(err)), err)
 
 
 def convert_checkpoint(path, out, mesh, specs=None, default=None):
     """Rewrites the checkpoint for `mesh`, each tensor under specs[name] or
     `default` (None: replicated); block by block."""
     specs = specs or {}
-    names = (c_char_p * max(1, len(specs)))(*[_bytes(k) for k in specs])
-    values = (c_char_p * max(1, len(specs)))(*[_bytes(v) for v in specs.values()])
+    names = (c_char_p * max(1, len(specs)))(
+        *[_bytes(k, "specs key") for k in specs])
+    values = (c_char_p * max(1, len(specs)))(*[_bytes(v, f"specs[{k!r}]") for k, v in specs.items()])
     err = _err()
-    _check(C.ckptConvert(_bytes(path), _bytes(out), _bytes(mesh), len(specs),
-                         names, values, _bytes(default) if default else None,
+    _check(C.ckptConvert(_bytes(path, "path"), _bytes(out, "out"),
+                         _bytes(mesh, "mesh"), len(specs), names, values,
+                         _bytes(default, "default") if default else None,
                          err, len(err)), err)
 
 
@@ -481,8 +509,17 @@ def _program_text(program):
 
 
 def _named_inputs(inputs):
-    return inputs if isinstance(inputs, dict) else {
+    if not isinstance(inputs, (dict, list, tuple)):
+        raise TypeError(f"inputs must be a list of arrays or a dict of name "
+                        f"to array, not {type(inputs).__name__}")
+    named = inputs if isinstance(inputs, dict) else {
         f"arg{i}": a for i, a in enumerate(inputs)}
+    for k, a in named.items():
+        if not isinstance(a, np.ndarray) and not hasattr(a, "__array__"):
+            key = k if isinstance(inputs, dict) else int(k[3:])
+            raise TypeError(f"inputs[{key!r}] must be a numpy array, not "
+                            f"{type(a).__name__}")
+    return named
 
 
 def run(program, n, inputs, backend="shm", entry=None, timeout=None):
@@ -495,6 +532,12 @@ def run(program, n, inputs, backend="shm", entry=None, timeout=None):
     compile). On shm the program is compiled in this process and the ranks
     are forked from it (libdtensor's runner); on mpi, mpirun starts
     dtensor-run once per rank."""
+    n = _check_int(n, "n", 1)
+    _bytes(program, "program")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(
+            timeout, (int, float)) or timeout <= 0):
+        raise ValueError(f"timeout must be a positive number of seconds, not "
+                         f"{timeout!r}")
     if backend == "mpi":
         return _run_under_mpirun(program, n, inputs, entry, timeout)
     if backend != "shm":
@@ -506,7 +549,8 @@ def run(program, n, inputs, backend="shm", entry=None, timeout=None):
             tempfile.TemporaryDirectory(prefix="dtensor-run-") as tmp:
         diag = C.Diag()
         runner = C.runnerCreate(prog.take_module(),
-                                _bytes(entry) if entry else None, byref(diag))
+                                _bytes(entry, "entry") if entry else None,
+                                byref(diag))
         if not runner:
             raise prog.error(f"{name}: {_diag_text(diag)}")
         try:
@@ -536,12 +580,13 @@ def _run_ranks(runner, n, named, timeout, tmp):
             f"entry (its arguments: {', '.join(names) or 'none'})")
     if named:
         save_checkpoint(ck_in, named)
-        if not C.runnerLoadArguments(runner, _bytes(ck_in), byref(diag)):
+        if not C.runnerLoadArguments(runner, _bytes(ck_in, "inputs"),
+                                     byref(diag)):
             raise DtensorError(_diag_text(diag))
     if not C.runnerComputeReference(runner, byref(diag)):
         raise DtensorError(_diag_text(diag))
     launch = C.LaunchOptions(n, b"shm", float(timeout or 0), None)
-    options = C.RankOptions(None, _bytes(ck_out), 0)
+    options = C.RankOptions(None, _bytes(ck_out, "results"), 0)
     reports = (C.RankReport * n)()
     code = c_int()
     if not C.runnerLaunch(runner, byref(launch), byref(options), reports,

@@ -346,3 +346,43 @@ def test_layout_refuses_dims_past_int64():
         dtensor.Layout("4", "[S0]", (2 ** 64 + 8,))
     with pytest.raises(dtensor.DtensorError, match="is not a size from 0 to"):
         dtensor.Layout("4", "[S0, R]", (8, -1))
+
+
+@pytest.mark.parametrize("call, error, text", [
+    (lambda: dtensor.Mesh(None), TypeError, "mesh: expected a string"),
+    (lambda: dtensor.Layout("4", 0, (8,)), TypeError, "spec: expected a string"),
+    (lambda: dtensor.Layout("4", "[S0]", (8,), dtype=32), TypeError,
+     "dtype: expected a string"),
+    (lambda: dtensor.Layout("4", "[S0]", 8), TypeError,
+     "shape must be a tuple of ints, not int"),
+    (lambda: dtensor.Layout("4", "[S0]", ("8",)), TypeError,
+     "shape[0] must be an int, not str"),
+    (lambda: dtensor.Layout("4", "[S0]", (8,)).local_shape("1"), TypeError,
+     "device must be an int"),
+    (lambda: dtensor.plan("[S0]", "[R]"), TypeError,
+     "layout must be a Layout, not str"),
+    (lambda: dtensor.compile("module {}", pipeline=None), TypeError,
+     "pipeline: expected a string"),
+    (lambda: dtensor.run(MEGATRON, "4", []), TypeError, "n must be an int"),
+    (lambda: dtensor.run(MEGATRON, 0, []), ValueError, "n is 0; at least 1"),
+    (lambda: dtensor.run(None, 4, []), TypeError, "program: expected a string"),
+    (lambda: dtensor.run(MEGATRON, 4, [np.zeros(2), "x"]), TypeError,
+     "inputs[1] must be a numpy array, not str"),
+    (lambda: dtensor.run(MEGATRON, 4, {"x": [1.0]}), TypeError,
+     "inputs['x'] must be a numpy array, not list"),
+    (lambda: dtensor.run(MEGATRON, 4, np.zeros(2)), TypeError,
+     "inputs must be a list of arrays or a dict"),
+    (lambda: dtensor.run(MEGATRON, 4, [], timeout=-1), ValueError,
+     "timeout must be a positive number"),
+    (lambda: dtensor.save_checkpoint("/nonexistent/x", [np.zeros(2)]), TypeError,
+     "tensors must be a dict"),
+    (lambda: dtensor.save_checkpoint("/nonexistent/x", {"w": "abc"}), TypeError,
+     "tensors['w'] must be a numpy array, not str"),
+    (lambda: dtensor.checkpoint_info(3), TypeError, "path: expected a string"),
+    (lambda: dtensor.convert_checkpoint("a", "b", "4", {"w": 1}), TypeError,
+     "specs['w']: expected a string"),
+])
+def test_entry_points_name_the_bad_argument(call, error, text):
+    with pytest.raises(error) as e:
+        call()
+    assert text in str(e.value)
