@@ -284,6 +284,9 @@ runnerLaunch = _declare(lib, "dtensorRunnerLaunch", c_bool, c_void_p,
 MLIR_COLLECTIVES = ("all_gather", "all_reduce", "reduce_scatter",
                     "all_to_all", "local_split", "broadcast")
 RT_REDUCE_KINDS = ("sum", "max", "min", "avg", "prod")
+processContext = _declare(rt, "dtrtProcessContext", c_void_p)
+rtRank = _declare(rt, "dtrtRank", c_int, c_void_p)
+rtWorldSize = _declare(rt, "dtrtWorldSize", c_int, c_void_p)
 collective = _declare(rt, "dtrt_mlir_collective", None, c_int64, c_int64,
                       c_int64, c_int64, c_int64, c_int64, c_int64, c_void_p,
                       c_int64, c_void_p, c_int64, c_void_p, c_int64, c_void_p)

@@ -5,8 +5,8 @@ visualize_sharding.
 
 Two modes. In one process (the default) a DTensor holds every device's
 block (the global view), and redistribute runs the planner's plan on them
-with dtensorPlanExecute. Under dtensor-run (DTENSOR_JOB, RANK and
-WORLD_SIZE set), each process is one rank and holds its own block, and
+with dtensorPlanExecute. Under dtensor-run (on shm or mpi), each process
+is one rank and holds its own block, and
 redistribute runs the plan's collectives through the runtime, the
 functions compiled programs call. Placements are PyTorch's: one per mesh
 dim; uneven shards follow the layout algebra (ceil-div), not torch.chunk.
@@ -28,17 +28,33 @@ _TYPE_NAMES = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64",
                np.dtype(np.int64): "i64"}
 
 
+_job = None  # (rank, world size) once asked
+
+
+def _in_job():
+    """Whether this process was started as a rank of a job: by dtensor-run
+    (DTENSOR_BACKEND; under mpirun the rank comes from MPI) or by another
+    launcher with the job's token exported (DTENSOR_JOB and RANK)."""
+    env = os.environ
+    return "DTENSOR_BACKEND" in env or ("DTENSOR_JOB" in env and "RANK" in env)
+
+
 def _rank():
-    """This process's rank under dtensor-run, else None (one process)."""
-    if "DTENSOR_JOB" in os.environ and "RANK" in os.environ:
-        return int(os.environ["RANK"])
-    return None
+    """This process's rank in its job (the runtime's context, set up from
+    the environment at the first call), else None (one process)."""
+    global _job
+    if _job is None:
+        if not _in_job():
+            return None
+        context = C.processContext()  # exits with the runtime's message
+        _job = (C.rtRank(context), C.rtWorldSize(context))
+    return _job[0]
 
 
 def is_distributed():
     """Whether this process is one rank of a job started by dtensor-run
     (DTensors then hold this rank's block only)."""
-    return _rank() is not None
+    return _in_job()
 
 
 # ---- meshes ------------------------------------------------------------------
@@ -282,9 +298,8 @@ def _check_mesh(mesh, what="device_mesh"):
     if not isinstance(mesh, DeviceMesh):
         raise TypeError(f"{what} must be a DeviceMesh, not "
                         f"{type(mesh).__name__}")
-    rank = _rank()
-    if rank is not None:
-        world = int(os.environ.get("WORLD_SIZE", "0"))
+    if _rank() is not None:
+        world = _job[1]
         devices = int(np.prod(mesh._root_shape))
         if devices != world:
             raise ValueError(f"{what}: the mesh has {devices} devices and the "

@@ -5,6 +5,7 @@ point."""
 
 import itertools
 import os
+import shutil
 import subprocess
 import sys
 
@@ -236,16 +237,22 @@ def test_visualize_sharding(capsys):
 
 # ---- under dtensor-run ----------------------------------------------------------
 
-def dtensor_run(n, *args):
+def dtensor_run(n, *args, backend="shm"):
     env = dict(os.environ, PYTHONPATH=os.path.join(HERE, ".."))
     return subprocess.run([os.path.join(_capi.bin_dir(), "dtensor-run"), "-n",
-                           str(n), "--timeout", "120", "--", sys.executable,
-                           *args], capture_output=True, text=True, env=env)
+                           str(n), "--backend", backend, "--timeout", "120",
+                           "--", sys.executable, *args],
+                          capture_output=True, text=True, env=env)
 
 
-@pytest.mark.parametrize("n, shape, pairs", [(4, "2x2", 256), (6, "2x3", 256)])
-def test_redistribute_under_dtensor_run(n, shape, pairs):
-    done = dtensor_run(n, os.path.join(HERE, "dist_redistribute.py"), shape)
+@pytest.mark.parametrize("n, shape, backend", [
+    (4, "2x2", "shm"), (6, "2x3", "shm"),
+    pytest.param(4, "2x2", "mpi", marks=pytest.mark.skipif(
+        not shutil.which("mpirun"), reason="no mpirun"))])
+def test_redistribute_under_dtensor_run(n, shape, backend):
+    pairs = 256
+    done = dtensor_run(n, os.path.join(HERE, "dist_redistribute.py"), shape,
+                       backend=backend)
     assert done.returncode == 0, done.stdout + done.stderr
     for k in range(n):
         assert f"rank {k}: {pairs} redistributions ok" in done.stdout
