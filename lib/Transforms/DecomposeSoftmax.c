@@ -130,9 +130,7 @@ static void fail(MlirOperation op, const char *message) {
   mlirEmitError(mlirOperationGetLocation(op), full);
 }
 
-static bool runDecomposeSoftmax(MlirOperation root,
-                                const DtPassOptions *options) {
-  (void)options;
+bool dtDecomposeSoftmax(MlirOperation root) {
   DtOpList found = {NULL, 0, 0};
   mlirOperationWalk(root, collect, &found, MlirWalkPreOrder);
   MlirContext ctx = mlirOperationGetContext(root);
@@ -183,6 +181,12 @@ static bool runDecomposeSoftmax(MlirOperation root,
   }
   free(found.ops);
   return ok;
+}
+
+static bool runDecomposeSoftmax(MlirOperation root,
+                                const DtPassOptions *options) {
+  (void)options;
+  return dtDecomposeSoftmax(root);
 }
 
 const DtPassDef dtDecomposeSoftmaxPass = {

@@ -78,6 +78,12 @@ extern const DtPassDef dtPrepareContractionsPass;
 extern const DtPassDef dtApproximateMathPass;
 extern const DtPassDef dtReassociateReductionsPass;
 extern const DtPassDef dtDecomposeSoftmaxPass;
+extern const DtPassDef dtAutodiffPass;
+
+/// dtensor-decompose-softmax on `root`, for a pass that needs every
+/// linalg.softmax decomposed first (dtensor-autodiff); false after a
+/// located error.
+bool dtDecomposeSoftmax(MlirOperation root);
 extern const DtPassDef dtGpuMemoryPass;
 extern const DtPassDef dtGpuCheckHostPass;
 extern const DtPassDef dtGpuSerialKernelsPass;

@@ -28,6 +28,7 @@ static const DtPassDef *const kPasses[] = {
     &dtApproximateMathPass,
     &dtReassociateReductionsPass,
     &dtDecomposeSoftmaxPass,
+    &dtAutodiffPass,
     &dtGpuMemoryPass,
     &dtGpuCheckHostPass,
     &dtGpuSerialKernelsPass,

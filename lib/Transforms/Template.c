@@ -51,29 +51,31 @@ static MlirValue mapGet(const ValueMap *m, MlirValue v) {
   return v;
 }
 
-bool dtTemplateExpand(MlirOperation op, MlirBlock body, const MlirValue *args) {
+/* Copies `body` before `before` with its arguments bound to `args`; the
+ * values its func.return returns go to `results` (as many as it returns,
+ * at most `maxResults`). `loc`: the copies' location. */
+static bool inlineBody(MlirOperation before, MlirLocation loc, MlirBlock body,
+                       const MlirValue *args, MlirValue *results,
+                       intptr_t maxResults) {
   ValueMap map = {NULL, NULL, 0, 0};
   bool ok = true;
   for (intptr_t i = 0; i < mlirBlockGetNumArguments(body) && ok; ++i)
     ok = mapAdd(&map, mlirBlockGetArgument(body, i), args[i]);
-  MlirBlock block = mlirOperationGetBlock(op);
+  MlirBlock block = mlirOperationGetBlock(before);
   for (MlirOperation b = mlirBlockGetFirstOperation(body);
        ok && !mlirOperationIsNull(b); b = mlirOperationGetNextInBlock(b)) {
     if (dtIsOp(b, "func.return")) {
-      for (intptr_t r = 0; r < mlirOperationGetNumResults(op); ++r)
-        mlirValueReplaceAllUsesOfWith(
-            mlirOperationGetResult(op, r),
-            mapGet(&map, mlirOperationGetOperand(b, r)));
-      mlirOperationDestroy(op);
+      for (intptr_t r = 0; r < mlirOperationGetNumOperands(b); ++r)
+        if (r < maxResults)
+          results[r] = mapGet(&map, mlirOperationGetOperand(b, r));
       break;
     }
     MlirOperation copy = mlirOperationClone(b);
-    /* Errors about the copy point at what it replaces. */
-    mlirOperationSetLocation(copy, mlirOperationGetLocation(op));
+    mlirOperationSetLocation(copy, loc);
     for (intptr_t i = 0; i < mlirOperationGetNumOperands(copy); ++i)
       mlirOperationSetOperand(copy, i,
                               mapGet(&map, mlirOperationGetOperand(copy, i)));
-    mlirBlockInsertOwnedOperationBefore(block, op, copy);
+    mlirBlockInsertOwnedOperationBefore(block, before, copy);
     for (intptr_t i = 0; i < mlirOperationGetNumResults(b) && ok; ++i)
       ok = mapAdd(&map, mlirOperationGetResult(b, i),
                   mlirOperationGetResult(copy, i));
@@ -81,4 +83,23 @@ bool dtTemplateExpand(MlirOperation op, MlirBlock body, const MlirValue *args) {
   free(map.from);
   free(map.to);
   return ok;
+}
+
+bool dtTemplateExpand(MlirOperation op, MlirBlock body, const MlirValue *args) {
+  MlirValue results[64];
+  intptr_t n = mlirOperationGetNumResults(op);
+  /* Errors about the copy point at what it replaces. */
+  if (n > 64 ||
+      !inlineBody(op, mlirOperationGetLocation(op), body, args, results, n))
+    return false;
+  for (intptr_t r = 0; r < n; ++r)
+    mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(op, r), results[r]);
+  mlirOperationDestroy(op);
+  return true;
+}
+
+bool dtTemplateInline(MlirOperation before, MlirLocation loc, MlirBlock body,
+                      const MlirValue *args, MlirValue *results,
+                      intptr_t maxResults) {
+  return inlineBody(before, loc, body, args, results, maxResults);
 }

@@ -1,6 +1,7 @@
 /* Ops replaced by a copy of a function body written as MLIR text (a
  * template): dtensor-approximate-math's math functions, the
- * decomposition of linalg.softmax. */
+ * decomposition of linalg.softmax; and code inserted from a template
+ * (dtensor-autodiff's adjoints). */
 #ifndef DTENSOR_LIB_TRANSFORMS_TEMPLATE_H
 #define DTENSOR_LIB_TRANSFORMS_TEMPLATE_H
 
@@ -17,5 +18,12 @@ MlirBlock dtTemplateFunction(MlirModule module, const char *name);
 /// may use only values defined inside them or at the body's top level.
 /// Returns false (op untouched or partly expanded) when out of memory.
 bool dtTemplateExpand(MlirOperation op, MlirBlock body, const MlirValue *args);
+
+/// Inserts a copy of `body` before `before` (at `loc`), its arguments bound
+/// to `args`, and stores the values its func.return returns in `results`
+/// (the first `maxResults`). False when out of memory.
+bool dtTemplateInline(MlirOperation before, MlirLocation loc, MlirBlock body,
+                      const MlirValue *args, MlirValue *results,
+                      intptr_t maxResults);
 
 #endif

@@ -1,0 +1,87 @@
+/* dtensor-autodiff's parts (Autodiff.c: the pass, its adjoints of tensor
+ * ops; AutodiffScalar.c: derivatives of scalar code, as MLIR text). */
+#ifndef DTENSOR_LIB_TRANSFORMS_AUTODIFF_H
+#define DTENSOR_LIB_TRANSFORMS_AUTODIFF_H
+
+#include "Support/Support.h"
+
+#include "mlir-c/IR.h"
+
+#include <stdbool.h>
+
+#define DT_AD_NAME 32
+
+/// Scalar code to differentiate: `ops` (each with one result, or none),
+/// whose operands outside them are the `numInputs` values `inputs`, named
+/// `inputNames` in the text. Tensor-typed values stand for their elements
+/// (an elementwise op on tensors is its scalar op).
+typedef struct DtAdScalar {
+  const MlirOperation *ops;
+  int numOps;
+  const MlirValue *inputs;
+  const char *const *inputNames;
+  int numInputs;
+} DtAdScalar;
+
+/// Writes to `t` the ops of `s` (generic form, results named %f<i>), then
+/// the reverse sweep from `root` (one of their results or inputs) seeded
+/// with the value named `seed`, and names in `outAdjoint` the adjoint of
+/// input `target` ("" when it does not depend on it). Names it introduces
+/// start with `prefix`. False with `*outBad` set to the op that has no
+/// derivative (or has several results).
+bool dtAdScalarVjp(DtBuf *t, const DtAdScalar *s, MlirValue root,
+                   const char *seed, int target, const char *prefix,
+                   char outAdjoint[DT_AD_NAME], MlirOperation *outBad);
+
+/// The element type of `type` (itself when it is not shaped), printed.
+void dtAdElementType(MlirType type, char *out, size_t size);
+
+/* ---- the reverse sweep (Autodiff.c) -------------------------------------- */
+
+#define DT_AD_TEXT_SIZE (256 * 1024)
+
+/// One function's reverse sweep: its ops go before `before`; `entries`
+/// holds the active values (those that depend on the chosen arguments) and
+/// their adjoints; `text` is scratch for templates.
+typedef struct DtAd {
+  MlirContext ctx;
+  MlirOperation before;
+  DtTable entries;
+  char *text;
+  bool failed;
+} DtAd;
+
+/// The adjoint of `v` so far (null: none).
+MlirValue dtAdAdjoint(DtAd *ad, MlirValue v);
+
+/// Whether `v` is an active float tensor.
+bool dtAdActive(DtAd *ad, MlirValue v);
+
+/// Parses the template in `t` (a function @adj), inserts it before the
+/// sweep's point with `args`, and stores what it returns in `results`;
+/// false (the sweep failed, with an error at `at`) otherwise.
+bool dtAdEmit(DtAd *ad, MlirOperation at, DtBuf *t, const MlirValue *args,
+              MlirValue *results, intptr_t numResults);
+
+/// Adds `contribution` to the adjoint of `v` (nothing if `v` is inactive).
+void dtAdAccumulate(DtAd *ad, MlirOperation at, MlirValue v,
+                    MlirValue contribution);
+
+/// Prints `type` into a template.
+void dtAdTypeText(DtBuf *t, MlirType type);
+
+/// "%<name> = zeros of `type`" (three lines) into a template.
+void dtAdZeros(DtBuf *t, const char *name, MlirType type);
+
+/* ---- tensor ops (AutodiffTensor.c) ----------------------------------------
+ */
+
+/// Whether `op` is a tensor op with an adjoint here (slices, pad, concat,
+/// reshapes, cast, dtensor.annotate).
+bool dtAdIsTensorOp(MlirOperation op);
+
+/// Adds the contributions of `op` (its result carries an adjoint) to its
+/// operands'.
+void dtAdTensorAdjoint(DtAd *ad, MlirOperation op);
+
+#endif
