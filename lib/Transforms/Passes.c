@@ -29,6 +29,7 @@ static const DtPassDef *const kPasses[] = {
     &dtReassociateReductionsPass,
     &dtDecomposeSoftmaxPass,
     &dtAutodiffPass,
+    &dtInitsToInputsPass,
     &dtGpuMemoryPass,
     &dtGpuCheckHostPass,
     &dtGpuSerialKernelsPass,

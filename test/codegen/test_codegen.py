@@ -332,6 +332,25 @@ def softmax_case(t=40, d=75):
             [want])
 
 
+def init_read_then_broadcast_case(t=5, d=7):
+    """An elementwise generic that adds into its (filled) init, then a
+    broadcast of it: linalg-fuse-elementwise-ops alone made the fused loop
+    add d once per column (dtensor-inits-to-inputs)."""
+    v = rand(t)
+    R, X = ttype((t,), "f32"), ttype((t, d), "f32")
+    one = "affine_map<(i) -> (i)>"
+    body = [f"%c1 = arith.constant 1.0 : f32", f"%e1 = tensor.empty() : {R}",
+            f"%ones = linalg.fill ins(%c1 : f32) outs(%e1 : {R}) -> {R}",
+            f"%e2 = tensor.empty() : {X}"]
+    body += generic("p", [("v", R)], ("ones", R), [one, one], '"parallel"',
+                    ["a", "o"], ["%s = arith.addf %o, %a : f32"], "s")
+    body += generic("r", [("p", R)], ("e2", X), [ROW, ID2], PP, ["a", "o"],
+                    [], "a")
+    want = np.repeat((v.astype(np.float64) + 1)[:, None], d, axis=1)
+    return (program([("v", (t,), "f32")], [("%r", (t, d), "f32")], body), [v],
+            [want])
+
+
 def linalg_softmax_case(shape, dim):
     """linalg.softmax itself (dtensor-decompose-softmax)."""
     x = rand(*shape) * 4
@@ -422,6 +441,7 @@ CASES = {
     "not-a-gemm-stays-loops": (not_a_gemm_case, None),
     "layernorm-gelu": (layernorm_gelu_case, None),
     "softmax": (softmax_case, None),
+    "init-read-then-broadcast": (init_read_then_broadcast_case, None),
     "linalg-softmax-rows": (lambda: linalg_softmax_case((33, 70), 1), None),
     "linalg-softmax-3d-middle": (lambda: linalg_softmax_case((3, 41, 6), 1),
                                  None),

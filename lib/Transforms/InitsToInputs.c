@@ -1,0 +1,156 @@
+/* dtensor-inits-to-inputs: on tensors, before elementwise fusion, a
+ * linalg.generic whose loops are all parallel and whose body reads an init
+ * (outs) operand takes that tensor as an input instead, and writes into a
+ * tensor.empty; the program means the same before and after.
+ *
+ * Why: MLIR's linalg-fuse-elementwise-ops (LLVM 22) fuses such a producer
+ * into a consumer with more loops, e.g. p[i] = init[i] + d[i] broadcast
+ * into c[i, j] = p[i], as one op that keeps p as a result indexed by i
+ * alone, so p[i] is computed into init's buffer once per j: init[i] + 4
+ * d[i] for 4 columns instead of init[i] + d[i]. A program that adds into a
+ * filled init elementwise (an accumulated gradient, a residual written into
+ * its input) was silently wrong after dtensor-to-llvm. With the init read
+ * as an input, fusion has nothing to accumulate into. Upstream's
+ * MoveInitOperandsToInput pattern does the same; it is not a pass. */
+#include "PassDef.h"
+#include "RuntimeCall.h"
+#include "Table.h"
+#include "Util.h"
+
+#include "mlir-c/BuiltinAttributes.h"
+#include "mlir-c/BuiltinTypes.h"
+#include "mlir-c/Dialect/Linalg.h"
+#include "mlir-c/Dialect/Tensor.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_OPERANDS 64
+
+static bool allParallel(MlirOperation op) {
+  MlirAttribute iters = dtGetAttr(op, "iterator_types");
+  if (mlirAttributeIsNull(iters) || !mlirAttributeIsAArray(iters))
+    return false;
+  for (intptr_t i = 0; i < mlirArrayAttrGetNumElements(iters); ++i) {
+    char text[64];
+    dtAttributePrint(mlirArrayAttrGetElement(iters, i), text, sizeof(text));
+    if (!strstr(text, "parallel"))
+      return false;
+  }
+  return true;
+}
+
+/* Whether `op` reads one of its inits (static shapes only: the
+ * tensor.empty that replaces it needs no sizes). */
+static bool readsInit(MlirOperation op, int numIns, int numOuts) {
+  MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0));
+  bool reads = false;
+  for (int k = 0; k < numOuts; ++k) {
+    MlirValue arg = mlirBlockGetArgument(body, numIns + k);
+    MlirType t = mlirValueGetType(mlirOperationGetOperand(op, numIns + k));
+    if (!mlirOpOperandIsNull(mlirValueGetFirstUse(arg)) &&
+        mlirTypeIsARankedTensor(t) && mlirShapedTypeHasStaticShape(t))
+      reads = true;
+  }
+  return reads;
+}
+
+static MlirWalkResult collect(MlirOperation op, void *userData) {
+  if (!dtIsOp(op, "linalg.generic") || !allParallel(op))
+    return MlirWalkResultAdvance;
+  int numOuts = (int)mlirOperationGetNumResults(op);
+  int numIns = (int)mlirOperationGetNumOperands(op) - numOuts;
+  if (numOuts > 0 && numIns + 2 * numOuts <= MAX_OPERANDS &&
+      readsInit(op, numIns, numOuts) && !dtOpListPush(userData, op))
+    return MlirWalkResultInterrupt;
+  return MlirWalkResultAdvance;
+}
+
+/* Rebuilds `op` with each init its body reads as an extra input. */
+static void moveInits(DtRtBuilder *b, MlirOperation op) {
+  int numOuts = (int)mlirOperationGetNumResults(op);
+  int numIns = (int)mlirOperationGetNumOperands(op) - numOuts;
+  MlirLocation loc = mlirOperationGetLocation(op);
+  MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0));
+  MlirAttribute maps = dtGetAttr(op, "indexing_maps");
+  MlirValue operands[MAX_OPERANDS];
+  MlirAttribute newMaps[MAX_OPERANDS];
+  MlirType results[MAX_OPERANDS];
+  int n = 0;
+  for (int i = 0; i < numIns; ++i) {
+    operands[n] = mlirOperationGetOperand(op, i);
+    newMaps[n++] = mlirArrayAttrGetElement(maps, i);
+  }
+  /* Each read init: an input (its block argument goes after the inputs),
+   * and a tensor.empty as the output. */
+  MlirValue outs[MAX_OPERANDS];
+  for (int k = 0; k < numOuts; ++k) {
+    MlirValue init = mlirOperationGetOperand(op, numIns + k);
+    MlirType type = mlirValueGetType(init);
+    results[k] = mlirValueGetType(mlirOperationGetResult(op, k));
+    MlirValue arg = mlirBlockGetArgument(body, n + k);
+    outs[k] = init;
+    if (mlirOpOperandIsNull(mlirValueGetFirstUse(arg)) ||
+        !mlirShapedTypeHasStaticShape(type))
+      continue;
+    MlirValue in = mlirBlockInsertArgument(body, n, mlirValueGetType(arg),
+                                           mlirValueGetLocation(arg));
+    mlirValueReplaceAllUsesOfWith(arg, in);
+    operands[n] = init;
+    newMaps[n++] = mlirArrayAttrGetElement(maps, numIns + k);
+    outs[k] = mlirOperationGetResult(
+        dtRtBuild(b, "tensor.empty", loc, 0, NULL, 1, &type, 0, NULL, op), 0);
+  }
+  int numNewIns = n;
+  for (int k = 0; k < numOuts; ++k) {
+    operands[n] = outs[k];
+    newMaps[n++] = mlirArrayAttrGetElement(maps, numIns + k);
+  }
+  int32_t segments[2] = {numNewIns, numOuts};
+  MlirNamedAttribute attrs[3] = {
+      dtNamedAttr(b->ctx, "operandSegmentSizes",
+                  mlirDenseI32ArrayGet(b->ctx, 2, segments)),
+      dtNamedAttr(b->ctx, "indexing_maps",
+                  mlirArrayAttrGet(b->ctx, n, newMaps)),
+      dtNamedAttr(b->ctx, "iterator_types", dtGetAttr(op, "iterator_types"))};
+  MlirOperationState st = mlirOperationStateGet(
+      mlirStringRefCreateFromCString("linalg.generic"), loc);
+  mlirOperationStateAddOperands(&st, n, operands);
+  mlirOperationStateAddResults(&st, numOuts, results);
+  mlirOperationStateAddAttributes(&st, 3, attrs);
+  MlirRegion region = mlirRegionCreate();
+  mlirBlockDetach(body);
+  mlirRegionAppendOwnedBlock(region, body);
+  mlirOperationStateAddOwnedRegions(&st, 1, &region);
+  MlirOperation generic = mlirOperationCreate(&st);
+  mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(op), op, generic);
+  for (int k = 0; k < numOuts; ++k)
+    mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(op, k),
+                                  mlirOperationGetResult(generic, k));
+  mlirOperationDestroy(op);
+}
+
+static bool runInitsToInputs(MlirOperation root, const DtPassOptions *options) {
+  (void)options;
+  DtOpList found = {NULL, 0, 0};
+  mlirOperationWalk(root, collect, &found, MlirWalkPreOrder);
+  DtRtBuilder b = dtRtBuilderBegin(root);
+  for (size_t i = 0; i < found.count; ++i)
+    moveInits(&b, found.ops[i]);
+  dtRtBuilderEnd(&b);
+  free(found.ops);
+  return true;
+}
+
+const DtPassDef dtInitsToInputsPass = {
+    .info = {"dtensor-inits-to-inputs",
+             "An all-parallel linalg.generic that reads its init takes it "
+             "as an input and writes into a tensor.empty (before elementwise "
+             "fusion, which would otherwise accumulate into the init)",
+             0, NULL},
+    .verifyFirst = false,
+    .run = runInitsToInputs,
+    .numDependentDialects = 2,
+    .dependentDialects = {mlirGetDialectHandle__tensor__,
+                          mlirGetDialectHandle__linalg__},
+};
