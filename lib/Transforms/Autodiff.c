@@ -10,14 +10,18 @@
  * - a linalg op (generic or named) through its indexing maps: for input i,
  *   a linalg.generic over the same loops with the op's inputs, result and
  *   result adjoint as inputs and input i's map as its output, whose body is
- *   the op's body followed by its scalar derivative (AutodiffScalar.c).
+ *   the op's body followed by its scalar derivative (AutodiffLinalg.c,
+ *   AutodiffScalar.c).
  *   The body may write its result (elementwise), add into its accumulator
  *   (sums and contractions), or take the max or min of it (the adjoint goes
  *   to the elements equal to the result);
  * - elementwise arith and math ops on tensors, the same way;
  * - tensor.extract_slice, insert_slice, pad, concat, expand_shape,
- *   collapse_shape and dtensor.annotate, by their inverses;
+ *   collapse_shape and dtensor.annotate, by their inverses
+ *   (AutodiffTensor.c);
  * - linalg.softmax decomposed first (dtensor-decompose-softmax);
+ * - func.call, by a call of the callee's vjp function (built once per
+ *   callee and set of differentiated arguments; it recomputes the callee);
  * - ops without a float tensor result on the path get no adjoint; any other
  *   op on the path is a located error naming it.
  *
@@ -49,6 +53,22 @@ typedef struct Entry {
   MlirValue value;
   MlirValue adjoint; /* null until a contribution arrives */
 } Entry;
+
+/* The vjp functions of called functions, built once per callee and set of
+ * differentiated arguments. */
+typedef struct Vjp {
+  char callee[256], name[256];
+  uint64_t mask;
+  bool inProgress;
+} Vjp;
+
+typedef struct Run {
+  MlirOperation module;
+  Vjp *vjps;
+  size_t count, capacity;
+} Run;
+
+static void callAdjoint(DtAd *ad, MlirOperation call);
 
 static uint64_t valueHash(MlirValue v) {
   return dtHashMix(0, (uint64_t)(uintptr_t)v.ptr);
@@ -136,7 +156,7 @@ bool dtAdEmit(DtAd *ad, MlirOperation at, DtBuf *t, const MlirValue *args,
 }
 
 /* The identity map of `rank` dims. */
-static void identityMap(DtBuf *t, int rank) {
+void dtAdIdentityMap(DtBuf *t, int rank) {
   dtBufPrintf(t, "affine_map<(");
   for (int d = 0; d < rank; ++d)
     dtBufPrintf(t, "%sd%d", d ? ", " : "", d);
@@ -172,7 +192,7 @@ void dtAdAccumulate(DtAd *ad, MlirOperation at, MlirValue v,
   dtBufPrintf(&t, "\n  %%r = linalg.generic {indexing_maps = [");
   for (int k = 0; k < 3; ++k) {
     dtBufPrintf(&t, "%s", k ? ", " : "");
-    identityMap(&t, rank);
+    dtAdIdentityMap(&t, rank);
   }
   dtBufPrintf(&t, "], iterator_types = [");
   for (int d = 0; d < rank; ++d)
@@ -199,362 +219,6 @@ void dtAdAccumulate(DtAd *ad, MlirOperation at, MlirValue v,
     e->adjoint = sum;
 }
 
-/* ---- linalg ops ------------------------------------------------------------
- */
-
-typedef enum Combine { ELEMENTWISE, SUM, MAX, MIN } Combine;
-
-static bool dependsOn(MlirValue v, MlirValue on, int depth) {
-  if (mlirValueEqual(v, on))
-    return true;
-  if (!mlirValueIsAOpResult(v) || depth > 64)
-    return false;
-  MlirOperation def = mlirOpResultGetOwner(v);
-  for (intptr_t i = 0; i < mlirOperationGetNumOperands(def); ++i)
-    if (dependsOn(mlirOperationGetOperand(def, i), on, depth + 1))
-      return true;
-  return false;
-}
-
-/* How the body of a linalg op with accumulator `out` (null: none) makes
- * `yielded`; `*root` is what the derivative starts from. */
-static bool combineOf(MlirBlock body, MlirValue out, MlirValue yielded,
-                      Combine *kind, MlirValue *root) {
-  *root = yielded;
-  *kind = ELEMENTWISE;
-  if (mlirValueIsNull(out) || !dependsOn(yielded, out, 0))
-    return true;
-  if (!mlirValueIsAOpResult(yielded))
-    return false;
-  MlirOperation c = mlirOpResultGetOwner(yielded);
-  if (!mlirBlockEqual(mlirOperationGetBlock(c), body) ||
-      mlirOperationGetNumOperands(c) != 2)
-    return false;
-  MlirValue a = mlirOperationGetOperand(c, 0),
-            b = mlirOperationGetOperand(c, 1);
-  MlirValue other = mlirValueEqual(a, out)   ? b
-                    : mlirValueEqual(b, out) ? a
-                                             : out;
-  if (mlirValueEqual(other, out) || dependsOn(other, out, 0))
-    return false;
-  *root = other;
-  if (dtIsOp(c, "arith.addf"))
-    *kind = SUM;
-  else if (dtIsOp(c, "arith.maximumf") || dtIsOp(c, "arith.maxnumf"))
-    *kind = MAX;
-  else if (dtIsOp(c, "arith.minimumf") || dtIsOp(c, "arith.minnumf"))
-    *kind = MIN;
-  else
-    return false;
-  return true;
-}
-
-static bool isProjection(MlirAffineMap m) {
-  unsigned seen = 0;
-  for (intptr_t r = 0; r < mlirAffineMapGetNumResults(m); ++r) {
-    MlirAffineExpr e = mlirAffineMapGetResult(m, r);
-    if (!mlirAffineExprIsADim(e))
-      return false;
-    unsigned bit = 1u << mlirAffineDimExprGetPosition(e);
-    if (seen & bit)
-      return false;
-    seen |= bit;
-  }
-  return true;
-}
-
-static bool mapUses(MlirAffineMap m, intptr_t dim) {
-  for (intptr_t r = 0; r < mlirAffineMapGetNumResults(m); ++r)
-    if (mlirAffineExprIsFunctionOfDim(mlirAffineMapGetResult(m, r), dim))
-      return true;
-  return false;
-}
-
-static void mapText(DtBuf *t, MlirAttribute map) {
-  dtBufPrintf(t, "affine_map<");
-  mlirAffineMapPrint(mlirAffineMapAttrGetValue(map), dtBufSink, t);
-  dtBufPrintf(t, ">");
-}
-
-#define MAX_LINALG_OPERANDS 32
-
-/* Values the body uses from outside the op (function-level scalars). */
-static int captures(MlirBlock body, MlirValue *out, int max) {
-  int n = 0;
-  for (MlirOperation b = mlirBlockGetFirstOperation(body);
-       !mlirOperationIsNull(b); b = mlirOperationGetNextInBlock(b))
-    for (intptr_t i = 0; i < mlirOperationGetNumOperands(b); ++i) {
-      MlirValue v = mlirOperationGetOperand(b, i);
-      bool inside =
-          mlirValueIsABlockArgument(v)
-              ? mlirBlockEqual(mlirBlockArgumentGetOwner(v), body)
-              : mlirBlockEqual(mlirOperationGetBlock(mlirOpResultGetOwner(v)),
-                               body);
-      bool known = false;
-      for (int k = 0; k < n; ++k)
-        known |= mlirValueEqual(out[k], v);
-      if (!inside && !known && n < max)
-        out[n++] = v;
-    }
-  return n;
-}
-
-/* The contribution of a linalg op (or an elementwise op on tensors, with
- * `elementwise` set) to each active input. */
-static void linalgAdjoint(DtAd *ad, MlirOperation op, bool elementwise) {
-  intptr_t numOperands = mlirOperationGetNumOperands(op);
-  intptr_t numInputs = elementwise ? numOperands : numOperands - 1;
-  if (mlirOperationGetNumResults(op) != 1 ||
-      numOperands > MAX_LINALG_OPERANDS) {
-    dtOpError(op,
-              "has %d results and %d operands; dtensor-autodiff "
-              "differentiates linalg ops of one result and at most %d "
-              "operands",
-              (int)mlirOperationGetNumResults(op), (int)numOperands,
-              MAX_LINALG_OPERANDS);
-    ad->failed = true;
-    return;
-  }
-  MlirValue y = mlirOperationGetResult(op, 0);
-  MlirType ty = mlirValueGetType(y);
-  int rank = (int)mlirShapedTypeGetRank(ty);
-  MlirValue dy = entryOf(ad, y)->adjoint;
-  /* The scalar code, its inputs and its accumulator. */
-  MlirOperation ops[256];
-  int numOps = 0;
-  MlirValue inputs[2 * MAX_LINALG_OPERANDS + 2];
-  char names[2 * MAX_LINALG_OPERANDS + 2][DT_AD_NAME];
-  const char *namePtrs[2 * MAX_LINALG_OPERANDS + 2];
-  MlirValue root = y, out = {NULL}, caps[MAX_LINALG_OPERANDS];
-  MlirAttribute maps = {NULL};
-  Combine kind = ELEMENTWISE;
-  int numCaps = 0, numLoops = rank;
-  MlirBlock body = {NULL};
-  if (elementwise) {
-    ops[numOps++] = op;
-    for (intptr_t i = 0; i < numOperands; ++i)
-      inputs[i] = mlirOperationGetOperand(op, i);
-  } else {
-    if (mlirOperationGetNumRegions(op) != 1) {
-      dtOpError(op, "is not a structured linalg op; dtensor-autodiff "
-                    "differentiates those");
-      ad->failed = true;
-      return;
-    }
-    maps = mlirLinalgGetIndexingMapsAttribute(op);
-    body = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0));
-    MlirOperation yield = mlirBlockGetTerminator(body);
-    intptr_t numArgs = mlirBlockGetNumArguments(body);
-    if (mlirAttributeIsNull(maps) || numArgs < numInputs ||
-        mlirOperationGetNumOperands(yield) != 1) {
-      dtOpError(op, "has no indexing maps or body dtensor-autodiff reads");
-      ad->failed = true;
-      return;
-    }
-    for (intptr_t i = 0; i < numInputs; ++i)
-      inputs[i] = mlirBlockGetArgument(body, i);
-    if (numArgs > numInputs)
-      out = mlirBlockGetArgument(body, numInputs);
-    for (MlirOperation b = mlirBlockGetFirstOperation(body);
-         !mlirOperationEqual(b, yield) && numOps < 256;
-         b = mlirOperationGetNextInBlock(b))
-      ops[numOps++] = b;
-    if (!combineOf(body, out, mlirOperationGetOperand(yield, 0), &kind,
-                   &root)) {
-      dtOpError(op, "combines its accumulator other than by add, max or min "
-                    "(dtensor-autodiff differentiates those)");
-      ad->failed = true;
-      return;
-    }
-    numLoops = (int)mlirAffineMapGetNumDims(
-        mlirAffineMapAttrGetValue(mlirArrayAttrGetElement(maps, 0)));
-    numCaps = captures(body, caps, MAX_LINALG_OPERANDS);
-  }
-  int numNamed = (int)numInputs;
-  for (int i = 0; i < numNamed; ++i)
-    snprintf(names[i], DT_AD_NAME, "%%b%d", i);
-  if (!mlirValueIsNull(out)) {
-    inputs[numNamed] = out;
-    snprintf(names[numNamed++], DT_AD_NAME, "%%bo");
-  }
-  for (int k = 0; k < numCaps; ++k) {
-    inputs[numNamed] = caps[k];
-    snprintf(names[numNamed++], DT_AD_NAME, "%%cap%d", k);
-  }
-  for (int i = 0; i < numNamed; ++i)
-    namePtrs[i] = names[i];
-  DtAdScalar sc = {ops, numOps, inputs, namePtrs, numNamed};
-  MlirAttribute outMap = elementwise
-                             ? (MlirAttribute){NULL}
-                             : mlirArrayAttrGetElement(maps, numOperands - 1);
-  if (!elementwise && kind == ELEMENTWISE)
-    for (int l = 0; l < numLoops; ++l)
-      if (!mapUses(mlirAffineMapAttrGetValue(outMap), l)) {
-        dtOpError(op, "has a reduction loop but does not accumulate into its "
-                      "result");
-        ad->failed = true;
-        return;
-      }
-  for (intptr_t i = 0; i < numInputs && !ad->failed; ++i) {
-    MlirValue x = mlirOperationGetOperand(op, i);
-    if (!dtAdActive(ad, x))
-      continue;
-    MlirType tx = mlirValueGetType(x);
-    MlirAttribute inMap =
-        elementwise ? (MlirAttribute){NULL} : mlirArrayAttrGetElement(maps, i);
-    if (!elementwise && !isProjection(mlirAffineMapAttrGetValue(inMap))) {
-      dtOpError(op,
-                "reads operand %d through an indexing map that is not a "
-                "projection; dtensor-autodiff cannot write its adjoint",
-                (int)i);
-      ad->failed = true;
-      return;
-    }
-    char Ex[48], Ey[48];
-    dtAdElementType(tx, Ex, sizeof(Ex));
-    dtAdElementType(ty, Ey, sizeof(Ey));
-    DtBuf t = dtBufInit(ad->text, DT_AD_TEXT_SIZE);
-    dtBufPrintf(&t, "func.func @adj(");
-    for (intptr_t k = 0; k < numInputs; ++k) {
-      dtBufPrintf(&t, "%%x%d: ", (int)k);
-      dtAdTypeText(&t, mlirValueGetType(mlirOperationGetOperand(op, k)));
-      dtBufPrintf(&t, ", ");
-    }
-    dtBufPrintf(&t, "%%y: ");
-    dtAdTypeText(&t, ty);
-    dtBufPrintf(&t, ", %%dy: ");
-    dtAdTypeText(&t, ty);
-    dtBufPrintf(&t, ", %%init: ");
-    dtAdTypeText(&t, ty);
-    for (int k = 0; k < numCaps; ++k) {
-      dtBufPrintf(&t, ", %%cap%d: ", k);
-      dtAdTypeText(&t, mlirValueGetType(caps[k]));
-    }
-    dtBufPrintf(&t, ") -> ");
-    dtAdTypeText(&t, tx);
-    dtBufPrintf(&t, " {\n");
-    dtAdZeros(&t, "z", tx);
-    dtBufPrintf(&t, "  %%r = linalg.generic {indexing_maps = [");
-    for (intptr_t k = 0; k < numInputs + 4; ++k) {
-      dtBufPrintf(&t, "%s", k ? ", " : "");
-      MlirAttribute m =
-          k < numInputs
-              ? (elementwise ? outMap : mlirArrayAttrGetElement(maps, k))
-          : k < numInputs + 3 ? outMap
-                              : inMap;
-      if (!mlirAttributeIsNull(m)) {
-        mapText(&t, m);
-        continue;
-      }
-      identityMap(&t, rank);
-    }
-    dtBufPrintf(&t, "], iterator_types = [");
-    for (int l = 0; l < numLoops; ++l)
-      dtBufPrintf(&t, "%s\"%s\"", l ? ", " : "",
-                  elementwise || mapUses(mlirAffineMapAttrGetValue(inMap), l)
-                      ? "parallel"
-                      : "reduction");
-    dtBufPrintf(&t, "]} ins(");
-    for (intptr_t k = 0; k < numInputs; ++k)
-      dtBufPrintf(&t, "%%x%d, ", (int)k);
-    dtBufPrintf(&t, "%%y, %%dy, %%init : ");
-    for (intptr_t k = 0; k < numInputs; ++k) {
-      dtAdTypeText(&t, mlirValueGetType(mlirOperationGetOperand(op, k)));
-      dtBufPrintf(&t, ", ");
-    }
-    for (int k = 0; k < 3; ++k) {
-      dtAdTypeText(&t, ty);
-      dtBufPrintf(&t, "%s", k < 2 ? ", " : "");
-    }
-    dtBufPrintf(&t, ") outs(%%z : ");
-    dtAdTypeText(&t, tx);
-    dtBufPrintf(&t, ") {\n  ^bb0(");
-    for (intptr_t k = 0; k < numInputs; ++k) {
-      char E[48];
-      dtAdElementType(mlirValueGetType(elementwise ? inputs[k] : inputs[k]), E,
-                      sizeof(E));
-      dtBufPrintf(&t, "%%b%d: %s, ", (int)k, E);
-    }
-    dtBufPrintf(&t, "%%by: %s, %%bg: %s, %%bo%s: %s, %%acc: %s):\n", Ey, Ey,
-                mlirValueIsNull(out) ? "_unused" : "", Ey, Ex);
-    char adj[DT_AD_NAME];
-    MlirOperation bad = {NULL};
-    if (!dtAdScalarVjp(&t, &sc, root, "%bg", (int)i, "s", adj, &bad)) {
-      if (mlirOperationIsNull(bad))
-        ad->failed = true;
-      else if (elementwise)
-        dtOpError(op, "has no derivative in dtensor-autodiff");
-      else
-        dtOpError(op,
-                  "has '%.*s' in its body, which dtensor-autodiff cannot "
-                  "differentiate",
-                  (int)mlirIdentifierStr(mlirOperationGetName(bad)).length,
-                  mlirIdentifierStr(mlirOperationGetName(bad)).data);
-      ad->failed = true;
-      return;
-    }
-    if (!adj[0])
-      continue; /* the result does not depend on this input */
-    if (kind == MAX || kind == MIN) {
-      /* The adjoint goes where the element is the result. */
-      const char *rootName = NULL;
-      char found[DT_AD_NAME];
-      for (int k = 0; k < numNamed && !rootName; ++k)
-        if (mlirValueEqual(inputs[k], root))
-          rootName = names[k];
-      for (int k = 0; k < numOps && !rootName; ++k)
-        if (mlirValueEqual(mlirOperationGetResult(ops[k], 0), root)) {
-          snprintf(found, sizeof(found), "%%sf%d", k);
-          rootName = found;
-        }
-      dtBufPrintf(&t,
-                  "    %%eq = arith.cmpf oeq, %s, %%by : %s\n"
-                  "    %%zr = arith.constant 0.0 : %s\n"
-                  "    %%m = arith.select %%eq, %s, %%zr : %s\n",
-                  rootName, Ey, Ex, adj, Ex);
-      snprintf(adj, sizeof(adj), "%%m");
-    }
-    /* Loops outside input i's map add up; otherwise the body writes its
-     * element (reading no init: see accumulate). */
-    bool reduces = false;
-    for (int l = 0; l < numLoops && !elementwise; ++l)
-      reduces |= !mapUses(mlirAffineMapAttrGetValue(inMap), l);
-    if (reduces)
-      dtBufPrintf(&t, "    %%sum = arith.addf %%acc, %s : %s\n", adj, Ex);
-    dtBufPrintf(&t, "    linalg.yield %s : %s\n  } -> ", reduces ? "%sum" : adj,
-                Ex);
-    dtAdTypeText(&t, tx);
-    dtBufPrintf(&t, "\n  return %%r : ");
-    dtAdTypeText(&t, tx);
-    dtBufPrintf(&t, "\n}\n");
-    MlirValue args[MAX_LINALG_OPERANDS + 3 + MAX_LINALG_OPERANDS];
-    int n = 0;
-    for (intptr_t k = 0; k < numInputs; ++k)
-      args[n++] = mlirOperationGetOperand(op, k);
-    args[n++] = y;
-    args[n++] = dy;
-    args[n++] = elementwise ? y : mlirOperationGetOperand(op, numOperands - 1);
-    for (int k = 0; k < numCaps; ++k)
-      args[n++] = caps[k];
-    MlirValue dx;
-    if (dtAdEmit(ad, op, &t, args, &dx, 1))
-      dtAdAccumulate(ad, op, x, dx);
-  }
-  if (elementwise || ad->failed)
-    return;
-  /* The accumulator's initial value: added into a sum as it is. */
-  MlirValue init = mlirOperationGetOperand(op, numOperands - 1);
-  if (dtAdActive(ad, init)) {
-    if (kind == SUM) {
-      dtAdAccumulate(ad, op, init, dy);
-    } else if (kind != ELEMENTWISE) {
-      dtOpError(op, "takes the max or min into an initial value that depends "
-                    "on the differentiated arguments");
-      ad->failed = true;
-    }
-  }
-}
-
 static bool startsWith(MlirOperation op, const char *prefix) {
   MlirStringRef n = mlirIdentifierStr(mlirOperationGetName(op));
   return n.length >= strlen(prefix) && !memcmp(n.data, prefix, strlen(prefix));
@@ -566,10 +230,12 @@ static void opAdjoint(DtAd *ad, MlirOperation op) {
       mlirOperationGetNumResults(op) >= 1 &&
       mlirTypeIsARankedTensor(mlirValueGetType(mlirOperationGetResult(op, 0)));
   if (startsWith(op, "linalg."))
-    linalgAdjoint(ad, op, false);
+    dtAdLinalgAdjoint(ad, op, false);
   else if ((startsWith(op, "arith.") || startsWith(op, "math.")) &&
            tensorResult && mlirOperationGetNumRegions(op) == 0)
-    linalgAdjoint(ad, op, true);
+    dtAdLinalgAdjoint(ad, op, true);
+  else if (dtIsOp(op, "func.call"))
+    callAdjoint(ad, op);
   else if (dtAdIsTensorOp(op))
     dtAdTensorAdjoint(ad, op);
   else {
@@ -677,34 +343,28 @@ static MlirValue filled(DtAd *ad, MlirOperation at, MlirType type,
   return r;
 }
 
-/* Appends `extra` results to the return and the type of `g`. */
-static void appendResults(MlirOperation g, MlirOperation ret,
-                          const MlirValue *extra, intptr_t numExtra) {
-  MlirContext ctx = mlirOperationGetContext(g);
-  intptr_t numOld = mlirOperationGetNumOperands(ret);
-  MlirValue operands[256];
-  MlirType types[256];
-  for (intptr_t i = 0; i < numOld + numExtra; ++i) {
-    operands[i] =
-        i < numOld ? mlirOperationGetOperand(ret, i) : extra[i - numOld];
-    types[i] = mlirValueGetType(operands[i]);
-  }
+/* Gives `g` the return `operands` (its old return `ret` destroyed) and
+ * the function type of its entry block's arguments and those operands. */
+static void replaceReturn(MlirOperation g, MlirOperation ret,
+                          const MlirValue *operands, intptr_t n) {
   MlirOperationState st =
       mlirOperationStateGet(mlirStringRefCreateFromCString("func.return"),
                             mlirOperationGetLocation(ret));
-  mlirOperationStateAddOperands(&st, numOld + numExtra, operands);
+  mlirOperationStateAddOperands(&st, n, operands);
   MlirOperation newRet = mlirOperationCreate(&st);
   mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(ret), ret, newRet);
   mlirOperationDestroy(ret);
-  MlirType fnType = mlirTypeAttrGetValue(dtGetAttr(g, "function_type"));
-  intptr_t numInputs = mlirFunctionTypeGetNumInputs(fnType);
-  MlirType inputs[256];
-  for (intptr_t i = 0; i < numInputs; ++i)
-    inputs[i] = mlirFunctionTypeGetInput(fnType, i);
+  MlirBlock entry = mlirRegionGetFirstBlock(mlirOperationGetRegion(g, 0));
+  MlirType inputs[256], results[256];
+  intptr_t numInputs = mlirBlockGetNumArguments(entry);
+  for (intptr_t i = 0; i < numInputs && i < 256; ++i)
+    inputs[i] = mlirValueGetType(mlirBlockGetArgument(entry, i));
+  for (intptr_t i = 0; i < n && i < 256; ++i)
+    results[i] = mlirValueGetType(operands[i]);
   mlirOperationSetAttributeByName(
       g, mlirStringRefCreateFromCString("function_type"),
-      mlirTypeAttrGet(mlirFunctionTypeGet(ctx, numInputs, inputs,
-                                          numOld + numExtra, types)));
+      mlirTypeAttrGet(mlirFunctionTypeGet(mlirOperationGetContext(g), numInputs,
+                                          inputs, n, results)));
 }
 
 static MlirAttribute argAttr(MlirOperation f, intptr_t i, const char *name) {
@@ -715,14 +375,231 @@ static MlirAttribute argAttr(MlirOperation f, intptr_t i, const char *name) {
       mlirArrayAttrGetElement(attrs, i), mlirStringRefCreateFromCString(name));
 }
 
+/* A copy of function `f` named `name`, inserted after it. */
+static MlirOperation copyFunction(MlirOperation f, const char *name) {
+  MlirOperation g = mlirOperationClone(f);
+  mlirOperationSetAttributeByName(
+      g, mlirStringRefCreateFromCString("sym_name"),
+      mlirStringAttrGet(mlirOperationGetContext(f),
+                        mlirStringRefCreateFromCString(name)));
+  mlirBlockInsertOwnedOperationAfter(mlirOperationGetBlock(f), f, g);
+  return g;
+}
+
+/* How a sweep's return operands get their first adjoints. */
+typedef struct Seeds {
+  int which;       /* >= 0: ones for this return operand */
+  MlirValue *args; /* else: the adjoint of return operand r is args[r]
+                      (null: none) */
+} Seeds;
+
+/* The reverse sweep of function `g` (one block): its values that depend on
+ * the `chosen` arguments are active, the return's operands are seeded by
+ * `seeds`, every op is visited last to first, and `grads` receives the
+ * gradient of each chosen argument (zeros when nothing flows to it). */
+static bool sweep(Run *run, MlirOperation g, const bool *chosen,
+                  const Seeds *seeds, MlirValue *grads, intptr_t *numGrads) {
+  MlirBlock entry = mlirRegionGetFirstBlock(mlirOperationGetRegion(g, 0));
+  MlirOperation ret = mlirBlockGetTerminator(entry);
+  DtAd ad = {mlirOperationGetContext(g), ret,   dtTableInit(sizeof(Entry)),
+             malloc(DT_AD_TEXT_SIZE),    false, run};
+  if (!ad.text)
+    return false;
+  /* Softmax as the generics it stands for, which have derivatives. */
+  ad.failed = !dtDecomposeSoftmax(g);
+  markActive(&ad, entry, chosen);
+  /* The forward ops, to visit last to first (the sweep's ops go after
+   * them). */
+  DtOpList forward = {NULL, 0, 0};
+  for (MlirOperation op = mlirBlockGetFirstOperation(entry);
+       !mlirOperationEqual(op, ret) && !ad.failed;
+       op = mlirOperationGetNextInBlock(op))
+    ad.failed = !dtOpListPush(&forward, op);
+  for (intptr_t r = 0; r < mlirOperationGetNumOperands(ret) && !ad.failed;
+       ++r) {
+    MlirValue v = mlirOperationGetOperand(ret, r);
+    if (seeds->which == r && entryOf(&ad, v))
+      entryOf(&ad, v)->adjoint = filled(&ad, ret, mlirValueGetType(v), "1.0");
+    else if (seeds->which < 0 && !mlirValueIsNull(seeds->args[r]))
+      dtAdAccumulate(&ad, ret, v, seeds->args[r]);
+  }
+  for (size_t k = forward.count; k-- > 0 && !ad.failed;) {
+    MlirOperation op = forward.ops[k];
+    bool carries = false;
+    for (intptr_t r = 0; r < mlirOperationGetNumResults(op); ++r) {
+      Entry *e = entryOf(&ad, mlirOperationGetResult(op, r));
+      carries |= e && !mlirValueIsNull(e->adjoint);
+    }
+    if (carries)
+      opAdjoint(&ad, op);
+  }
+  *numGrads = 0;
+  for (intptr_t i = 0; i < mlirBlockGetNumArguments(entry) && !ad.failed; ++i) {
+    if (!chosen[i])
+      continue;
+    MlirValue arg = mlirBlockGetArgument(entry, i);
+    Entry *e = entryOf(&ad, arg);
+    grads[(*numGrads)++] = e && !mlirValueIsNull(e->adjoint)
+                               ? e->adjoint
+                               : filled(&ad, ret, mlirValueGetType(arg), "0.0");
+  }
+  bool ok = !ad.failed;
+  dtTableFree(&ad.entries);
+  free(forward.ops);
+  free(ad.text);
+  return ok;
+}
+
+/* ---- calls
+ * --------------------------------------------------------------------- */
+
+/* The vector-Jacobian product of @callee for the arguments `chosen`:
+ * @<callee>_vjp<k>(its arguments, then an adjoint per float tensor result)
+ * returns the chosen arguments' adjoints, recomputing the forward ops
+ * (a checkpoint at the call). Built once per callee and argument set. */
+static const char *vjpOf(Run *run, MlirOperation callee, const bool *chosen,
+                         MlirOperation call) {
+  MlirStringRef cname = mlirStringAttrGetValue(dtGetAttr(callee, "sym_name"));
+  uint64_t mask = 0;
+  intptr_t numArgs = mlirOperationGetNumOperands(call);
+  for (intptr_t i = 0; i < numArgs && i < 64; ++i)
+    mask |= (uint64_t)chosen[i] << i;
+  for (size_t k = 0; k < run->count; ++k) {
+    Vjp *v = &run->vjps[k];
+    if (v->mask != mask || strlen(v->callee) != cname.length ||
+        memcmp(v->callee, cname.data, cname.length))
+      continue;
+    if (v->inProgress) {
+      dtOpError(call,
+                "calls @%s recursively; dtensor-autodiff differentiates "
+                "calls that do not recurse",
+                v->callee);
+      return NULL;
+    }
+    return v->name;
+  }
+  MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(callee, 0));
+  if (numArgs > 64 || mlirBlockIsNull(body) ||
+      !mlirBlockIsNull(mlirBlockGetNextInRegion(body))) {
+    dtOpError(call,
+              "calls @%.*s, which dtensor-autodiff cannot differentiate "
+              "(a declaration, several blocks, or over 64 arguments)",
+              (int)cname.length, cname.data);
+    return NULL;
+  }
+  Vjp *v = dtArrayPush((void **)&run->vjps, &run->count, &run->capacity,
+                       sizeof(Vjp));
+  if (!v)
+    return NULL;
+  size_t index = run->count - 1;
+  snprintf(v->callee, sizeof(v->callee), "%.*s", (int)cname.length, cname.data);
+  for (int k = 0;; ++k) {
+    snprintf(v->name, sizeof(v->name), "%.*s_vjp%d", (int)cname.length,
+             cname.data, k);
+    if (mlirOperationIsNull(findFunction(run->module, v->name)))
+      break;
+  }
+  v->mask = mask;
+  v->inProgress = true;
+  char name[256];
+  snprintf(name, sizeof(name), "%s", v->name);
+  MlirOperation g = copyFunction(callee, name);
+  mlirOperationSetAttributeByName(
+      g, mlirStringRefCreateFromCString("sym_visibility"),
+      mlirStringAttrGet(mlirOperationGetContext(g),
+                        mlirStringRefCreateFromCString("private")));
+  mlirOperationRemoveAttributeByName(
+      g, mlirStringRefCreateFromCString("res_attrs"));
+  MlirBlock entry = mlirRegionGetFirstBlock(mlirOperationGetRegion(g, 0));
+  MlirOperation ret = mlirBlockGetTerminator(entry);
+  intptr_t numResults = mlirOperationGetNumOperands(ret);
+  MlirValue seedArgs[256] = {{NULL}};
+  for (intptr_t r = 0; r < numResults && r < 256; ++r) {
+    MlirValue res = mlirOperationGetOperand(ret, r);
+    if (isFloatTensor(mlirValueGetType(res)))
+      seedArgs[r] = mlirBlockAddArgument(entry, mlirValueGetType(res),
+                                         mlirOperationGetLocation(call));
+  }
+  Seeds seeds = {-1, seedArgs};
+  MlirValue grads[64];
+  intptr_t numGrads = 0;
+  bool ok = sweep(run, g, chosen, &seeds, grads, &numGrads);
+  v = &run->vjps[index]; /* (the array may have moved) */
+  v->inProgress = false;
+  if (!ok)
+    return NULL;
+  replaceReturn(g, mlirBlockGetTerminator(entry), grads, numGrads);
+  return v->name;
+}
+
+/* A call's adjoint: a call of the callee's vjp function. */
+static void callAdjoint(DtAd *ad, MlirOperation call) {
+  Run *run = ad->run;
+  MlirStringRef cname = dtCalleeName(call);
+  char name[256];
+  snprintf(name, sizeof(name), "%.*s", (int)cname.length, cname.data);
+  MlirOperation callee = findFunction(run->module, name);
+  intptr_t numArgs = mlirOperationGetNumOperands(call);
+  bool chosen[64] = {false};
+  bool any = false;
+  for (intptr_t i = 0; i < numArgs && i < 64; ++i)
+    any |= chosen[i] = dtAdActive(ad, mlirOperationGetOperand(call, i));
+  if (!any)
+    return;
+  if (mlirOperationIsNull(callee)) {
+    dtOpError(call, "calls @%s, which the module does not define", name);
+    ad->failed = true;
+    return;
+  }
+  const char *vjp = vjpOf(run, callee, chosen, call);
+  if (!vjp) {
+    ad->failed = true;
+    return;
+  }
+  MlirValue operands[128];
+  MlirType types[64];
+  intptr_t n = 0, numGrads = 0;
+  for (intptr_t i = 0; i < numArgs && n < 64; ++i)
+    operands[n++] = mlirOperationGetOperand(call, i);
+  for (intptr_t r = 0; r < mlirOperationGetNumResults(call) && n < 128; ++r) {
+    MlirValue res = mlirOperationGetResult(call, r);
+    if (!isFloatTensor(mlirValueGetType(res)))
+      continue;
+    MlirValue adj = dtAdAdjoint(ad, res);
+    operands[n++] = mlirValueIsNull(adj)
+                        ? filled(ad, ad->before, mlirValueGetType(res), "0.0")
+                        : adj;
+  }
+  for (intptr_t i = 0; i < numArgs; ++i)
+    if (chosen[i])
+      types[numGrads++] = mlirValueGetType(mlirOperationGetOperand(call, i));
+  MlirContext ctx = mlirOperationGetContext(call);
+  MlirNamedAttribute callee_attr = dtNamedAttr(
+      ctx, "callee",
+      mlirFlatSymbolRefAttrGet(ctx, mlirStringRefCreateFromCString(vjp)));
+  MlirOperationState st =
+      mlirOperationStateGet(mlirStringRefCreateFromCString("func.call"),
+                            mlirOperationGetLocation(call));
+  mlirOperationStateAddOperands(&st, n, operands);
+  mlirOperationStateAddResults(&st, numGrads, types);
+  mlirOperationStateAddAttributes(&st, 1, &callee_attr);
+  MlirOperation vcall = mlirOperationCreate(&st);
+  mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(ad->before),
+                                      ad->before, vcall);
+  for (intptr_t i = 0, k = 0; i < numArgs; ++i)
+    if (chosen[i])
+      dtAdAccumulate(ad, call, mlirOperationGetOperand(call, i),
+                     mlirOperationGetResult(vcall, k++));
+}
+
 /* Builds @<f><suffix> from @f. */
-static bool differentiate(MlirOperation module, MlirOperation f,
+static bool differentiate(Run *run, MlirOperation f,
                           const DtPassOptions *options) {
   MlirStringRef fname = mlirStringAttrGetValue(dtGetAttr(f, "sym_name"));
   char gname[256];
   snprintf(gname, sizeof(gname), "%.*s%s", (int)fname.length, fname.data,
            dtPassOptionsGet(options, "suffix"));
-  if (!mlirOperationIsNull(findFunction(module, gname))) {
+  if (!mlirOperationIsNull(findFunction(run->module, gname))) {
     dtOpError(f, "dtensor-autodiff: the module already has a @%s", gname);
     return false;
   }
@@ -762,58 +639,21 @@ static bool differentiate(MlirOperation module, MlirOperation f,
     return false;
   }
   /* The copy: forward ops as they are, then the sweep before its return. */
-  MlirOperation g = mlirOperationClone(f);
-  mlirOperationSetAttributeByName(
-      g, mlirStringRefCreateFromCString("sym_name"),
-      mlirStringAttrGet(mlirOperationGetContext(f),
-                        mlirStringRefCreateFromCString(gname)));
-  mlirBlockInsertOwnedOperationAfter(mlirOperationGetBlock(f), f, g);
+  MlirOperation g = copyFunction(f, gname);
   MlirBlock gEntry = mlirRegionGetFirstBlock(mlirOperationGetRegion(g, 0));
-  MlirOperation gRet = mlirBlockGetTerminator(gEntry);
-  DtAd ad = {mlirOperationGetContext(f), gRet, dtTableInit(sizeof(Entry)),
-             malloc(DT_AD_TEXT_SIZE), false};
-  if (!ad.text) {
-    free(chosen);
-    return false;
-  }
-  /* Softmax as the generics it stands for, which have derivatives. */
-  ad.failed = !dtDecomposeSoftmax(g);
-  markActive(&ad, gEntry, chosen);
-  MlirValue result = mlirOperationGetOperand(gRet, which);
-  /* The forward ops, to visit last to first (the sweep's ops go after
-   * them). */
-  DtOpList forward = {NULL, 0, 0};
-  for (MlirOperation op = mlirBlockGetFirstOperation(gEntry);
-       !mlirOperationEqual(op, gRet) && !ad.failed;
-       op = mlirOperationGetNextInBlock(op))
-    ad.failed = !dtOpListPush(&forward, op);
-  if (entryOf(&ad, result))
-    entryOf(&ad, result)->adjoint = filled(&ad, gRet, rt, "1.0");
-  for (size_t k = forward.count; k-- > 0 && !ad.failed;) {
-    MlirOperation op = forward.ops[k];
-    bool carries = false;
-    for (intptr_t r = 0; r < mlirOperationGetNumResults(op); ++r) {
-      Entry *e = entryOf(&ad, mlirOperationGetResult(op, r));
-      carries |= e && !mlirValueIsNull(e->adjoint);
-    }
-    if (carries)
-      opAdjoint(&ad, op);
-  }
   MlirValue grads[256];
   intptr_t numGrads = 0;
-  for (intptr_t i = 0; i < numArgs && !ad.failed && numGrads < 256; ++i) {
-    if (!chosen[i])
-      continue;
-    MlirValue arg = mlirBlockGetArgument(gEntry, i);
-    Entry *e = entryOf(&ad, arg);
-    grads[numGrads++] = e && !mlirValueIsNull(e->adjoint)
-                            ? e->adjoint
-                            : filled(&ad, gRet, mlirValueGetType(arg), "0.0");
-  }
-  bool ok = !ad.failed;
+  Seeds seeds = {(int)which, NULL};
+  bool ok = numArgs <= 256 && sweep(run, g, chosen, &seeds, grads, &numGrads);
   if (ok) {
+    MlirOperation gRet = mlirBlockGetTerminator(gEntry);
     intptr_t numOld = mlirOperationGetNumOperands(gRet);
-    appendResults(g, gRet, grads, numGrads);
+    MlirValue all[512];
+    for (intptr_t i = 0; i < numOld && i < 256; ++i)
+      all[i] = mlirOperationGetOperand(gRet, i);
+    for (intptr_t k = 0; k < numGrads; ++k)
+      all[numOld + k] = grads[k];
+    replaceReturn(g, gRet, all, numOld + numGrads);
     /* A gradient is laid out as its argument. */
     for (intptr_t i = 0, k = 0; i < numArgs; ++i) {
       if (!chosen[i])
@@ -828,9 +668,6 @@ static bool differentiate(MlirOperation module, MlirOperation f,
   } else {
     mlirOperationDestroy(g);
   }
-  dtTableFree(&ad.entries);
-  free(forward.ops);
-  free(ad.text);
   free(chosen);
   return ok;
 }
@@ -847,7 +684,10 @@ static bool runAutodiff(MlirOperation module, const DtPassOptions *options) {
     dtOpError(module, "dtensor-autodiff: the module has no function @%s", name);
     return false;
   }
-  return differentiate(module, f, options);
+  Run run = {module, NULL, 0, 0};
+  bool ok = differentiate(&run, f, options);
+  free(run.vjps);
+  return ok;
 }
 
 static const DtensorPassOptionInfo kOptions[] = {

@@ -49,6 +49,7 @@ typedef struct DtAd {
   DtTable entries;
   char *text;
   bool failed;
+  struct Run *run; /* the pass's state (the vjps of callees) */
 } DtAd;
 
 /// The adjoint of `v` so far (null: none).
@@ -72,6 +73,17 @@ void dtAdTypeText(DtBuf *t, MlirType type);
 
 /// "%<name> = zeros of `type`" (three lines) into a template.
 void dtAdZeros(DtBuf *t, const char *name, MlirType type);
+
+/// The identity affine map of `rank` dims, into a template.
+void dtAdIdentityMap(DtBuf *t, int rank);
+
+/* ---- linalg ops (AutodiffLinalg.c) ------------------------------------------
+ */
+
+/// Adds the contributions of a linalg op (generic or named), or of an
+/// elementwise arith/math op on tensors (`elementwise`), to its active
+/// inputs' adjoints (and to its init's, for a sum).
+void dtAdLinalgAdjoint(DtAd *ad, MlirOperation op, bool elementwise);
 
 /* ---- tensor ops (AutodiffTensor.c) ----------------------------------------
  */

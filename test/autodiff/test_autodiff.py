@@ -22,7 +22,7 @@ def ttype(shape):
     return "tensor<" + "".join(f"{d}x" for d in shape) + "f64>"
 
 
-def program(args, body, result, mesh=1, layouts=None):
+def program(args, body, result, mesh=1, layouts=None, functions=""):
     """@f over `args` [(name, shape)] with `body` lines ending in the value
     `result` (any shape: the loss is the sum of its squares / 2, so every
     element of it matters)."""
@@ -52,7 +52,7 @@ def program(args, body, result, mesh=1, layouts=None):
         "} -> tensor<f64>",
     ]
     return ('"dtensor.mesh"() {sym_name = "m", shape = array<i64: '
-            f'{mesh}>, axis_names = ["x"]}} : () -> ()\n'
+            f'{mesh}>, axis_names = ["x"]}} : () -> ()\n' + functions +
             f"func.func @f({', '.join(params)}) -> tensor<f64> {{\n"
             + "".join(f"  {line}\n" for line in body + loss) +
             "  return %loss : tensor<f64>\n}\n")
@@ -216,6 +216,25 @@ CASES = {
 }
 
 
+LAYER = """func.func private @layer(%x: tensor<4x6xf64>, %w: tensor<6x6xf64>) -> tensor<4x6xf64> {
+  %z = arith.constant 0.0 : f64
+  %e = tensor.empty() : tensor<4x6xf64>
+  %i = linalg.fill ins(%z : f64) outs(%e : tensor<4x6xf64>) -> tensor<4x6xf64>
+  %h = linalg.matmul ins(%x, %w : tensor<4x6xf64>, tensor<6x6xf64>) outs(%i : tensor<4x6xf64>) -> tensor<4x6xf64>
+  %a = func.call @act(%h) : (tensor<4x6xf64>) -> tensor<4x6xf64>
+  return %a : tensor<4x6xf64>
+}
+func.func private @act(%h: tensor<4x6xf64>) -> tensor<4x6xf64> {
+  %a = math.tanh %h : tensor<4x6xf64>
+  return %a : tensor<4x6xf64>
+}
+"""
+TWO_LAYERS = ([("x", (4, 6)), ("w1", (6, 6)), ("w2", (6, 6))],
+              ["%h1 = func.call @layer(%x, %w1) : (tensor<4x6xf64>, tensor<6x6xf64>) -> tensor<4x6xf64>",
+               "%y = func.call @layer(%h1, %w2) : (tensor<4x6xf64>, tensor<6x6xf64>) -> tensor<4x6xf64>"],
+              ("%y", (4, 6)))
+
+
 def run_grad(text, args, n=1):
     ir = dtensor.compile(text, "dtensor-autodiff{function=f}")
     outs = dtensor.run(ir, n, args, entry="f_grad")
@@ -237,6 +256,29 @@ def test_gradient_matches_finite_differences(case):
         fd = (float(fp) - float(fm)) / (2 * eps)
         an = sum(float((g * d).sum()) for g, d in zip(grads, v))
         assert abs(fd - an) <= 1e-6 * max(1.0, abs(an)), (case, fd, an)
+
+
+@pytest.mark.parametrize("wrt", ["0,1,2", "1,2", "2"])
+def test_gradients_through_calls(wrt):
+    """Two calls of one layer, which calls its activation: each call's
+    adjoint is a call of the callee's vjp function (one per callee and set
+    of differentiated arguments), checked against finite differences."""
+    args, body, result = TWO_LAYERS
+    text = program(args, body, result, functions=LAYER)
+    chosen = [int(k) for k in wrt.split(",")]
+    ir = dtensor.compile(text, f"dtensor-autodiff{{function=f wrt={wrt}}}")
+    assert "@layer_vjp0" in ir and "@act_vjp0" in ir
+    values = [RNG.standard_normal(s) for _, s in args]
+    grads = dtensor.run(ir, 1, values, entry="f_grad")[1:]
+    assert len(grads) == len(chosen)
+    v = [RNG.standard_normal(s) if i in chosen else np.zeros(s)
+         for i, (_, s) in enumerate(args)]
+    eps = 1e-6
+    fp, = dtensor.run(ir, 1, [a + eps * d for a, d in zip(values, v)], entry="f")
+    fm, = dtensor.run(ir, 1, [a - eps * d for a, d in zip(values, v)], entry="f")
+    fd = (float(fp) - float(fm)) / (2 * eps)
+    an = sum(float((g * v[i]).sum()) for g, i in zip(grads, chosen))
+    assert abs(fd - an) <= 1e-6 * max(1.0, abs(an)), (fd, an)
 
 
 def test_gradients_of_a_sharded_mlp():
@@ -305,6 +347,17 @@ def test_errors_are_located(body, result, options, message):
     rc, out = opt(program([("x", shape)], body, result), options)
     assert rc != 0 and message in out, out
     assert "Assertion" not in out and "Stack dump" not in out
+
+
+def test_recursive_calls_are_refused():
+    rec = ('func.func private @r(%x: tensor<3x4xf64>) -> tensor<3x4xf64> {\n'
+           '  %y = func.call @r(%x) : (tensor<3x4xf64>) -> tensor<3x4xf64>\n'
+           '  return %y : tensor<3x4xf64>\n}\n')
+    text = program([("x", (3, 4))], ["%y = func.call @r(%x) : (tensor<3x4xf64>) "
+                                     "-> tensor<3x4xf64>"], ("%y", (3, 4)),
+                   functions=rec)
+    rc, out = opt(text, "function=f")
+    assert rc != 0 and "calls @r recursively" in out, out
 
 
 def test_no_gradient_for_integers_or_non_scalars():

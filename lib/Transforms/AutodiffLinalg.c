@@ -1,0 +1,371 @@
+/* dtensor-autodiff's adjoints of linalg ops and of elementwise ops on
+ * tensors (Autodiff.h): for input i, a linalg.generic over the op's loops
+ * whose output map is input i's and whose body is the op's body followed by
+ * its scalar derivative (AutodiffScalar.c). */
+#include "Autodiff.h"
+#include "Dialect/DialectInternal.h"
+#include "Util.h"
+
+#include "mlir-c/AffineExpr.h"
+#include "mlir-c/AffineMap.h"
+#include "mlir-c/BuiltinAttributes.h"
+#include "mlir-c/BuiltinTypes.h"
+#include "mlir-c/Dialect/Linalg.h"
+
+#include <stdio.h>
+
+/* ---- linalg ops ------------------------------------------------------------
+ */
+
+typedef enum Combine { ELEMENTWISE, SUM, MAX, MIN } Combine;
+
+static bool dependsOn(MlirValue v, MlirValue on, int depth) {
+  if (mlirValueEqual(v, on))
+    return true;
+  if (!mlirValueIsAOpResult(v) || depth > 64)
+    return false;
+  MlirOperation def = mlirOpResultGetOwner(v);
+  for (intptr_t i = 0; i < mlirOperationGetNumOperands(def); ++i)
+    if (dependsOn(mlirOperationGetOperand(def, i), on, depth + 1))
+      return true;
+  return false;
+}
+
+/* How the body of a linalg op with accumulator `out` (null: none) makes
+ * `yielded`; `*root` is what the derivative starts from. */
+static bool combineOf(MlirBlock body, MlirValue out, MlirValue yielded,
+                      Combine *kind, MlirValue *root) {
+  *root = yielded;
+  *kind = ELEMENTWISE;
+  if (mlirValueIsNull(out) || !dependsOn(yielded, out, 0))
+    return true;
+  if (!mlirValueIsAOpResult(yielded))
+    return false;
+  MlirOperation c = mlirOpResultGetOwner(yielded);
+  if (!mlirBlockEqual(mlirOperationGetBlock(c), body) ||
+      mlirOperationGetNumOperands(c) != 2)
+    return false;
+  MlirValue a = mlirOperationGetOperand(c, 0),
+            b = mlirOperationGetOperand(c, 1);
+  MlirValue other = mlirValueEqual(a, out)   ? b
+                    : mlirValueEqual(b, out) ? a
+                                             : out;
+  if (mlirValueEqual(other, out) || dependsOn(other, out, 0))
+    return false;
+  *root = other;
+  if (dtIsOp(c, "arith.addf"))
+    *kind = SUM;
+  else if (dtIsOp(c, "arith.maximumf") || dtIsOp(c, "arith.maxnumf"))
+    *kind = MAX;
+  else if (dtIsOp(c, "arith.minimumf") || dtIsOp(c, "arith.minnumf"))
+    *kind = MIN;
+  else
+    return false;
+  return true;
+}
+
+static bool isProjection(MlirAffineMap m) {
+  unsigned seen = 0;
+  for (intptr_t r = 0; r < mlirAffineMapGetNumResults(m); ++r) {
+    MlirAffineExpr e = mlirAffineMapGetResult(m, r);
+    if (!mlirAffineExprIsADim(e))
+      return false;
+    unsigned bit = 1u << mlirAffineDimExprGetPosition(e);
+    if (seen & bit)
+      return false;
+    seen |= bit;
+  }
+  return true;
+}
+
+static bool mapUses(MlirAffineMap m, intptr_t dim) {
+  for (intptr_t r = 0; r < mlirAffineMapGetNumResults(m); ++r)
+    if (mlirAffineExprIsFunctionOfDim(mlirAffineMapGetResult(m, r), dim))
+      return true;
+  return false;
+}
+
+static void mapText(DtBuf *t, MlirAttribute map) {
+  dtBufPrintf(t, "affine_map<");
+  mlirAffineMapPrint(mlirAffineMapAttrGetValue(map), dtBufSink, t);
+  dtBufPrintf(t, ">");
+}
+
+#define MAX_LINALG_OPERANDS 32
+
+/* Values the body uses from outside the op (function-level scalars). */
+static int captures(MlirBlock body, MlirValue *out, int max) {
+  int n = 0;
+  for (MlirOperation b = mlirBlockGetFirstOperation(body);
+       !mlirOperationIsNull(b); b = mlirOperationGetNextInBlock(b))
+    for (intptr_t i = 0; i < mlirOperationGetNumOperands(b); ++i) {
+      MlirValue v = mlirOperationGetOperand(b, i);
+      bool inside =
+          mlirValueIsABlockArgument(v)
+              ? mlirBlockEqual(mlirBlockArgumentGetOwner(v), body)
+              : mlirBlockEqual(mlirOperationGetBlock(mlirOpResultGetOwner(v)),
+                               body);
+      bool known = false;
+      for (int k = 0; k < n; ++k)
+        known |= mlirValueEqual(out[k], v);
+      if (!inside && !known && n < max)
+        out[n++] = v;
+    }
+  return n;
+}
+
+/* The contribution of a linalg op (or an elementwise op on tensors, with
+ * `elementwise` set) to each active input. */
+void dtAdLinalgAdjoint(DtAd *ad, MlirOperation op, bool elementwise) {
+  intptr_t numOperands = mlirOperationGetNumOperands(op);
+  intptr_t numInputs = elementwise ? numOperands : numOperands - 1;
+  if (mlirOperationGetNumResults(op) != 1 ||
+      numOperands > MAX_LINALG_OPERANDS) {
+    dtOpError(op,
+              "has %d results and %d operands; dtensor-autodiff "
+              "differentiates linalg ops of one result and at most %d "
+              "operands",
+              (int)mlirOperationGetNumResults(op), (int)numOperands,
+              MAX_LINALG_OPERANDS);
+    ad->failed = true;
+    return;
+  }
+  MlirValue y = mlirOperationGetResult(op, 0);
+  MlirType ty = mlirValueGetType(y);
+  int rank = (int)mlirShapedTypeGetRank(ty);
+  MlirValue dy = dtAdAdjoint(ad, y);
+  /* The scalar code, its inputs and its accumulator. */
+  MlirOperation ops[256];
+  int numOps = 0;
+  MlirValue inputs[2 * MAX_LINALG_OPERANDS + 2];
+  char names[2 * MAX_LINALG_OPERANDS + 2][DT_AD_NAME];
+  const char *namePtrs[2 * MAX_LINALG_OPERANDS + 2];
+  MlirValue root = y, out = {NULL}, caps[MAX_LINALG_OPERANDS];
+  MlirAttribute maps = {NULL};
+  Combine kind = ELEMENTWISE;
+  int numCaps = 0, numLoops = rank;
+  MlirBlock body = {NULL};
+  if (elementwise) {
+    ops[numOps++] = op;
+    for (intptr_t i = 0; i < numOperands; ++i)
+      inputs[i] = mlirOperationGetOperand(op, i);
+  } else {
+    if (mlirOperationGetNumRegions(op) != 1) {
+      dtOpError(op, "is not a structured linalg op; dtensor-autodiff "
+                    "differentiates those");
+      ad->failed = true;
+      return;
+    }
+    maps = mlirLinalgGetIndexingMapsAttribute(op);
+    body = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0));
+    MlirOperation yield = mlirBlockGetTerminator(body);
+    intptr_t numArgs = mlirBlockGetNumArguments(body);
+    if (mlirAttributeIsNull(maps) || numArgs < numInputs ||
+        mlirOperationGetNumOperands(yield) != 1) {
+      dtOpError(op, "has no indexing maps or body dtensor-autodiff reads");
+      ad->failed = true;
+      return;
+    }
+    for (intptr_t i = 0; i < numInputs; ++i)
+      inputs[i] = mlirBlockGetArgument(body, i);
+    if (numArgs > numInputs)
+      out = mlirBlockGetArgument(body, numInputs);
+    for (MlirOperation b = mlirBlockGetFirstOperation(body);
+         !mlirOperationEqual(b, yield) && numOps < 256;
+         b = mlirOperationGetNextInBlock(b))
+      ops[numOps++] = b;
+    if (!combineOf(body, out, mlirOperationGetOperand(yield, 0), &kind,
+                   &root)) {
+      dtOpError(op, "combines its accumulator other than by add, max or min "
+                    "(dtensor-autodiff differentiates those)");
+      ad->failed = true;
+      return;
+    }
+    numLoops = (int)mlirAffineMapGetNumDims(
+        mlirAffineMapAttrGetValue(mlirArrayAttrGetElement(maps, 0)));
+    numCaps = captures(body, caps, MAX_LINALG_OPERANDS);
+  }
+  int numNamed = (int)numInputs;
+  for (int i = 0; i < numNamed; ++i)
+    snprintf(names[i], DT_AD_NAME, "%%b%d", i);
+  if (!mlirValueIsNull(out)) {
+    inputs[numNamed] = out;
+    snprintf(names[numNamed++], DT_AD_NAME, "%%bo");
+  }
+  for (int k = 0; k < numCaps; ++k) {
+    inputs[numNamed] = caps[k];
+    snprintf(names[numNamed++], DT_AD_NAME, "%%cap%d", k);
+  }
+  for (int i = 0; i < numNamed; ++i)
+    namePtrs[i] = names[i];
+  DtAdScalar sc = {ops, numOps, inputs, namePtrs, numNamed};
+  MlirAttribute outMap = elementwise
+                             ? (MlirAttribute){NULL}
+                             : mlirArrayAttrGetElement(maps, numOperands - 1);
+  if (!elementwise && kind == ELEMENTWISE)
+    for (int l = 0; l < numLoops; ++l)
+      if (!mapUses(mlirAffineMapAttrGetValue(outMap), l)) {
+        dtOpError(op, "has a reduction loop but does not accumulate into its "
+                      "result");
+        ad->failed = true;
+        return;
+      }
+  for (intptr_t i = 0; i < numInputs && !ad->failed; ++i) {
+    MlirValue x = mlirOperationGetOperand(op, i);
+    if (!dtAdActive(ad, x))
+      continue;
+    MlirType tx = mlirValueGetType(x);
+    MlirAttribute inMap =
+        elementwise ? (MlirAttribute){NULL} : mlirArrayAttrGetElement(maps, i);
+    if (!elementwise && !isProjection(mlirAffineMapAttrGetValue(inMap))) {
+      dtOpError(op,
+                "reads operand %d through an indexing map that is not a "
+                "projection; dtensor-autodiff cannot write its adjoint",
+                (int)i);
+      ad->failed = true;
+      return;
+    }
+    char Ex[48], Ey[48];
+    dtAdElementType(tx, Ex, sizeof(Ex));
+    dtAdElementType(ty, Ey, sizeof(Ey));
+    DtBuf t = dtBufInit(ad->text, DT_AD_TEXT_SIZE);
+    dtBufPrintf(&t, "func.func @adj(");
+    for (intptr_t k = 0; k < numInputs; ++k) {
+      dtBufPrintf(&t, "%%x%d: ", (int)k);
+      dtAdTypeText(&t, mlirValueGetType(mlirOperationGetOperand(op, k)));
+      dtBufPrintf(&t, ", ");
+    }
+    dtBufPrintf(&t, "%%y: ");
+    dtAdTypeText(&t, ty);
+    dtBufPrintf(&t, ", %%dy: ");
+    dtAdTypeText(&t, ty);
+    dtBufPrintf(&t, ", %%init: ");
+    dtAdTypeText(&t, ty);
+    for (int k = 0; k < numCaps; ++k) {
+      dtBufPrintf(&t, ", %%cap%d: ", k);
+      dtAdTypeText(&t, mlirValueGetType(caps[k]));
+    }
+    dtBufPrintf(&t, ") -> ");
+    dtAdTypeText(&t, tx);
+    dtBufPrintf(&t, " {\n");
+    dtAdZeros(&t, "z", tx);
+    dtBufPrintf(&t, "  %%r = linalg.generic {indexing_maps = [");
+    for (intptr_t k = 0; k < numInputs + 4; ++k) {
+      dtBufPrintf(&t, "%s", k ? ", " : "");
+      MlirAttribute m =
+          k < numInputs
+              ? (elementwise ? outMap : mlirArrayAttrGetElement(maps, k))
+          : k < numInputs + 3 ? outMap
+                              : inMap;
+      if (!mlirAttributeIsNull(m)) {
+        mapText(&t, m);
+        continue;
+      }
+      dtAdIdentityMap(&t, rank);
+    }
+    dtBufPrintf(&t, "], iterator_types = [");
+    for (int l = 0; l < numLoops; ++l)
+      dtBufPrintf(&t, "%s\"%s\"", l ? ", " : "",
+                  elementwise || mapUses(mlirAffineMapAttrGetValue(inMap), l)
+                      ? "parallel"
+                      : "reduction");
+    dtBufPrintf(&t, "]} ins(");
+    for (intptr_t k = 0; k < numInputs; ++k)
+      dtBufPrintf(&t, "%%x%d, ", (int)k);
+    dtBufPrintf(&t, "%%y, %%dy, %%init : ");
+    for (intptr_t k = 0; k < numInputs; ++k) {
+      dtAdTypeText(&t, mlirValueGetType(mlirOperationGetOperand(op, k)));
+      dtBufPrintf(&t, ", ");
+    }
+    for (int k = 0; k < 3; ++k) {
+      dtAdTypeText(&t, ty);
+      dtBufPrintf(&t, "%s", k < 2 ? ", " : "");
+    }
+    dtBufPrintf(&t, ") outs(%%z : ");
+    dtAdTypeText(&t, tx);
+    dtBufPrintf(&t, ") {\n  ^bb0(");
+    for (intptr_t k = 0; k < numInputs; ++k) {
+      char E[48];
+      dtAdElementType(mlirValueGetType(elementwise ? inputs[k] : inputs[k]), E,
+                      sizeof(E));
+      dtBufPrintf(&t, "%%b%d: %s, ", (int)k, E);
+    }
+    dtBufPrintf(&t, "%%by: %s, %%bg: %s, %%bo%s: %s, %%acc: %s):\n", Ey, Ey,
+                mlirValueIsNull(out) ? "_unused" : "", Ey, Ex);
+    char adj[DT_AD_NAME];
+    MlirOperation bad = {NULL};
+    if (!dtAdScalarVjp(&t, &sc, root, "%bg", (int)i, "s", adj, &bad)) {
+      if (mlirOperationIsNull(bad))
+        ad->failed = true;
+      else if (elementwise)
+        dtOpError(op, "has no derivative in dtensor-autodiff");
+      else
+        dtOpError(op,
+                  "has '%.*s' in its body, which dtensor-autodiff cannot "
+                  "differentiate",
+                  (int)mlirIdentifierStr(mlirOperationGetName(bad)).length,
+                  mlirIdentifierStr(mlirOperationGetName(bad)).data);
+      ad->failed = true;
+      return;
+    }
+    if (!adj[0])
+      continue; /* the result does not depend on this input */
+    if (kind == MAX || kind == MIN) {
+      /* The adjoint goes where the element is the result. */
+      const char *rootName = NULL;
+      char found[DT_AD_NAME];
+      for (int k = 0; k < numNamed && !rootName; ++k)
+        if (mlirValueEqual(inputs[k], root))
+          rootName = names[k];
+      for (int k = 0; k < numOps && !rootName; ++k)
+        if (mlirValueEqual(mlirOperationGetResult(ops[k], 0), root)) {
+          snprintf(found, sizeof(found), "%%sf%d", k);
+          rootName = found;
+        }
+      dtBufPrintf(&t,
+                  "    %%eq = arith.cmpf oeq, %s, %%by : %s\n"
+                  "    %%zr = arith.constant 0.0 : %s\n"
+                  "    %%m = arith.select %%eq, %s, %%zr : %s\n",
+                  rootName, Ey, Ex, adj, Ex);
+      snprintf(adj, sizeof(adj), "%%m");
+    }
+    /* Loops outside input i's map add up; otherwise the body writes its
+     * element (reading no init: see accumulate). */
+    bool reduces = false;
+    for (int l = 0; l < numLoops && !elementwise; ++l)
+      reduces |= !mapUses(mlirAffineMapAttrGetValue(inMap), l);
+    if (reduces)
+      dtBufPrintf(&t, "    %%sum = arith.addf %%acc, %s : %s\n", adj, Ex);
+    dtBufPrintf(&t, "    linalg.yield %s : %s\n  } -> ", reduces ? "%sum" : adj,
+                Ex);
+    dtAdTypeText(&t, tx);
+    dtBufPrintf(&t, "\n  return %%r : ");
+    dtAdTypeText(&t, tx);
+    dtBufPrintf(&t, "\n}\n");
+    MlirValue args[MAX_LINALG_OPERANDS + 3 + MAX_LINALG_OPERANDS];
+    int n = 0;
+    for (intptr_t k = 0; k < numInputs; ++k)
+      args[n++] = mlirOperationGetOperand(op, k);
+    args[n++] = y;
+    args[n++] = dy;
+    args[n++] = elementwise ? y : mlirOperationGetOperand(op, numOperands - 1);
+    for (int k = 0; k < numCaps; ++k)
+      args[n++] = caps[k];
+    MlirValue dx;
+    if (dtAdEmit(ad, op, &t, args, &dx, 1))
+      dtAdAccumulate(ad, op, x, dx);
+  }
+  if (elementwise || ad->failed)
+    return;
+  /* The accumulator's initial value: added into a sum as it is. */
+  MlirValue init = mlirOperationGetOperand(op, numOperands - 1);
+  if (dtAdActive(ad, init)) {
+    if (kind == SUM) {
+      dtAdAccumulate(ad, op, init, dy);
+    } else if (kind != ELEMENTWISE) {
+      dtOpError(op, "takes the max or min into an initial value that depends "
+                    "on the differentiated arguments");
+      ad->failed = true;
+    }
+  }
+}
