@@ -20,6 +20,8 @@
  *   collapse_shape and dtensor.annotate, by their inverses
  *   (AutodiffTensor.c);
  * - linalg.softmax decomposed first (dtensor-decompose-softmax);
+ * - scf.for of constant bounds, unrolled first (AutodiffLoops.c): each
+ *   iteration's values are stored activations;
  * - func.call, by a call of the callee's vjp function (built once per
  *   callee and set of differentiated arguments; it recomputes the callee);
  * - ops without a float tensor result on the path get no adjoint; any other
@@ -303,19 +305,38 @@ static bool readWrt(MlirOperation f, const char *wrt, bool *chosen,
   return true;
 }
 
-/* Marks the values that depend on the chosen arguments. */
-static void markActive(DtAd *ad, MlirBlock entry, const bool *chosen) {
+typedef struct UseCheck {
+  DtAd *ad;
+  bool any;
+} UseCheck;
+
+static MlirWalkResult usesActive(MlirOperation op, void *user) {
+  UseCheck *u = user;
+  for (intptr_t i = 0; i < mlirOperationGetNumOperands(op) && !u->any; ++i)
+    u->any = entryOf(u->ad, mlirOperationGetOperand(op, i)) != NULL;
+  return u->any ? MlirWalkResultInterrupt : MlirWalkResultAdvance;
+}
+
+/* Marks the values that depend on the chosen arguments: the results of
+ * every op that uses an active value, in its regions too (a loop body
+ * reads the function's values directly). Returns the first scf.for with
+ * active results (null: none). */
+static MlirOperation markActive(DtAd *ad, MlirBlock entry, const bool *chosen) {
+  MlirOperation loop = {NULL};
   for (intptr_t i = 0; i < mlirBlockGetNumArguments(entry); ++i)
     if (chosen[i])
       activate(ad, mlirBlockGetArgument(entry, i));
   for (MlirOperation op = mlirBlockGetFirstOperation(entry);
        !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op)) {
-    bool any = false;
-    for (intptr_t i = 0; i < mlirOperationGetNumOperands(op) && !any; ++i)
-      any = entryOf(ad, mlirOperationGetOperand(op, i)) != NULL;
-    for (intptr_t r = 0; r < mlirOperationGetNumResults(op) && any; ++r)
+    UseCheck u = {ad, false};
+    mlirOperationWalk(op, usesActive, &u, MlirWalkPreOrder);
+    for (intptr_t r = 0; r < mlirOperationGetNumResults(op) && u.any; ++r)
       activate(ad, mlirOperationGetResult(op, r));
+    if (u.any && mlirOperationIsNull(loop) && dtIsOp(op, "scf.for") &&
+        mlirOperationGetNumResults(op) > 0)
+      loop = op;
   }
+  return loop;
 }
 
 /* A float tensor of `type` filled with `value`, built before the sweep's
@@ -405,9 +426,15 @@ static bool sweep(Run *run, MlirOperation g, const bool *chosen,
              malloc(DT_AD_TEXT_SIZE),    false, run};
   if (!ad.text)
     return false;
-  /* Softmax as the generics it stands for, which have derivatives. */
+  /* Softmax as the generics it stands for, which have derivatives; loops
+   * on the path unrolled, each iteration's values kept. */
   ad.failed = !dtDecomposeSoftmax(g);
-  markActive(&ad, entry, chosen);
+  for (MlirOperation loop = markActive(&ad, entry, chosen);
+       !mlirOperationIsNull(loop) && !ad.failed;
+       loop = markActive(&ad, entry, chosen)) {
+    dtTableFree(&ad.entries);
+    ad.failed = !dtAdUnrollLoop(loop);
+  }
   /* The forward ops, to visit last to first (the sweep's ops go after
    * them). */
   DtOpList forward = {NULL, 0, 0};

@@ -85,6 +85,20 @@ void dtAdIdentityMap(DtBuf *t, int rank);
 /// inputs' adjoints (and to its init's, for a sum).
 void dtAdLinalgAdjoint(DtAd *ad, MlirOperation op, bool elementwise);
 
+/* ---- loops (AutodiffLoops.c) ----------------------------------------------
+ */
+
+/// The most iterations of an scf.for dtensor-autodiff unrolls.
+#define DT_AD_MAX_UNROLL 256
+
+/// The value of an index or integer `arith.constant`, or false.
+bool dtAdConstantIndex(MlirValue v, int64_t *out);
+
+/// Replaces `loop` (an scf.for of constant bounds) by its iterations, one
+/// after the other; false after a located error (bounds not constants, too
+/// many iterations) or when out of memory.
+bool dtAdUnrollLoop(MlirOperation loop);
+
 /* ---- tensor ops (AutodiffTensor.c) ----------------------------------------
  */
 

@@ -1,5 +1,6 @@
 /* dtensor-autodiff's adjoints of tensor ops (Autodiff.h): slices, pads,
- * concats and reshapes by their inverses, on static offsets and sizes. */
+ * concats and reshapes by their inverses, on static offsets and sizes (or
+ * constant ones, as an unrolled loop's index makes them). */
 #include "Autodiff.h"
 #include "Dialect/DialectInternal.h"
 #include "Util.h"
@@ -13,15 +14,18 @@
 /* ---- tensor ops -------------------------------------------------------------
  */
 
-/* Reads a static offsets / sizes / strides attribute into `out`; false when
- * an entry is dynamic. */
+/* Reads a static offsets / sizes / strides attribute into `out`; a dynamic
+ * entry is the next of the op's operands from `*cursor` on, which must be a
+ * constant (an unrolled loop's index). False otherwise. */
 static bool staticList(MlirOperation op, const char *name, int64_t *out,
-                       intptr_t *n) {
+                       intptr_t *n, intptr_t *cursor) {
   MlirAttribute a = dtGetAttr(op, name);
   *n = mlirAttributeIsNull(a) ? 0 : mlirDenseArrayGetNumElements(a);
   for (intptr_t i = 0; i < *n; ++i) {
     out[i] = mlirDenseI64ArrayGetElement(a, i);
-    if (out[i] == mlirShapedTypeGetDynamicSize())
+    if (out[i] == mlirShapedTypeGetDynamicSize() &&
+        (*cursor >= mlirOperationGetNumOperands(op) ||
+         !dtAdConstantIndex(mlirOperationGetOperand(op, (*cursor)++), &out[i])))
       return false;
   }
   return true;
@@ -56,11 +60,11 @@ typedef struct Slice {
 
 /* The slice attributes of extract_slice / insert_slice; false when one is
  * dynamic. */
-static bool readSlice(MlirOperation op, Slice *sl) {
-  intptr_t n2 = 0, n3 = 0;
-  return staticList(op, "static_offsets", sl->off, &sl->n) &&
-         staticList(op, "static_sizes", sl->size, &n2) &&
-         staticList(op, "static_strides", sl->stride, &n3);
+static bool readSlice(MlirOperation op, intptr_t numTensors, Slice *sl) {
+  intptr_t n2 = 0, n3 = 0, cursor = numTensors;
+  return staticList(op, "static_offsets", sl->off, &sl->n, &cursor) &&
+         staticList(op, "static_sizes", sl->size, &n2, &cursor) &&
+         staticList(op, "static_strides", sl->stride, &n3, &cursor);
 }
 
 /* How an operand's adjoint comes from the result's, `dy`, by a slice. */
@@ -159,14 +163,14 @@ void dtAdTensorAdjoint(DtAd *ad, MlirOperation op) {
   if (dtIsOp(op, DT_OP_ANNOTATE) || dtIsOp(op, "tensor.cast"))
     return unaryAdjoint(ad, op, "tensor.cast", (MlirAttribute){NULL}, false);
   if (dtIsOp(op, "tensor.extract_slice")) {
-    if (mlirOperationGetNumOperands(op) != 1 || !readSlice(op, &sl))
+    if (!readSlice(op, 1, &sl))
       return dynamicError(ad, op);
     return sliceAdjoint(ad, op, mlirOperationGetOperand(op, 0), INTO_ZEROS, &sl,
                         ty);
   }
   if (dtIsOp(op, "tensor.insert_slice")) {
     MlirValue src = mlirOperationGetOperand(op, 0);
-    if (mlirOperationGetNumOperands(op) != 2 || !readSlice(op, &sl))
+    if (!readSlice(op, 2, &sl))
       return dynamicError(ad, op);
     sliceAdjoint(ad, op, src, TAKE_SLICE, &sl, ty);
     return sliceAdjoint(ad, op, mlirOperationGetOperand(op, 1), ZERO_THE_SLICE,
@@ -174,10 +178,9 @@ void dtAdTensorAdjoint(DtAd *ad, MlirOperation op) {
   }
   if (dtIsOp(op, "tensor.pad")) {
     MlirValue x = mlirOperationGetOperand(op, 0);
-    intptr_t n = 0;
+    intptr_t n = 0, cursor = 1;
     int64_t low[16];
-    if (mlirOperationGetNumOperands(op) != 1 ||
-        !staticList(op, "static_low", low, &n) ||
+    if (!staticList(op, "static_low", low, &n, &cursor) ||
         !mlirShapedTypeHasStaticShape(mlirValueGetType(x)))
       return dynamicError(ad, op);
     wholeAt(mlirValueGetType(x), -1, 0, &sl);

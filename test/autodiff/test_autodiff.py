@@ -235,6 +235,31 @@ TWO_LAYERS = ([("x", (4, 6)), ("w1", (6, 6)), ("w2", (6, 6))],
               ("%y", (4, 6)))
 
 
+def loop(trips=3, lower="%c0"):
+    """Layers as an scf.for: layer i's weight sliced from a stack by the
+    loop's index, a weight shared by every iteration read from outside."""
+    return [
+        "%c0 = arith.constant 0 : index", "%c1 = arith.constant 1 : index",
+        f"%cn = arith.constant {trips} : index",
+        "%z = arith.constant 0.0 : f64",
+        f"%y = scf.for %i = {lower} to %cn step %c1 iter_args(%a = %x) -> (tensor<4x6xf64>) {{",
+        "  %w = tensor.extract_slice %ws[%i, 0, 0] [1, 6, 6] [1, 1, 1] : "
+        "tensor<3x6x6xf64> to tensor<6x6xf64>",
+        "  %e = tensor.empty() : tensor<4x6xf64>",
+        "  %i0 = linalg.fill ins(%z : f64) outs(%e : tensor<4x6xf64>) -> tensor<4x6xf64>",
+        "  %m = linalg.matmul ins(%a, %w : tensor<4x6xf64>, tensor<6x6xf64>) "
+        "outs(%i0 : tensor<4x6xf64>) -> tensor<4x6xf64>",
+        "  %m2 = linalg.matmul ins(%m, %u : tensor<4x6xf64>, tensor<6x6xf64>) "
+        "outs(%i0 : tensor<4x6xf64>) -> tensor<4x6xf64>",
+        "  %t = math.tanh %m2 : tensor<4x6xf64>",
+        "  scf.yield %t : tensor<4x6xf64>",
+        "}"]
+
+
+LOOP_ARGS = [("x", (4, 6)), ("ws", (3, 6, 6)), ("u", (6, 6))]
+CASES["scf_for_layers"] = (LOOP_ARGS, loop(), ("%y", (4, 6)))
+
+
 def run_grad(text, args, n=1):
     ir = dtensor.compile(text, "dtensor-autodiff{function=f}")
     outs = dtensor.run(ir, n, args, entry="f_grad")
@@ -358,6 +383,21 @@ def test_recursive_calls_are_refused():
                    functions=rec)
     rc, out = opt(text, "function=f")
     assert rc != 0 and "calls @r recursively" in out, out
+
+
+def test_loops_that_cannot_be_unrolled():
+    text = program([("x", (4, 6)), ("ws", (3, 6, 6)), ("u", (6, 6)),
+                    ("lo", (1,))], ["%c = arith.constant 0 : index",
+                                    "%lo_i = tensor.dim %lo, %c : tensor<1xf64>"]
+                   + loop(3, "%lo_i"), ("%y", (4, 6)))
+    rc, out = opt(text.replace("%lo: tensor<1xf64>", "%lo: tensor<?xf64>")
+                  .replace("tensor.dim %lo, %c : tensor<1xf64>",
+                           "tensor.dim %lo, %c : tensor<?xf64>"), "function=f wrt=0")
+    assert rc != 0 and "'scf.for' op is on the gradient's path with bounds that " \
+        "are not constants" in out, out
+    rc, out = opt(program(LOOP_ARGS, loop(1000), ("%y", (4, 6))), "function=f")
+    assert rc != 0 and "'scf.for' op runs 1000 times; dtensor-autodiff unrolls " \
+        "loops of at most 256 iterations" in out, out
 
 
 def test_no_gradient_for_integers_or_non_scalars():
