@@ -31,6 +31,8 @@ typedef struct Rule {
   const char *style;    /* or a style, with */
   int axis;             /* its mesh axis */
   int dim;              /* the sequence style's tensor dim */
+  int fsdpAxis;         /* "fsdp": also shard a dim the style leaves whole
+                           over this axis (-1: none) */
   int matched;
 } Rule;
 
@@ -58,8 +60,8 @@ static MlirLocation moduleLoc(const Plan *p) {
   return mlirOperationGetLocation(p->module);
 }
 
-static const char *kStyles[] = {"colwise", "rowwise", "replicate",
-                                "data_parallel", "sequence"};
+static const char *kStyles[] = {"colwise",       "rowwise",  "replicate",
+                                "data_parallel", "sequence", "fsdp"};
 
 /* ---- the plan file ------------------------------------------------------ */
 
@@ -172,8 +174,8 @@ static bool readRules(Plan *p, json_t *rules) {
          p->path, MAX_RULES);
     return false;
   }
-  static const char *kKeys[] = {"match", "function", "layout",
-                                "style", "axis",     "dim"};
+  static const char *kKeys[] = {"match", "function", "layout", "style",
+                                "axis",  "dim",      "fsdp"};
   for (size_t i = 0; i < json_array_size(rules); ++i) {
     json_t *r = json_array_get(rules, i);
     int n = (int)i + 1;
@@ -190,7 +192,7 @@ static bool readRules(Plan *p, json_t *rules) {
       if (!known) {
         fail(p, moduleLoc(p),
              "plan '%s': rule %d: unknown key \"%s\" "
-             "(valid: match, function, layout, style, axis, dim)",
+             "(valid: match, function, layout, style, axis, dim, fsdp)",
              p->path, n, key);
         return false;
       }
@@ -223,14 +225,17 @@ static bool readRules(Plan *p, json_t *rules) {
         fail(p, moduleLoc(p),
              "plan '%s': rule %d ('%s'): unknown style '%s' "
              "(valid: colwise, rowwise, replicate, data_parallel, "
-             "sequence)",
+             "sequence, fsdp)",
              p->path, n, rule->match, rule->style);
         return false;
       }
       /* Tensor parallel styles default to the last axis, data parallel to
        * the first. */
       int rank = dtensorMeshGetRank(p->mesh);
-      int dflt = !strcmp(rule->style, "data_parallel") ? 0 : rank - 1;
+      int dflt =
+          !strcmp(rule->style, "data_parallel") || !strcmp(rule->style, "fsdp")
+              ? 0
+              : rank - 1;
       if ((rule->axis = axisOf(p, json_object_get(r, "axis"), n, dflt)) < 0)
         return false;
     }
@@ -248,6 +253,24 @@ static bool readRules(Plan *p, json_t *rules) {
     }
     if (dim)
       rule->dim = (int)json_integer_value(dim);
+    /* "fsdp": a tensor parallel style's parameter also sharded over the
+     * data parallel axis (FSDP x TP). */
+    json_t *fsdp = json_object_get(r, "fsdp");
+    rule->fsdpAxis = -1;
+    if (fsdp && !rule->style) {
+      fail(p, moduleLoc(p),
+           "plan '%s': rule %d ('%s'): \"fsdp\" goes with a style", p->path, n,
+           rule->match);
+      return false;
+    }
+    if (fsdp && (rule->fsdpAxis = axisOf(p, fsdp, n, 0)) < 0)
+      return false;
+    if (fsdp && rule->fsdpAxis == rule->axis) {
+      fail(p, moduleLoc(p),
+           "plan '%s': rule %d ('%s'): \"fsdp\" names the style's own axis",
+           p->path, n, rule->match);
+      return false;
+    }
   }
   return true;
 }
@@ -293,16 +316,32 @@ static bool specOf(const Plan *p, const Rule *r, int rank, char *out,
     dim = rank - 1;
   else if (!strcmp(r->style, "rowwise"))
     dim = rank >= 2 ? rank - 2 : -1;
-  else if (!strcmp(r->style, "data_parallel"))
+  else if (!strcmp(r->style, "data_parallel") || !strcmp(r->style, "fsdp"))
     dim = 0;
   else if (!strcmp(r->style, "sequence") && (dim = r->dim) >= rank)
     return false;
   const char *axis = dtensorMeshGetAxisName(p->mesh, r->axis);
+  /* FSDP's axis takes the first dim the style leaves whole (or joins the
+   * style's on a vector's only dim). */
+  int fdim = -1;
+  const char *faxis =
+      r->fsdpAxis >= 0 ? dtensorMeshGetAxisName(p->mesh, r->fsdpAxis) : NULL;
+  for (int d = 0; d < rank && faxis && fdim < 0; ++d)
+    if (d != dim)
+      fdim = d;
+  if (faxis && fdim < 0)
+    fdim = dim;
   int k = snprintf(out, size, "[");
-  for (int d = 0; d < rank; ++d)
-    k += snprintf(out + k, size - (size_t)k, "%s%s%s%s", d ? ", " : "",
-                  d == dim ? "S(" : "R", d == dim ? axis : "",
-                  d == dim ? ")" : "");
+  for (int d = 0; d < rank; ++d) {
+    k += snprintf(out + k, size - (size_t)k, "%s", d ? ", " : "");
+    if (d != dim && d != fdim)
+      k += snprintf(out + k, size - (size_t)k, "R");
+    else if (d == dim && d == fdim)
+      k += snprintf(out + k, size - (size_t)k, "S(%s, %s)", axis, faxis);
+    else
+      k +=
+          snprintf(out + k, size - (size_t)k, "S(%s)", d == dim ? axis : faxis);
+  }
   snprintf(out + k, size - (size_t)k, "]");
   return true;
 }
@@ -465,7 +504,7 @@ const DtPassDef dtApplyPlanPass = {
     .info = {"dtensor-apply-plan",
              "Annotate function arguments with layouts from a plan file "
              "(argument-name globs to layouts or colwise/rowwise/replicate/"
-             "data_parallel/sequence styles)",
+             "data_parallel/sequence/fsdp styles)",
              1, kOptions},
     .verifyFirst = true,
     .run = runApplyPlan,

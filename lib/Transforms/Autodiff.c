@@ -366,8 +366,8 @@ static MlirValue filled(DtAd *ad, MlirOperation at, MlirType type,
 
 /* Gives `g` the return `operands` (its old return `ret` destroyed) and
  * the function type of its entry block's arguments and those operands. */
-static void replaceReturn(MlirOperation g, MlirOperation ret,
-                          const MlirValue *operands, intptr_t n) {
+void dtAdReplaceReturn(MlirOperation g, MlirOperation ret,
+                       const MlirValue *operands, intptr_t n) {
   MlirOperationState st =
       mlirOperationStateGet(mlirStringRefCreateFromCString("func.return"),
                             mlirOperationGetLocation(ret));
@@ -555,7 +555,7 @@ static const char *vjpOf(Run *run, MlirOperation callee, const bool *chosen,
   v->inProgress = false;
   if (!ok)
     return NULL;
-  replaceReturn(g, mlirBlockGetTerminator(entry), grads, numGrads);
+  dtAdReplaceReturn(g, mlirBlockGetTerminator(entry), grads, numGrads);
   return v->name;
 }
 
@@ -680,7 +680,7 @@ static bool differentiate(Run *run, MlirOperation f,
       all[i] = mlirOperationGetOperand(gRet, i);
     for (intptr_t k = 0; k < numGrads; ++k)
       all[numOld + k] = grads[k];
-    replaceReturn(g, gRet, all, numOld + numGrads);
+    dtAdReplaceReturn(g, gRet, all, numOld + numGrads);
     /* A gradient is laid out as its argument. */
     for (intptr_t i = 0, k = 0; i < numArgs; ++i) {
       if (!chosen[i])
@@ -692,6 +692,8 @@ static bool differentiate(Run *run, MlirOperation f,
                               layout);
       ++k;
     }
+    if (strcmp(dtPassOptionsGet(options, "optimizer"), "none"))
+      ok = dtAdBuildStep(run->module, f, g, chosen, numOld, options);
   } else {
     mlirOperationDestroy(g);
   }
@@ -728,13 +730,21 @@ static const DtensorPassOptionInfo kOptions[] = {
      "tensor argument)"},
     {"suffix", DTENSOR_OPTION_STRING, "_grad", NULL,
      "the new function's name is the function's with this suffix"},
+    {"optimizer", DTENSOR_OPTION_ENUM, "none", "none|sgd|adam",
+     "also add @<f>_step: the gradients applied to the differentiated "
+     "arguments by SGD or Adam"},
+    {"lr", DTENSOR_OPTION_STRING, "0.001", NULL, "the learning rate"},
+    {"beta1", DTENSOR_OPTION_STRING, "0.9", NULL, "Adam's beta1"},
+    {"beta2", DTENSOR_OPTION_STRING, "0.999", NULL, "Adam's beta2"},
+    {"eps", DTENSOR_OPTION_STRING, "1e-8", NULL, "Adam's epsilon"},
 };
 
 const DtPassDef dtAutodiffPass = {
     .info = {"dtensor-autodiff",
              "Add @<f>_grad: @f's results, then the gradients of one scalar "
-             "result by the chosen arguments (reverse mode)",
-             4, kOptions},
+             "result by the chosen arguments (reverse mode); with optimizer=, "
+             "@<f>_step applies them",
+             9, kOptions},
     .verifyFirst = true,
     .run = runAutodiff,
     .numDependentDialects = 4,

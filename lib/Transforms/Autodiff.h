@@ -85,6 +85,24 @@ void dtAdIdentityMap(DtBuf *t, int rank);
 /// inputs' adjoints (and to its init's, for a sum).
 void dtAdLinalgAdjoint(DtAd *ad, MlirOperation op, bool elementwise);
 
+/// Gives function `g` the return `operands` (its return `ret` destroyed) and
+/// the type of its entry block's arguments and those results.
+void dtAdReplaceReturn(MlirOperation g, MlirOperation ret,
+                       const MlirValue *operands, intptr_t n);
+
+/* ---- the training step (AutodiffStep.c) ------------------------------------
+ */
+
+struct DtPassOptions;
+
+/// Adds @<f>_step after @<f>_grad (`grad`, whose first `numResults` results
+/// are @f's, then a gradient per `chosen` argument): the gradients applied
+/// by the options' optimizer (sgd, adam; lr, beta1, beta2, eps). False
+/// after a located error.
+bool dtAdBuildStep(MlirOperation module, MlirOperation f, MlirOperation grad,
+                   const bool *chosen, intptr_t numResults,
+                   const struct DtPassOptions *options);
+
 /* ---- loops (AutodiffLoops.c) ----------------------------------------------
  */
 

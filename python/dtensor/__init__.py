@@ -28,7 +28,7 @@ from ._core import (CompileError, DtensorError, Layout, Mesh, Plan,
 from ._distributed import (DeviceMesh, DTensor, Partial, Placement, Replicate,
                            Shard, distribute_tensor, init_device_mesh,
                            is_distributed, visualize_sharding)
-from ._styles import (ColwiseParallel, ParallelStyle, RowwiseParallel,
+from ._styles import (FSDP, ColwiseParallel, ParallelStyle, RowwiseParallel,
                       SequenceParallel, make_plan, parallelize_module,
                       save_plan)
 
@@ -38,5 +38,5 @@ __all__ = ["CompileError", "DtensorError", "Layout", "Mesh", "Plan",
            "verify_checkpoint", "DeviceMesh", "DTensor", "Partial",
            "Placement", "Replicate", "Shard", "distribute_tensor",
            "init_device_mesh", "is_distributed", "visualize_sharding",
-           "ColwiseParallel", "ParallelStyle", "RowwiseParallel",
+           "ColwiseParallel", "FSDP", "ParallelStyle", "RowwiseParallel",
            "SequenceParallel", "make_plan", "parallelize_module", "save_plan"]

@@ -466,7 +466,7 @@ def save_checkpoint(path, tensors):
         if not isinstance(array, np.ndarray) and not hasattr(array, "__array__"):
             raise TypeError(f"tensors[{name!r}] must be a numpy array, not "
                             f"{type(array).__name__}")
-        array = np.ascontiguousarray(array)
+        array = np.asarray(array, order="C")  # (0-d stays 0-d)
         if array.dtype not in _DTYPES:
             raise DtensorError(f"'{name}': element type {array.dtype} (valid: "
                                "float32, float64, float16, int32, int64)")

@@ -1,5 +1,5 @@
-"""PyTorch's tensor-parallel styles as plan files: ColwiseParallel,
-RowwiseParallel and SequenceParallel map argument-name globs to the styles
+"""PyTorch's parallel styles as plan files: ColwiseParallel,
+RowwiseParallel, SequenceParallel and FSDP map argument-name globs to the styles
 of dtensor-apply-plan (docs/plans.md); parallelize_module annotates a
 program with them."""
 
@@ -62,11 +62,23 @@ class SequenceParallel(ParallelStyle):
         return f"SequenceParallel(sequence_dim={self.sequence_dim})"
 
 
-def make_plan(device_mesh, parallelize_plan, mesh_name="mesh"):
+class FSDP(ParallelStyle):
+    """A parameter (and so its gradient and optimizer state) sharded along
+    its first dim over a data parallel mesh (PyTorch's fully_shard): it is
+    gathered before use and its gradient reduce-scattered. With a tensor
+    parallel style, pass fsdp_mesh= to make_plan instead."""
+
+    style = "fsdp"
+
+
+def make_plan(device_mesh, parallelize_plan, mesh_name="mesh",
+              fsdp_mesh=None):
     """The plan file (a dict, as JSON) for `parallelize_plan`: {glob: a
     ParallelStyle, or a layout spec on the whole mesh such as "[S(tp), R]"}.
     Styles need a mesh of one dim (mesh["tp"] of a larger one): its axis is
-    theirs. The file declares the whole (root) mesh as @`mesh_name`."""
+    theirs. `fsdp_mesh` (mesh["dp"]) also shards each styled parameter over
+    that axis along a dim the style leaves whole (FSDP x TP). The file
+    declares the whole (root) mesh as @`mesh_name`."""
     if not isinstance(device_mesh, DeviceMesh):
         raise TypeError(f"device_mesh must be a DeviceMesh, not "
                         f"{type(device_mesh).__name__}")
@@ -75,6 +87,13 @@ def make_plan(device_mesh, parallelize_plan, mesh_name="mesh"):
                         "argument-name globs to styles or layout specs")
     if not isinstance(mesh_name, str) or not mesh_name.isidentifier():
         raise ValueError(f"mesh_name {mesh_name!r} is not an identifier")
+    fsdp_axis = None
+    if fsdp_mesh is not None:
+        if not isinstance(fsdp_mesh, DeviceMesh) or fsdp_mesh.ndim != 1 or \
+                fsdp_mesh.root_mesh != device_mesh.root_mesh:
+            raise ValueError("fsdp_mesh must be a one-dim sub-mesh of "
+                             "device_mesh's mesh (mesh['dp'])")
+        fsdp_axis = fsdp_mesh._dims[0]
     root = device_mesh.root_mesh
     mesh = {"name": mesh_name, "shape": list(root.shape)}
     if root.mesh_dim_names:
@@ -91,8 +110,15 @@ def make_plan(device_mesh, parallelize_plan, mesh_name="mesh"):
                     f"{what}: {value!r} needs a mesh of one dim, and "
                     f"device_mesh has {device_mesh.ndim} (pass mesh['tp'], "
                     "or a layout spec)")
-            rules.append({"match": glob, **value._rule(),
-                          "axis": device_mesh._dims[0]})
+            rule = {"match": glob, **value._rule(),
+                    "axis": (fsdp_axis if isinstance(value, FSDP) and
+                             fsdp_axis is not None else device_mesh._dims[0])}
+            if fsdp_axis is not None and not isinstance(value, FSDP):
+                if fsdp_axis == rule["axis"]:
+                    raise ValueError(f"{what}: fsdp_mesh is the style's own "
+                                     "axis")
+                rule["fsdp"] = fsdp_axis
+            rules.append(rule)
         elif isinstance(value, str):
             rules.append({"match": glob, "layout": value})
         else:
@@ -101,9 +127,10 @@ def make_plan(device_mesh, parallelize_plan, mesh_name="mesh"):
     return {"mesh": mesh, "rules": rules}
 
 
-def save_plan(path, device_mesh, parallelize_plan, mesh_name="mesh"):
+def save_plan(path, device_mesh, parallelize_plan, mesh_name="mesh",
+              fsdp_mesh=None):
     """Writes make_plan's file to `path` (for dtensor-apply-plan{plan=...})."""
-    plan = make_plan(device_mesh, parallelize_plan, mesh_name)
+    plan = make_plan(device_mesh, parallelize_plan, mesh_name, fsdp_mesh)
     with open(path, "w") as f:
         json.dump(plan, f, indent=2)
         f.write("\n")
@@ -111,7 +138,7 @@ def save_plan(path, device_mesh, parallelize_plan, mesh_name="mesh"):
 
 
 def parallelize_module(module, device_mesh, parallelize_plan,
-                       mesh_name="mesh"):
+                       mesh_name="mesh", fsdp_mesh=None):
     """The program `module` (IR text, or a path to a .mlir file) with its
     arguments annotated by `parallelize_plan` (dtensor-apply-plan): ready
     for dtensor.compile or dtensor.run. Raises CompileError with the pass's
@@ -129,7 +156,7 @@ def parallelize_module(module, device_mesh, parallelize_plan,
                         f"{type(module).__name__}")
     with tempfile.TemporaryDirectory(prefix="dtensor-plan-") as tmp:
         path = os.path.join(tmp, "plan.json")
-        save_plan(path, device_mesh, parallelize_plan, mesh_name)
+        save_plan(path, device_mesh, parallelize_plan, mesh_name, fsdp_mesh)
         try:
             return _compile(text, f"dtensor-apply-plan{{plan={path}}}",
                             name=name)

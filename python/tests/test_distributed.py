@@ -286,6 +286,25 @@ def test_styles_make_plan_files(tmp_path):
     assert json.loads((tmp_path / "plan.json").read_text()) == plan
 
 
+def test_fsdp_styles():
+    mesh = dt.DeviceMesh((2, 2), ("dp", "tp"))
+    plan = dt.make_plan(mesh["tp"], {"*.w_up": dt.ColwiseParallel(),
+                                     "*.w_down": dt.RowwiseParallel()},
+                        fsdp_mesh=mesh["dp"])
+    assert plan["rules"] == [
+        {"match": "*.w_up", "style": "colwise", "axis": 1, "fsdp": 0},
+        {"match": "*.w_down", "style": "rowwise", "axis": 1, "fsdp": 0}]
+    ir = dt.parallelize_module(MLP, mesh["dp"], {"x": dt.FSDP(), "*.w_*": dt.FSDP()})
+    assert ir.count('#dtensor.layout<@mesh, "[S0, R]">') == 3
+    ir = dt.parallelize_module(MLP, mesh["tp"], {"*.w_up": dt.ColwiseParallel(),
+                                                 "*.w_down": dt.RowwiseParallel()},
+                               fsdp_mesh=mesh["dp"])
+    assert '#dtensor.layout<@mesh, "[S0, S1]">, dtensor.name = "layer.w_up"' in ir
+    assert '#dtensor.layout<@mesh, "[S1, S0]">, dtensor.name = "layer.w_down"' in ir
+    with pytest.raises(ValueError, match="fsdp_mesh is the style's own axis"):
+        dt.make_plan(mesh["tp"], {"w": dt.ColwiseParallel()}, fsdp_mesh=mesh["tp"])
+
+
 def test_parallelize_module_runs():
     mesh = dt.DeviceMesh((2, 2), ("dp", "tp"))
     ir = dt.parallelize_module(MLP, mesh["tp"], {

@@ -37,9 +37,27 @@
 // RUN: not dtensor-opt %S/Inputs/plan-sequence.mlir --dtensor-apply-plan="plan=%S/Inputs/plans/dim-not-sequence.json" 2>&1 | FileCheck %s --check-prefix=SEQDIM
 // SEQDIM: error: plan '{{.*}}dim-not-sequence.json': rule 1 ('h'): "dim" is the sequence style's tensor dim, an integer from 0 to 15
 //
+// Fully sharded data parallel: parameters sharded over dp (style fsdp: dim 0), or, with a tensor
+// parallel style, "fsdp" shards the dim the style leaves whole (a vector's
+// only dim over both axes).
+// RUN: dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/fsdp.json" | FileCheck %s --check-prefix=FSDPTP
+// FSDPTP-LABEL: func.func @mlp(
+// FSDPTP-SAME: {dtensor.layout = #dtensor.layout<@mesh, "[S0, R]">, dtensor.name = "x"}
+// FSDPTP-SAME: {dtensor.layout = #dtensor.layout<@mesh, "[S0, S1]">, dtensor.name = "l1.w_up"}
+// FSDPTP-SAME: %{{.*}}: tensor<128xf32> {dtensor.layout = #dtensor.layout<@mesh, "[S10]">}
+// FSDPTP-SAME: {dtensor.layout = #dtensor.layout<@mesh, "[S1, S0]">, dtensor.name = "l1.w_down"}
+// RUN: dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/fsdp-only.json" | FileCheck %s --check-prefix=FSDP
+// FSDP-LABEL: func.func @mlp(
+// FSDP-SAME: {dtensor.layout = #dtensor.layout<@mesh, "[S0, R]">, dtensor.name = "x"}
+// FSDP-SAME: {dtensor.layout = #dtensor.layout<@mesh, "[S0, R]">, dtensor.name = "l1.w_up"}
+// FSDP-SAME: %{{.*}}: tensor<128xf32> {dtensor.layout = #dtensor.layout<@mesh, "[S0]">}
+// FSDP-SAME: {dtensor.layout = #dtensor.layout<@mesh, "[S0, R]">, dtensor.name = "l1.w_down"}
+// RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/fsdp-same-axis.json" 2>&1 | FileCheck %s --check-prefix=FSDPAXIS
+// FSDPAXIS: error: plan '{{.*}}fsdp-same-axis.json': rule 1 ('*.w_up'): "fsdp" names the style's own axis
+//
 // Errors, each naming the plan and what is wrong.
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/unknown-style.json" 2>&1 | FileCheck %s --check-prefix=STYLE
-// STYLE: error: plan '{{.*}}unknown-style.json': rule 1 ('*.w_up'): unknown style 'colwize' (valid: colwise, rowwise, replicate, data_parallel, sequence)
+// STYLE: error: plan '{{.*}}unknown-style.json': rule 1 ('*.w_up'): unknown style 'colwize' (valid: colwise, rowwise, replicate, data_parallel, sequence, fsdp)
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/no-match.json" 2>&1 | FileCheck %s --check-prefix=NOMATCH
 // NOMATCH: error: plan '{{.*}}no-match.json': rule 2 ('layer2.*') matches no argument {{.*}}the module's named arguments: x, l1.w_up, b_up, l1.w_down)
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/conflict.json" 2>&1 | FileCheck %s --check-prefix=CONFLICT
@@ -49,7 +67,7 @@
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/bad-axis.json" 2>&1 | FileCheck %s --check-prefix=AXIS
 // AXIS: error: plan '{{.*}}bad-axis.json': rule 1: axis pp is not an axis of mesh @mesh (its axes: dp, tp)
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/bad-key.json" 2>&1 | FileCheck %s --check-prefix=KEY
-// KEY: error: plan '{{.*}}bad-key.json': rule 1: unknown key "axes" (valid: match, function, layout, style, axis, dim)
+// KEY: error: plan '{{.*}}bad-key.json': rule 1: unknown key "axes" (valid: match, function, layout, style, axis, dim, fsdp)
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/empty-mesh-name.json" 2>&1 | FileCheck %s --check-prefix=EMPTY
 // EMPTY: error: plan '{{.*}}empty-mesh-name.json': the mesh's name is empty
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/nine-axes.json" 2>&1 | FileCheck %s --check-prefix=NINE
