@@ -95,7 +95,15 @@ static bool enumerateStrategies(Refine *R, Var *v, int f, Strategy *st) {
 /* The conversions of a candidate's results to what the users that are
  * not vars need (each distinct layout once). */
 static double fixedCost(Refine *R, Var *v, const Cand *k) {
-  double cost = 0.0;
+  /* The candidate's compute (a contraction's), from its layouts. */
+  Choice *c = &R->scratch[2];
+  for (int i = 0; i < v->numOperands; ++i)
+    if (v->operands[i])
+      unpack(&k->need[i], v->operands[i]->rank, &c->operands[i]);
+  for (int j = 0; j < v->numResults; ++j)
+    if (v->results[j])
+      unpack(&k->res[j], v->results[j]->rank, &c->results[j]);
+  double cost = dtPropComputeUs(R->p, v->rule, v->operands, v->results, c);
   for (int j = 0; j < v->numResults; ++j) {
     if (!v->results[j])
       continue;

@@ -343,7 +343,8 @@ typedef struct Choice {
   Strategy strategy;
   DtensorShardingSpec operands[DT_MAX_RULE_VALUES];
   DtensorShardingSpec results[DT_MAX_RULE_VALUES];
-  double cost;
+  double cost;    /* conversions + compute */
+  double compute; /* of it, the per-device compute (dtPropComputeUs) */
 } Choice;
 
 /* An entry of the value table (a value's index in infos), and of the
@@ -440,6 +441,22 @@ void dtPropRecord(Prop *p, MlirOperation op, const DtRule *r, Info **operands,
 bool dtPropSpecsWith(Prop *p, const DtRule *r, Info **operands, Info **results,
                      const Strategy *st, unsigned pass, int passOperand,
                      Choice *c);
+
+/// The modelled time per device of a contraction's multiply-adds under
+/// choice `c`: its loop points (the product of its factors' extents) over
+/// the devices that share them (the sizes of the mesh axes on a dim of
+/// each factor in `c`'s layouts), times DT_PROP_POINT_US. 0 for every other op:
+/// their work is a pass over memory that costs little next to moving the same
+/// data, so communication alone decides them. Counting it keeps a data parallel
+/// batch split (the gradients reduced) where gathering the batch would move
+/// fewer bytes but repeat every device's matmuls.
+double dtPropComputeUs(Prop *p, const DtRule *r, Info **operands,
+                       Info **results, const Choice *c);
+
+/// The modelled cost of one loop point of a contraction (a multiply-add):
+/// 40 ps, 25 G per second per device (a CPU core's sustained FMA rate with
+/// BLAS is 20-50 G/s).
+#define DT_PROP_POINT_US 4e-5
 
 /// The modelled cost of choice `c`: each known operand converted to what
 /// `c` needs, each result converted to what each known use wants.

@@ -535,8 +535,10 @@ static void visit(Refine *R, int index) {
     return;
   Choice *cur = &R->scratch[3];
   dtRefineCurrentChoice(R, v, cur);
+  const DtRule *rule = ruleOf(R, v, R->visitRule);
   double now = dtPropChoiceCost(R->p, v->operands, v->results, R->known,
-                                (int)R->numKnown, cur);
+                                (int)R->numKnown, cur) +
+               dtPropComputeUs(R->p, rule, v->operands, v->results, cur);
   if (now <= 0.0)
     return;
   /* Values that convert for free now seed nothing new: their layouts are
@@ -564,8 +566,8 @@ static void visit(Refine *R, int index) {
         unpack(&seen->choice.res[j], v->results[j]->rank, &best->results[j]);
     best->strategy = seen->choice.strategy;
   } else {
-    dtPropBestChoice(R->p, ruleOf(R, v, R->visitRule), v->operands, v->results,
-                     R->known, (int)R->numKnown, R->scratch, &best, NULL);
+    dtPropBestChoice(R->p, rule, v->operands, v->results, R->known,
+                     (int)R->numKnown, R->scratch, &best, NULL);
     if (best && !dtRefineLower(best->cost, now))
       best = NULL;
     if (keyed)
@@ -633,13 +635,47 @@ typedef struct CostSum {
   Prop *p;
   DtTable seen; /* Conversion */
   double total;
+  DtRule *rule;   /* scratch */
+  Choice *choice; /* scratch */
 } CostSum;
+
+/* The compute of `op` (a contraction's) under its current layouts. */
+static double opCompute(CostSum *sum, MlirOperation op, const NeedEntry *e) {
+  Prop *p = sum->p;
+  Info *operands[DT_MAX_RULE_VALUES] = {NULL},
+       *results[DT_MAX_RULE_VALUES] = {NULL};
+  if (!sum->rule || !sum->choice)
+    return 0.0;
+  dtPropRule(p, op, sum->rule);
+  if (sum->rule->numOperands != e->count ||
+      sum->rule->numResults > DT_MAX_RULE_VALUES ||
+      sum->rule->numResults != mlirOperationGetNumResults(op))
+    return 0.0;
+  for (int i = 0; i < e->count; ++i) {
+    operands[i] = dtPropInfo(p, mlirOperationGetOperand(op, i));
+    if (operands[i] && operands[i]->isTensor &&
+        p->needSpecs[e->first + (size_t)i].partial != NO_NEED_PARTIAL)
+      unpack(&p->needSpecs[e->first + (size_t)i], operands[i]->rank,
+             &sum->choice->operands[i]);
+    else
+      operands[i] = NULL;
+  }
+  for (int j = 0; j < sum->rule->numResults; ++j) {
+    results[j] = dtPropInfo(p, mlirOperationGetResult(op, j));
+    if (results[j] && results[j]->isTensor && results[j]->known)
+      sum->choice->results[j] = specOf(results[j]);
+    else
+      results[j] = NULL;
+  }
+  return dtPropComputeUs(p, sum->rule, operands, results, sum->choice);
+}
 
 static void addOpCost(void *entry, void *user) {
   const NeedEntry *e = entry;
   CostSum *sum = user;
   Prop *p = sum->p;
   MlirOperation op = {(void *)e->op};
+  sum->total += opCompute(sum, op, e);
   for (int i = 0; i < e->count; ++i) {
     Conversion key = {NULL, p->needSpecs[e->first + (size_t)i]};
     MlirValue v = mlirOperationGetOperand(op, i);
@@ -660,9 +696,12 @@ static void addOpCost(void *entry, void *user) {
 }
 
 double dtPropModelledCost(Prop *p) {
-  CostSum sum = {p, dtTableInit(sizeof(Conversion)), 0.0};
+  CostSum sum = {p, dtTableInit(sizeof(Conversion)), 0.0,
+                 malloc(sizeof(DtRule)), malloc(sizeof(Choice))};
   dtTableForEach(&p->needs, addOpCost, &sum);
   dtTableFree(&sum.seen);
+  free(sum.rule);
+  free(sum.choice);
   return sum.total;
 }
 

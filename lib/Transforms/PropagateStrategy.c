@@ -277,6 +277,59 @@ double dtPropChoiceCost(Prop *p, Info **operands, Info **results,
   return cost;
 }
 
+/* Whether `r` is a contraction: a sum over a factor of at least two
+ * tensor inputs (not inits). */
+static bool isContraction(const DtRule *r) {
+  if (r->kind != DT_RULE_FACTORS)
+    return false;
+  int inputs = 0;
+  for (int i = 0; i < r->numOperands; ++i)
+    inputs += r->operandIsTensor[i] && !r->isInit[i];
+  bool sums = false;
+  for (int f = 0; f < r->numFactors; ++f)
+    sums |= r->reduce[f] == DTENSOR_REDUCE_SUM;
+  return inputs >= 2 && sums;
+}
+
+/* Factor `f`'s extent and the devices that share it under choice `c`
+ * (the mesh axes on a dim that is the factor). */
+static void factorOf(Prop *p, const DtRule *r, Info **operands, Info **results,
+                     const Choice *c, int f, double *extent, double *shares) {
+  *extent = *shares = 1.0;
+  for (int side = 0; side < 2; ++side) {
+    int n = side ? r->numResults : r->numOperands;
+    for (int i = 0; i < n; ++i) {
+      Info *in = side ? results[i] : operands[i];
+      const int *factor = side ? r->resultFactor[i] : r->operandFactor[i];
+      const DtensorShardingSpec *spec = side ? &c->results[i] : &c->operands[i];
+      if (!in || !in->isTensor)
+        continue;
+      for (int d = 0; d < in->rank; ++d)
+        if (factor[d] == f) {
+          int64_t e = mlirShapedTypeGetDimSize(mlirValueGetType(in->value), d);
+          *extent = e > 0 ? (double)e : 1.0;
+          for (int k = 0; k < spec->numAxes[d]; ++k)
+            *shares *=
+                (double)dtensorMeshGetAxisSize(p->mesh, spec->axes[d][k]);
+          return;
+        }
+    }
+  }
+}
+
+double dtPropComputeUs(Prop *p, const DtRule *r, Info **operands,
+                       Info **results, const Choice *c) {
+  if (!isContraction(r))
+    return 0.0;
+  double points = 1.0;
+  for (int f = 0; f < r->numFactors; ++f) {
+    double extent, shares;
+    factorOf(p, r, operands, results, c, f, &extent, &shares);
+    points *= extent / shares;
+  }
+  return points * DT_PROP_POINT_US;
+}
+
 static void setAttr(MlirOperation op, const char *name, MlirAttribute value) {
   mlirOperationSetDiscardableAttributeByName(
       op, mlirStringRefCreateFromCString(name), value);
@@ -523,8 +576,10 @@ int dtPropBestChoice(Prop *p, const DtRule *r, Info **operands, Info **results,
     }
     if (!specsOf(p, r, operands, results, known, numKnown, &st, trialp))
       continue;
+    trialp->compute = dtPropComputeUs(p, r, operands, results, trialp);
     trialp->cost =
-        dtPropChoiceCost(p, operands, results, known, numKnown, trialp);
+        dtPropChoiceCost(p, operands, results, known, numKnown, trialp) +
+        trialp->compute;
     if (have && sameChoice(r, trialp, bestp))
       continue;
     if (!have || trialp->cost < bestp->cost) {
@@ -608,6 +663,7 @@ __attribute__((noinline)) void dtPropDecideFactors(Prop *p, MlirOperation op,
       free(choices);
       return;
     }
+    best->cost = best->compute = 0.0;
   }
   Origin bestOrigin = originOf("no layout (replicated)");
   if (bestSeed >= 0 && known[bestSeed].origin.text)
@@ -619,8 +675,17 @@ __attribute__((noinline)) void dtPropDecideFactors(Prop *p, MlirOperation op,
   } else if (bestSeed >= 0)
     bestOrigin = originOf("the layout its users want");
   dtPropRecord(p, op, r, operands, results, best, bestOrigin);
-  if (alt && best->cost > 0)
+  if (alt && best->cost - best->compute > 0)
     explainAlternative(p, op, r, best, alt);
+  /* A contraction that leaves mesh axes off its loops repeats work on
+   * those devices: the refinement looks at it as at a conversion. */
+  unsigned all = (1u << dtensorMeshGetRank(p->mesh)) - 1;
+  if (best->compute > 0 && (best->strategy.used & all) != all) {
+    MlirOperation *slot = dtArrayPush((void **)&p->costly, &p->numCostly,
+                                      &p->capCostly, sizeof(MlirOperation));
+    if (slot)
+      *slot = op;
+  }
   free(known);
   free(choices);
 }

@@ -14,11 +14,18 @@
 "dtensor.mesh"() {sym_name = "m", shape = array<i64: 4>, axis_names = ["d"]} : () -> ()
 
 // A scale written as linalg.map: the Partial from the first matmul flows
-// through it and the second matmul; one reduce_scatter of the small result
-// (before: an all_reduce of the 16x32 hidden value, then a local slice).
+// through it (no collective before the map) and is reduced and scattered by
+// rows before the second matmul, which then splits its rows: carrying the
+// Partial through that matmul would repeat its multiply-adds on every
+// device, which the model counts (before it did: one reduce_scatter of the
+// small result, the matmul repeated 4 times).
 // CHECK-LABEL: dtensor report: @scale_map
 // CHECK: 1 collective,
-// CHECK-NEXT: dtensor.reduce_scatter 512 bytes
+// CHECK-NEXT: dtensor.reduce_scatter 2048 bytes
+// IR-LABEL: func.func @scale_map
+// IR: %[[M:.*]] = linalg.map
+// IR: %[[R:.*]] = "dtensor.reduce_scatter"(%[[M]])
+// IR: linalg.matmul ins(%[[R]]
 func.func @scale_map(%h: tensor<16x64xf32> {dtensor.layout = #dtensor.layout<@m, "[R, S(d)]">},
                      %w: tensor<64x32xf32> {dtensor.layout = #dtensor.layout<@m, "[S(d), R]">},
                      %w2: tensor<32x8xf32> {dtensor.layout = #dtensor.layout<@m, "[R, R]">})
