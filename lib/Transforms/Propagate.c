@@ -257,16 +257,18 @@ static void seed(Prop *p, MlirOperation func) {
  * function's result attributes are completed. */
 static void decideReturn(Prop *p, MlirOperation func, MlirOperation ret) {
   dtPropMarkDecided(p, ret);
+  /* Any number of results (a training step returns every parameter and
+   * its optimizer state). */
   intptr_t n = mlirOperationGetNumOperands(ret);
-  if (n > DT_MAX_RULE_VALUES) {
-    dtPropError(p, ret, "more results than the propagator handles");
-    return;
-  }
-  MlirAttribute opAttrs[DT_MAX_RULE_VALUES];
   MlirAttribute unit = mlirUnitAttrGet(p->ctx);
   DtensorShardingSpec *wants = malloc(sizeof(DtensorShardingSpec) * (size_t)n);
-  const DtensorShardingSpec *need[DT_MAX_RULE_VALUES];
-  if (n && !wants) {
+  MlirAttribute *opAttrs = malloc(sizeof(MlirAttribute) * (size_t)n);
+  const DtensorShardingSpec **need =
+      malloc(sizeof(DtensorShardingSpec *) * (size_t)n);
+  if (n && (!wants || !opAttrs || !need)) {
+    free(wants);
+    free(opAttrs);
+    free(need);
     dtPropError(p, ret, "out of memory");
     return;
   }
@@ -306,6 +308,8 @@ static void decideReturn(Prop *p, MlirOperation func, MlirOperation ret) {
     dtPropNoteNeeds(p, ret, (int)n, need, false);
   }
   free(wants);
+  free(opAttrs);
+  free(need);
 }
 
 /* ---- the function walk --------------------------------------------------- */
