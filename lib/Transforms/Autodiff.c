@@ -144,6 +144,8 @@ bool dtAdEmit(DtAd *ad, MlirOperation at, DtBuf *t, const MlirValue *args,
   MlirModule m =
       mlirModuleCreateParse(ad->ctx, mlirStringRefCreateFromCString(t->data));
   if (mlirModuleIsNull(m)) {
+    if (getenv("DTENSOR_AUTODIFF_DEBUG"))
+      fprintf(stderr, "%s\n", t->data);
     dtOpError(at, "has an adjoint dtensor-autodiff could not build (its "
                   "template did not parse)");
     return !(ad->failed = true);

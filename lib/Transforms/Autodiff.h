@@ -23,14 +23,19 @@ typedef struct DtAdScalar {
   int numInputs;
 } DtAdScalar;
 
-/// Writes to `t` the ops of `s` (generic form, results named %f<i>), then
-/// the reverse sweep from `root` (one of their results or inputs) seeded
-/// with the value named `seed`, and names in `outAdjoint` the adjoint of
-/// input `target` ("" when it does not depend on it). Names it introduces
-/// start with `prefix`. False with `*outBad` set to the op that has no
-/// derivative (or has several results).
+/// Writes to `t` the ops of `s` the derivative needs (generic form, results
+/// named %<prefix>f<i>), then the reverse sweep from `root` (one of their
+/// results or inputs) seeded with the value named `seed`, and names in
+/// `outAdjoint` the adjoint of input `target` ("" when it does not depend on
+/// it). `outInputsUsed[k]`: whether the text reads input k (an input no
+/// derivative reads is left out of the adjoint's op: a contraction's
+/// adjoint stays a two-input contraction, which runs on BLAS). `keepRoot`:
+/// print `root` even if the sweep does not read it (the caller compares
+/// with it). False with `*outBad` set to the op that has no derivative (or
+/// has several results).
 bool dtAdScalarVjp(DtBuf *t, const DtAdScalar *s, MlirValue root,
                    const char *seed, int target, const char *prefix,
+                   bool keepRoot, bool *outInputsUsed,
                    char outAdjoint[DT_AD_NAME], MlirOperation *outBad);
 
 /// The element type of `type` (itself when it is not shaped), printed.

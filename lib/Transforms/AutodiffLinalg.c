@@ -228,73 +228,14 @@ void dtAdLinalgAdjoint(DtAd *ad, MlirOperation op, bool elementwise) {
     char Ex[48], Ey[48];
     dtAdElementType(tx, Ex, sizeof(Ex));
     dtAdElementType(ty, Ey, sizeof(Ey));
-    DtBuf t = dtBufInit(ad->text, DT_AD_TEXT_SIZE);
-    dtBufPrintf(&t, "func.func @adj(");
-    for (intptr_t k = 0; k < numInputs; ++k) {
-      dtBufPrintf(&t, "%%x%d: ", (int)k);
-      dtAdTypeText(&t, mlirValueGetType(mlirOperationGetOperand(op, k)));
-      dtBufPrintf(&t, ", ");
-    }
-    dtBufPrintf(&t, "%%y: ");
-    dtAdTypeText(&t, ty);
-    dtBufPrintf(&t, ", %%dy: ");
-    dtAdTypeText(&t, ty);
-    dtBufPrintf(&t, ", %%init: ");
-    dtAdTypeText(&t, ty);
-    for (int k = 0; k < numCaps; ++k) {
-      dtBufPrintf(&t, ", %%cap%d: ", k);
-      dtAdTypeText(&t, mlirValueGetType(caps[k]));
-    }
-    dtBufPrintf(&t, ") -> ");
-    dtAdTypeText(&t, tx);
-    dtBufPrintf(&t, " {\n");
-    dtAdZeros(&t, "z", tx);
-    dtBufPrintf(&t, "  %%r = linalg.generic {indexing_maps = [");
-    for (intptr_t k = 0; k < numInputs + 4; ++k) {
-      dtBufPrintf(&t, "%s", k ? ", " : "");
-      MlirAttribute m =
-          k < numInputs
-              ? (elementwise ? outMap : mlirArrayAttrGetElement(maps, k))
-          : k < numInputs + 3 ? outMap
-                              : inMap;
-      if (!mlirAttributeIsNull(m)) {
-        mapText(&t, m);
-        continue;
-      }
-      dtAdIdentityMap(&t, rank);
-    }
-    dtBufPrintf(&t, "], iterator_types = [");
-    for (int l = 0; l < numLoops; ++l)
-      dtBufPrintf(&t, "%s\"%s\"", l ? ", " : "",
-                  elementwise || mapUses(mlirAffineMapAttrGetValue(inMap), l)
-                      ? "parallel"
-                      : "reduction");
-    dtBufPrintf(&t, "]} ins(");
-    for (intptr_t k = 0; k < numInputs; ++k)
-      dtBufPrintf(&t, "%%x%d, ", (int)k);
-    dtBufPrintf(&t, "%%y, %%dy, %%init : ");
-    for (intptr_t k = 0; k < numInputs; ++k) {
-      dtAdTypeText(&t, mlirValueGetType(mlirOperationGetOperand(op, k)));
-      dtBufPrintf(&t, ", ");
-    }
-    for (int k = 0; k < 3; ++k) {
-      dtAdTypeText(&t, ty);
-      dtBufPrintf(&t, "%s", k < 2 ? ", " : "");
-    }
-    dtBufPrintf(&t, ") outs(%%z : ");
-    dtAdTypeText(&t, tx);
-    dtBufPrintf(&t, ") {\n  ^bb0(");
-    for (intptr_t k = 0; k < numInputs; ++k) {
-      char E[48];
-      dtAdElementType(mlirValueGetType(elementwise ? inputs[k] : inputs[k]), E,
-                      sizeof(E));
-      dtBufPrintf(&t, "%%b%d: %s, ", (int)k, E);
-    }
-    dtBufPrintf(&t, "%%by: %s, %%bg: %s, %%bo%s: %s, %%acc: %s):\n", Ey, Ey,
-                mlirValueIsNull(out) ? "_unused" : "", Ey, Ex);
+    /* The body first: it says which inputs the derivative reads. */
+    bool keepRoot = kind == MAX || kind == MIN;
+    bool used[2 * MAX_LINALG_OPERANDS + 2] = {false};
     char adj[DT_AD_NAME];
     MlirOperation bad = {NULL};
-    if (!dtAdScalarVjp(&t, &sc, root, "%bg", (int)i, "s", adj, &bad)) {
+    DtBuf body = dtBufInit(ad->text + DT_AD_TEXT_SIZE / 2, DT_AD_TEXT_SIZE / 2);
+    if (!dtAdScalarVjp(&body, &sc, root, "%bg", (int)i, "s", keepRoot, used,
+                       adj, &bad)) {
       if (mlirOperationIsNull(bad))
         ad->failed = true;
       else if (elementwise)
@@ -310,7 +251,7 @@ void dtAdLinalgAdjoint(DtAd *ad, MlirOperation op, bool elementwise) {
     }
     if (!adj[0])
       continue; /* the result does not depend on this input */
-    if (kind == MAX || kind == MIN) {
+    if (keepRoot) {
       /* The adjoint goes where the element is the result. */
       const char *rootName = NULL;
       char found[DT_AD_NAME];
@@ -322,7 +263,7 @@ void dtAdLinalgAdjoint(DtAd *ad, MlirOperation op, bool elementwise) {
           snprintf(found, sizeof(found), "%%sf%d", k);
           rootName = found;
         }
-      dtBufPrintf(&t,
+      dtBufPrintf(&body,
                   "    %%eq = arith.cmpf oeq, %s, %%by : %s\n"
                   "    %%zr = arith.constant 0.0 : %s\n"
                   "    %%m = arith.select %%eq, %s, %%zr : %s\n",
@@ -335,22 +276,93 @@ void dtAdLinalgAdjoint(DtAd *ad, MlirOperation op, bool elementwise) {
     for (int l = 0; l < numLoops && !elementwise; ++l)
       reduces |= !mapUses(mlirAffineMapAttrGetValue(inMap), l);
     if (reduces)
-      dtBufPrintf(&t, "    %%sum = arith.addf %%acc, %s : %s\n", adj, Ex);
-    dtBufPrintf(&t, "    linalg.yield %s : %s\n  } -> ", reduces ? "%sum" : adj,
+      dtBufPrintf(&body, "    %%sum = arith.addf %%acc, %s : %s\n", adj, Ex);
+    dtBufPrintf(&body, "    linalg.yield %s : %s\n", reduces ? "%sum" : adj,
                 Ex);
+    /* The op's inputs the body reads, then the result (for max and min),
+     * the result's adjoint, and the init (when the body reads it). */
+    bool useInit = !mlirValueIsNull(out) && used[numInputs];
+    MlirValue args[MAX_LINALG_OPERANDS + 3 + MAX_LINALG_OPERANDS];
+    MlirAttribute argMaps[MAX_LINALG_OPERANDS + 3];
+    char argNames[MAX_LINALG_OPERANDS + 3][DT_AD_NAME];
+    int n = 0;
+    for (intptr_t k = 0; k < numInputs; ++k)
+      if (used[k]) {
+        args[n] = mlirOperationGetOperand(op, k);
+        argMaps[n] = elementwise ? outMap : mlirArrayAttrGetElement(maps, k);
+        snprintf(argNames[n++], DT_AD_NAME, "%%b%d", (int)k);
+      }
+    if (keepRoot) {
+      args[n] = y;
+      argMaps[n] = outMap;
+      snprintf(argNames[n++], DT_AD_NAME, "%%by");
+    }
+    args[n] = dy;
+    argMaps[n] = outMap;
+    snprintf(argNames[n++], DT_AD_NAME, "%%bg");
+    if (useInit) {
+      args[n] = mlirOperationGetOperand(op, numOperands - 1);
+      argMaps[n] = outMap;
+      snprintf(argNames[n++], DT_AD_NAME, "%%bo");
+    }
+    int numIns = n;
+    for (int k = 0; k < numCaps; ++k)
+      args[n++] = caps[k];
+    DtBuf t = dtBufInit(ad->text, DT_AD_TEXT_SIZE / 2);
+    dtBufPrintf(&t, "func.func @adj(");
+    /* (Captured scalars keep their names: the body reads them.) */
+    for (int k = 0; k < n; ++k) {
+      if (k < numIns)
+        dtBufPrintf(&t, "%s%%a%d: ", k ? ", " : "", k);
+      else
+        dtBufPrintf(&t, ", %%cap%d: ", k - numIns);
+      dtAdTypeText(&t, mlirValueGetType(args[k]));
+    }
+    dtBufPrintf(&t, ") -> ");
+    dtAdTypeText(&t, tx);
+    dtBufPrintf(&t, " {\n");
+    dtAdZeros(&t, "z", tx);
+    dtBufPrintf(&t, "  %%r = linalg.generic {indexing_maps = [");
+    for (int k = 0; k <= numIns; ++k) {
+      dtBufPrintf(&t, "%s", k ? ", " : "");
+      MlirAttribute m = k < numIns ? argMaps[k] : inMap;
+      if (!mlirAttributeIsNull(m))
+        mapText(&t, m);
+      else
+        dtAdIdentityMap(&t, rank);
+    }
+    dtBufPrintf(&t, "], iterator_types = [");
+    for (int l = 0; l < numLoops; ++l)
+      dtBufPrintf(&t, "%s\"%s\"", l ? ", " : "",
+                  elementwise || mapUses(mlirAffineMapAttrGetValue(inMap), l)
+                      ? "parallel"
+                      : "reduction");
+    dtBufPrintf(&t, "]} ins(");
+    for (int k = 0; k < numIns; ++k)
+      dtBufPrintf(&t, "%s%%a%d", k ? ", " : "", k);
+    dtBufPrintf(&t, " : ");
+    for (int k = 0; k < numIns; ++k) {
+      dtBufPrintf(&t, "%s", k ? ", " : "");
+      dtAdTypeText(&t, mlirValueGetType(args[k]));
+    }
+    dtBufPrintf(&t, ") outs(%%z : ");
+    dtAdTypeText(&t, tx);
+    dtBufPrintf(&t, ") {\n  ^bb0(");
+    for (int k = 0; k < numIns; ++k) {
+      char E[48];
+      dtAdElementType(mlirValueGetType(args[k]), E, sizeof(E));
+      dtBufPrintf(&t, "%s: %s, ", argNames[k], E);
+    }
+    dtBufPrintf(&t, "%%acc: %s):\n", Ex);
+    dtBufAppend(&t, body.data,
+                body.length < body.capacity ? body.length : body.capacity);
+    if (body.length >= body.capacity)
+      t.length = t.capacity;
+    dtBufPrintf(&t, "  } -> ");
     dtAdTypeText(&t, tx);
     dtBufPrintf(&t, "\n  return %%r : ");
     dtAdTypeText(&t, tx);
     dtBufPrintf(&t, "\n}\n");
-    MlirValue args[MAX_LINALG_OPERANDS + 3 + MAX_LINALG_OPERANDS];
-    int n = 0;
-    for (intptr_t k = 0; k < numInputs; ++k)
-      args[n++] = mlirOperationGetOperand(op, k);
-    args[n++] = y;
-    args[n++] = dy;
-    args[n++] = elementwise ? y : mlirOperationGetOperand(op, numOperands - 1);
-    for (int k = 0; k < numCaps; ++k)
-      args[n++] = caps[k];
     MlirValue dx;
     if (dtAdEmit(ad, op, &t, args, &dx, 1))
       dtAdAccumulate(ad, op, x, dx);

@@ -11,6 +11,7 @@
 #include "mlir-c/BuiltinAttributes.h"
 #include "mlir-c/BuiltinTypes.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,8 @@ typedef struct Named {
   char name[DT_AD_NAME];
   char adjoint[DT_AD_NAME]; /* "" until a contribution arrives */
   char type[48];            /* the element type, printed */
+  bool used;                /* read by the sweep's text (or by an op it
+                               needs) */
 } Named;
 
 typedef struct Sweep {
@@ -259,15 +262,88 @@ static bool rule(Sweep *s, MlirOperation op, const char *g) {
   return true;
 }
 
+/* Whether `text` (of `n` bytes) names `name` (a whole token). */
+static bool mentions(const char *text, size_t n, const char *name) {
+  size_t len = strlen(name);
+  for (size_t i = 0; i + len <= n; ++i) {
+    if (memcmp(text + i, name, len))
+      continue;
+    char next = i + len < n ? text[i + len] : ' ';
+    if (!isalnum((unsigned char)next) && next != '_')
+      return true;
+  }
+  return false;
+}
+
+/* Keeps, of the `n` bytes of lines "    %x = ..." in `text`, those that
+ * `want` needs (it, and what the lines defining what it reads read), in
+ * order; returns the new length. */
+static size_t prune(char *text, size_t n, const char *want) {
+  enum { MAX_LINES = 4096 };
+  size_t starts[MAX_LINES + 1];
+  int count = 0;
+  for (size_t i = 0; i < n && count < MAX_LINES; ++i)
+    if (i == 0 || text[i - 1] == '\n')
+      starts[count++] = i;
+  if (count == MAX_LINES || !want[0])
+    return want[0] ? n : 0;
+  starts[count] = n;
+  bool keep[MAX_LINES] = {false};
+  /* Names wanted so far, as a text of " %a %b ..." (small bodies). */
+  char wanted[8192];
+  DtBuf w = dtBufInit(wanted, sizeof(wanted));
+  dtBufPrintf(&w, " %s ", want);
+  for (int l = count - 1; l >= 0; --l) {
+    const char *line = text + starts[l];
+    size_t len = starts[l + 1] - starts[l];
+    const char *name = line;
+    while (name < line + len && *name != '%')
+      ++name;
+    size_t nameLen = 0;
+    while (name + nameLen < line + len && name[nameLen] != ' ')
+      ++nameLen;
+    char key[DT_AD_NAME + 2];
+    snprintf(key, sizeof(key), " %.*s ", (int)nameLen, name);
+    if (w.length >= w.capacity || !strstr(wanted, key))
+      continue;
+    keep[l] = true;
+    /* What it reads: every other %name on the line. */
+    for (const char *p = name + nameLen; p < line + len; ++p) {
+      if (*p != '%')
+        continue;
+      size_t k = 0;
+      while (p + k < line + len &&
+             (isalnum((unsigned char)p[k]) || p[k] == '%' || p[k] == '_'))
+        ++k;
+      dtBufPrintf(&w, "%.*s ", (int)k, p);
+    }
+  }
+  if (w.length >= w.capacity) /* too many names to track: keep it all */
+    return n;
+  size_t out = 0;
+  for (int l = 0; l < count; ++l)
+    if (keep[l]) {
+      memmove(text + out, text + starts[l], starts[l + 1] - starts[l]);
+      out += starts[l + 1] - starts[l];
+    }
+  return out;
+}
+
 bool dtAdScalarVjp(DtBuf *t, const DtAdScalar *sc, MlirValue root,
                    const char *seed, int target, const char *prefix,
+                   bool keepRoot, bool *outInputsUsed,
                    char outAdjoint[DT_AD_NAME], MlirOperation *outBad) {
   outAdjoint[0] = '\0';
   Named *named =
       calloc((size_t)(sc->numInputs + sc->numOps) + 1, sizeof(Named));
-  if (!named)
+  char *revText = malloc(DT_AD_TEXT_SIZE);
+  if (!named || !revText) {
+    free(named);
+    free(revText);
     return false;
-  Sweep s = {t, named, 0, prefix, 0};
+  }
+  DtBuf rev = dtBufInit(revText, DT_AD_TEXT_SIZE);
+  Sweep s = {&rev, named, 0, prefix, 0};
   for (int i = 0; i < sc->numInputs; ++i) {
     Named *n = &named[s.count++];
     n->value = sc->inputs[i];
@@ -283,17 +359,21 @@ bool dtAdScalarVjp(DtBuf *t, const DtAdScalar *sc, MlirValue root,
         mlirOperationGetNumRegions(op) != 0) {
       *outBad = op;
       free(named);
+      free(revText);
       return false;
     }
     Named *n = &named[s.count++];
     n->value = mlirOperationGetResult(op, 0);
     snprintf(n->name, DT_AD_NAME, "%%%sf%d", prefix, i);
     dtAdElementType(mlirValueGetType(n->value), n->type, sizeof(n->type));
-    printOp(&s, op, n->name);
   }
   Named *start = find(&s, root);
   if (start && isFloat(root))
     snprintf(start->adjoint, DT_AD_NAME, "%s", seed);
+  if (start && keepRoot)
+    start->used = true;
+  /* The reverse sweep, into its own text; each rule marks the values its
+   * text reads. */
   for (int i = sc->numOps - 1; i >= 0 && ok; --i) {
     MlirOperation op = sc->ops[i];
     Named *res = find(&s, mlirOperationGetResult(op, 0));
@@ -304,10 +384,40 @@ bool dtAdScalarVjp(DtBuf *t, const DtAdScalar *sc, MlirValue root,
     if (!rule(&s, op, g)) {
       *outBad = op;
       ok = false;
+      break;
     }
   }
-  if (ok)
+  /* Only the lines the target's adjoint needs (a rule writes every
+   * operand's contribution), and the values they read. */
+  size_t revLength =
+      ok ? prune(revText, rev.length < rev.capacity ? rev.length : rev.capacity,
+                 named[target].adjoint)
+         : 0;
+  for (int k = 0; k < s.count && ok; ++k)
+    named[k].used |= mentions(revText, revLength, named[k].name);
+  /* The forward ops whose values the sweep reads, and what they read. */
+  for (int i = sc->numOps - 1; i >= 0 && ok; --i) {
+    MlirOperation op = sc->ops[i];
+    if (!find(&s, mlirOperationGetResult(op, 0))->used)
+      continue;
+    for (intptr_t k = 0; k < mlirOperationGetNumOperands(op); ++k)
+      find(&s, mlirOperationGetOperand(op, k))->used = true;
+  }
+  s.t = t;
+  for (int i = 0; i < sc->numOps && ok; ++i) {
+    Named *n = find(&s, mlirOperationGetResult(sc->ops[i], 0));
+    if (n->used)
+      printOp(&s, sc->ops[i], n->name);
+  }
+  if (ok) {
+    dtBufAppend(t, revText, revLength);
+    if (rev.length >= rev.capacity)
+      t->length = t->capacity; /* overflowed: the caller refuses it */
     snprintf(outAdjoint, DT_AD_NAME, "%s", named[target].adjoint);
+    for (int k = 0; k < sc->numInputs; ++k)
+      outInputsUsed[k] = named[k].used;
+  }
   free(named);
+  free(revText);
   return ok;
 }
