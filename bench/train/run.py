@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Training-step benchmark (issue 23), not a test.
+
+The MLP loss = sum((gelu(x W1) W2)^2) / 2, x 512x1024, W1 1024x4096,
+W2 4096x1024, f32; its step (forward, backward, SGD with lr 1e-4) from
+dtensor-autodiff{optimizer=sgd}, compiled and run by dtensor-run --repeat
+on 2 ranks (shm, one thread each), in two layouts:
+
+- data parallel: x split by rows, the weights replicated (each gradient a
+  Partial sum, all_reduced);
+- FSDP: x split by rows, each weight split by rows (all_gathered before
+  use, its gradient reduce_scattered, updated in place);
+
+against PyTorch on the same machine in the same run (bench/train/
+torch_train.py: DistributedDataParallel, and FSDP written by hand, gloo,
+one thread per process). Also: the collectives each step issues, and the
+compiled step on one rank with half the batch -- the compute one rank does
+in the 2-rank step -- from which the share of communication time that
+stays exposed (not hidden behind compute) follows.
+
+usage: bench/train/run.py [--reps R]
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.join(ROOT, "build", "bin")
+REPS = int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else 5
+TMP = tempfile.mkdtemp(prefix="dtensor-train-bench-")
+ONE_THREAD = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+sys.path.insert(0, os.path.join(ROOT, "bench", "exec"))
+from programs import gelu_lines  # noqa: E402
+
+T, D, F = 512, 1024, 4096
+LAYOUTS = {"dp": ("[S0, R]", "[R, R]", "[R, R]"),
+           "fsdp": ("[S0, R]", "[S0, R]", "[S0, R]")}
+
+
+def program(ranks, layouts, t=T):
+    lx, l1, l2 = layouts
+    lay = lambda spec: f' {{dtensor.layout = #dtensor.layout<@m, "{spec}">}}'
+    X, W1, W2 = (f"tensor<{t}x{D}xf32>", f"tensor<{D}x{F}xf32>",
+                 f"tensor<{F}x{D}xf32>")
+    H = f"tensor<{t}x{F}xf32>"
+    return (f'"dtensor.mesh"() {{sym_name = "m", shape = array<i64: {ranks}>, '
+            'axis_names = ["dp"]} : () -> ()\n'
+            f"func.func @mlp(%x: {X}{lay(lx)}, %w1: {W1}{lay(l1)}, "
+            f"%w2: {W2}{lay(l2)}) -> tensor<f32> {{\n"
+            "  %zero = arith.constant 0.0 : f32\n"
+            f"  %e1 = tensor.empty() : {H}\n"
+            f"  %i1 = linalg.fill ins(%zero : f32) outs(%e1 : {H}) -> {H}\n"
+            f"  %h = linalg.matmul ins(%x, %w1 : {X}, {W1}) outs(%i1 : {H}) -> {H}\n"
+            + gelu_lines("g", "h", "e1", H) +
+            f"  %e2 = tensor.empty() : {X}\n"
+            f"  %i2 = linalg.fill ins(%zero : f32) outs(%e2 : {X}) -> {X}\n"
+            f"  %y = linalg.matmul ins(%g, %w2 : {H}, {W2}) outs(%i2 : {X}) -> {X}\n"
+            "  %e3 = tensor.empty() : tensor<f32>\n"
+            "  %i3 = linalg.fill ins(%zero : f32) outs(%e3 : tensor<f32>) -> tensor<f32>\n"
+            "  %l = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, "
+            "affine_map<(i, j) -> ()>], iterator_types = [\"reduction\", \"reduction\"]} "
+            f"ins(%y : {X}) outs(%i3 : tensor<f32>) {{\n"
+            "  ^bb0(%v: f32, %a: f32):\n"
+            "    %h2 = arith.constant 0.5 : f32\n"
+            "    %q = arith.mulf %v, %v : f32\n"
+            "    %r = arith.mulf %q, %h2 : f32\n"
+            "    %s = arith.addf %a, %r : f32\n"
+            "    linalg.yield %s : f32\n"
+            "  } -> tensor<f32>\n"
+            "  return %l : tensor<f32>\n}\n")
+
+
+def compile_step(text, name):
+    src = os.path.join(TMP, name + ".mlir")
+    with open(src, "w") as f:
+        f.write(text)
+    out = os.path.join(TMP, name + "-step.mlir")
+    subprocess.run([os.path.join(BIN, "dtensor-opt"), src,
+                    "--dtensor-autodiff=function=mlp wrt=1,2 optimizer=sgd "
+                    "lr=1e-4", "-o", out], check=True)
+    return out
+
+
+def collectives(path):
+    """The collectives of the partitioned @mlp_step, by kind."""
+    out = subprocess.run([os.path.join(BIN, "dtensor-opt"), path,
+                          "--dtensor-spmd"], capture_output=True, text=True,
+                         check=True).stdout
+    body = out[out.index("@mlp_step"):]
+    kinds = re.findall(r'"dtensor\.(all_reduce|all_gather|reduce_scatter|'
+                       r'all_to_all)"', body)
+    return {k: kinds.count(k) for k in sorted(set(kinds))}
+
+
+def compiled_ms(path, ranks):
+    out = subprocess.run([os.path.join(BIN, "dtensor-run"), "-n", str(ranks),
+                          "--threads", "1", "--repeat", str(REPS), "--entry",
+                          "mlp_step", path], capture_output=True, text=True)
+    if out.returncode:
+        sys.exit(f"dtensor-run failed:\n{out.stdout}{out.stderr}")
+    steps = re.findall(r"step time min ([\d.]+) ms", out.stdout)
+    return max(float(a) for a in steps)
+
+
+def torch_ms(kind, ranks, batch=T):
+    out = subprocess.run([PYTHON, os.path.join(ROOT, "bench", "train",
+                                               "torch_train.py"),
+                          kind, str(ranks), str(REPS), str(batch)],
+                         capture_output=True, text=True, env=ONE_THREAD)
+    return float(out.stdout) if out.returncode == 0 else None
+
+
+def main():
+    print(f"bench/train: {os.cpu_count()} cores, OPENBLAS_CORETYPE="
+          f"{os.environ.get('OPENBLAS_CORETYPE', '(unset)')}, {REPS} repeats; "
+          "fastest step (ms), one thread per rank")
+    print(f"MLP training step f32 ({T}x{D} @ {D}x{F}, gelu, @ {F}x{D}, "
+          "sum of squares, SGD), 2 ranks")
+    half = compiled_ms(compile_step(program(1, LAYOUTS["dp"], T // 2),
+                                    "half"), 1)
+    for name, layouts in LAYOUTS.items():
+        path = compile_step(program(2, layouts), name)
+        ours = compiled_ms(path, 2)
+        peer = torch_ms("ddp" if name == "dp" else "fsdp", 2)
+        label = "DDP" if name == "dp" else "FSDP by hand"
+        ratio = f"{ours / peer:.2f}x" if peer else "n/a"
+        print(f"  {name:5s} compiled {ours:9.2f}  PyTorch {label:13s} "
+              f"{peer if peer else float('nan'):9.2f}  compiled/PyTorch = "
+              f"{ratio} (target <= 1.0)")
+        exposed = max(0.0, ours - half)
+        print(f"        collectives per step {collectives(path)}; compute of "
+              f"one rank (1 rank, batch {T // 2}) {half:.2f}; exposed "
+              f"communication {exposed:.2f} ({100 * exposed / ours:.0f}% of "
+              "the step; collectives block, none is hidden yet)")
+    local = torch_ms("local", 1)
+    if local:
+        print(f"  PyTorch, 1 process, whole batch: {local:.2f}")
+
+
+if __name__ == "__main__":
+    main()

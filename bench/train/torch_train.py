@@ -1,0 +1,129 @@
+"""The PyTorch peers of bench/train/run.py's training steps, on Debian's
+python3-torch (CPU, gloo), one thread per process: the MLP
+loss = sum((gelu(x W1) W2)^2) / 2 with x 512x1024, W1 1024x4096,
+W2 4096x1024, and an SGD step (lr 1e-4), the batch split over the ranks.
+
+- ddp: torch.nn.parallel.DistributedDataParallel (its gradient all_reduce
+  bucketed and overlapped with the backward pass);
+- fsdp: FSDP written by hand, as ZeRO-3 does it: each rank keeps a row
+  block of each weight, all_gathers it before the forward, and after the
+  backward keeps its block of the summed gradient (gloo has no
+  reduce_scatter: an all_reduce, then the block);
+- local: one process, the whole batch (the single-device step).
+
+Prints the fastest step of rank 0 (ms); each step starts after a barrier,
+as dtensor-run --repeat does.
+
+usage: torch_train.py ddp|fsdp|local RANKS REPEATS [BATCH]
+"""
+import os
+import socket
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+D, F, LR = 1024, 4096, 1e-4
+
+
+def gelu(h):
+    return 0.5 * h * (1 + torch.tanh(0.7978845608 * (h + 0.044715 * h ** 3)))
+
+
+def data(g, batch, rank, ranks):
+    x = torch.randn(batch, D, generator=g)
+    w1 = torch.randn(D, F, generator=g) * 0.03
+    w2 = torch.randn(F, D, generator=g) * 0.03
+    n = batch // ranks
+    return x[rank * n:(rank + 1) * n].contiguous(), w1, w2
+
+
+def loss_of(x, w1, w2):
+    y = gelu(x @ w1) @ w2
+    return 0.5 * (y * y).sum()
+
+
+def ddp_step(rank, ranks, g, batch):
+    x, w1, w2 = data(g, batch, rank, ranks)
+
+    class Mlp(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w1 = torch.nn.Parameter(w1)
+            self.w2 = torch.nn.Parameter(w2)
+
+        def forward(self, x):
+            return loss_of(x, self.w1, self.w2)
+
+    model = Mlp()
+    if ranks > 1:
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+
+    def step():
+        opt.zero_grad()
+        model(x).backward()
+        opt.step()
+    return step
+
+
+def fsdp_step(rank, ranks, g, batch):
+    x, w1, w2 = data(g, batch, rank, ranks)
+    shards = [w.chunk(ranks)[rank].clone() for w in (w1, w2)]
+
+    def step():
+        full = []
+        for s in shards:
+            parts = [torch.empty_like(s) for _ in range(ranks)]
+            dist.all_gather(parts, s)
+            full.append(torch.cat(parts).requires_grad_())
+        loss_of(x, *full).backward()
+        for s, w in zip(shards, full):
+            dist.all_reduce(w.grad)
+            s -= LR * w.grad.chunk(ranks)[rank]
+    return step
+
+
+def rank_main(kind, rank, ranks, reps, batch, port, out):
+    torch.set_num_threads(1)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    if ranks > 1:
+        dist.init_process_group("gloo", rank=rank, world_size=ranks)
+    g = torch.Generator().manual_seed(0)
+    step = (fsdp_step if kind == "fsdp" else ddp_step)(rank, ranks, g, batch)
+    times = []
+    for _ in range(reps + 1):
+        if ranks > 1:
+            dist.barrier()
+        t = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t)
+    if rank == 0:
+        out.put(1e3 * min(times[1:]))
+    if ranks > 1:
+        dist.destroy_process_group()
+
+
+def main():
+    kind, ranks, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    batch = int(sys.argv[4]) if len(sys.argv) > 4 else 512
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=rank_main,
+                         args=(kind, r, ranks, reps, batch, port, out))
+             for r in range(ranks)]
+    for p in procs:
+        p.start()
+    result = out.get()
+    for p in procs:
+        p.join()
+    print(f"{result:.3f}")
+
+
+if __name__ == "__main__":
+    main()
