@@ -508,11 +508,13 @@ static const char *vjpOf(Run *run, MlirOperation callee, const bool *chosen,
     return v->name;
   }
   MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(callee, 0));
-  if (numArgs > 64 || mlirBlockIsNull(body) ||
+  if (numArgs > 64 || mlirOperationGetNumResults(call) > 64 ||
+      mlirBlockIsNull(body) ||
       !mlirBlockIsNull(mlirBlockGetNextInRegion(body))) {
     dtOpError(call,
               "calls @%.*s, which dtensor-autodiff cannot differentiate "
-              "(a declaration, several blocks, or over 64 arguments)",
+              "(a declaration, several blocks, or over 64 arguments or "
+              "results)",
               (int)cname.length, cname.data);
     return NULL;
   }
@@ -641,6 +643,11 @@ static bool differentiate(Run *run, MlirOperation f,
   }
   intptr_t numArgs = mlirBlockGetNumArguments(entry);
   MlirOperation ret = mlirBlockGetTerminator(entry);
+  if (numArgs > 256 || mlirOperationGetNumOperands(ret) > 256) {
+    dtOpError(f, "dtensor-autodiff differentiates functions of at most 256 "
+                 "arguments and 256 results");
+    return false;
+  }
   int64_t which = dtPassOptionsGetInt(options, "result");
   if (which < 0 || which >= mlirOperationGetNumOperands(ret)) {
     dtOpError(f, "dtensor-autodiff: result=%lld, but @%.*s has %d results",
@@ -673,7 +680,7 @@ static bool differentiate(Run *run, MlirOperation f,
   MlirValue grads[256];
   intptr_t numGrads = 0;
   Seeds seeds = {(int)which, NULL};
-  bool ok = numArgs <= 256 && sweep(run, g, chosen, &seeds, grads, &numGrads);
+  bool ok = sweep(run, g, chosen, &seeds, grads, &numGrads);
   if (ok) {
     MlirOperation gRet = mlirBlockGetTerminator(gEntry);
     intptr_t numOld = mlirOperationGetNumOperands(gRet);

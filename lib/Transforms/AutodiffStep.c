@@ -202,7 +202,9 @@ bool dtAdBuildStep(MlirOperation module, MlirOperation f, MlirOperation grad,
         entry, mlirRankedTensorTypeGet(0, NULL, elem, mlirAttributeGetNull()),
         loc);
   }
-  MlirValue outs[768];
+  /* @f's results (at most 256), then each parameter's new value and
+   * state (at most 256 parameters). */
+  MlirValue outs[256 + 3 * 256];
   intptr_t numOuts = 0;
   for (intptr_t r = 0; r < numResults; ++r)
     outs[numOuts++] = mlirOperationGetOperand(ret, r);
@@ -246,7 +248,7 @@ bool dtAdBuildStep(MlirOperation module, MlirOperation f, MlirOperation grad,
   MlirAttribute gradRes = dtGetAttr(grad, "res_attrs");
   MlirAttribute gradArgs = dtGetAttr(grad, "arg_attrs");
   MlirAttribute empty = mlirDictionaryAttrGet(ctx, 0, NULL);
-  MlirAttribute resAttrs[768], argAttrs[768];
+  MlirAttribute resAttrs[256 + 3 * 256], argAttrs[256 + 2 * 256 + 1];
   for (intptr_t r = 0; r < numOuts; ++r) {
     /* result r of the step: @f's result r, or parameter k's (new value,
      * m, v) whose layout is the gradient's, result numResults + k. */
