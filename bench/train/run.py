@@ -13,7 +13,8 @@ on 2 ranks (shm, one thread each), in two layouts:
 
 against PyTorch on the same machine in the same run (bench/train/
 torch_train.py: DistributedDataParallel, and FSDP written by hand, gloo,
-one thread per process). Also: the collectives each step issues, and the
+one thread per process). Also: the collectives each step issues (without
+and with dtensor-bucket-collectives' 25 MiB buckets), and the
 compiled step on one rank with half the batch -- the compute one rank does
 in the 2-rank step -- from which the share of communication time that
 stays exposed (not hidden behind compute) follows.
@@ -84,11 +85,13 @@ def compile_step(text, name):
     return out
 
 
-def collectives(path):
-    """The collectives of the partitioned @mlp_step, by kind."""
-    out = subprocess.run([os.path.join(BIN, "dtensor-opt"), path,
-                          "--dtensor-spmd"], capture_output=True, text=True,
-                         check=True).stdout
+def collectives(path, bucket_bytes=None):
+    """The collectives of the partitioned @mlp_step, by kind (with buckets
+    of `bucket_bytes`; None: dtensor-spmd's default, 25 MiB)."""
+    spmd = "--dtensor-spmd" + (f"=bucket-bytes={bucket_bytes}"
+                               if bucket_bytes else "")
+    out = subprocess.run([os.path.join(BIN, "dtensor-opt"), path, spmd],
+                         capture_output=True, text=True, check=True).stdout
     body = out[out.index("@mlp_step"):]
     kinds = re.findall(r'"dtensor\.(all_reduce|all_gather|reduce_scatter|'
                        r'all_to_all)"', body)
@@ -131,7 +134,9 @@ def main():
               f"{peer if peer else float('nan'):9.2f}  compiled/PyTorch = "
               f"{ratio} (target <= 1.0)")
         exposed = max(0.0, ours - half)
-        print(f"        collectives per step {collectives(path)}; compute of "
+        print(f"        collectives per step: {collectives(path, 1)} "
+              f"unbucketed, {collectives(path)} in buckets of 25 MiB")
+        print(f"        compute of "
               f"one rank (1 rank, batch {T // 2}) {half:.2f}; exposed "
               f"communication {exposed:.2f} ({100 * exposed / ours:.0f}% of "
               "the step; collectives block, none is hidden yet)")

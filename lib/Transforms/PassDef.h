@@ -80,6 +80,7 @@ extern const DtPassDef dtReassociateReductionsPass;
 extern const DtPassDef dtDecomposeSoftmaxPass;
 extern const DtPassDef dtAutodiffPass;
 extern const DtPassDef dtInitsToInputsPass;
+extern const DtPassDef dtBucketCollectivesPass;
 
 /// dtensor-decompose-softmax on `root`, for a pass that needs every
 /// linalg.softmax decomposed first (dtensor-autodiff); false after a

@@ -30,6 +30,7 @@ static const DtPassDef *const kPasses[] = {
     &dtDecomposeSoftmaxPass,
     &dtAutodiffPass,
     &dtInitsToInputsPass,
+    &dtBucketCollectivesPass,
     &dtGpuMemoryPass,
     &dtGpuCheckHostPass,
     &dtGpuSerialKernelsPass,

@@ -70,7 +70,7 @@ static void lowerOptions(const DtPassOptions *options, char *text,
 
 static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
   char text[4 * DT_MAX_OPTION_VALUE + 96];
-  DtPassOptions propagate, partition, lower;
+  DtPassOptions propagate, partition, lower, bucket;
   propagateOptions(options, text, sizeof(text));
   bool ok = dtPassOptionsParse(&dtPropagatePass.info,
                                mlirStringRefCreateFromCString(text), &propagate,
@@ -83,6 +83,11 @@ static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
   ok = ok &&
        dtPassOptionsParse(&dtLowerRedistributePass.info,
                           mlirStringRefCreateFromCString(text), &lower, NULL);
+  snprintf(text, sizeof(text), "bucket-bytes=%s",
+           dtPassOptionsGet(options, "bucket-bytes"));
+  ok = ok &&
+       dtPassOptionsParse(&dtBucketCollectivesPass.info,
+                          mlirStringRefCreateFromCString(text), &bucket, NULL);
   bool timing = dtPassOptionsGetBool(options, "timing");
   struct timespec last;
   clock_gettime(CLOCK_MONOTONIC, &last);
@@ -99,6 +104,8 @@ static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
   dtDecisionsFree(&decisions);
   ok = ok && dtLowerRedistributePass.run(root, &lower);
   stepDone(ok && timing, "lower-redistribute", &last);
+  ok = ok && dtBucketCollectivesPass.run(root, &bucket);
+  stepDone(ok && timing, "bucket-collectives", &last);
   ok = ok && cleanUp(root);
   stepDone(ok && timing, "canonicalize+cse", &last);
   return ok;
@@ -122,6 +129,9 @@ static const DtensorPassOptionInfo kOptions[] = {
     {"calibration", DTENSOR_OPTION_STRING, "", NULL,
      "dtensor-propagate and dtensor-lower-redistribute: price collectives "
      "with this measured cost file (dtensor-run --calibrate)"},
+    {"bucket-bytes", DTENSOR_OPTION_INT, "26214400", NULL,
+     "dtensor-bucket-collectives: the most bytes one merged all_reduce "
+     "takes"},
     {"timing", DTENSOR_OPTION_BOOL, "false", NULL,
      "print the time of each step to stderr (--mlir-timing sees one pass)"},
 };
@@ -129,7 +139,8 @@ static const DtensorPassOptionInfo kOptions[] = {
 const DtPassDef dtSpmdPass = {
     .info = {"dtensor-spmd",
              "dtensor-propagate, dtensor-partition, "
-             "dtensor-lower-redistribute, canonicalize and cse as one pass",
+             "dtensor-lower-redistribute, dtensor-bucket-collectives, "
+             "canonicalize and cse as one pass",
              (int)(sizeof(kOptions) / sizeof(kOptions[0])), kOptions},
     .verifyFirst = true,
     .run = runSpmd,
@@ -144,11 +155,13 @@ MlirLogicalResult dtensorSpmdStages(MlirStringRef options, char *buffer,
       lower[4 * DT_MAX_OPTION_VALUE + 96];
   propagateOptions(&parsed, propagate, sizeof(propagate));
   lowerOptions(&parsed, lower, sizeof(lower));
-  int n = snprintf(buffer, capacity,
-                   "dtensor-verify, dtensor-decompose-softmax, "
-                   "dtensor-propagate{%s}, dtensor-partition, "
-                   "dtensor-lower-redistribute{%s}, " DT_SPMD_CLEANUP,
-                   propagate, lower);
+  int n =
+      snprintf(buffer, capacity,
+               "dtensor-verify, dtensor-decompose-softmax, "
+               "dtensor-propagate{%s}, dtensor-partition, "
+               "dtensor-lower-redistribute{%s}, "
+               "dtensor-bucket-collectives{bucket-bytes=%s}, " DT_SPMD_CLEANUP,
+               propagate, lower, dtPassOptionsGet(&parsed, "bucket-bytes"));
   if (n < 0 || (size_t)n >= capacity)
     return dtDiag(outDiag, 0, "the stages of dtensor-spmd do not fit"),
            mlirLogicalResultFailure();

@@ -12,11 +12,26 @@
 // CHECK: %[[H:.*]] = linalg.matmul ins(%arg0, %arg1 : tensor<256x256xf32>, tensor<256x256xf32>)
 // CHECK: %[[Y:.*]] = linalg.matmul ins(%{{.*}}, %arg2 : tensor<256x256xf32>, tensor<256x256xf32>)
 // CHECK: "dtensor.all_gather"(%[[Y]])
-// CHECK-COUNT-2: "dtensor.all_reduce"({{.*}}mesh_axes = array<i64: 0>, reduce = "sum"} : (tensor<256x256xf32>)
+// The two gradients' all_reduces are one bucket (dtensor-bucket-collectives
+// in dtensor-spmd, 25 MiB by default): flattened, concatenated, reduced
+// once, split back.
+// CHECK: tensor.concat dim(0) %{{.*}}, %{{.*}} : (tensor<65536xf32>, tensor<65536xf32>) -> tensor<131072xf32>
+// CHECK: "dtensor.all_reduce"({{.*}}mesh_axes = array<i64: 0>, reduce = "sum"} : (tensor<131072xf32>)
+// CHECK-NOT: "dtensor.all_reduce"
 // CHECK: return
 // RUN: dtensor-opt %s --dtensor-autodiff="function=loss wrt=1,2" --dtensor-spmd --dtensor-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=REPORT
 // REPORT-LABEL: dtensor report: @loss_grad
-// REPORT: 3 collectives
+// REPORT: 2 collectives
+// A bucket of at most one gradient's bytes: two all_reduces again.
+// RUN: dtensor-opt %s --dtensor-autodiff="function=loss wrt=1,2" --dtensor-spmd=bucket-bytes=262144 | FileCheck %s --check-prefix=SMALL
+// SMALL-LABEL: func.func @loss_grad(
+// SMALL-COUNT-2: "dtensor.all_reduce"({{.*}}reduce = "sum"} : (tensor<256x256xf32>)
+// RUN: not dtensor-opt %s --dtensor-spmd=bucket-bytes=0 2>&1 | FileCheck %s --check-prefix=ZERO
+// ZERO: error: 'builtin.module' op dtensor-bucket-collectives: bucket-bytes=0; a bucket needs a positive size in bytes
+// The bucketed gradients equal the single-device run on 4 ranks.
+// RUN: dtensor-opt %s --dtensor-autodiff="function=loss wrt=1,2" -o %t.mlir
+// RUN: dtensor-run -n 4 --entry loss_grad %t.mlir | FileCheck %s --check-prefix=OK
+// OK: every rank's result equals the single-device run
 "dtensor.mesh"() {sym_name = "dp", shape = array<i64: 4>, axis_names = ["dp"]} : () -> ()
 func.func @loss(%x: tensor<1024x256xf32> {dtensor.layout = #dtensor.layout<@dp, "[S0, R]">},
                 %w1: tensor<256x256xf32> {dtensor.layout = #dtensor.layout<@dp, "[R, R]">},
