@@ -328,6 +328,43 @@ void dtrt_mlir_permute(int64_t inRank, void *inDesc, int64_t outRank,
     die("permute");
 }
 
+int64_t dtrt_mlir_all_reduce_start(int64_t dtypeCode, int64_t reduce,
+                                   int64_t inRank, void *inDesc,
+                                   int64_t outRank, void *outDesc,
+                                   int64_t meshRank, void *meshDesc,
+                                   int64_t axesRank, void *axesDesc) {
+  (void)meshRank;
+  (void)axesRank;
+  DtrtContext *c = dtrtProcessContext();
+  DtrtDtype dtype = (DtrtDtype)dtypeCode;
+  size_t es = dtrtDtypeSize(dtype);
+  DtrtComm *comm = groupOf(c, meshDesc, axesDesc);
+  View in = viewOf(inRank, inDesc, 0, es),
+       out = viewOf(outRank, outDesc, 0, es);
+  int64_t n = elements(inRank, inDesc);
+  Mem m = memOf(c, in.data, n, out.data, elements(outRank, outDesc));
+  /* Device buffers: the backend's stream orders it already; blocking. */
+  if (m.device || dtrtCommSize(comm) == 1) {
+    if (dtrtAllReduce(comm, in.data, out.data, (size_t)n, dtype,
+                      (DtrtReduce)reduce) != DTRT_OK)
+      die("all_reduce");
+    fence(&m);
+    return 0;
+  }
+  DtrtCollective coll = {
+      DTRT_COLL_ALL_REDUCE, in.data, out.data, (size_t)n, dtype,
+      (DtrtReduce)reduce,   0,       -1,       -1};
+  DtrtRequest *request = NULL;
+  if (dtrtStart(comm, &coll, &request) != DTRT_OK)
+    die("all_reduce start");
+  return (int64_t)(intptr_t)request;
+}
+
+void dtrt_mlir_wait(int64_t request) {
+  if (request && dtrtWait((DtrtRequest *)(intptr_t)request) != DTRT_OK)
+    die("all_reduce");
+}
+
 /* A mesh shape (1-D i64 memref): its axes and their sizes; returns the
  * device count. */
 static int64_t meshShapeOf(void *meshDesc, int64_t *outRank,
@@ -398,6 +435,23 @@ DTRT_TYPED_SUFFIXES(DTRT_TYPED)
                       meshDesc, axesRank, axesDesc, pairsRank, pairsDesc);     \
   }
 DTRT_TYPED_SUFFIXES(DTRT_TYPED_PERMUTE)
+
+#define DTRT_TYPED_ASYNC(suffix, code)                                         \
+  int64_t dtrt_mlir_all_reduce_start_##suffix(                                 \
+      int64_t reduce, int64_t inRank, void *inDesc, int64_t outRank,           \
+      void *outDesc, int64_t meshRank, void *meshDesc, int64_t axesRank,       \
+      void *axesDesc) {                                                        \
+    return dtrt_mlir_all_reduce_start(code, reduce, inRank, inDesc, outRank,   \
+                                      outDesc, meshRank, meshDesc, axesRank,   \
+                                      axesDesc);                               \
+  }                                                                            \
+  void dtrt_mlir_wait_##suffix(int64_t request, int64_t inRank,                \
+                               void *inDesc) {                                 \
+    (void)inRank;                                                              \
+    (void)inDesc;                                                              \
+    dtrt_mlir_wait(request);                                                   \
+  }
+DTRT_TYPED_SUFFIXES(DTRT_TYPED_ASYNC)
 
 /* ---- memory of compiled programs ----------------------------------------- */
 

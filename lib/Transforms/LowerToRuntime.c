@@ -110,6 +110,116 @@ static void lowerMeshIndex(Lower *l, MlirOperation op) {
   mlirOperationDestroy(op);
 }
 
+typedef struct UseFind {
+  MlirValue value;
+  bool found;
+} UseFind;
+
+static MlirWalkResult findUse(MlirOperation op, void *user) {
+  UseFind *u = user;
+  for (intptr_t i = 0; i < mlirOperationGetNumOperands(op) && !u->found; ++i)
+    u->found = mlirValueEqual(mlirOperationGetOperand(op, i), u->value);
+  return u->found ? MlirWalkResultInterrupt : MlirWalkResultAdvance;
+}
+
+/* Where an all_reduce starts: right after its input is made (in `op`'s
+ * block), or at the block's start for a block argument. */
+static MlirOperation startPoint(MlirOperation op, MlirValue in) {
+  MlirBlock block = mlirOperationGetBlock(op);
+  if (mlirValueIsAOpResult(in)) {
+    MlirOperation def = mlirOpResultGetOwner(in);
+    if (mlirBlockEqual(mlirOperationGetBlock(def), block))
+      return mlirOperationGetNextInBlock(def);
+    /* Made in an enclosing block: as early as this block allows. */
+  }
+  MlirOperation first = mlirBlockGetFirstOperation(block);
+  /* Not before the other ops that must stay first (none here). */
+  return first;
+}
+
+/* Where it is waited for: right before the first op of its block that
+ * uses `result` (in a region too), else before the terminator. */
+static MlirOperation waitPoint(MlirOperation op, MlirValue result) {
+  MlirOperation o = mlirOperationGetNextInBlock(op);
+  for (; !mlirOperationIsNull(o); o = mlirOperationGetNextInBlock(o)) {
+    UseFind u = {result, false};
+    mlirOperationWalk(o, findUse, &u, MlirWalkPreOrder);
+    if (u.found || mlirOperationIsNull(mlirOperationGetNextInBlock(o)))
+      return o;
+  }
+  return op;
+}
+
+/* dtensor.all_reduce: started as soon as its input is ready
+ * (dtrt_mlir_all_reduce_start_<type>, returning a request), waited for right
+ * before its result's first use (dtrt_mlir_wait_<type>, which takes the
+ * input block again so bufferization keeps it intact until then), so that
+ * the ops in between run while it is in flight. */
+static void lowerAllReduce(Lower *l, MlirOperation op, const char *suffix,
+                           const char *meshSym, int meshRank,
+                           const char *axesSym, int numAxes, MlirType inMem,
+                           MlirType outMem) {
+  MlirLocation loc = mlirOperationGetLocation(op);
+  MlirValue in = mlirOperationGetOperand(op, 0);
+  MlirValue result = mlirOperationGetResult(op, 0);
+  MlirType outType = mlirValueGetType(result);
+  MlirType i64 = mlirIntegerTypeGet(l->b.ctx, 64);
+  MlirType data = mlirUnrankedMemRefTypeGet(
+      mlirShapedTypeGetElementType(mlirValueGetType(in)),
+      mlirAttributeGetNull());
+  MlirType ints = mlirUnrankedMemRefTypeGet(i64, mlirAttributeGetNull());
+  char start[64], wait[64];
+  snprintf(start, sizeof(start), "dtrt_mlir_all_reduce_start_%s", suffix);
+  snprintf(wait, sizeof(wait), "dtrt_mlir_wait_%s", suffix);
+  MlirType startIn[5] = {i64, data, data, ints, ints};
+  MlirType waitIn[2] = {i64, data};
+  dtRtEnsureCallee(&l->b, start,
+                   mlirFunctionTypeGet(l->b.ctx, 5, startIn, 1, &i64), loc);
+  dtRtEnsureCallee(&l->b, wait,
+                   mlirFunctionTypeGet(l->b.ctx, 2, waitIn, 0, NULL), loc);
+  MlirOperation at = startPoint(op, in);
+  MlirOperation until = waitPoint(op, result);
+  MlirValue inBuf =
+      mlirOperationGetResult(dtRtBuild(&l->b, "bufferization.to_buffer", loc, 1,
+                                       &in, 1, &inMem, 0, NULL, at),
+                             0);
+  int32_t segments[2] = {0, 0};
+  MlirNamedAttribute allocAttrs[1] = {
+      dtNamedAttr(l->b.ctx, "operandSegmentSizes",
+                  mlirDenseI32ArrayGet(l->b.ctx, 2, segments))};
+  MlirValue outBuf =
+      mlirOperationGetResult(dtRtBuild(&l->b, "memref.alloc", loc, 0, NULL, 1,
+                                       &outMem, 1, allocAttrs, at),
+                             0);
+  MlirValue args[5] = {dtRtConstI64(&l->b, reduceCode(op), at),
+                       dtRtCastUnranked(&l->b, inBuf, at),
+                       dtRtCastUnranked(&l->b, outBuf, at),
+                       dtRtGlobal(&l->b, meshSym, meshRank, at),
+                       dtRtGlobal(&l->b, axesSym, numAxes, at)};
+  MlirNamedAttribute startCallee =
+      dtNamedAttr(l->b.ctx, "callee",
+                  mlirFlatSymbolRefAttrGet(
+                      l->b.ctx, mlirStringRefCreateFromCString(start)));
+  MlirValue request = mlirOperationGetResult(
+      dtRtBuild(&l->b, "func.call", loc, 5, args, 1, &i64, 1, &startCallee, at),
+      0);
+  MlirValue inAgain =
+      mlirOperationGetResult(dtRtBuild(&l->b, "bufferization.to_buffer", loc, 1,
+                                       &in, 1, &inMem, 0, NULL, until),
+                             0);
+  MlirValue waitArgs[2] = {request, dtRtCastUnranked(&l->b, inAgain, until)};
+  dtRtCall(&l->b, wait, loc, 2, waitArgs, until);
+  MlirNamedAttribute tensorAttrs[2] = {
+      dtNamedAttr(l->b.ctx, "restrict", mlirUnitAttrGet(l->b.ctx)),
+      dtNamedAttr(l->b.ctx, "writable", mlirUnitAttrGet(l->b.ctx))};
+  MlirValue out = mlirOperationGetResult(
+      dtRtBuild(&l->b, "bufferization.to_tensor", loc, 1, &outBuf, 1, &outType,
+                2, tensorAttrs, until),
+      0);
+  mlirValueReplaceAllUsesOfWith(result, out);
+  mlirOperationDestroy(op);
+}
+
 /* A collective: a call of dtrt_mlir_collective_<type>(kind, type, reduce,
  * gather dim, shard dim, root, in, out, mesh, axes), or for permute
  * dtrt_mlir_permute_<type>(in, out, mesh, axes, pairs). */
@@ -190,6 +300,11 @@ static void lowerCollective(Lower *l, MlirOperation op, int64_t kind) {
       mlirMemRefTypeContiguousGet(elt, rank, inShape, mlirAttributeGetNull());
   MlirType outMem =
       mlirMemRefTypeContiguousGet(elt, rank, outShape, mlirAttributeGetNull());
+  if (!permute && kind == DTRT_MLIR_ALL_REDUCE) {
+    lowerAllReduce(l, op, suffix, meshSym, meshRank, axesSym, numAxes, inMem,
+                   outMem);
+    return;
+  }
   MlirValue inBuf =
       mlirOperationGetResult(dtRtBuild(&l->b, "bufferization.to_buffer", loc, 1,
                                        &in, 1, &inMem, 0, NULL, op),
