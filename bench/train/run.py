@@ -139,7 +139,8 @@ def main():
         print(f"        compute of "
               f"one rank (1 rank, batch {T // 2}) {half:.2f}; exposed "
               f"communication {exposed:.2f} ({100 * exposed / ours:.0f}% of "
-              "the step; collectives block, none is hidden yet)")
+              "the step; all_reduces start early and overlap what follows "
+              "them, the other collectives block)")
     local = torch_ms("local", 1)
     if local:
         print(f"  PyTorch, 1 process, whole batch: {local:.2f}")

@@ -110,6 +110,25 @@ static void lowerMeshIndex(Lower *l, MlirOperation op) {
   mlirOperationDestroy(op);
 }
 
+/* A collective's buffers, made before `at`: the input block's
+ * (bufferization.to_buffer) and a fresh output (memref.alloc). */
+static void buffers(Lower *l, MlirLocation loc, MlirValue in, MlirType inMem,
+                    MlirType outMem, MlirOperation at, MlirValue *inBuf,
+                    MlirValue *outBuf) {
+  *inBuf =
+      mlirOperationGetResult(dtRtBuild(&l->b, "bufferization.to_buffer", loc, 1,
+                                       &in, 1, &inMem, 0, NULL, at),
+                             0);
+  int32_t segments[2] = {0, 0};
+  MlirNamedAttribute allocAttrs[1] = {
+      dtNamedAttr(l->b.ctx, "operandSegmentSizes",
+                  mlirDenseI32ArrayGet(l->b.ctx, 2, segments))};
+  *outBuf =
+      mlirOperationGetResult(dtRtBuild(&l->b, "memref.alloc", loc, 0, NULL, 1,
+                                       &outMem, 1, allocAttrs, at),
+                             0);
+}
+
 typedef struct UseFind {
   MlirValue value;
   bool found;
@@ -179,18 +198,8 @@ static void lowerAllReduce(Lower *l, MlirOperation op, const char *suffix,
                    mlirFunctionTypeGet(l->b.ctx, 2, waitIn, 0, NULL), loc);
   MlirOperation at = startPoint(op, in);
   MlirOperation until = waitPoint(op, result);
-  MlirValue inBuf =
-      mlirOperationGetResult(dtRtBuild(&l->b, "bufferization.to_buffer", loc, 1,
-                                       &in, 1, &inMem, 0, NULL, at),
-                             0);
-  int32_t segments[2] = {0, 0};
-  MlirNamedAttribute allocAttrs[1] = {
-      dtNamedAttr(l->b.ctx, "operandSegmentSizes",
-                  mlirDenseI32ArrayGet(l->b.ctx, 2, segments))};
-  MlirValue outBuf =
-      mlirOperationGetResult(dtRtBuild(&l->b, "memref.alloc", loc, 0, NULL, 1,
-                                       &outMem, 1, allocAttrs, at),
-                             0);
+  MlirValue inBuf, outBuf;
+  buffers(l, loc, in, inMem, outMem, at, &inBuf, &outBuf);
   MlirValue args[5] = {dtRtConstI64(&l->b, reduceCode(op), at),
                        dtRtCastUnranked(&l->b, inBuf, at),
                        dtRtCastUnranked(&l->b, outBuf, at),
@@ -305,18 +314,8 @@ static void lowerCollective(Lower *l, MlirOperation op, int64_t kind) {
                    outMem);
     return;
   }
-  MlirValue inBuf =
-      mlirOperationGetResult(dtRtBuild(&l->b, "bufferization.to_buffer", loc, 1,
-                                       &in, 1, &inMem, 0, NULL, op),
-                             0);
-  int32_t segments[2] = {0, 0};
-  MlirNamedAttribute allocAttrs[1] = {
-      dtNamedAttr(l->b.ctx, "operandSegmentSizes",
-                  mlirDenseI32ArrayGet(l->b.ctx, 2, segments))};
-  MlirValue outBuf =
-      mlirOperationGetResult(dtRtBuild(&l->b, "memref.alloc", loc, 0, NULL, 1,
-                                       &outMem, 1, allocAttrs, op),
-                             0);
+  MlirValue inBuf, outBuf;
+  buffers(l, loc, in, inMem, outMem, op, &inBuf, &outBuf);
   if (permute) {
     MlirValue args[5] = {dtRtCastUnranked(&l->b, inBuf, op),
                          dtRtCastUnranked(&l->b, outBuf, op),
