@@ -78,43 +78,59 @@ def gpt_step(rank, ranks, g, b=4, s=512, h=1024, nh=16, f=4096):
     return step
 
 
-def rank_main(model, rank, ranks, reps, port, out):
-    torch.set_num_threads(1)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    if ranks > 1:
-        dist.init_process_group("gloo", rank=rank, world_size=ranks)
-    g = torch.Generator().manual_seed(0)
-    step = (mlp_step if model == "mlp" else gpt_step)(rank, ranks, g)
+def fastest_step(step, ranks, reps):
+    """The fastest of `reps` steps (ms, after one warm-up), each starting
+    after a barrier, as dtensor-run --repeat times them."""
     times = []
-    with torch.no_grad():
-        for _ in range(reps + 1):
-            if ranks > 1:
-                dist.barrier()
-            t = time.perf_counter()
-            step()
-            times.append(time.perf_counter() - t)
-    if rank == 0:
-        out.put(1e3 * min(times[1:]))
-    if ranks > 1:
-        dist.destroy_process_group()
+    for _ in range(reps + 1):
+        if ranks > 1:
+            dist.barrier()
+        t = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t)
+    return 1e3 * min(times[1:])
 
 
-def main():
-    model, ranks, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def spawn(rank_main, ranks, *args):
+    """Runs rank_main(rank, ranks, port, out, *args) in `ranks` processes
+    (gloo on a free loopback port) and returns what rank 0 put in `out`."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    procs = [ctx.Process(target=rank_main,
-                         args=(model, r, ranks, reps, port, out))
+    procs = [ctx.Process(target=rank_main, args=(r, ranks, port, out) + args)
              for r in range(ranks)]
     for p in procs:
         p.start()
     result = out.get()
     for p in procs:
         p.join()
-    print(f"{result:.4f}")
+    return result
+
+
+def init(rank, ranks, port):
+    torch.set_num_threads(1)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    if ranks > 1:
+        dist.init_process_group("gloo", rank=rank, world_size=ranks)
+
+
+def rank_main(rank, ranks, port, out, model, reps):
+    init(rank, ranks, port)
+    g = torch.Generator().manual_seed(0)
+    step = (mlp_step if model == "mlp" else gpt_step)(rank, ranks, g)
+    with torch.no_grad():
+        ms = fastest_step(step, ranks, reps)
+    if rank == 0:
+        out.put(ms)
+    if ranks > 1:
+        dist.destroy_process_group()
+
+
+def main():
+    model, ranks, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    print(f"{spawn(rank_main, ranks, model, reps):.4f}")
 
 
 if __name__ == "__main__":

@@ -17,13 +17,14 @@ as dtensor-run --repeat does.
 usage: torch_train.py ddp|fsdp|local RANKS REPEATS [BATCH]
 """
 import os
-import socket
 import sys
-import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "exec"))
+from torch_models import fastest_step, init, spawn  # noqa: E402
 
 D, F, LR = 1024, 4096, 1e-4
 
@@ -86,22 +87,13 @@ def fsdp_step(rank, ranks, g, batch):
     return step
 
 
-def rank_main(kind, rank, ranks, reps, batch, port, out):
-    torch.set_num_threads(1)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    if ranks > 1:
-        dist.init_process_group("gloo", rank=rank, world_size=ranks)
+def rank_main(rank, ranks, port, out, kind, reps, batch):
+    init(rank, ranks, port)
     g = torch.Generator().manual_seed(0)
     step = (fsdp_step if kind == "fsdp" else ddp_step)(rank, ranks, g, batch)
-    times = []
-    for _ in range(reps + 1):
-        if ranks > 1:
-            dist.barrier()
-        t = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t)
+    ms = fastest_step(step, ranks, reps)
     if rank == 0:
-        out.put(1e3 * min(times[1:]))
+        out.put(ms)
     if ranks > 1:
         dist.destroy_process_group()
 
@@ -109,20 +101,7 @@ def rank_main(kind, rank, ranks, reps, batch, port, out):
 def main():
     kind, ranks, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     batch = int(sys.argv[4]) if len(sys.argv) > 4 else 512
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=rank_main,
-                         args=(kind, r, ranks, reps, batch, port, out))
-             for r in range(ranks)]
-    for p in procs:
-        p.start()
-    result = out.get()
-    for p in procs:
-        p.join()
-    print(f"{result:.3f}")
+    print(f"{spawn(rank_main, ranks, kind, reps, batch):.3f}")
 
 
 if __name__ == "__main__":

@@ -129,6 +129,23 @@ static void buffers(Lower *l, MlirLocation loc, MlirValue in, MlirType inMem,
                              0);
 }
 
+/* Replaces `op`'s result by the tensor of its output buffer, made before
+ * `at` (where the buffer holds the result), and erases `op`. */
+static void replaceByBuffer(Lower *l, MlirLocation loc, MlirOperation op,
+                            MlirValue outBuf, MlirOperation at) {
+  MlirValue result = mlirOperationGetResult(op, 0);
+  MlirType outType = mlirValueGetType(result);
+  MlirNamedAttribute tensorAttrs[2] = {
+      dtNamedAttr(l->b.ctx, "restrict", mlirUnitAttrGet(l->b.ctx)),
+      dtNamedAttr(l->b.ctx, "writable", mlirUnitAttrGet(l->b.ctx))};
+  MlirValue out = mlirOperationGetResult(
+      dtRtBuild(&l->b, "bufferization.to_tensor", loc, 1, &outBuf, 1, &outType,
+                2, tensorAttrs, at),
+      0);
+  mlirValueReplaceAllUsesOfWith(result, out);
+  mlirOperationDestroy(op);
+}
+
 typedef struct UseFind {
   MlirValue value;
   bool found;
@@ -181,7 +198,6 @@ static void lowerAllReduce(Lower *l, MlirOperation op, const char *suffix,
   MlirLocation loc = mlirOperationGetLocation(op);
   MlirValue in = mlirOperationGetOperand(op, 0);
   MlirValue result = mlirOperationGetResult(op, 0);
-  MlirType outType = mlirValueGetType(result);
   MlirType i64 = mlirIntegerTypeGet(l->b.ctx, 64);
   MlirType data = mlirUnrankedMemRefTypeGet(
       mlirShapedTypeGetElementType(mlirValueGetType(in)),
@@ -218,15 +234,7 @@ static void lowerAllReduce(Lower *l, MlirOperation op, const char *suffix,
                              0);
   MlirValue waitArgs[2] = {request, dtRtCastUnranked(&l->b, inAgain, until)};
   dtRtCall(&l->b, wait, loc, 2, waitArgs, until);
-  MlirNamedAttribute tensorAttrs[2] = {
-      dtNamedAttr(l->b.ctx, "restrict", mlirUnitAttrGet(l->b.ctx)),
-      dtNamedAttr(l->b.ctx, "writable", mlirUnitAttrGet(l->b.ctx))};
-  MlirValue out = mlirOperationGetResult(
-      dtRtBuild(&l->b, "bufferization.to_tensor", loc, 1, &outBuf, 1, &outType,
-                2, tensorAttrs, until),
-      0);
-  mlirValueReplaceAllUsesOfWith(result, out);
-  mlirOperationDestroy(op);
+  replaceByBuffer(l, loc, op, outBuf, until);
 }
 
 /* A collective: a call of dtrt_mlir_collective_<type>(kind, type, reduce,
@@ -338,15 +346,7 @@ static void lowerCollective(Lower *l, MlirOperation op, int64_t kind) {
     };
     dtRtCall(&l->b, callee, loc, 10, args, op);
   }
-  MlirNamedAttribute tensorAttrs[2] = {
-      dtNamedAttr(l->b.ctx, "restrict", mlirUnitAttrGet(l->b.ctx)),
-      dtNamedAttr(l->b.ctx, "writable", mlirUnitAttrGet(l->b.ctx))};
-  MlirValue out = mlirOperationGetResult(
-      dtRtBuild(&l->b, "bufferization.to_tensor", loc, 1, &outBuf, 1, &outType,
-                2, tensorAttrs, op),
-      0);
-  mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(op, 0), out);
-  mlirOperationDestroy(op);
+  replaceByBuffer(l, loc, op, outBuf, op);
 }
 
 /* Functions that already start with dtrt_mlir_init of a mesh. */
