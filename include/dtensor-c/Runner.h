@@ -143,12 +143,16 @@ typedef struct DtensorRankOptions {
 /// What one rank found: the result elements it compared (padding aside),
 /// how many differ from the reference (floats: rtol 1e-4 or 1e-5 of the
 /// result's scale; f16, bf16: 2e-2 and 1e-2; integers: exactly), the
-/// largest absolute error, and with `repeat` the fastest and median step.
+/// largest absolute error, and with `repeat` the fastest and median step
+/// and the median time a step spent in collective calls (blocked in them
+/// or waiting for started ones: the communication it did not hide;
+/// dtrtCompiledCommSeconds).
 typedef struct DtensorRankReport {
   int64_t compared, different;
   double maxAbsError;
   int steps;
   double minStepSeconds, medianStepSeconds;
+  double medianCommSeconds;
 } DtensorRankReport;
 
 /// Runs the SPMD program as `rank` of the runtime's process context (the

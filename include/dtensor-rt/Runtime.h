@@ -405,35 +405,44 @@ DTRT_EXPORT void dtrt_mlir_permute(int64_t inRank, void *inDesc,
 DTRT_TYPED_SUFFIXES(DTRT_DECLARE_TYPED_PERMUTE)
 #undef DTRT_DECLARE_TYPED_PERMUTE
 
-/// An all_reduce that starts now and completes at dtrt_mlir_wait (what
-/// dtensor-lower-to-runtime calls for dtensor.all_reduce: started as soon as
-/// its input is ready, waited for before its result's first use): the input
-/// and output blocks (contiguous, the same size), the mesh shape and the
-/// group's axes; returns the request (0: already complete, on device buffers
-/// or a group of one). Neither block may be touched until the wait. On
-/// failure prints why and exits with status 1.
-DTRT_EXPORT int64_t dtrt_mlir_all_reduce_start(int64_t dtype, int64_t reduce,
-                                               int64_t inRank, void *inDesc,
-                                               int64_t outRank, void *outDesc,
-                                               int64_t meshRank, void *meshDesc,
-                                               int64_t axesRank,
-                                               void *axesDesc);
+/// A collective that starts now and completes at dtrt_mlir_wait (what
+/// dtensor-lower-to-runtime calls for every dtensor collective but permute:
+/// started as soon as its input is ready, waited for before its result's
+/// first use). The arguments are dtrt_mlir_collective's; returns the request
+/// (0: already complete, on device buffers, a group of one or a local
+/// split). Neither block may be touched until the wait. On failure prints
+/// why and exits with status 1.
+DTRT_EXPORT int64_t dtrt_mlir_collective_start(
+    int64_t kind, int64_t dtype, int64_t reduce, int64_t gatherDim,
+    int64_t shardDim, int64_t root, int64_t inRank, void *inDesc,
+    int64_t outRank, void *outDesc, int64_t meshRank, void *meshDesc,
+    int64_t axesRank, void *axesDesc);
 
-/// Completes a request of dtrt_mlir_all_reduce_start (0: nothing).
+/// Completes a request of dtrt_mlir_collective_start (0: nothing): waits
+/// for the collective, then unpacks what it received into the output.
 DTRT_EXPORT void dtrt_mlir_wait(int64_t request);
 
 /// The same per element type: the start without the type code, and the
 /// wait taking the input block too (its use there keeps the compiled
 /// program from reusing the input's memory before the wait).
 #define DTRT_DECLARE_TYPED_ASYNC(suffix, code)                                 \
-  DTRT_EXPORT int64_t dtrt_mlir_all_reduce_start_##suffix(                     \
-      int64_t reduce, int64_t inRank, void *inDesc, int64_t outRank,           \
+  DTRT_EXPORT int64_t dtrt_mlir_collective_start_##suffix(                     \
+      int64_t kind, int64_t reduce, int64_t gatherDim, int64_t shardDim,       \
+      int64_t root, int64_t inRank, void *inDesc, int64_t outRank,             \
       void *outDesc, int64_t meshRank, void *meshDesc, int64_t axesRank,       \
       void *axesDesc);                                                         \
   DTRT_EXPORT void dtrt_mlir_wait_##suffix(int64_t request, int64_t inRank,    \
                                            void *inDesc);
 DTRT_TYPED_SUFFIXES(DTRT_DECLARE_TYPED_ASYNC)
 #undef DTRT_DECLARE_TYPED_ASYNC
+
+/// Seconds this process's compiled programs have spent so far in collective
+/// calls: blocked in them, packing their blocks, waiting for started ones
+/// (the communication a step did not hide; dtensor-run --repeat reports it
+/// per step). DTENSOR_OVERLAP=0 in the environment makes every started
+/// collective complete at its start, so the same program's figure is then
+/// all of its communication.
+DTRT_EXPORT double dtrtCompiledCommSeconds(void);
 
 /// What a function using a mesh starts with (dtensor-lower-to-runtime):
 /// sets up the process's context and checks that the mesh (1-D i64 shape)

@@ -390,8 +390,8 @@ size_t dtensorRankReportFormat(const DtensorRunner *r, int rank,
   if (rep->steps)
     dtBufPrintf(&b,
                 "rank %d: step time min %.3f ms, median %.3f ms over %d "
-                "runs\n",
+                "runs; in collectives (not hidden) median %.3f ms\n",
                 rank, 1e3 * rep->minStepSeconds, 1e3 * rep->medianStepSeconds,
-                rep->steps);
+                rep->steps, 1e3 * rep->medianCommSeconds);
   return b.length;
 }

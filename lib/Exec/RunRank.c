@@ -270,9 +270,10 @@ typedef struct Saved {
 static bool timeSteps(const DtensorRunner *r, int rank, int repeat,
                       int64_t **descs, const Saved *saved,
                       DtensorRankReport *report, DtensorDiag *outDiag) {
-  double *times = calloc((size_t)repeat, sizeof(double));
+  double *times = calloc(2 * (size_t)repeat, sizeof(double));
   if (!times)
     return dtDiag(outDiag, -1, "out of memory");
+  double *comm = times + repeat;
   DtrtContext *c = dtrtProcessContext();
   bool ok = true;
   for (int s = 0; s < repeat && ok; ++s) {
@@ -290,19 +291,22 @@ static bool timeSteps(const DtensorRunner *r, int rank, int repeat,
       return dtDiag(outDiag, -1, "rank %d: barrier: %s", rank,
                     dtrtLastError(c));
     }
-    double t0 = dtMonotonicSeconds();
+    double t0 = dtMonotonicSeconds(), c0 = dtrtCompiledCommSeconds();
     ok = dtRunInvoke(r, true, descs, NULL, NULL, outDiag);
     /* The program waited for its streams, not for cuBLAS's last product
      * (on the default stream). */
     if (r->gpu)
       mgpuStreamSynchronize(NULL);
     times[s] = dtMonotonicSeconds() - t0;
+    comm[s] = dtrtCompiledCommSeconds() - c0;
   }
   if (ok) {
     qsort(times, (size_t)repeat, sizeof(double), dtCompareDoubles);
+    qsort(comm, (size_t)repeat, sizeof(double), dtCompareDoubles);
     report->steps = repeat;
     report->minStepSeconds = times[0];
     report->medianStepSeconds = times[repeat / 2];
+    report->medianCommSeconds = comm[repeat / 2];
   }
   free(times);
   return ok;

@@ -165,8 +165,8 @@ static void registerRuntime(MlirExecutionEngine jit) {
 #define DT_RUN_TYPED(suffix, code)                                             \
   {"dtrt_mlir_collective_" #suffix, (void *)dtrt_mlir_collective_##suffix},    \
       {"dtrt_mlir_permute_" #suffix, (void *)dtrt_mlir_permute_##suffix},      \
-      {"dtrt_mlir_all_reduce_start_" #suffix,                                  \
-       (void *)dtrt_mlir_all_reduce_start_##suffix},                           \
+      {"dtrt_mlir_collective_start_" #suffix,                                  \
+       (void *)dtrt_mlir_collective_start_##suffix},                           \
       {"dtrt_mlir_wait_" #suffix, (void *)dtrt_mlir_wait_##suffix},
       DTRT_TYPED_SUFFIXES(DT_RUN_TYPED)
 #undef DT_RUN_TYPED

@@ -177,37 +177,62 @@ static DtrtComm *groupOf(DtrtContext *c, void *meshDesc, void *axesDesc) {
   return comm;
 }
 
-void dtrt_mlir_collective(int64_t kind, int64_t dtypeCode, int64_t reduce,
-                          int64_t gatherDim, int64_t shardDim, int64_t root,
-                          int64_t inRank, void *inDesc, int64_t outRank,
-                          void *outDesc, int64_t meshRank, void *meshDesc,
-                          int64_t axesRank, void *axesDesc) {
-  (void)meshRank;
-  (void)axesRank;
+/* A collective of a compiled program from its start to its end: the
+ * runtime's collective on the blocks themselves or on packed scratch, and
+ * where the blocks it receives go. */
+typedef struct Pending {
+  Mem m;
+  DtrtComm *comm;
+  DtrtCollective coll;
+  bool communicates; /* false: a local split, done by the packing */
+  char *send, *recv; /* scratch of this collective (NULL: none) */
+  /* Unpacking (when `unpackTo`): received block j holds `outer` runs of
+   * `rows` x `inner` elements, which go to rows [j*rows, ...) of a dim of
+   * `outMid` rows of the output. */
+  char *unpackTo;
+  int64_t outer, rows, inner, outMid, members;
+  size_t blockBytes, es;
+  DtrtRequest *request;
+} Pending;
+
+/* Packs the input of collective `kind` for the runtime's flat collective
+ * (member-major blocks around the gather or shard dim), skipping the
+ * copies where the blocks already lie so (dim 0, no padding). */
+static void prepare(Pending *p, int64_t kind, DtrtDtype dtype, int64_t reduce,
+                    int64_t gatherDim, int64_t shardDim, int64_t root,
+                    int64_t inRank, void *inDesc, int64_t outRank,
+                    void *outDesc, void *meshDesc, void *axesDesc) {
   DtrtContext *c = dtrtProcessContext();
-  DtrtDtype dtype = (DtrtDtype)dtypeCode;
   size_t es = dtrtDtypeSize(dtype);
-  DtrtComm *comm = groupOf(c, meshDesc, axesDesc);
-  int64_t g = dtrtCommSize(comm), pos = dtrtCommRank(comm);
-  Mem m =
+  p->es = es;
+  p->comm = groupOf(c, meshDesc, axesDesc);
+  int64_t g = dtrtCommSize(p->comm), pos = dtrtCommRank(p->comm);
+  p->members = g;
+  p->m =
       memOf(c, viewOf(inRank, inDesc, 0, es).data, elements(inRank, inDesc),
             viewOf(outRank, outDesc, 0, es).data, elements(outRank, outDesc));
-  DtrtStatus s = DTRT_OK;
+  const Mem *m = &p->m;
+  p->communicates = true;
+  DtrtCollective *coll = &p->coll;
+  coll->dtype = dtype;
+  coll->reduce = (DtrtReduce)reduce;
   switch (kind) {
   case DTRT_MLIR_ALL_REDUCE: {
-    View in = viewOf(inRank, inDesc, 0, es),
-         out = viewOf(outRank, outDesc, 0, es);
-    s = dtrtAllReduce(comm, in.data, out.data, (size_t)elements(inRank, inDesc),
-                      dtype, (DtrtReduce)reduce);
+    coll->kind = DTRT_COLL_ALL_REDUCE;
+    coll->send = viewOf(inRank, inDesc, 0, es).data;
+    coll->recv = viewOf(outRank, outDesc, 0, es).data;
+    coll->count = (size_t)elements(inRank, inDesc);
     break;
   }
   case DTRT_MLIR_BROADCAST: {
     View in = viewOf(inRank, inDesc, 0, es),
          out = viewOf(outRank, outDesc, 0, es);
     size_t n = (size_t)elements(inRank, inDesc);
-    copyRows(&m, out.data, 1, 0, in.data, 1, 0, 1, 1, (int64_t)(n * es), 1);
-    fence(&m);
-    s = dtrtBroadcast(comm, out.data, n, dtype, (int)root);
+    copyRows(m, out.data, 1, 0, in.data, 1, 0, 1, 1, (int64_t)(n * es), 1);
+    coll->kind = DTRT_COLL_BROADCAST;
+    coll->recv = out.data;
+    coll->count = n;
+    coll->root = (int)root;
     break;
   }
   case DTRT_MLIR_LOCAL_SPLIT: {
@@ -216,25 +241,27 @@ void dtrt_mlir_collective(int64_t kind, int64_t dtypeCode, int64_t reduce,
     int64_t start = pos * out.mid;
     int64_t rows = in.mid - start < out.mid ? in.mid - start : out.mid;
     if (rows > 0)
-      copyRows(&m, out.data, out.mid, 0, in.data, in.mid, start, in.outer, rows,
+      copyRows(m, out.data, out.mid, 0, in.data, in.mid, start, in.outer, rows,
                in.inner, es);
+    p->communicates = false;
     break;
   }
   case DTRT_MLIR_ALL_GATHER: {
     View in = viewOf(inRank, inDesc, gatherDim, es);
     View out = viewOf(outRank, outDesc, gatherDim, es);
     size_t block = (size_t)(in.outer * in.mid * in.inner);
-    char *tmp = scratch(&m, block * (size_t)g * es, false);
-    fence(&m);
-    s = dtrtAllGather(comm, in.data, tmp, block, dtype);
-    for (int64_t j = 0; j < g && s == DTRT_OK; ++j) {
-      int64_t start = j * in.mid;
-      int64_t rows = out.mid - start < in.mid ? out.mid - start : in.mid;
-      if (rows > 0)
-        copyRows(&m, out.data, out.mid, start, tmp + (size_t)j * block * es,
-                 in.mid, 0, in.outer, rows, in.inner, es);
+    coll->kind = DTRT_COLL_ALL_GATHER;
+    coll->send = in.data;
+    coll->count = block;
+    if (in.outer == 1 && out.mid == g * in.mid) {
+      coll->recv = out.data;
+      break;
     }
-    release(&m, tmp);
+    p->recv = scratch(m, block * (size_t)g * es, false);
+    coll->recv = p->recv;
+    p->unpackTo = out.data;
+    p->outer = in.outer, p->rows = in.mid, p->inner = in.inner;
+    p->outMid = out.mid, p->blockBytes = block * es;
     break;
   }
   case DTRT_MLIR_REDUCE_SCATTER:
@@ -246,46 +273,47 @@ void dtrt_mlir_collective(int64_t kind, int64_t dtypeCode, int64_t reduce,
     /* Member j's part: rows [j*chunk, (j+1)*chunk) of the shard dim, padded
      * with zeros past the input. */
     size_t block = (size_t)(in.outer * chunk * in.inner);
-    char *send = scratch(&m, block * (size_t)g * es, true);
-    char *recv = a2a ? scratch(&m, block * (size_t)g * es, false) : NULL;
-    for (int64_t j = 0; j < g; ++j) {
-      int64_t start = j * chunk;
-      int64_t rows = in.mid - start < chunk ? in.mid - start : chunk;
-      if (rows > 0)
-        copyRows(&m, send + (size_t)j * block * es, chunk, 0, in.data, in.mid,
-                 start, in.outer, rows, in.inner, es);
-    }
-    fence(&m);
-    if (!a2a) {
-      s = dtrtReduceScatter(comm, send, out.data, block, dtype,
-                            (DtrtReduce)reduce);
+    coll->kind = a2a ? DTRT_COLL_ALL_TO_ALL : DTRT_COLL_REDUCE_SCATTER;
+    coll->count = block;
+    if (in.outer == 1 && in.mid == g * chunk) {
+      coll->send = in.data;
     } else {
-      s = dtrtAllToAll(comm, send, recv, block, dtype);
-      /* Block j came from member j: its rows of the gather dim. Blocks are
-       * [outer', in_gd, inner'] around the gather dim of the sent shape. */
-      Descriptor *d = inDesc;
-      int64_t shape[16];
-      for (int64_t i = 0; i < inRank; ++i)
-        shape[i] = d->sizes[i];
-      shape[shardDim] = chunk;
-      int64_t o = 1, mid = shape[gatherDim], inner = 1;
-      for (int64_t i = 0; i < inRank; ++i) {
-        if (i < gatherDim)
-          o *= shape[i];
-        else if (i > gatherDim)
-          inner *= shape[i];
-      }
-      for (int64_t j = 0; j < g && s == DTRT_OK; ++j) {
-        int64_t start = j * mid;
-        int64_t rows = out.mid - start < mid ? out.mid - start : mid;
+      p->send = scratch(m, block * (size_t)g * es, true);
+      coll->send = p->send;
+      for (int64_t j = 0; j < g; ++j) {
+        int64_t start = j * chunk;
+        int64_t rows = in.mid - start < chunk ? in.mid - start : chunk;
         if (rows > 0)
-          copyRows(&m, out.data, out.mid, start, recv + (size_t)j * block * es,
-                   mid, 0, o, rows, inner, es);
+          copyRows(m, p->send + (size_t)j * block * es, chunk, 0, in.data,
+                   in.mid, start, in.outer, rows, in.inner, es);
       }
     }
-    release(&m, send);
-    if (recv)
-      release(&m, recv);
+    if (!a2a) {
+      coll->recv = out.data;
+      break;
+    }
+    /* Block j comes from member j: its rows of the gather dim. Blocks are
+     * [outer', in_gd, inner'] around the gather dim of the sent shape. */
+    Descriptor *d = inDesc;
+    int64_t o = 1, mid = d->sizes[gatherDim], inner = 1;
+    for (int64_t i = 0; i < inRank; ++i) {
+      int64_t size = i == shardDim ? chunk : d->sizes[i];
+      if (i < gatherDim)
+        o *= size;
+      else if (i > gatherDim)
+        inner *= size;
+    }
+    if (gatherDim == shardDim)
+      mid = chunk;
+    if (o == 1 && out.mid == g * mid) {
+      coll->recv = out.data;
+      break;
+    }
+    p->recv = scratch(m, block * (size_t)g * es, false);
+    coll->recv = p->recv;
+    p->unpackTo = out.data;
+    p->outer = o, p->rows = mid, p->inner = inner;
+    p->outMid = out.mid, p->blockBytes = block * es;
     break;
   }
   default:
@@ -293,9 +321,55 @@ void dtrt_mlir_collective(int64_t kind, int64_t dtypeCode, int64_t reduce,
             (long long)kind);
     exit(1);
   }
-  fence(&m);
-  if (s != DTRT_OK)
-    die("collective");
+  /* The backend reads what the packing copies wrote. */
+  fence(m);
+}
+
+/* The end of a collective: its received blocks unpacked, its scratch
+ * released. */
+static void finish(Pending *p) {
+  const Mem *m = &p->m;
+  for (int64_t j = 0; p->unpackTo && j < p->members; ++j) {
+    int64_t start = j * p->rows;
+    int64_t rows = p->outMid - start < p->rows ? p->outMid - start : p->rows;
+    if (rows > 0)
+      copyRows(m, p->unpackTo, p->outMid, start,
+               p->recv + (size_t)j * p->blockBytes, p->rows, 0, p->outer, rows,
+               p->inner, p->es);
+  }
+  if (p->send)
+    release(m, p->send);
+  if (p->recv)
+    release(m, p->recv);
+  fence(m);
+}
+
+static void runNow(Pending *p) {
+  if (p->communicates && dtrtRunCollective(p->comm, &p->coll) != DTRT_OK)
+    die(dtrtCollectiveName(p->coll.kind));
+  finish(p);
+}
+
+/* Seconds the process's compiled programs spent in collective calls
+ * (blocked in them, packing, waiting for started ones): what
+ * dtrtCompiledCommSeconds reports. Compiled programs call from one thread. */
+static double commSeconds;
+
+double dtrtCompiledCommSeconds(void) { return commSeconds; }
+
+void dtrt_mlir_collective(int64_t kind, int64_t dtypeCode, int64_t reduce,
+                          int64_t gatherDim, int64_t shardDim, int64_t root,
+                          int64_t inRank, void *inDesc, int64_t outRank,
+                          void *outDesc, int64_t meshRank, void *meshDesc,
+                          int64_t axesRank, void *axesDesc) {
+  (void)meshRank;
+  (void)axesRank;
+  double t0 = dtrtNow();
+  Pending p = {0};
+  prepare(&p, kind, (DtrtDtype)dtypeCode, reduce, gatherDim, shardDim, root,
+          inRank, inDesc, outRank, outDesc, meshDesc, axesDesc);
+  runNow(&p);
+  commSeconds += dtrtNow() - t0;
 }
 
 void dtrt_mlir_permute(int64_t inRank, void *inDesc, int64_t outRank,
@@ -321,48 +395,66 @@ void dtrt_mlir_permute(int64_t inRank, void *inDesc, int64_t outRank,
   }
   View in = viewOf(inRank, inDesc, 0, es),
        out = viewOf(outRank, outDesc, 0, es);
+  double t0 = dtrtNow();
   memOf(c, in.data, elements(inRank, inDesc), out.data,
         elements(outRank, outDesc));
   if (dtrtPermute(comm, in.data, out.data, (size_t)elements(inRank, inDesc),
                   dtype, sendTo, recvFrom) != DTRT_OK)
     die("permute");
+  commSeconds += dtrtNow() - t0;
 }
 
-int64_t dtrt_mlir_all_reduce_start(int64_t dtypeCode, int64_t reduce,
+/* Whether started collectives run in the background (DTENSOR_OVERLAP=0:
+ * each completes at its start, to measure what the overlap hides). */
+static bool overlapping(void) {
+  static int on = -1;
+  if (on < 0) {
+    const char *e = getenv("DTENSOR_OVERLAP");
+    on = !(e && !strcmp(e, "0"));
+  }
+  return on;
+}
+
+int64_t dtrt_mlir_collective_start(int64_t kind, int64_t dtypeCode,
+                                   int64_t reduce, int64_t gatherDim,
+                                   int64_t shardDim, int64_t root,
                                    int64_t inRank, void *inDesc,
                                    int64_t outRank, void *outDesc,
                                    int64_t meshRank, void *meshDesc,
                                    int64_t axesRank, void *axesDesc) {
   (void)meshRank;
   (void)axesRank;
-  DtrtContext *c = dtrtProcessContext();
-  DtrtDtype dtype = (DtrtDtype)dtypeCode;
-  size_t es = dtrtDtypeSize(dtype);
-  DtrtComm *comm = groupOf(c, meshDesc, axesDesc);
-  View in = viewOf(inRank, inDesc, 0, es),
-       out = viewOf(outRank, outDesc, 0, es);
-  int64_t n = elements(inRank, inDesc);
-  Mem m = memOf(c, in.data, n, out.data, elements(outRank, outDesc));
-  /* Device buffers: the backend's stream orders it already; blocking. */
-  if (m.device || dtrtCommSize(comm) == 1) {
-    if (dtrtAllReduce(comm, in.data, out.data, (size_t)n, dtype,
-                      (DtrtReduce)reduce) != DTRT_OK)
-      die("all_reduce");
-    fence(&m);
+  double t0 = dtrtNow();
+  Pending *p = calloc(1, sizeof(Pending));
+  if (!p)
+    die("out of memory");
+  prepare(p, kind, (DtrtDtype)dtypeCode, reduce, gatherDim, shardDim, root,
+          inRank, inDesc, outRank, outDesc, meshDesc, axesDesc);
+  /* Device buffers: the backend's stream orders it already; nothing to
+   * send: done now. */
+  if (p->m.device || !p->communicates || p->members == 1 || !overlapping()) {
+    runNow(p);
+    free(p);
+    commSeconds += dtrtNow() - t0;
     return 0;
   }
-  DtrtCollective coll = {
-      DTRT_COLL_ALL_REDUCE, in.data, out.data, (size_t)n, dtype,
-      (DtrtReduce)reduce,   0,       -1,       -1};
-  DtrtRequest *request = NULL;
-  if (dtrtStart(comm, &coll, &request) != DTRT_OK)
-    die("all_reduce start");
-  return (int64_t)(intptr_t)request;
+  if (dtrtStart(p->comm, &p->coll, &p->request) != DTRT_OK)
+    die(dtrtCollectiveName(p->coll.kind));
+  commSeconds += dtrtNow() - t0;
+  return (int64_t)(intptr_t)p;
 }
 
 void dtrt_mlir_wait(int64_t request) {
-  if (request && dtrtWait((DtrtRequest *)(intptr_t)request) != DTRT_OK)
-    die("all_reduce");
+  Pending *p = (Pending *)(intptr_t)request;
+  if (!p)
+    return;
+  double t0 = dtrtNow();
+  DtrtCollectiveKind kind = p->coll.kind;
+  if (dtrtWait(p->request) != DTRT_OK)
+    die(dtrtCollectiveName(kind));
+  finish(p);
+  free(p);
+  commSeconds += dtrtNow() - t0;
 }
 
 /* A mesh shape (1-D i64 memref): its axes and their sizes; returns the
@@ -437,13 +529,14 @@ DTRT_TYPED_SUFFIXES(DTRT_TYPED)
 DTRT_TYPED_SUFFIXES(DTRT_TYPED_PERMUTE)
 
 #define DTRT_TYPED_ASYNC(suffix, code)                                         \
-  int64_t dtrt_mlir_all_reduce_start_##suffix(                                 \
-      int64_t reduce, int64_t inRank, void *inDesc, int64_t outRank,           \
+  int64_t dtrt_mlir_collective_start_##suffix(                                 \
+      int64_t kind, int64_t reduce, int64_t gatherDim, int64_t shardDim,       \
+      int64_t root, int64_t inRank, void *inDesc, int64_t outRank,             \
       void *outDesc, int64_t meshRank, void *meshDesc, int64_t axesRank,       \
       void *axesDesc) {                                                        \
-    return dtrt_mlir_all_reduce_start(code, reduce, inRank, inDesc, outRank,   \
-                                      outDesc, meshRank, meshDesc, axesRank,   \
-                                      axesDesc);                               \
+    return dtrt_mlir_collective_start(kind, code, reduce, gatherDim, shardDim, \
+                                      root, inRank, inDesc, outRank, outDesc,  \
+                                      meshRank, meshDesc, axesRank, axesDesc); \
   }                                                                            \
   void dtrt_mlir_wait_##suffix(int64_t request, int64_t inRank,                \
                                void *inDesc) {                                 \

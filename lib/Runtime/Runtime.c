@@ -462,7 +462,7 @@ static DtrtStatus checkCollective(DtrtComm *comm, const DtrtCollective *op) {
 }
 
 /* A blocking collective: after whatever was started on the communicator. */
-static DtrtStatus runCollective(DtrtComm *comm, const DtrtCollective *op) {
+DtrtStatus dtrtRunCollective(DtrtComm *comm, const DtrtCollective *op) {
   DtrtStatus s = checkCollective(comm, op);
   if (s != DTRT_OK)
     return s;
@@ -473,7 +473,7 @@ static DtrtStatus runCollective(DtrtComm *comm, const DtrtCollective *op) {
 
 DtrtStatus dtrtBarrier(DtrtComm *comm) {
   DtrtCollective op = {.kind = DTRT_COLL_BARRIER};
-  return runCollective(comm, &op);
+  return dtrtRunCollective(comm, &op);
 }
 
 DtrtStatus dtrtAllGather(DtrtComm *comm, const void *send, void *recv,
@@ -483,7 +483,7 @@ DtrtStatus dtrtAllGather(DtrtComm *comm, const void *send, void *recv,
                        .recv = recv,
                        .count = count,
                        .dtype = dtype};
-  return runCollective(comm, &op);
+  return dtrtRunCollective(comm, &op);
 }
 
 DtrtStatus dtrtAllReduce(DtrtComm *comm, const void *send, void *recv,
@@ -494,7 +494,7 @@ DtrtStatus dtrtAllReduce(DtrtComm *comm, const void *send, void *recv,
                        .count = count,
                        .dtype = dtype,
                        .reduce = reduce};
-  return runCollective(comm, &op);
+  return dtrtRunCollective(comm, &op);
 }
 
 DtrtStatus dtrtReduceScatter(DtrtComm *comm, const void *send, void *recv,
@@ -505,7 +505,7 @@ DtrtStatus dtrtReduceScatter(DtrtComm *comm, const void *send, void *recv,
                        .count = count,
                        .dtype = dtype,
                        .reduce = reduce};
-  return runCollective(comm, &op);
+  return dtrtRunCollective(comm, &op);
 }
 
 DtrtStatus dtrtAllToAll(DtrtComm *comm, const void *send, void *recv,
@@ -515,7 +515,7 @@ DtrtStatus dtrtAllToAll(DtrtComm *comm, const void *send, void *recv,
                        .recv = recv,
                        .count = count,
                        .dtype = dtype};
-  return runCollective(comm, &op);
+  return dtrtRunCollective(comm, &op);
 }
 
 DtrtStatus dtrtBroadcast(DtrtComm *comm, void *buffer, size_t count,
@@ -525,7 +525,7 @@ DtrtStatus dtrtBroadcast(DtrtComm *comm, void *buffer, size_t count,
                        .count = count,
                        .dtype = dtype,
                        .root = root};
-  return runCollective(comm, &op);
+  return dtrtRunCollective(comm, &op);
 }
 
 DtrtStatus dtrtPermute(DtrtComm *comm, const void *send, void *recv,
@@ -538,7 +538,7 @@ DtrtStatus dtrtPermute(DtrtComm *comm, const void *send, void *recv,
                        .dtype = dtype,
                        .sendTo = sendTo,
                        .recvFrom = recvFrom};
-  return runCollective(comm, &op);
+  return dtrtRunCollective(comm, &op);
 }
 
 /* ---- asynchronous collectives -------------------------------------------- */

@@ -78,6 +78,10 @@ DtrtStatus dtrtFail(DtrtContext *c, DtrtStatus status, const char *format, ...)
 /// The name of a collective kind ("all_gather", ...), for messages.
 const char *dtrtCollectiveName(DtrtCollectiveKind kind);
 
+/// Runs `op` on `comm` now (after what was started on it), as the blocking
+/// functions do.
+DtrtStatus dtrtRunCollective(DtrtComm *comm, const DtrtCollective *op);
+
 /// Seconds on a monotonic clock.
 double dtrtNow(void);
 

@@ -535,14 +535,14 @@ static bool deviceCall(const Host *h, MlirOperation op) {
   return false;
 }
 /* A call of the runtime's entry points that take device buffers: the
- * collectives (on the nccl backend; an all_reduce's start and wait too,
- * which complete it at the start on device buffers) and contractions (on
+ * collectives (on the nccl backend; their starts, dtrt_mlir_collective_start_*,
+ * complete them on device buffers, and the waits) and contractions (on
  * cuBLAS; docs/runtime.md). */
 static bool deviceRuntimeCall(MlirOperation op) {
   MlirStringRef name = dtCalleeName(op);
   static const char *const kPrefixes[] = {
       "dtrt_mlir_collective_", "dtrt_mlir_permute_", "dtrt_mlir_contract_",
-      "dtrt_mlir_all_reduce_start_", "dtrt_mlir_wait_"};
+      "dtrt_mlir_wait_"};
   for (size_t i = 0; i < sizeof(kPrefixes) / sizeof(kPrefixes[0]); ++i)
     if (name.length > strlen(kPrefixes[i]) &&
         !memcmp(name.data, kPrefixes[i], strlen(kPrefixes[i])))

@@ -1,6 +1,8 @@
 /* dtensor-lower-to-runtime: every dtensor collective of a per-device
- * program becomes a call of libdtensor_rt's dtrt_mlir_collective_<type>
- * (dtrt_mlir_permute_<type> for permute, with its pairs as a global) on
+ * program becomes calls of libdtensor_rt: dtrt_mlir_collective_start_<type>
+ * as soon as its input is ready and dtrt_mlir_wait_<type> before its
+ * result's first use (dtrt_mlir_permute_<type>, blocking, for permute, with
+ * its pairs as a global) on
  * unranked memrefs (the input block through bufferization.to_buffer, the
  * output a fresh memref.alloc turned back into a tensor), with the mesh
  * shape and the group's axes as constant globals; dtensor.mesh_index
@@ -158,8 +160,30 @@ static MlirWalkResult findUse(MlirOperation op, void *user) {
   return u->found ? MlirWalkResultInterrupt : MlirWalkResultAdvance;
 }
 
-/* Where an all_reduce starts: right after its input is made (in `op`'s
- * block), or at the block's start for a block argument. */
+/* Whether `o` is one of the setup ops a block may start with: the
+ * function's dtrt_mlir_init, constants, and the starts of collectives of
+ * block arguments with the ops that make their arguments. */
+static bool isSetup(MlirOperation o) {
+  static const char *const kCallees[] = {"dtrt_mlir_init",
+                                         "dtrt_mlir_collective_start_"};
+  if (dtIsOp(o, "memref.get_global") || dtIsOp(o, "memref.cast") ||
+      dtIsOp(o, "arith.constant") || dtIsOp(o, "bufferization.to_buffer") ||
+      dtIsOp(o, "memref.alloc"))
+    return true;
+  if (!dtIsOp(o, "func.call"))
+    return false;
+  MlirStringRef callee = dtCalleeName(o);
+  for (int i = 0; i < 2; ++i)
+    if (callee.length >= strlen(kCallees[i]) &&
+        !memcmp(callee.data, kCallees[i], strlen(kCallees[i])))
+      return true;
+  return false;
+}
+
+/* Where a collective starts: right after its input is made (in `op`'s
+ * block), or for a block argument after the block's setup ops (so after
+ * the function's dtrt_mlir_init, and block arguments' collectives start in
+ * program order). */
 static MlirOperation startPoint(MlirOperation op, MlirValue in) {
   MlirBlock block = mlirOperationGetBlock(op);
   if (mlirValueIsAOpResult(in)) {
@@ -168,9 +192,10 @@ static MlirOperation startPoint(MlirOperation op, MlirValue in) {
       return mlirOperationGetNextInBlock(def);
     /* Made in an enclosing block: as early as this block allows. */
   }
-  MlirOperation first = mlirBlockGetFirstOperation(block);
-  /* Not before the other ops that must stay first (none here). */
-  return first;
+  MlirOperation o = mlirBlockGetFirstOperation(block);
+  while (!mlirOperationEqual(o, op) && isSetup(o))
+    o = mlirOperationGetNextInBlock(o);
+  return o;
 }
 
 /* Where it is waited for: right before the first op of its block that
@@ -186,15 +211,15 @@ static MlirOperation waitPoint(MlirOperation op, MlirValue result) {
   return op;
 }
 
-/* dtensor.all_reduce: started as soon as its input is ready
- * (dtrt_mlir_all_reduce_start_<type>, returning a request), waited for right
- * before its result's first use (dtrt_mlir_wait_<type>, which takes the
- * input block again so bufferization keeps it intact until then), so that
- * the ops in between run while it is in flight. */
-static void lowerAllReduce(Lower *l, MlirOperation op, const char *suffix,
-                           const char *meshSym, int meshRank,
-                           const char *axesSym, int numAxes, MlirType inMem,
-                           MlirType outMem) {
+/* A collective but permute: started as soon as its input is ready
+ * (dtrt_mlir_collective_start_<type>, returning a request), waited for
+ * right before its result's first use (dtrt_mlir_wait_<type>, which takes
+ * the input block again so bufferization keeps it intact until then), so
+ * that the ops in between run while it is in flight. */
+static void lowerStarted(Lower *l, MlirOperation op, int64_t kind,
+                         const char *suffix, const char *meshSym, int meshRank,
+                         const char *axesSym, int numAxes, MlirType inMem,
+                         MlirType outMem) {
   MlirLocation loc = mlirOperationGetLocation(op);
   MlirValue in = mlirOperationGetOperand(op, 0);
   MlirValue result = mlirOperationGetResult(op, 0);
@@ -204,19 +229,23 @@ static void lowerAllReduce(Lower *l, MlirOperation op, const char *suffix,
       mlirAttributeGetNull());
   MlirType ints = mlirUnrankedMemRefTypeGet(i64, mlirAttributeGetNull());
   char start[64], wait[64];
-  snprintf(start, sizeof(start), "dtrt_mlir_all_reduce_start_%s", suffix);
+  snprintf(start, sizeof(start), "dtrt_mlir_collective_start_%s", suffix);
   snprintf(wait, sizeof(wait), "dtrt_mlir_wait_%s", suffix);
-  MlirType startIn[5] = {i64, data, data, ints, ints};
+  MlirType startIn[9] = {i64, i64, i64, i64, i64, data, data, ints, ints};
   MlirType waitIn[2] = {i64, data};
   dtRtEnsureCallee(&l->b, start,
-                   mlirFunctionTypeGet(l->b.ctx, 5, startIn, 1, &i64), loc);
+                   mlirFunctionTypeGet(l->b.ctx, 9, startIn, 1, &i64), loc);
   dtRtEnsureCallee(&l->b, wait,
                    mlirFunctionTypeGet(l->b.ctx, 2, waitIn, 0, NULL), loc);
   MlirOperation at = startPoint(op, in);
   MlirOperation until = waitPoint(op, result);
   MlirValue inBuf, outBuf;
   buffers(l, loc, in, inMem, outMem, at, &inBuf, &outBuf);
-  MlirValue args[5] = {dtRtConstI64(&l->b, reduceCode(op), at),
+  MlirValue args[9] = {dtRtConstI64(&l->b, kind, at),
+                       dtRtConstI64(&l->b, reduceCode(op), at),
+                       dtRtConstI64(&l->b, intAttr(op, "gather_dim", -1), at),
+                       dtRtConstI64(&l->b, intAttr(op, "shard_dim", -1), at),
+                       dtRtConstI64(&l->b, intAttr(op, "root", 0), at),
                        dtRtCastUnranked(&l->b, inBuf, at),
                        dtRtCastUnranked(&l->b, outBuf, at),
                        dtRtGlobal(&l->b, meshSym, meshRank, at),
@@ -226,7 +255,7 @@ static void lowerAllReduce(Lower *l, MlirOperation op, const char *suffix,
                   mlirFlatSymbolRefAttrGet(
                       l->b.ctx, mlirStringRefCreateFromCString(start)));
   MlirValue request = mlirOperationGetResult(
-      dtRtBuild(&l->b, "func.call", loc, 5, args, 1, &i64, 1, &startCallee, at),
+      dtRtBuild(&l->b, "func.call", loc, 9, args, 1, &i64, 1, &startCallee, at),
       0);
   MlirValue inAgain =
       mlirOperationGetResult(dtRtBuild(&l->b, "bufferization.to_buffer", loc, 1,
@@ -237,9 +266,8 @@ static void lowerAllReduce(Lower *l, MlirOperation op, const char *suffix,
   replaceByBuffer(l, loc, op, outBuf, until);
 }
 
-/* A collective: a call of dtrt_mlir_collective_<type>(kind, type, reduce,
- * gather dim, shard dim, root, in, out, mesh, axes), or for permute
- * dtrt_mlir_permute_<type>(in, out, mesh, axes, pairs). */
+/* A collective: started and waited for (lowerStarted), or for permute a
+ * call of dtrt_mlir_permute_<type>(in, out, mesh, axes, pairs). */
 static void lowerCollective(Lower *l, MlirOperation op, int64_t kind) {
   bool permute = kind < 0;
   MlirLocation loc = mlirOperationGetLocation(op);
@@ -249,6 +277,7 @@ static void lowerCollective(Lower *l, MlirOperation op, int64_t kind) {
   int64_t code;
   const char *suffix =
       dtRtTypeName(mlirShapedTypeGetElementType(inType), &code);
+  (void)code; /* in the suffix */
   if (!suffix) {
     fail(l, op,
          "has an element type the runtime does not carry (valid: "
@@ -256,7 +285,7 @@ static void lowerCollective(Lower *l, MlirOperation op, int64_t kind) {
     return;
   }
   /* The mesh and the group's axes, as globals. */
-  char meshSym[300], axesSym[400], callee[64];
+  char meshSym[300], axesSym[400];
   int meshRank = meshGlobal(l, op, meshSym, sizeof(meshSym));
   MlirAttribute axesAttr = dtGetAttr(op, "mesh_axes");
   int numAxes = (int)mlirDenseArrayGetNumElements(axesAttr);
@@ -268,43 +297,6 @@ static void lowerCollective(Lower *l, MlirOperation op, int64_t kind) {
                   (long long)axes[i]);
   }
   dtRtEnsureGlobal(&l->b, axesSym, numAxes, axes, loc);
-  /* Permute's pairs: one global per distinct list. */
-  char pairsSym[600] = "";
-  int numPairs = 0;
-  if (permute) {
-    MlirAttribute pairsAttr = dtGetAttr(op, "pairs");
-    numPairs = (int)mlirDenseArrayGetNumElements(pairsAttr);
-    if (numPairs > 256 || numPairs % 2) {
-      fail(l, op,
-           "has %d pair entries; the runtime takes an even number up "
-           "to 256",
-           numPairs);
-      return;
-    }
-    int64_t pairs[256];
-    int k = snprintf(pairsSym, sizeof(pairsSym), "%s_pairs", axesSym);
-    uint64_t h = 1469598103934665603ULL;
-    for (int i = 0; i < numPairs; ++i) {
-      pairs[i] = mlirDenseI64ArrayGetElement(pairsAttr, i);
-      h = (h ^ (uint64_t)(pairs[i] + 1)) * 1099511628211ULL;
-    }
-    snprintf(pairsSym + k, sizeof(pairsSym) - (size_t)k, "_%d_%016llx",
-             numPairs, (unsigned long long)h);
-    dtRtEnsureGlobal(&l->b, pairsSym, numPairs, pairs, loc);
-  }
-  snprintf(callee, sizeof(callee), "dtrt_mlir_%s_%s",
-           permute ? "permute" : "collective", suffix);
-  MlirType i64 = mlirIntegerTypeGet(l->b.ctx, 64);
-  MlirType data = mlirUnrankedMemRefTypeGet(
-      mlirShapedTypeGetElementType(inType), mlirAttributeGetNull());
-  MlirType ints = mlirUnrankedMemRefTypeGet(i64, mlirAttributeGetNull());
-  MlirType inputs[10] = {i64, i64, i64, i64, i64, i64, data, data, ints, ints};
-  MlirType permuteInputs[5] = {data, data, ints, ints, ints};
-  dtRtEnsureCallee(
-      &l->b, callee,
-      permute ? mlirFunctionTypeGet(l->b.ctx, 5, permuteInputs, 0, NULL)
-              : mlirFunctionTypeGet(l->b.ctx, 10, inputs, 0, NULL),
-      loc);
   /* The buffers. */
   int rank = (int)mlirShapedTypeGetRank(inType);
   int64_t inShape[16], outShape[16];
@@ -317,35 +309,49 @@ static void lowerCollective(Lower *l, MlirOperation op, int64_t kind) {
       mlirMemRefTypeContiguousGet(elt, rank, inShape, mlirAttributeGetNull());
   MlirType outMem =
       mlirMemRefTypeContiguousGet(elt, rank, outShape, mlirAttributeGetNull());
-  if (!permute && kind == DTRT_MLIR_ALL_REDUCE) {
-    lowerAllReduce(l, op, suffix, meshSym, meshRank, axesSym, numAxes, inMem,
-                   outMem);
+  if (!permute) {
+    lowerStarted(l, op, kind, suffix, meshSym, meshRank, axesSym, numAxes,
+                 inMem, outMem);
     return;
   }
+  /* Permute's pairs: one global per distinct list. */
+  MlirAttribute pairsAttr = dtGetAttr(op, "pairs");
+  int numPairs = (int)mlirDenseArrayGetNumElements(pairsAttr);
+  if (numPairs > 256 || numPairs % 2) {
+    fail(l, op,
+         "has %d pair entries; the runtime takes an even number up "
+         "to 256",
+         numPairs);
+    return;
+  }
+  char pairsSym[600];
+  int64_t pairs[256];
+  int k = snprintf(pairsSym, sizeof(pairsSym), "%s_pairs", axesSym);
+  uint64_t h = 1469598103934665603ULL;
+  for (int i = 0; i < numPairs; ++i) {
+    pairs[i] = mlirDenseI64ArrayGetElement(pairsAttr, i);
+    h = (h ^ (uint64_t)(pairs[i] + 1)) * 1099511628211ULL;
+  }
+  snprintf(pairsSym + k, sizeof(pairsSym) - (size_t)k, "_%d_%016llx", numPairs,
+           (unsigned long long)h);
+  dtRtEnsureGlobal(&l->b, pairsSym, numPairs, pairs, loc);
+  char callee[64];
+  snprintf(callee, sizeof(callee), "dtrt_mlir_permute_%s", suffix);
+  MlirType ints = mlirUnrankedMemRefTypeGet(mlirIntegerTypeGet(l->b.ctx, 64),
+                                            mlirAttributeGetNull());
+  MlirType data = mlirUnrankedMemRefTypeGet(elt, mlirAttributeGetNull());
+  MlirType permuteInputs[5] = {data, data, ints, ints, ints};
+  dtRtEnsureCallee(&l->b, callee,
+                   mlirFunctionTypeGet(l->b.ctx, 5, permuteInputs, 0, NULL),
+                   loc);
   MlirValue inBuf, outBuf;
   buffers(l, loc, in, inMem, outMem, op, &inBuf, &outBuf);
-  if (permute) {
-    MlirValue args[5] = {dtRtCastUnranked(&l->b, inBuf, op),
-                         dtRtCastUnranked(&l->b, outBuf, op),
-                         dtRtGlobal(&l->b, meshSym, meshRank, op),
-                         dtRtGlobal(&l->b, axesSym, numAxes, op),
-                         dtRtGlobal(&l->b, pairsSym, numPairs, op)};
-    dtRtCall(&l->b, callee, loc, 5, args, op);
-  } else {
-    MlirValue args[10] = {
-        dtRtConstI64(&l->b, kind, op),
-        dtRtConstI64(&l->b, code, op),
-        dtRtConstI64(&l->b, reduceCode(op), op),
-        dtRtConstI64(&l->b, intAttr(op, "gather_dim", -1), op),
-        dtRtConstI64(&l->b, intAttr(op, "shard_dim", -1), op),
-        dtRtConstI64(&l->b, intAttr(op, "root", 0), op),
-        dtRtCastUnranked(&l->b, inBuf, op),
-        dtRtCastUnranked(&l->b, outBuf, op),
-        dtRtGlobal(&l->b, meshSym, meshRank, op),
-        dtRtGlobal(&l->b, axesSym, numAxes, op),
-    };
-    dtRtCall(&l->b, callee, loc, 10, args, op);
-  }
+  MlirValue args[5] = {dtRtCastUnranked(&l->b, inBuf, op),
+                       dtRtCastUnranked(&l->b, outBuf, op),
+                       dtRtGlobal(&l->b, meshSym, meshRank, op),
+                       dtRtGlobal(&l->b, axesSym, numAxes, op),
+                       dtRtGlobal(&l->b, pairsSym, numPairs, op)};
+  dtRtCall(&l->b, callee, loc, 5, args, op);
   replaceByBuffer(l, loc, op, outBuf, op);
 }
 
@@ -459,8 +465,9 @@ static bool runLowerToRuntime(MlirOperation root,
 
 const DtPassDef dtLowerToRuntimePass = {
     .info = {"dtensor-lower-to-runtime",
-             "Turn every dtensor collective into a call of libdtensor_rt "
-             "(dtrt_mlir_collective_<type>) on memrefs",
+             "Turn every dtensor collective into calls of libdtensor_rt "
+             "on memrefs: started as soon as its input is ready, waited for "
+             "before its result's first use",
              0, NULL},
     .verifyFirst = true,
     .run = runLowerToRuntime,

@@ -149,7 +149,7 @@ def test_compile_megatron_has_one_all_reduce():
 def test_compile_with_a_pipeline():
     with open(MEGATRON) as f:
         ir = dtensor.compile(f.read(), "dtensor-spmd, dtensor-to-llvm")
-    assert "llvm.call @dtrt_mlir_all_reduce_start_f32" in ir
+    assert "llvm.call @dtrt_mlir_collective_start_f32" in ir
 
 
 def test_compile_error_has_the_location():

@@ -1,7 +1,10 @@
 /* The compiled-code entry point on real processes (4 ranks, a 2x2 mesh):
- * every collective kind on 2-D blocks with the gather/shard dim 0 or 1,
- * groups along each mesh axis, checked element by element against the
- * dialect's semantics of padded blocks. */
+ * every collective kind on 2-D blocks with the gather/shard dim 0 or 1
+ * (blocks the runtime packs, and blocks it sends and receives in place),
+ * groups along each mesh axis, blocking (dtrt_mlir_collective) and started
+ * then waited for (dtrt_mlir_collective_start, dtrt_mlir_wait, two in
+ * flight at once), checked element by element against the dialect's
+ * semantics of padded blocks. */
 #include "dtensor-rt/Runtime.h"
 
 #include <stdio.h>
@@ -17,7 +20,7 @@ typedef struct Memref1 {
   int64_t offset, sizes[1], strides[1];
 } Memref1;
 
-static int failures = 0, checks = 0, me = 0;
+static int failures = 0, checks = 0, me = 0, started = 0;
 
 static Memref2 block(float *data, int64_t r, int64_t c) {
   Memref2 m = {data, data, 0, {r, c}, {c, 1}};
@@ -45,8 +48,27 @@ static void run(int64_t kind, int64_t reduce, int64_t gd, int64_t sd,
   int64_t axes[1] = {axis};
   Memref1 mesh = {meshShape, meshShape, 0, {2}, {1}};
   Memref1 ax = {axes, axes, 0, {1}, {1}};
-  dtrt_mlir_collective(kind, DTRT_F32, reduce, gd, sd, 0, 2, in, 2, out, 1,
-                       &mesh, 1, &ax);
+  if (!started) {
+    dtrt_mlir_collective(kind, DTRT_F32, reduce, gd, sd, 0, 2, in, 2, out, 1,
+                         &mesh, 1, &ax);
+    return;
+  }
+  /* Another collective in flight meanwhile (an all_reduce of a scratch
+   * block), waited for after this one. */
+  float x[2] = {1, (float)me}, y[2];
+  Memref2 xin = block(x, 1, 2), yout = block(y, 1, 2);
+  int64_t other =
+      dtrt_mlir_collective_start(DTRT_MLIR_ALL_REDUCE, DTRT_F32, DTRT_SUM, -1,
+                                 -1, 0, 2, &xin, 2, &yout, 1, &mesh, 1, &ax);
+  int64_t request = dtrt_mlir_collective_start(
+      kind, DTRT_F32, reduce, gd, sd, 0, 2, in, 2, out, 1, &mesh, 1, &ax);
+  dtrt_mlir_wait(request);
+  dtrt_mlir_wait(other);
+  ++checks;
+  if ((y[0] != 2 || y[1] != (float)(member(axis, 0) + member(axis, 1))) &&
+      ++failures < 10)
+    fprintf(stderr, "rank %d: the all_reduce in flight gave %g %g\n", me, y[0],
+            y[1]);
 }
 
 #define CHECK(cond, ...)                                                       \
@@ -60,13 +82,20 @@ static void run(int64_t kind, int64_t reduce, int64_t gd, int64_t sd,
   } while (0)
 
 int main(void) {
-  me = atoi(getenv("RANK") ? getenv("RANK") : "0");
+  me = dtrtRank(dtrtProcessContext());
   float a[3 * 4], o[8 * 8];
   for (int64_t i = 0; i < 3; ++i)
     for (int64_t j = 0; j < 4; ++j)
       a[i * 4 + j] = value(me, i, j);
   Memref2 in = block(a, 3, 4);
-  for (int axis = 0; axis < 2; ++axis) {
+  float t[4 * 3];
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 3; ++j)
+      t[i * 3 + j] = value(me, i, j);
+  Memref2 tall = block(t, 4, 3);
+  for (int step = 0; step < 4; ++step) {
+    int axis = step % 2;
+    started = step / 2;
     int pos = axis == 0 ? me / 2 : me % 2;
     /* all_gather on dim 0 (3 -> 5: truncated) and on dim 1 (4 -> 8). */
     Memref2 out = block(o, 5, 4);
@@ -76,6 +105,13 @@ int main(void) {
         CHECK(o[i * 4 + j] == value(member(axis, (int)(i / 3)), i % 3, j),
               "all_gather dim 0 axis %d (%lld,%lld)", axis, (long long)i,
               (long long)j);
+    /* On dim 0 without padding (3 -> 6): received in place. */
+    out = block(o, 6, 4);
+    run(DTRT_MLIR_ALL_GATHER, 0, 0, -1, &in, &out, axis);
+    for (int64_t i = 0; i < 6; ++i)
+      for (int64_t j = 0; j < 4; ++j)
+        CHECK(o[i * 4 + j] == value(member(axis, (int)(i / 3)), i % 3, j),
+              "all_gather dim 0 in place");
     out = block(o, 3, 8);
     run(DTRT_MLIR_ALL_GATHER, 0, 1, -1, &in, &out, axis);
     for (int64_t i = 0; i < 3; ++i)
@@ -101,6 +137,25 @@ int main(void) {
         CHECK(o[i * 2 + j] == value(member(axis, 0), i, pos * 2 + j) +
                                   value(member(axis, 1), i, pos * 2 + j),
               "reduce_scatter dim 1");
+    /* reduce_scatter of dim 0: 4 -> 2 (sent in place), and 3 -> 2 (the
+     * last position's second row is padding: zero). */
+    out = block(o, 2, 3);
+    run(DTRT_MLIR_REDUCE_SCATTER, DTRT_SUM, -1, 0, &tall, &out, axis);
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 3; ++j)
+        CHECK(o[i * 3 + j] == value(member(axis, 0), pos * 2 + i, j) +
+                                  value(member(axis, 1), pos * 2 + i, j),
+              "reduce_scatter dim 0 in place");
+    out = block(o, 2, 4);
+    run(DTRT_MLIR_REDUCE_SCATTER, DTRT_SUM, -1, 0, &in, &out, axis);
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 4; ++j) {
+        int64_t row = pos * 2 + i;
+        float want = row < 3 ? value(member(axis, 0), row, j) +
+                                   value(member(axis, 1), row, j)
+                             : 0.0f;
+        CHECK(o[i * 4 + j] == want, "reduce_scatter dim 0 padded");
+      }
     /* all_to_all: gather dim 0 (3 -> 6), shard dim 1 (4 -> 2). */
     out = block(o, 6, 2);
     run(DTRT_MLIR_ALL_TO_ALL, 0, 0, 1, &in, &out, axis);
@@ -110,6 +165,16 @@ int main(void) {
                   value(member(axis, (int)(i / 3)), i % 3, pos * 2 + j),
               "all_to_all (%lld,%lld): %g", (long long)i, (long long)j,
               o[i * 2 + j]);
+    /* all_to_all: gather dim 1 (3 -> 6), shard dim 0 (4 -> 2): sent in
+     * place, unpacked at the end. */
+    out = block(o, 2, 6);
+    run(DTRT_MLIR_ALL_TO_ALL, 0, 1, 0, &tall, &out, axis);
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 6; ++j)
+        CHECK(o[i * 6 + j] ==
+                  value(member(axis, (int)(j / 3)), pos * 2 + i, j % 3),
+              "all_to_all gather 1 shard 0 (%lld,%lld): %g", (long long)i,
+              (long long)j, o[i * 6 + j]);
     /* all_reduce (max). */
     out = block(o, 3, 4);
     run(DTRT_MLIR_ALL_REDUCE, DTRT_MAX, -1, -1, &in, &out, axis);

@@ -63,15 +63,15 @@ func.func @sum(%a: tensor<64xf32>) -> tensor<f32> {
 
 // A collective is a runtime call on device buffers (the nccl backend's),
 // made after the host waited for the stream that wrote its operand; the
-// runtime's set-up call takes the mesh's shape from host memory. (An
-// all_reduce's start completes it on device buffers; the wait is then
+// runtime's set-up call takes the mesh's shape from host memory. (A
+// collective's start completes it on device buffers; the wait is then
 // nothing.)
 // CHECK-LABEL: llvm.func @ar(
 // CHECK: llvm.call @dtrt_mlir_init
 // CHECK: llvm.call @mgpuMemAlloc
 // CHECK: llvm.call @mgpuStreamSynchronize
 // CHECK-NEXT: llvm.call @mgpuStreamDestroy
-// CHECK: llvm.call @dtrt_mlir_all_reduce_start_f32
+// CHECK: llvm.call @dtrt_mlir_collective_start_f32
 // CHECK: llvm.call @dtrt_mlir_wait_f32
 "dtensor.mesh"() {sym_name = "m", shape = array<i64: 2>, axis_names = ["x"]} : () -> ()
 func.func @ar(%a: tensor<8xf32>) -> tensor<8xf32> {
