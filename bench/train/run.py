@@ -23,6 +23,7 @@ rank with half the batch -- the compute one rank does in the 2-rank step.
 
 usage: bench/train/run.py [--reps R]
 """
+import math
 import os
 import re
 import subprocess
@@ -89,15 +90,31 @@ def compile_step(text, name):
 
 def collectives(path, bucket_bytes=None):
     """The collectives of the partitioned @mlp_step, by kind (with buckets
-    of `bucket_bytes`; None: dtensor-spmd's default, 25 MiB)."""
+    of `bucket_bytes`; None: dtensor-spmd's default, 25 MiB), and the bytes
+    of their result blocks on one rank."""
     spmd = "--dtensor-spmd" + (f"=bucket-bytes={bucket_bytes}"
                                if bucket_bytes else "")
     out = subprocess.run([os.path.join(BIN, "dtensor-opt"), path, spmd],
                          capture_output=True, text=True, check=True).stdout
     body = out[out.index("@mlp_step"):]
-    kinds = re.findall(r'"dtensor\.(all_reduce|all_gather|reduce_scatter|'
-                       r'all_to_all)"', body)
-    return {k: kinds.count(k) for k in sorted(set(kinds))}
+    found = re.findall(r'"dtensor\.(all_reduce|all_gather|reduce_scatter|'
+                       r'all_to_all)".*-> tensor<([\dx]*)x?f32>', body)
+    kinds = [k for k, _ in found]
+    nbytes = sum(4 * math.prod(int(d) for d in shape.split("x") if d)
+                 for _, shape in found)
+    return {k: kinds.count(k) for k in sorted(set(kinds))}, nbytes
+
+
+def copy_gbps():
+    """One core's memcpy bandwidth (GB/s), 64 MiB blocks, fastest of 5."""
+    import time
+    a, b = bytearray(b"\1" * (64 << 20)), bytearray(64 << 20)
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        b[:] = a
+        best = min(best, time.perf_counter() - t0)
+    return len(a) / best / 1e9
 
 
 def compiled_ms(path, ranks, overlap=True):
@@ -123,7 +140,12 @@ def torch_ms(kind, ranks, batch=T):
                                                "torch_train.py"),
                           kind, str(ranks), str(REPS), str(batch)],
                          capture_output=True, text=True, env=ONE_THREAD)
-    return float(out.stdout) if out.returncode == 0 else None
+    if out.returncode:
+        sys.stderr.write(f"bench/train: PyTorch's {kind} run failed "
+                         "(apt-get install python3-torch):\n"
+                         f"{out.stderr[-400:]}")
+        return None
+    return float(out.stdout)
 
 
 def main():
@@ -132,6 +154,7 @@ def main():
           "fastest step (ms), one thread per rank")
     print(f"MLP training step f32 ({T}x{D} @ {D}x{F}, gelu, @ {F}x{D}, "
           "sum of squares, SGD), 2 ranks")
+    gbps = copy_gbps()
     half, _ = compiled_ms(compile_step(program(1, LAYOUTS["dp"], T // 2),
                                        "half"), 1)
     for name, layouts in LAYOUTS.items():
@@ -144,13 +167,22 @@ def main():
         print(f"  {name:5s} compiled {ours:9.2f}  PyTorch {label:13s} "
               f"{peer if peer else float('nan'):9.2f}  compiled/PyTorch = "
               f"{ratio} (target <= 1.0)")
-        print(f"        collectives per step: {collectives(path, 1)} "
-              f"unbucketed, {collectives(path)} in buckets of 25 MiB")
-        hidden = 100 * (1 - exposed / comm) if comm > 0 else float("nan")
+        (plain, nbytes), (bucketed, _) = collectives(path, 1), collectives(path)
+        print(f"        collectives per step: {plain} unbucketed, {bucketed} "
+              "in buckets of 25 MiB")
+        print(f"        they make {nbytes / 2**20:.0f} MiB of blocks on each "
+              f"rank: at one core's copy bandwidth ({gbps:.1f} GB/s) "
+              f"{1e3 * nbytes / gbps / 1e9:.2f} ms per copy of them")
+        # Compute alone: the blocking step without its time in collectives;
+        # communication alone: that time. Hidden: what the overlapped step
+        # saves of it.
+        hidden = (100 * (blocking - ours) / comm if comm > 0
+                  else float("nan"))
         print(f"        blocking collectives (DTENSOR_OVERLAP=0): step "
-              f"{blocking:.2f}, in collectives {comm:.2f}; overlapped: step "
-              f"{ours:.2f}, in collectives {exposed:.2f} -> {hidden:.0f}% of "
-              "the communication hidden")
+              f"{blocking:.2f} = compute {blocking - comm:.2f} + "
+              f"communication {comm:.2f}; overlapped: step {ours:.2f}, "
+              f"{exposed:.2f} of it in collectives -> {hidden:.0f}% of the "
+              "communication hidden (target >= 50)")
         print(f"        compute of one rank (1 rank, batch {T // 2}) "
               f"{half:.2f}: the overlapped step is {ours - half:.2f} above it "
               f"({100 * max(0.0, ours - half) / ours:.0f}% of the step)")
