@@ -81,6 +81,7 @@ extern const DtPassDef dtDecomposeSoftmaxPass;
 extern const DtPassDef dtAutodiffPass;
 extern const DtPassDef dtInitsToInputsPass;
 extern const DtPassDef dtBucketCollectivesPass;
+extern const DtPassDef dtScheduleCollectivesPass;
 
 /// dtensor-decompose-softmax on `root`, for a pass that needs every
 /// linalg.softmax decomposed first (dtensor-autodiff); false after a

@@ -31,6 +31,7 @@ static const DtPassDef *const kPasses[] = {
     &dtAutodiffPass,
     &dtInitsToInputsPass,
     &dtBucketCollectivesPass,
+    &dtScheduleCollectivesPass,
     &dtGpuMemoryPass,
     &dtGpuCheckHostPass,
     &dtGpuSerialKernelsPass,

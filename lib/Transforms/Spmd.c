@@ -108,6 +108,8 @@ static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
   stepDone(ok && timing, "bucket-collectives", &last);
   ok = ok && cleanUp(root);
   stepDone(ok && timing, "canonicalize+cse", &last);
+  ok = ok && dtScheduleCollectivesPass.run(root, &bucket);
+  stepDone(ok && timing, "schedule-collectives", &last);
   return ok;
 }
 
@@ -140,7 +142,7 @@ const DtPassDef dtSpmdPass = {
     .info = {"dtensor-spmd",
              "dtensor-propagate, dtensor-partition, "
              "dtensor-lower-redistribute, dtensor-bucket-collectives, "
-             "canonicalize and cse as one pass",
+             "canonicalize, cse and dtensor-schedule-collectives as one pass",
              (int)(sizeof(kOptions) / sizeof(kOptions[0])), kOptions},
     .verifyFirst = true,
     .run = runSpmd,
@@ -160,7 +162,8 @@ MlirLogicalResult dtensorSpmdStages(MlirStringRef options, char *buffer,
                "dtensor-verify, dtensor-decompose-softmax, "
                "dtensor-propagate{%s}, dtensor-partition, "
                "dtensor-lower-redistribute{%s}, "
-               "dtensor-bucket-collectives{bucket-bytes=%s}, " DT_SPMD_CLEANUP,
+               "dtensor-bucket-collectives{bucket-bytes=%s}, " DT_SPMD_CLEANUP
+               ", dtensor-schedule-collectives",
                propagate, lower, dtPassOptionsGet(&parsed, "bucket-bytes"));
   if (n < 0 || (size_t)n >= capacity)
     return dtDiag(outDiag, 0, "the stages of dtensor-spmd do not fit"),

@@ -31,23 +31,26 @@ func.func @overlap(%x: tensor<16x64xf32> {dtensor.layout = #dtensor.layout<@m, "
 }
 
 // The weight's all_gather starts right after dtrt_mlir_init (its input is
-// an argument) and the tanh runs before its wait; the gradient's
-// reduce_scatter starts right after the contraction that makes it, and the
-// exp (which the program has after it) runs before its wait.
+// an argument). dtensor-schedule-collectives puts the gradient's
+// contraction first (the reduce_scatter needs it) and the ops no
+// collective needs after: the contraction runs while the all_gather is in
+// flight, the tanh while both are, and the exp (which the program has after
+// the gradient) while the reduce_scatter is.
 // RUN: dtensor-opt %s --dtensor-spmd --dtensor-lower-to-runtime | FileCheck %s --check-prefix=FSDP
 // RUN: dtensor-run -n 2 --entry fsdp %s | FileCheck %s --check-prefix=OK
+// RUN: env DTENSOR_OVERLAP=0 dtensor-run -n 2 --entry fsdp %s | FileCheck %s --check-prefix=OK
 // FSDP-LABEL: func.func @fsdp(
 // FSDP: call @dtrt_mlir_init(
 // FSDP: bufferization.to_buffer %arg1
 // FSDP: %[[AG_KIND:.*]] = arith.constant 0 : i64
 // FSDP: %[[AG:.*]] = call @dtrt_mlir_collective_start_f32(%[[AG_KIND]],
-// FSDP-NEXT: math.tanh %arg3
-// FSDP: call @dtrt_mlir_wait_f32(%[[AG]],
-// FSDP: linalg.matmul
 // FSDP: linalg.generic
 // FSDP: %[[RS_KIND:.*]] = arith.constant 2 : i64
 // FSDP: %[[RS:.*]] = call @dtrt_mlir_collective_start_f32(%[[RS_KIND]],
-// FSDP-NEXT: math.exp
+// FSDP: math.tanh %arg3
+// FSDP: call @dtrt_mlir_wait_f32(%[[AG]],
+// FSDP: linalg.matmul
+// FSDP: math.exp
 // FSDP: call @dtrt_mlir_wait_f32(%[[RS]],
 // FSDP: return
 func.func @fsdp(%x: tensor<16x64xf32> {dtensor.layout = #dtensor.layout<@m, "[S0, R]">},

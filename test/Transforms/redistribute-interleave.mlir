@@ -33,8 +33,8 @@ func.func @rows(%w: tensor<8x24xf32> {dtensor.layout = #dtensor.layout<@m, "[R, 
 // CHECK-LABEL: func.func @mixed
 // CHECK: tensor.expand_shape %arg0 {{\[\[}}0], [1, 2], [3]] output_shape [6, 3, 4, 4]
 // CHECK: tensor.expand_shape %{{.*}} {{\[\[}}0], [1, 2], [3]] output_shape [12, 2, 12, 4]
-// CHECK: tensor.collapse_shape %{{.*}} {{\[\[}}0], [1, 2], [3]] : tensor<12x2x6x4xf32> into tensor<12x12x4xf32>
 // CHECK: "dtensor.local_split"(%{{.*}}) {mesh = @m, mesh_axes = array<i64: 1, 0>, shard_dim = 2 : i64} : (tensor<12x3x8x4xf32>) -> tensor<12x3x2x4xf32>
+// CHECK: tensor.collapse_shape %{{.*}} {{\[\[}}0], [1, 2], [3]] : tensor<12x2x6x4xf32> into tensor<12x12x4xf32>
 func.func @mixed(%w: tensor<12x24x4xf32> {dtensor.layout = #dtensor.layout<@m, "[S(dp), S(tp)i3, R]">})
     -> (tensor<12x24x4xf32> {dtensor.layout = #dtensor.layout<@m, "[S(tp), R, S(dp)]">},
         tensor<12x24x4xf32> {dtensor.layout = #dtensor.layout<@m, "[R, S(dp)i2, R]">},
