@@ -24,6 +24,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -31,6 +32,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -54,7 +56,8 @@ typedef struct Header {
   uint32_t size;          /* members */
   uint64_t members;       /* hashMembers */
   uint64_t totalBytes;
-  char pad[24];
+  _Atomic int sleepers; /* members asleep in a barrier (futex) */
+  char pad[20];
 } Header;
 _Static_assert(sizeof(Header) == 64, "the header is one cache line");
 
@@ -329,6 +332,24 @@ static const char *lagging(DtrtComm *comm, unsigned entered) {
   return out;
 }
 
+/* A wait longer than this sleeps until the last member arrives (a
+ * futex on the generation, in the shared segment) instead of yielding in
+ * a loop: a rank that waits long, or a progress thread waiting while its
+ * rank computes, then takes no core time from the compute. */
+#define SLEEP_AFTER_S 50e-6
+
+static void sleepWhile(Header *h, unsigned gen) {
+  atomic_fetch_add(&h->sleepers, 1);
+  /* Rechecked after counting itself: the last member reads the count
+   * after bumping the generation, so one of the two sees the other. */
+  if (atomic_load(&h->generation) == gen) {
+    struct timespec t = {0, 1000 * 1000}; /* to check failures and time */
+    syscall(SYS_futex, (unsigned *)&h->generation, FUTEX_WAIT, gen, &t, NULL,
+            0);
+  }
+  atomic_fetch_sub(&h->sleepers, 1);
+}
+
 static DtrtStatus shmBarrier(DtrtComm *comm, const char *what) {
   Shm *s = comm->backend;
   DtrtContext *c = comm->context;
@@ -338,9 +359,13 @@ static DtrtStatus shmBarrier(DtrtComm *comm, const char *what) {
   if (atomic_fetch_add(&h->arrived, 1) + 1 == (unsigned)comm->size) {
     atomic_store(&h->arrived, 0);
     atomic_fetch_add(&h->generation, 1);
+    if (atomic_load(&h->sleepers))
+      syscall(SYS_futex, (unsigned *)&h->generation, FUTEX_WAKE, INT32_MAX,
+              NULL, NULL, 0);
     return DTRT_OK;
   }
   double start = dtrtNow();
+  bool asleep = false;
   for (unsigned spins = 0; atomic_load(&h->generation) == gen; ++spins) {
     int failed = atomic_load(&h->failed);
     if (failed)
@@ -350,8 +375,13 @@ static DtrtStatus shmBarrier(DtrtComm *comm, const char *what) {
                       c->rank, comm->members[failed - 1], what);
     if (spins < 1000)
       continue;
-    sched_yield();
-    if ((spins & 1023) == 0 && dtrtNow() - start > c->timeoutS) {
+    if (!asleep && (spins & 63) == 0)
+      asleep = dtrtNow() - start > SLEEP_AFTER_S;
+    if (asleep)
+      sleepWhile(h, gen);
+    else
+      sched_yield();
+    if ((asleep || (spins & 1023) == 0) && dtrtNow() - start > c->timeoutS) {
       markFailed(comm);
       return dtrtFail(c, DTRT_ERR_TIMEOUT,
                       "rank %d: timed out after %g s in "
