@@ -190,10 +190,27 @@ typedef struct Pending {
    * `rows` x `inner` elements, which go to rows [j*rows, ...) of a dim of
    * `outMid` rows of the output. */
   char *unpackTo;
-  int64_t outer, rows, inner, outMid, members;
-  size_t blockBytes, es;
+  int64_t outer, rows, inner, outMid;
   DtrtRequest *request;
 } Pending;
+
+/* Where the collective receives g blocks of `outer` x `rows` x `inner`
+ * (coll.count elements each) that go to rows [j*rows, ...) of `out`'s
+ * dim: straight into `out` when they lie there member-major (one outer
+ * run, no padding), else into scratch unpacked at the end. */
+static void receiveInto(Pending *p, View out, int64_t outer, int64_t rows,
+                        int64_t inner) {
+  int64_t g = dtrtCommSize(p->comm);
+  if (outer == 1 && out.mid == g * rows) {
+    p->coll.recv = out.data;
+    return;
+  }
+  p->recv = scratch(
+      &p->m, p->coll.count * (size_t)g * dtrtDtypeSize(p->coll.dtype), false);
+  p->coll.recv = p->recv;
+  p->unpackTo = out.data;
+  p->outer = outer, p->rows = rows, p->inner = inner, p->outMid = out.mid;
+}
 
 /* Packs the input of collective `kind` for the runtime's flat collective
  * (member-major blocks around the gather or shard dim), skipping the
@@ -204,10 +221,8 @@ static void prepare(Pending *p, int64_t kind, DtrtDtype dtype, int64_t reduce,
                     void *outDesc, void *meshDesc, void *axesDesc) {
   DtrtContext *c = dtrtProcessContext();
   size_t es = dtrtDtypeSize(dtype);
-  p->es = es;
   p->comm = groupOf(c, meshDesc, axesDesc);
   int64_t g = dtrtCommSize(p->comm), pos = dtrtCommRank(p->comm);
-  p->members = g;
   p->m =
       memOf(c, viewOf(inRank, inDesc, 0, es).data, elements(inRank, inDesc),
             viewOf(outRank, outDesc, 0, es).data, elements(outRank, outDesc));
@@ -249,19 +264,10 @@ static void prepare(Pending *p, int64_t kind, DtrtDtype dtype, int64_t reduce,
   case DTRT_MLIR_ALL_GATHER: {
     View in = viewOf(inRank, inDesc, gatherDim, es);
     View out = viewOf(outRank, outDesc, gatherDim, es);
-    size_t block = (size_t)(in.outer * in.mid * in.inner);
     coll->kind = DTRT_COLL_ALL_GATHER;
     coll->send = in.data;
-    coll->count = block;
-    if (in.outer == 1 && out.mid == g * in.mid) {
-      coll->recv = out.data;
-      break;
-    }
-    p->recv = scratch(m, block * (size_t)g * es, false);
-    coll->recv = p->recv;
-    p->unpackTo = out.data;
-    p->outer = in.outer, p->rows = in.mid, p->inner = in.inner;
-    p->outMid = out.mid, p->blockBytes = block * es;
+    coll->count = (size_t)(in.outer * in.mid * in.inner);
+    receiveInto(p, out, in.outer, in.mid, in.inner);
     break;
   }
   case DTRT_MLIR_REDUCE_SCATTER:
@@ -295,25 +301,17 @@ static void prepare(Pending *p, int64_t kind, DtrtDtype dtype, int64_t reduce,
     /* Block j comes from member j: its rows of the gather dim. Blocks are
      * [outer', in_gd, inner'] around the gather dim of the sent shape. */
     Descriptor *d = inDesc;
-    int64_t o = 1, mid = d->sizes[gatherDim], inner = 1;
+    int64_t o = 1, mid = 1, inner = 1;
     for (int64_t i = 0; i < inRank; ++i) {
       int64_t size = i == shardDim ? chunk : d->sizes[i];
       if (i < gatherDim)
         o *= size;
-      else if (i > gatherDim)
+      else if (i == gatherDim)
+        mid = size;
+      else
         inner *= size;
     }
-    if (gatherDim == shardDim)
-      mid = chunk;
-    if (o == 1 && out.mid == g * mid) {
-      coll->recv = out.data;
-      break;
-    }
-    p->recv = scratch(m, block * (size_t)g * es, false);
-    coll->recv = p->recv;
-    p->unpackTo = out.data;
-    p->outer = o, p->rows = mid, p->inner = inner;
-    p->outMid = out.mid, p->blockBytes = block * es;
+    receiveInto(p, out, o, mid, inner);
     break;
   }
   default:
@@ -329,13 +327,14 @@ static void prepare(Pending *p, int64_t kind, DtrtDtype dtype, int64_t reduce,
  * released. */
 static void finish(Pending *p) {
   const Mem *m = &p->m;
-  for (int64_t j = 0; p->unpackTo && j < p->members; ++j) {
+  size_t es = dtrtDtypeSize(p->coll.dtype), blockBytes = p->coll.count * es;
+  for (int64_t j = 0; p->unpackTo && j < dtrtCommSize(p->comm); ++j) {
     int64_t start = j * p->rows;
     int64_t rows = p->outMid - start < p->rows ? p->outMid - start : p->rows;
     if (rows > 0)
       copyRows(m, p->unpackTo, p->outMid, start,
-               p->recv + (size_t)j * p->blockBytes, p->rows, 0, p->outer, rows,
-               p->inner, p->es);
+               p->recv + (size_t)j * blockBytes, p->rows, 0, p->outer, rows,
+               p->inner, es);
   }
   if (p->send)
     release(m, p->send);
@@ -432,7 +431,8 @@ int64_t dtrt_mlir_collective_start(int64_t kind, int64_t dtypeCode,
           inRank, inDesc, outRank, outDesc, meshDesc, axesDesc);
   /* Device buffers: the backend's stream orders it already; nothing to
    * send: done now. */
-  if (p->m.device || !p->communicates || p->members == 1 || !overlapping()) {
+  if (p->m.device || !p->communicates || dtrtCommSize(p->comm) == 1 ||
+      !overlapping()) {
     runNow(p);
     free(p);
     commSeconds += dtrtNow() - t0;

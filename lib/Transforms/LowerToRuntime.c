@@ -90,19 +90,14 @@ static void lowerMeshIndex(Lower *l, MlirOperation op) {
                         mlirUnrankedMemRefTypeGet(i64, mlirAttributeGetNull())};
   dtRtEnsureCallee(&l->b, "dtrt_mlir_mesh_coord",
                    mlirFunctionTypeGet(l->b.ctx, 2, inputs, 1, &i64), loc);
-  MlirNamedAttribute callee = dtNamedAttr(
-      l->b.ctx, "callee",
-      mlirFlatSymbolRefAttrGet(
-          l->b.ctx, mlirStringRefCreateFromCString("dtrt_mlir_mesh_coord")));
   for (intptr_t k = 0; k < mlirOperationGetNumResults(op); ++k) {
     int64_t axis = mlirAttributeIsNull(axesAttr)
                        ? k
                        : mlirDenseI64ArrayGetElement(axesAttr, k);
     MlirValue args[2] = {dtRtConstI64(&l->b, axis, op),
                          dtRtGlobal(&l->b, meshSym, meshRank, op)};
-    MlirValue coord = mlirOperationGetResult(
-        dtRtBuild(&l->b, "func.call", loc, 2, args, 1, &i64, 1, &callee, op),
-        0);
+    MlirValue coord =
+        dtRtCallValue(&l->b, "dtrt_mlir_mesh_coord", loc, 2, args, i64, op);
     MlirValue cast =
         mlirOperationGetResult(dtRtBuild(&l->b, "arith.index_cast", loc, 1,
                                          &coord, 1, &index, 0, NULL, op),
@@ -112,15 +107,20 @@ static void lowerMeshIndex(Lower *l, MlirOperation op) {
   mlirOperationDestroy(op);
 }
 
-/* A collective's buffers, made before `at`: the input block's
- * (bufferization.to_buffer) and a fresh output (memref.alloc). */
+/* The buffer of tensor `in` (bufferization.to_buffer), made before `at`. */
+static MlirValue toBuffer(Lower *l, MlirLocation loc, MlirValue in,
+                          MlirType inMem, MlirOperation at) {
+  return mlirOperationGetResult(dtRtBuild(&l->b, "bufferization.to_buffer", loc,
+                                          1, &in, 1, &inMem, 0, NULL, at),
+                                0);
+}
+
+/* A collective's buffers, made before `at`: the input block's and a fresh
+ * output (memref.alloc). */
 static void buffers(Lower *l, MlirLocation loc, MlirValue in, MlirType inMem,
                     MlirType outMem, MlirOperation at, MlirValue *inBuf,
                     MlirValue *outBuf) {
-  *inBuf =
-      mlirOperationGetResult(dtRtBuild(&l->b, "bufferization.to_buffer", loc, 1,
-                                       &in, 1, &inMem, 0, NULL, at),
-                             0);
+  *inBuf = toBuffer(l, loc, in, inMem, at);
   int32_t segments[2] = {0, 0};
   MlirNamedAttribute allocAttrs[1] = {
       dtNamedAttr(l->b.ctx, "operandSegmentSizes",
@@ -250,18 +250,10 @@ static void lowerStarted(Lower *l, MlirOperation op, int64_t kind,
                        dtRtCastUnranked(&l->b, outBuf, at),
                        dtRtGlobal(&l->b, meshSym, meshRank, at),
                        dtRtGlobal(&l->b, axesSym, numAxes, at)};
-  MlirNamedAttribute startCallee =
-      dtNamedAttr(l->b.ctx, "callee",
-                  mlirFlatSymbolRefAttrGet(
-                      l->b.ctx, mlirStringRefCreateFromCString(start)));
-  MlirValue request = mlirOperationGetResult(
-      dtRtBuild(&l->b, "func.call", loc, 9, args, 1, &i64, 1, &startCallee, at),
-      0);
-  MlirValue inAgain =
-      mlirOperationGetResult(dtRtBuild(&l->b, "bufferization.to_buffer", loc, 1,
-                                       &in, 1, &inMem, 0, NULL, until),
-                             0);
-  MlirValue waitArgs[2] = {request, dtRtCastUnranked(&l->b, inAgain, until)};
+  MlirValue request = dtRtCallValue(&l->b, start, loc, 9, args, i64, at);
+  MlirValue waitArgs[2] = {
+      request,
+      dtRtCastUnranked(&l->b, toBuffer(l, loc, in, inMem, until), until)};
   dtRtCall(&l->b, wait, loc, 2, waitArgs, until);
   replaceByBuffer(l, loc, op, outBuf, until);
 }
@@ -274,10 +266,7 @@ static void lowerCollective(Lower *l, MlirOperation op, int64_t kind) {
   MlirValue in = mlirOperationGetOperand(op, 0);
   MlirType inType = mlirValueGetType(in);
   MlirType outType = mlirValueGetType(mlirOperationGetResult(op, 0));
-  int64_t code;
-  const char *suffix =
-      dtRtTypeName(mlirShapedTypeGetElementType(inType), &code);
-  (void)code; /* in the suffix */
+  const char *suffix = dtRtTypeName(mlirShapedTypeGetElementType(inType), NULL);
   if (!suffix) {
     fail(l, op,
          "has an element type the runtime does not carry (valid: "

@@ -127,12 +127,27 @@ MlirValue dtRtGlobal(DtRtBuilder *b, const char *sym, int n,
   return dtRtCastUnranked(b, g, before);
 }
 
-void dtRtCall(DtRtBuilder *b, const char *callee, MlirLocation loc, int nArgs,
-              const MlirValue *args, MlirOperation before) {
+static MlirOperation buildCall(DtRtBuilder *b, const char *callee,
+                               MlirLocation loc, int nArgs,
+                               const MlirValue *args, int nResults,
+                               const MlirType *results, MlirOperation before) {
   MlirNamedAttribute attr = dtNamedAttr(
       b->ctx, "callee",
       mlirFlatSymbolRefAttrGet(b->ctx, mlirStringRefCreateFromCString(callee)));
-  dtRtBuild(b, "func.call", loc, nArgs, args, 0, NULL, 1, &attr, before);
+  return dtRtBuild(b, "func.call", loc, nArgs, args, nResults, results, 1,
+                   &attr, before);
+}
+
+void dtRtCall(DtRtBuilder *b, const char *callee, MlirLocation loc, int nArgs,
+              const MlirValue *args, MlirOperation before) {
+  buildCall(b, callee, loc, nArgs, args, 0, NULL, before);
+}
+
+MlirValue dtRtCallValue(DtRtBuilder *b, const char *callee, MlirLocation loc,
+                        int nArgs, const MlirValue *args, MlirType result,
+                        MlirOperation before) {
+  return mlirOperationGetResult(
+      buildCall(b, callee, loc, nArgs, args, 1, &result, before), 0);
 }
 
 const char *dtRtTypeName(MlirType t, int64_t *outCode) {
@@ -145,7 +160,8 @@ const char *dtRtTypeName(MlirType t, int64_t *outCode) {
   const char *name = dtensorElementTypeGetName(et);
 #define DT_RT_TYPE(e, text, size)                                              \
   if (!strcmp(name, text)) {                                                   \
-    *outCode = e;                                                              \
+    if (outCode)                                                               \
+      *outCode = e;                                                            \
     return text;                                                               \
   }
   DTRT_DTYPE_LIST(DT_RT_TYPE)

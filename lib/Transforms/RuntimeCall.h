@@ -55,8 +55,14 @@ MlirValue dtRtGlobal(DtRtBuilder *b, const char *sym, int n,
 void dtRtCall(DtRtBuilder *b, const char *callee, MlirLocation loc, int nArgs,
               const MlirValue *args, MlirOperation before);
 
+/// The same with one result of type `result`, which it returns.
+MlirValue dtRtCallValue(DtRtBuilder *b, const char *callee, MlirLocation loc,
+                        int nArgs, const MlirValue *args, MlirType result,
+                        MlirOperation before);
+
 /// The runtime's name of element type `t` ("f32", "bf16", ...; its
-/// DtrtDtype in `*outCode`), or NULL for a type the runtime does not carry.
+/// DtrtDtype in `*outCode` unless it is NULL), or NULL for a type the
+/// runtime does not carry.
 const char *dtRtTypeName(MlirType t, int64_t *outCode);
 
 #endif
