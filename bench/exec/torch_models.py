@@ -116,11 +116,13 @@ def init(rank, ranks, port):
         dist.init_process_group("gloo", rank=rank, world_size=ranks)
 
 
-def rank_main(rank, ranks, port, out, model, reps):
+def timed_rank(rank, ranks, port, out, make_step, reps, grad, args):
+    """One process of time_step: its step from make_step(rank, ranks,
+    generator, *args), timed; rank 0 puts the fastest step in `out`."""
     init(rank, ranks, port)
     g = torch.Generator().manual_seed(0)
-    step = (mlp_step if model == "mlp" else gpt_step)(rank, ranks, g)
-    with torch.no_grad():
+    step = make_step(rank, ranks, g, *args)
+    with torch.set_grad_enabled(grad):
         ms = fastest_step(step, ranks, reps)
     if rank == 0:
         out.put(ms)
@@ -128,9 +130,16 @@ def rank_main(rank, ranks, port, out, model, reps):
         dist.destroy_process_group()
 
 
+def time_step(make_step, ranks, reps, *args, grad=False):
+    """The fastest of `reps` steps (ms) of make_step's step on `ranks`
+    processes (autograd on when `grad`)."""
+    return spawn(timed_rank, ranks, make_step, reps, grad, args)
+
+
 def main():
     model, ranks, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    print(f"{spawn(rank_main, ranks, model, reps):.4f}")
+    make_step = mlp_step if model == "mlp" else gpt_step
+    print(f"{time_step(make_step, ranks, reps):.4f}")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "exec"))
-from torch_models import fastest_step, init, spawn  # noqa: E402
+from torch_models import time_step  # noqa: E402
 
 D, F, LR = 1024, 4096, 1e-4
 
@@ -87,21 +87,11 @@ def fsdp_step(rank, ranks, g, batch):
     return step
 
 
-def rank_main(rank, ranks, port, out, kind, reps, batch):
-    init(rank, ranks, port)
-    g = torch.Generator().manual_seed(0)
-    step = (fsdp_step if kind == "fsdp" else ddp_step)(rank, ranks, g, batch)
-    ms = fastest_step(step, ranks, reps)
-    if rank == 0:
-        out.put(ms)
-    if ranks > 1:
-        dist.destroy_process_group()
-
-
 def main():
     kind, ranks, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     batch = int(sys.argv[4]) if len(sys.argv) > 4 else 512
-    print(f"{spawn(rank_main, ranks, kind, reps, batch):.3f}")
+    make_step = fsdp_step if kind == "fsdp" else ddp_step
+    print(f"{time_step(make_step, ranks, reps, batch, grad=True):.3f}")
 
 
 if __name__ == "__main__":
