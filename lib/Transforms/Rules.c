@@ -44,16 +44,83 @@ static bool isRankedTensor(MlirType t) {
          mlirShapedTypeGetRank(t) <= DTENSOR_MAX_TENSOR_RANK;
 }
 
+enum { MAX_COMBINER_BODY_OPS = 256 };
+
+/* Whether `v` depends on an accumulator: a block argument of `body` from
+ * `numInputs` on, or a result of one of the `count` ops in `tainted`. */
+static bool readsAccumulator(MlirValue v, MlirBlock body, int numInputs,
+                             const void *const *tainted, int count) {
+  if (mlirValueIsABlockArgument(v))
+    return mlirBlockEqual(mlirBlockArgumentGetOwner(v), body) &&
+           mlirBlockArgumentGetArgNumber(v) >= numInputs;
+  MlirOperation def = mlirOpResultGetOwner(v);
+  for (int k = 0; k < count; ++k)
+    if (tainted[k] == def.ptr)
+      return true;
+  return false;
+}
+
+/* Whether each yielded value i is acc_i (+) f(inputs): an op whose one
+ * operand is the accumulator of result i (block argument numInputs + i)
+ * and whose other operand reads no accumulator. Only then may devices
+ * reduce their parts of a split loop and combine the results: in
+ * acc * 0.5 + x, or a select on acc, each element's weight depends on
+ * where the loop starts. */
+static bool combinesAccumulators(MlirBlock body, int numInputs,
+                                 MlirOperation yield) {
+  const void *tainted[MAX_COMBINER_BODY_OPS];
+  int count = 0;
+  for (MlirOperation o = mlirBlockGetFirstOperation(body);
+       !mlirOperationIsNull(o) && !mlirOperationEqual(o, yield);
+       o = mlirOperationGetNextInBlock(o)) {
+    /* A nested region may read an accumulator without an operand. */
+    if (mlirOperationGetNumRegions(o) > 0)
+      return false;
+    bool reads = false;
+    for (intptr_t i = 0; i < mlirOperationGetNumOperands(o) && !reads; ++i)
+      reads = readsAccumulator(mlirOperationGetOperand(o, i), body, numInputs,
+                               tainted, count);
+    if (!reads)
+      continue;
+    if (count == MAX_COMBINER_BODY_OPS)
+      return false;
+    tainted[count++] = o.ptr;
+  }
+  for (intptr_t i = 0; i < mlirOperationGetNumOperands(yield); ++i) {
+    MlirValue v = mlirOperationGetOperand(yield, i);
+    if (!mlirValueIsAOpResult(v))
+      return false;
+    MlirOperation def = mlirOpResultGetOwner(v);
+    if (mlirOperationGetNumOperands(def) != 2)
+      return false;
+    int accAt = -1;
+    for (int k = 0; k < 2; ++k) {
+      MlirValue x = mlirOperationGetOperand(def, k);
+      if (mlirValueIsABlockArgument(x) &&
+          mlirBlockEqual(mlirBlockArgumentGetOwner(x), body) &&
+          mlirBlockArgumentGetArgNumber(x) == numInputs + i)
+        accAt = k;
+    }
+    if (accAt < 0 || readsAccumulator(mlirOperationGetOperand(def, 1 - accAt),
+                                      body, numInputs, tainted, count))
+      return false;
+  }
+  return true;
+}
+
 /* The combiner a reduction body yields: the op defining each yielded value,
- * which all results must agree on; NONE if it is not a known one. */
-static DtensorReduceKind bodyCombiner(MlirOperation op) {
+ * which all results must agree on, applied to the result's accumulator and
+ * a value of the inputs alone; NONE if it is not a known one or the body
+ * is not of that form. */
+static DtensorReduceKind bodyCombiner(MlirOperation op, int numInputs) {
   if (mlirOperationGetNumRegions(op) < 1)
     return DTENSOR_REDUCE_NONE;
   MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0));
   if (mlirBlockIsNull(body))
     return DTENSOR_REDUCE_NONE;
   MlirOperation yield = mlirBlockGetTerminator(body);
-  if (mlirOperationIsNull(yield) || mlirOperationGetNumOperands(yield) == 0)
+  if (mlirOperationIsNull(yield) || mlirOperationGetNumOperands(yield) == 0 ||
+      !combinesAccumulators(body, numInputs, yield))
     return DTENSOR_REDUCE_NONE;
   static const struct {
     const char *name;
@@ -154,7 +221,7 @@ static bool linalgRule(MlirOperation op, DtRule *r) {
              sizeof(int) * (size_t)rank);
     }
   }
-  DtensorReduceKind combiner = bodyCombiner(op);
+  DtensorReduceKind combiner = bodyCombiner(op, numInputs);
   for (int f = 0; f < numFactors; ++f) {
     r->reduce[f] = usedByInit[f] ? DTENSOR_REDUCE_NONE : combiner;
     r->shardable[f] = usedByInit[f] || combiner != DTENSOR_REDUCE_NONE;

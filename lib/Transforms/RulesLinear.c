@@ -76,6 +76,22 @@ static Lin sum(Lin a, Lin b) {
   return LIN_OTHER; /* linear plus a constant is affine, not linear */
 }
 
+/* a * b: linear in the Partial only when one factor is the same on every
+ * device and the other is itself linear (c * (x * x) is not: summing the
+ * devices' squares is not the square of the sum). A zero factor zeroes
+ * anything but an unknown value (0 * inf is NaN). */
+static Lin product(Lin a, Lin b) {
+  if ((a == LIN_ZERO && b != LIN_OTHER) || (b == LIN_ZERO && a != LIN_OTHER))
+    return LIN_ZERO;
+  if (isConst(a) && isConst(b))
+    return LIN_CONST;
+  if (isConst(a))
+    return b;
+  if (isConst(b))
+    return a;
+  return LIN_OTHER; /* linear times linear is quadratic */
+}
+
 /* Two values one of which is chosen by a condition the same everywhere. */
 static Lin join(Lin a, Lin b) {
   if (a == LIN_ZERO)
@@ -100,17 +116,13 @@ static Lin opClass(MlirOperation op, const Lin *in, int n) {
   case OP_CAST:
     return n == 1 ? in[0] : LIN_OTHER;
   case OP_MUL:
-    if (n != 2)
-      return LIN_OTHER;
-    if (in[0] == LIN_ZERO || in[1] == LIN_ZERO)
-      return LIN_ZERO;
-    if (allConst)
-      return LIN_CONST;
-    return isConst(in[0]) || isConst(in[1]) ? LIN_LINEAR : LIN_OTHER;
+    return n == 2 ? product(in[0], in[1]) : LIN_OTHER;
   case OP_DIV:
-    if (n != 2 || !isConst(in[1]))
+    /* x / c is x * (1/c): linear only in a linear x, and never over a
+     * zero (±inf's sign would follow each device's share). */
+    if (n != 2 || in[1] != LIN_CONST)
       return LIN_OTHER;
-    return in[0] == LIN_OTHER ? LIN_OTHER : in[0];
+    return in[0];
   case OP_SELECT:
     return n == 3 && isConst(in[0]) ? join(in[1], in[2]) : LIN_OTHER;
   case OP_INDEX:

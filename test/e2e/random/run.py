@@ -448,19 +448,27 @@ def generate(seed):
 
 def run_case(tool, out, seed, backend="shm"):
     devices, text = generate(seed)
-    path = os.path.join(out, "case-%d.mlir" % seed)
+    ok, output, path = run_program(tool, os.path.join(out, "case-%d.mlir" % seed),
+                                   devices, text, backend)
+    return seed, devices, ok, output, path
+
+
+def run_program(tool, path, devices, text, backend="shm", extra=()):
+    """Writes `text` to `path` and runs it with `dtensor-run -n devices`:
+    (passed, output, path); a passing program's file is removed."""
     with open(path, "w") as f:
         f.write(text)
     try:
         p = subprocess.run([tool, "-n", str(devices), "--backend", backend,
-                            path], capture_output=True, text=True, timeout=300)
+                            *extra, path], capture_output=True, text=True,
+                           timeout=300)
         output, ok = p.stdout + p.stderr, p.returncode == 0 and \
             "every rank's result equals the single-device run" in p.stdout
     except subprocess.TimeoutExpired:
         output, ok = "timed out after 300 s", False
     if ok:
         os.remove(path)
-    return seed, devices, ok, output, path
+    return ok, output, path
 
 
 SOURCE_CONSTRUCTS = [
@@ -614,16 +622,32 @@ def main():
             per_mesh.setdefault(mesh, [0, 0])[0 if ok else 1] += 1
             if not ok:
                 failed.append((seed, devices, output, path))
-    for seed, devices, output, path in failed[:args.show]:
+    show_failures(failed, args.show, 12)
+    print("random programs: %d cases (%s)" % (args.cases, mesh_summary(per_mesh)))
+    return finish(failed, out, args.out)
+
+
+def show_failures(failed, show, lines):
+    """Prints the first `show` failures (seed, ranks, output, kept path)
+    with the last `lines` lines of their output."""
+    for seed, devices, output, path in failed[:show]:
         print("FAILED seed %d (%d ranks): %s" % (seed, devices, path))
-        print("  " + "\n  ".join(output.strip().splitlines()[-12:]))
-    summary = ", ".join("mesh %s: %d passed, %d failed" % (d, c[0], c[1])
-                        for d, c in sorted(per_mesh.items()))
-    print("random programs: %d cases (%s)" % (args.cases, summary))
+        print("  " + "\n  ".join(output.strip().splitlines()[-lines:]))
+
+
+def mesh_summary(per_mesh):
+    """{mesh: [passed, failed]} as one line."""
+    return ", ".join("mesh %s: %d passed, %d failed" % (d, c[0], c[1])
+                     for d, c in sorted(per_mesh.items()))
+
+
+def finish(failed, out, keep):
+    """The exit status; a temporary `out` (not `keep`) is removed when
+    nothing failed."""
     if failed:
         print("failing cases kept in %s" % out)
         return 1
-    if not args.out:
+    if not keep:
         os.rmdir(out)
     return 0
 
