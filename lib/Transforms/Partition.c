@@ -740,6 +740,19 @@ static void partitionDeclaration(Part *p, MlirOperation func) {
   free(types);
 }
 
+/* Interns the first result layout propagation decided, which sets the
+ * function's mesh. */
+static MlirWalkResult findPropagatedMesh(MlirOperation op, void *userData) {
+  Part *p = userData;
+  MlirAttribute layouts = dtDecisionGet(p->decisions, op, DT_DECIDED_LAYOUT);
+  for (intptr_t j = 0; j < mlirOperationGetNumResults(op) && !p->mesh &&
+                       !p->failed && !mlirOperationEqual(op, p->func);
+       ++j)
+    recordAs(p, op, (MlirValue){NULL}, listElement(layouts, j),
+             mlirValueGetType(mlirOperationGetResult(op, j)));
+  return p->mesh || p->failed ? MlirWalkResultInterrupt : MlirWalkResultAdvance;
+}
+
 static void partitionFunction(Part *p, MlirOperation func) {
   char where[32];
   if (dtSignatureFind(func, true, where)) {
@@ -757,7 +770,12 @@ static void partitionFunction(Part *p, MlirOperation func) {
   for (intptr_t i = 0; i < mlirBlockGetNumArguments(entry); ++i)
     record(p, func, mlirBlockGetArgument(entry, i),
            argLayout(func, "arg_attrs", i));
+  /* No argument has a layout (a function of constants, or layouts only on
+   * its results or annotations): the mesh is the one propagation gave its
+   * ops. */
   if (!p->mesh)
+    mlirOperationWalk(func, findPropagatedMesh, p, MlirWalkPreOrder);
+  if (!p->mesh || p->failed)
     return; /* nothing was propagated here */
   mlirOperationWalk(func, collect, p, MlirWalkPreOrder);
   if (p->failed)
