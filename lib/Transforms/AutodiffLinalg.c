@@ -114,6 +114,62 @@ static int captures(MlirBlock body, MlirValue *out, int max) {
   return n;
 }
 
+/* Whether `v` is defined inside `op`'s regions. */
+static bool definedInside(MlirValue v, MlirOperation op) {
+  MlirBlock block = mlirValueIsABlockArgument(v)
+                        ? mlirBlockArgumentGetOwner(v)
+                        : mlirOperationGetBlock(mlirOpResultGetOwner(v));
+  if (mlirBlockIsNull(block))
+    return false;
+  for (MlirOperation p = mlirBlockGetParentOperation(block);
+       !mlirOperationIsNull(p); p = mlirOperationGetParentOperation(p))
+    if (mlirOperationEqual(p, op))
+      return true;
+  return false;
+}
+
+typedef struct ActiveRead {
+  DtAd *ad;
+  MlirOperation op;     /* the linalg op */
+  MlirOperation reader; /* the body op that reads an active value */
+  MlirValue value;
+} ActiveRead;
+
+static MlirWalkResult findActiveRead(MlirOperation b, void *user) {
+  ActiveRead *a = user;
+  if (mlirOperationEqual(b, a->op))
+    return MlirWalkResultAdvance;
+  for (intptr_t i = 0; i < mlirOperationGetNumOperands(b); ++i) {
+    MlirValue v = mlirOperationGetOperand(b, i);
+    if (!definedInside(v, a->op) && dtAdActive(a->ad, v)) {
+      a->reader = b;
+      a->value = v;
+      return MlirWalkResultInterrupt;
+    }
+  }
+  return MlirWalkResultAdvance;
+}
+
+/* A body that reads a value on the gradient's path other than through the
+ * op's operands (a tensor.extract of a weight: a gather, or picking a
+ * target logit) gets no adjoint for it; without one the gradient would be
+ * silently zero, so it is a located error until it has one. */
+static bool readsActiveFromOutside(DtAd *ad, MlirOperation op) {
+  ActiveRead a = {ad, op, {NULL}, {NULL}};
+  mlirOperationWalk(op, findActiveRead, &a, MlirWalkPreOrder);
+  if (mlirOperationIsNull(a.reader))
+    return false;
+  MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(a.reader));
+  dtOpError(op,
+            "reads a value on the gradient's path from inside its body "
+            "('%.*s' uses it, not an operand of the op); dtensor-autodiff "
+            "has no derivative for that yet: pass the tensor as an input "
+            "with an indexing map, or compute the gather as a contraction "
+            "with a one-hot matrix",
+            (int)name.length, name.data);
+  return true;
+}
+
 /* The contribution of a linalg op (or an elementwise op on tensors, with
  * `elementwise` set) to each active input. */
 void dtAdLinalgAdjoint(DtAd *ad, MlirOperation op, bool elementwise) {
@@ -153,6 +209,10 @@ void dtAdLinalgAdjoint(DtAd *ad, MlirOperation op, bool elementwise) {
     if (mlirOperationGetNumRegions(op) != 1) {
       dtOpError(op, "is not a structured linalg op; dtensor-autodiff "
                     "differentiates those");
+      ad->failed = true;
+      return;
+    }
+    if (readsActiveFromOutside(ad, op)) {
       ad->failed = true;
       return;
     }

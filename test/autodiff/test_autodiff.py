@@ -366,6 +366,19 @@ def opt(text, options):
       "%s = tensor.extract %x[%i, %i] : tensor<3x4xf64>",
       "%y = tensor.splat %s : tensor<3x4xf64>"], ("%y", (3, 4)), "function=f",
      "'tensor.splat' op is on the path of the gradient and has no derivative"),
+    # A gather written as tensor.extract in a body: the gradient of %x was
+    # silently zero.
+    (["%e = tensor.empty() : tensor<3x4xf64>",
+      '%y = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>], '
+      'iterator_types = ["parallel", "parallel"]} outs(%e : tensor<3x4xf64>) {',
+      "^bb0(%o: f64):",
+      "  %i = linalg.index 0 : index",
+      "  %j = linalg.index 1 : index",
+      "  %v = tensor.extract %x[%i, %j] : tensor<3x4xf64>",
+      "  linalg.yield %v : f64",
+      "} -> tensor<3x4xf64>"], ("%y", (3, 4)), "function=f",
+     "'linalg.generic' op reads a value on the gradient's path from inside "
+     "its body ('tensor.extract' uses it"),
 ])
 def test_errors_are_located(body, result, options, message):
     shape = (6, 4) if "(i + j, j)" in "".join(body) else (3, 4)
