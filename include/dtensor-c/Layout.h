@@ -23,6 +23,10 @@ extern "C" {
 
 /// Most axes a mesh may have (axis indices are single digits in `S01`).
 #define DTENSOR_MAX_MESH_RANK 8
+/// Most devices a mesh may have (2^20, beyond the largest clusters): work
+/// per device, such as distributing a tensor from Python or planning a
+/// permutation, stays bounded.
+#define DTENSOR_MAX_MESH_DEVICES (1 << 20)
 /// Most dims a tensor may have.
 #define DTENSOR_MAX_TENSOR_RANK 16
 /// Longest mesh axis name, including the terminating NUL.

@@ -133,16 +133,25 @@ DTENSOR_EXPORT bool dtensorRunnerComputeReference(DtensorRunner *runner,
 DTENSOR_EXPORT const void *
 dtensorRunnerGetReference(const DtensorRunner *runner, int k);
 
+/// How close a float result must be to the reference: every finite
+/// element within atol + rtol * |reference| (numpy's allclose).
+typedef struct DtensorTolerance {
+  double rtol, atol;
+} DtensorTolerance;
+
 /// What one rank does besides the checked run.
 typedef struct DtensorRankOptions {
   const char *loadDir; /* the arguments' blocks from this checkpoint */
   const char *saveDir; /* the results' blocks into this checkpoint */
   int repeat;          /* timed runs after the checked one (0: none) */
+  const DtensorTolerance *tolerance; /* NULL: the defaults below */
 } DtensorRankOptions;
 
 /// What one rank found: the result elements it compared (padding aside),
-/// how many differ from the reference (floats: rtol 1e-4 or 1e-5 of the
-/// result's scale; f16, bf16: 2e-2 and 1e-2; integers: exactly), the
+/// how many differ from the reference (floats by default: rtol 1e-4 plus
+/// 1e-5 of the result's scale, its largest finite magnitude if over 1;
+/// f16, bf16: 2e-2 and 1e-2; or the options' tolerance; integers exactly;
+/// a NaN or an infinity on either side only equals the same), the
 /// largest absolute error, and with `repeat` the fastest and median step
 /// and the median time a step spent in collective calls (blocked in them
 /// or waiting for started ones: the communication it did not hide;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef void (*CallWrapper)(void **args);
 
@@ -60,10 +61,12 @@ static bool readManifest(DtensorRunner *r, const char *dir,
                          DtensorDiag *outDiag) {
   char path[4096];
   snprintf(path, sizeof(path), "%s/%s", dir, DTENSOR_BUNDLE_MANIFEST);
-  FILE *f = fopen(path, "r");
-  if (!f)
+  if (access(path, F_OK) != 0)
     return dtDiag(outDiag, -1, "'%s' is not a bundle: no %s", dir,
                   DTENSOR_BUNDLE_MANIFEST);
+  FILE *f = dtOpenRegularFile(path, outDiag);
+  if (!f)
+    return false;
   char line[4096];
   int numArgs = 0, numResults = 0, lineNo = 0;
   bool ok = fgets(line, sizeof(line), f) && !strcmp(line, "dtensor-bundle 1\n");

@@ -381,12 +381,15 @@ size_t dtensorRankReportFormat(const DtensorRunner *r, int rank,
                                const DtensorRankReport *rep, char *buffer,
                                size_t capacity) {
   DtBuf b = dtBufInit(buffer, capacity);
-  dtBufPrintf(&b,
-              "rank %d: %lld result elements%s, %s the single-device run "
-              "(max abs error %.3g)\n",
-              rank, (long long)rep->compared,
-              r->numResults > 1 ? " (all results)" : "",
-              rep->different ? "DIFFERENT from" : "equal to", rep->maxAbsError);
+  dtBufPrintf(&b, "rank %d: %lld result elements%s, ", rank,
+              (long long)rep->compared,
+              r->numResults > 1 ? " (all results)" : "");
+  if (rep->different)
+    dtBufPrintf(&b, "DIFFERENT from the single-device run in %lld of them",
+                (long long)rep->different);
+  else
+    dtBufPrintf(&b, "equal to the single-device run");
+  dtBufPrintf(&b, " (max abs error %.3g)\n", rep->maxAbsError);
   if (rep->steps)
     dtBufPrintf(&b,
                 "rank %d: step time min %.3f ms, median %.3f ms over %d "

@@ -211,7 +211,8 @@ static bool resolvePartial(const DtensorRunner *r, const DtensorRunTensor *t,
 typedef struct Compare {
   const void *got, *want;
   DtrtDtype dtype;
-  double scale; /* the reference's largest magnitude */
+  double scale; /* the reference's largest finite magnitude */
+  const DtensorTolerance *tolerance; /* NULL: the defaults */
   double maxErr;
   int64_t bad, compared;
 } Compare;
@@ -221,34 +222,51 @@ static void compareElement(void *user, int64_t e, int64_t g) {
   if (g < 0)
     return;
   double want = dtRunLoad(c->want, c->dtype, g);
-  double err = fabs(dtRunLoad(c->got, c->dtype, e) - want);
-  if (isnan(err))
-    err = INFINITY;
+  double got = dtRunLoad(c->got, c->dtype, e);
+  ++c->compared;
+  /* Non-finite values compare exactly: an inf must not widen the tolerance
+   * of the rest, nor a NaN pass as close. */
+  if (!isfinite(want) || !isfinite(got)) {
+    if (isnan(want) ? !isnan(got) : got != want) {
+      c->maxErr = INFINITY;
+      ++c->bad;
+    }
+    return;
+  }
+  double err = fabs(got - want);
   if (err > c->maxErr)
     c->maxErr = err;
-  /* Floats: within 1e-4 relative, or 1e-5 of the result's scale (sums of
-   * many terms near zero keep the rounding of the large ones); f16 and
-   * bf16 (11 and 8 significant bits, partial sums rounded to them in
+  if (!dtRunIsFloat(c->dtype)) {
+    c->bad += err != 0;
+    return;
+  }
+  if (c->tolerance) {
+    c->bad += err > c->tolerance->atol + c->tolerance->rtol * fabs(want);
+    return;
+  }
+  /* Within 1e-4 relative, or 1e-5 of the result's scale (sums of many
+   * terms near zero keep the rounding of the large ones); f16 and bf16
+   * (11 and 8 significant bits, partial sums rounded to them in
    * collectives) within 2e-2 and 1e-2. */
   bool half = c->dtype == DTRT_F16 || c->dtype == DTRT_BF16;
   double rtol = half ? 2e-2 : 1e-4, stol = half ? 1e-2 : 1e-5;
-  c->bad += dtRunIsFloat(c->dtype)
-                ? err > rtol * fabs(want) + stol * (c->scale > 1 ? c->scale : 1)
-                : err != 0;
-  ++c->compared;
+  c->bad += err > rtol * fabs(want) + stol * (c->scale > 1 ? c->scale : 1);
 }
 
 /* Compares every result block with the reference. */
 static void compareResults(const DtensorRunner *r, int rank, void **out,
+                           const DtensorTolerance *tolerance,
                            DtensorRankReport *report) {
   for (int k = 0; k < r->numResults; ++k) {
     const DtensorRunTensor *t = &r->results[k];
     double scale = 0;
     for (int64_t e = 0; e < dtRunCount(t->rank, t->shape); ++e) {
       double v = fabs(dtRunLoad(r->referenceData[k], t->dtype, e));
-      scale = v > scale ? v : scale;
+      if (isfinite(v) && v > scale)
+        scale = v;
     }
-    Compare c = {out[k], r->referenceData[k], t->dtype, scale, 0, 0, 0};
+    Compare c = {out[k], r->referenceData[k], t->dtype, scale, tolerance, 0, 0,
+                 0};
     forBlock(r, t, rank, compareElement, &c);
     if (c.maxErr > report->maxAbsError)
       report->maxAbsError = c.maxErr;
@@ -344,7 +362,7 @@ static bool checkedRun(DtensorRunner *r, int rank, const DtensorRankOptions *o,
   for (int k = 0; k < r->numResults; ++k)
     if (!resolvePartial(r, &r->results[k], out[k], rank, outDiag))
       return false;
-  compareResults(r, rank, out, report);
+  compareResults(r, rank, out, o->tolerance, report);
   return true;
 }
 

@@ -44,8 +44,11 @@ DtensorMesh *dtensorMeshCreate(int rank, const int64_t *shape,
              (long long)shape[a]);
       return NULL;
     }
-    if (total > ((int64_t)1 << 40) / shape[a]) {
-      dtDiag(outDiag, -1, "the mesh has too many devices (over 2^40)");
+    if (total > DTENSOR_MAX_MESH_DEVICES / shape[a]) {
+      dtDiag(outDiag, -1,
+             "the mesh has too many devices: at most %d (2^20) are "
+             "supported",
+             DTENSOR_MAX_MESH_DEVICES);
       return NULL;
     }
     total *= shape[a];

@@ -13,6 +13,7 @@
 #include "Support/Support.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,10 +79,11 @@ bool dtensorCalibrationSet(DtensorCalibration *cal, DtensorCommPattern pattern,
                   "the axes of a calibrated group must be distinct mesh "
                   "axes from 0 to %d",
                   cal->meshRank - 1);
-  if (!(latencyUs >= 0) || !(bandwidthGBps > 0))
+  if (!(latencyUs >= 0) || !(bandwidthGBps > 0) || !isfinite(latencyUs) ||
+      !isfinite(bandwidthGBps))
     return dtDiag(outDiag, -1,
-                  "a latency must be >= 0 µs and a bandwidth > 0 GB/s "
-                  "(got %g and %g)",
+                  "a latency must be a finite number >= 0 µs and a "
+                  "bandwidth a finite number > 0 GB/s (got %g and %g)",
                   latencyUs, bandwidthGBps);
   Fit *f = &cal->fits[pattern][mask];
   f->set = true;
@@ -219,17 +221,17 @@ static bool readHeader(char *line, int lineNo, DtensorCalibration **cal,
 
 DtensorCalibration *dtensorCalibrationRead(const char *path,
                                            DtensorDiag *outDiag) {
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    dtDiag(outDiag, -1, "%s: cannot read: %s", path, strerror(errno));
+  FILE *f = dtOpenRegularFile(path, outDiag);
+  if (!f)
     return NULL;
-  }
   DtensorCalibration *cal = NULL;
-  char line[512];
+  /* Lines of any length: a long comment is still a comment. */
+  char *line = NULL;
+  size_t capacity = 0;
   int lineNo = 0, kept = 0;
   bool ok = true;
   DtensorDiag d;
-  while (ok && fgets(line, sizeof(line), f)) {
+  while (ok && getline(&line, &capacity, f) >= 0) {
     ++lineNo;
     char *p = line + strspn(line, " \t");
     if (*p == '#' || *p == '\n' || *p == '\0')
@@ -238,6 +240,11 @@ DtensorCalibration *dtensorCalibrationRead(const char *path,
     ++kept;
     ok = kept <= 2 ? readHeader(p, kept, &cal, &d) : readFit(cal, p, &d);
   }
+  if (ok && ferror(f)) {
+    ok = false;
+    snprintf(d.message, sizeof(d.message), "read error");
+  }
+  free(line);
   fclose(f);
   if (ok && kept < 2) {
     ok = false;

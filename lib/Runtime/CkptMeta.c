@@ -293,6 +293,14 @@ static bool readTensor(json_t *jt, CkptTensor *t, const char *path, char *err,
                       "%s: a tensor lacks name, dtype, shape, mesh, "
                       "spec or shards",
                       path);
+  /* A name also names files (dtensor-ckpt convert writes <name>.<device>
+   * .bin): '../x' or 'a/b' would write outside the directory. */
+  if (!dtCkptNameIsValid(json_string_value(name)))
+    return dtCkptFail(err, errSize,
+                      "%s: tensor name '%.100s' is not valid (1 to 100 of "
+                      "letters, digits, '_', '-', '.', not starting with "
+                      "'.')",
+                      path, json_string_value(name));
   snprintf(t->name, sizeof(t->name), "%s", json_string_value(name));
   if (!dtrtDtypeParse(json_string_value(dtype), &t->dtype))
     return dtCkptFail(err, errSize,

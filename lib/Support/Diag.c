@@ -1,4 +1,5 @@
-/* dtDiag, the string builder and dtWholeNumber of Support.h. */
+/* dtDiag, the string builder and the number readers of Support.h. */
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,4 +51,10 @@ long dtWholeNumber(const char *text, long lo, long hi) {
   char *end;
   long v = strtol(text, &end, 10);
   return *text && !*end && v >= lo && v <= hi ? v : -1;
+}
+
+double dtRealNumber(const char *text, double lo, double hi) {
+  char *end;
+  double v = strtod(text, &end);
+  return *text && !*end && isfinite(v) && v >= lo && v <= hi ? v : NAN;
 }

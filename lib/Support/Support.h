@@ -2,7 +2,7 @@
  * algebra, the planner, the compiler library and the runtime. One home for
  * the diagnostic of the plain-C parts (dtDiag), a bounded string builder,
  * overflow-safe index arithmetic, an open-addressing hash table with
- * removal and a checked growable array. */
+ * removal, a checked growable array, and the checked file opens. */
 #ifndef DTENSOR_LIB_SUPPORT_SUPPORT_H
 #define DTENSOR_LIB_SUPPORT_SUPPORT_H
 
@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* ---- diagnostics and text ------------------------------------------------ */
 
@@ -28,9 +29,21 @@ typedef struct DtBuf {
   size_t length;
 } DtBuf;
 
+/* ---- files --------------------------------------------------------------- */
+
+/// Opens `path` for reading ("r") only if it is a regular file: a FIFO or a
+/// device (/dev/zero) as a calibration, plan or manifest file would block
+/// or never end. The stream (the caller fcloses it), or NULL with
+/// `outDiag` saying why.
+FILE *dtOpenRegularFile(const char *path, DtensorDiag *outDiag);
+
 /// The whole number `text` spells if it lies in [lo, hi], else -1 (a
 /// command line's counts).
 long dtWholeNumber(const char *text, long lo, long hi);
+
+/// The finite number `text` spells if it lies in [lo, hi], else NaN (a
+/// command line's seconds and tolerances).
+double dtRealNumber(const char *text, double lo, double hi);
 
 /// Starts a builder on `data` (may be NULL when `capacity` is 0).
 DtBuf dtBufInit(char *data, size_t capacity);

@@ -9,6 +9,8 @@
 #include "PassDef.h"
 #include "Util.h"
 
+#include "Support/Support.h"
+
 #include "dtensor-c/Dialect.h"
 #include "mlir-c/BuiltinAttributes.h"
 #include "mlir-c/BuiltinTypes.h"
@@ -452,8 +454,14 @@ static bool runApplyPlan(MlirOperation module, const DtPassOptions *options) {
     return false;
   }
   json_error_t jerr;
-  json_t *root = json_load_file(p->path, 0, &jerr);
-  if (!root)
+  DtensorDiag diag;
+  FILE *file = dtOpenRegularFile(p->path, &diag);
+  json_t *root = file ? json_loadf(file, 0, &jerr) : NULL;
+  if (file)
+    fclose(file);
+  if (!file)
+    fail(p, moduleLoc(p), "plan %s", diag.message);
+  else if (!root)
     fail(p, moduleLoc(p), "plan '%s':%d:%d: %s", p->path, jerr.line,
          jerr.column, jerr.text);
   else if (!json_is_object(root))

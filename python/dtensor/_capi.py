@@ -11,6 +11,7 @@ from ctypes import (CFUNCTYPE, POINTER, Structure, c_bool, c_char, c_char_p,
                     c_double, c_int, c_int8, c_int64, c_size_t, c_void_p)
 
 MAX_MESH_RANK = 8
+MAX_MESH_DEVICES = 1 << 20  # DTENSOR_MAX_MESH_DEVICES
 MAX_TENSOR_RANK = 16
 DIAG_MESSAGE_SIZE = 512
 MAX_PLAN_STEPS = 64
@@ -155,9 +156,13 @@ class LaunchOptions(Structure):
                 ("masterAddr", c_char_p), ("masterPort", c_int)]
 
 
+class Tolerance(Structure):
+    _fields_ = [("rtol", c_double), ("atol", c_double)]
+
+
 class RankOptions(Structure):
     _fields_ = [("loadDir", c_char_p), ("saveDir", c_char_p),
-                ("repeat", c_int)]
+                ("repeat", c_int), ("tolerance", POINTER(Tolerance))]
 
 
 class RankReport(Structure):

@@ -1,10 +1,12 @@
 """The package's classes and functions over the C APIs (see _capi)."""
 
 import ctypes
+import math
 import os
 import subprocess
 import tempfile
-from ctypes import byref, c_char_p, c_int, c_int64, c_void_p, create_string_buffer
+from ctypes import (byref, c_char_p, c_int, c_int64, c_void_p,
+                    create_string_buffer, pointer)
 
 import numpy as np
 
@@ -522,24 +524,44 @@ def _named_inputs(inputs):
     return named
 
 
-def run(program, n, inputs, backend="shm", entry=None, timeout=None):
+MAX_TIMEOUT_S = 1e7  # the runtime's DTRT_MAX_TIMEOUT_S
+
+
+def _check_real(value, what, lo, hi):
+    """`value` as a float in [lo, hi], else ValueError naming `what`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not math.isfinite(value) or not lo <= value <= hi:
+        raise ValueError(f"{what} must be a finite number from {lo:g} to "
+                         f"{hi:g}, not {value!r}")
+    return float(value)
+
+
+def run(program, n, inputs, backend="shm", entry=None, timeout=None,
+        rtol=None, atol=None):
     """Compiles the annotated `program` (a path, or IR text) with
     dtensor-spmd and runs it on `n` ranks on `inputs` (a list of numpy
     arrays for the entry's arguments in order, or {name: array} by their
     dtensor.name); returns the results as numpy arrays, in order. Every
     rank's result is checked against the single-device run: a difference or
     any failure raises DtensorError (CompileError when the program does not
-    compile). On shm the program is compiled in this process and the ranks
-    are forked from it (libdtensor's runner); on mpi, mpirun starts
-    dtensor-run once per rank."""
+    compile). A float element passes within atol + rtol * |reference| when
+    `rtol` or `atol` is given (the other then 0), else within dtensor-run's
+    default (rtol 1e-4 plus 1e-5 of the result's largest finite magnitude);
+    NaN and infinities must match exactly. On shm the program is compiled
+    in this process and the ranks are forked from it (libdtensor's
+    runner); on mpi, mpirun starts dtensor-run once per rank."""
     n = _check_int(n, "n", 1)
     _bytes(program, "program")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(
-            timeout, (int, float)) or timeout <= 0):
-        raise ValueError(f"timeout must be a positive number of seconds, not "
-                         f"{timeout!r}")
+            timeout, (int, float)) or not 0 < timeout <= MAX_TIMEOUT_S):
+        raise ValueError(f"timeout must be a positive number of seconds, at "
+                         f"most {MAX_TIMEOUT_S:g}, not {timeout!r}")
+    tolerance = None
+    if rtol is not None or atol is not None:
+        tolerance = (0.0 if rtol is None else _check_real(rtol, "rtol", 0, 1e300),
+                     0.0 if atol is None else _check_real(atol, "atol", 0, 1e300))
     if backend == "mpi":
-        return _run_under_mpirun(program, n, inputs, entry, timeout)
+        return _run_under_mpirun(program, n, inputs, entry, timeout, tolerance)
     if backend != "shm":
         raise DtensorError(f"backend '{backend}': MLIR programs run on host "
                            "memory (valid: shm, mpi)")
@@ -554,12 +576,12 @@ def run(program, n, inputs, backend="shm", entry=None, timeout=None):
         if not runner:
             raise prog.error(f"{name}: {_diag_text(diag)}")
         try:
-            return _run_ranks(runner, n, named, timeout, tmp)
+            return _run_ranks(runner, n, named, timeout, tolerance, tmp)
         finally:
             C.runnerDestroy(runner)
 
 
-def _run_ranks(runner, n, named, timeout, tmp):
+def _run_ranks(runner, n, named, timeout, tolerance, tmp):
     devices = C.meshGetNumDevices(C.runnerGetMesh(runner))
     if devices != n:
         raise DtensorError(f"the program's mesh has {devices} devices; "
@@ -586,7 +608,9 @@ def _run_ranks(runner, n, named, timeout, tmp):
     if not C.runnerComputeReference(runner, byref(diag)):
         raise DtensorError(_diag_text(diag))
     launch = C.LaunchOptions(n, b"shm", float(timeout or 0), None)
-    options = C.RankOptions(None, _bytes(ck_out, "results"), 0)
+    tol = C.Tolerance(*tolerance) if tolerance else None
+    options = C.RankOptions(None, _bytes(ck_out, "results"), 0,
+                            pointer(tol) if tol else None)
     reports = (C.RankReport * n)()
     code = c_int()
     if not C.runnerLaunch(runner, byref(launch), byref(options), reports,
@@ -595,15 +619,18 @@ def _run_ranks(runner, n, named, timeout, tmp):
     different = [k for k in range(n) if reports[k].different]
     if different:
         worst = max(reports[k].maxAbsError for k in different)
+        count = max(reports[k].different for k in different)
         raise DtensorError(
             f"rank(s) {', '.join(map(str, different))}: the result differs "
-            f"from the single-device run (max abs error {worst:.3g})")
+            f"from the single-device run in up to {count} element(s) per rank "
+            f"(max abs "
+            f"error {worst:.3g}; rtol=, atol= set the tolerance)")
     results = load_checkpoint(ck_out)
     return [results[C.runnerGetResult(runner, k).contents.name.decode()]
             for k in range(C.runnerGetNumResults(runner))]
 
 
-def _run_under_mpirun(program, n, inputs, entry, timeout):
+def _run_under_mpirun(program, n, inputs, entry, timeout, tolerance):
     """run() on the mpi backend: dtensor-run under mpirun, results through a
     checkpoint."""
     tool = os.path.join(C.bin_dir(), "dtensor-run")
@@ -623,6 +650,8 @@ def _run_under_mpirun(program, n, inputs, entry, timeout):
             cmd += ["--entry", entry]
         if timeout:
             cmd += ["--timeout", str(timeout)]
+        if tolerance:
+            cmd += ["--rtol", repr(tolerance[0]), "--atol", repr(tolerance[1])]
         if named:
             cmd += ["--load", ck_in]
         cmd += ["--save", ck_out, path]

@@ -13,6 +13,7 @@ dim; uneven shards follow the layout algebra (ceil-div), not torch.chunk.
 """
 
 import ctypes
+import math
 import os
 from ctypes import byref, c_void_p
 
@@ -80,6 +81,9 @@ class DeviceMesh:
                              "device")
         if len(shape) > C.MAX_MESH_RANK:
             raise ValueError(f"shape {shape}: at most {C.MAX_MESH_RANK} axes")
+        if math.prod(shape) > C.MAX_MESH_DEVICES:
+            raise ValueError(f"shape {shape}: {math.prod(shape)} devices; at "
+                             f"most {C.MAX_MESH_DEVICES} (2^20) are supported")
         if names is not None:
             if isinstance(names, str):
                 names = (names,)

@@ -236,6 +236,37 @@ def test_run_failure_raises_with_the_output():
         dtensor.run(MEGATRON, 4, [x, x, x])
 
 
+# A sum whose order decides the value: 1e8 + 1 rounds to 1e8 in f32, so
+# the two ranks' halves sum to 0 where one device's sum is 1.
+ORDERED_SUM = """
+"dtensor.mesh"() {sym_name = "m", shape = array<i64: 2>, axis_names = ["x"]} : () -> ()
+func.func @s(%x: tensor<4xf32> {dtensor.layout = #dtensor.layout<@m, "[S0]">})
+    -> (tensor<f32> {dtensor.layout = #dtensor.layout<@m, "[] Psum(0)">}) {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<f32>
+  %i = linalg.fill ins(%z : f32) outs(%e : tensor<f32>) -> tensor<f32>
+  %r = linalg.reduce ins(%x : tensor<4xf32>) outs(%i : tensor<f32>) dimensions = [0]
+    (%in: f32, %acc: f32) {
+      %s = arith.addf %in, %acc : f32
+      linalg.yield %s : f32
+    }
+  return %r : tensor<f32>
+}
+"""
+
+
+@pytest.mark.parametrize("backend", ["shm", "mpi"])
+def test_run_takes_a_tolerance(backend):
+    x = np.array([1e8, 1, -1e8, 1], np.float32)
+    with pytest.raises(dtensor.DtensorError,
+                       match="(?i)differ.* from the single-device run"):
+        dtensor.run(ORDERED_SUM, 2, [x], backend=backend)
+    y, = dtensor.run(ORDERED_SUM, 2, [x], backend=backend, atol=2)
+    assert y == 0
+    with pytest.raises(dtensor.DtensorError, match="(?i)differ"):
+        dtensor.run(ORDERED_SUM, 2, [x], backend=backend, rtol=0.5)
+
+
 def test_run_refuses_an_input_no_argument_takes():
     x = np.ones((16, 64), np.float32)
     w1 = np.ones((64, 256), np.float32)
@@ -340,6 +371,15 @@ def test_no_leaks_of_c_objects():
     assert grown < 256 * 1024, f"the C heap grew by {grown} bytes"
 
 
+def test_meshes_past_the_device_bound_are_refused():
+    # distribute_tensor on DeviceMesh((2**31,)) ran for hours.
+    with pytest.raises(ValueError, match=r"2147483648 devices; at most "
+                                         r"1048576 \(2\^20\)"):
+        dtensor.DeviceMesh((2 ** 31,))
+    with pytest.raises(dtensor.DtensorError, match="at most 1048576"):
+        dtensor.Mesh("2048x1024")
+
+
 def test_layout_refuses_dims_past_int64():
     # ctypes wrapped 2**64 + 8 to 8 without a word.
     with pytest.raises(dtensor.DtensorError, match="is not a size from 0 to"):
@@ -374,6 +414,12 @@ def test_layout_refuses_dims_past_int64():
      "inputs must be a list of arrays or a dict"),
     (lambda: dtensor.run(MEGATRON, 4, [], timeout=-1), ValueError,
      "timeout must be a positive number"),
+    (lambda: dtensor.run(MEGATRON, 4, [], timeout=float("inf")), ValueError,
+     "at most 1e+07"),
+    (lambda: dtensor.run(MEGATRON, 4, [], rtol=float("nan")), ValueError,
+     "rtol must be a finite number from 0 to 1e+300, not nan"),
+    (lambda: dtensor.run(MEGATRON, 4, [], atol=-1), ValueError,
+     "atol must be a finite number"),
     (lambda: dtensor.save_checkpoint("/nonexistent/x", [np.zeros(2)]), TypeError,
      "tensors must be a dict"),
     (lambda: dtensor.save_checkpoint("/nonexistent/x", {"w": "abc"}), TypeError,

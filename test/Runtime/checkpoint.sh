@@ -123,6 +123,27 @@ PY
 if "$tool" info "$work/edit" 2>"$work/err.txt"; then exit 1; fi
 grep -q "the ranges of dim 0 add up to more than its 288230376151711744 elements" "$work/err.txt"
 
+# A tensor name that climbs out of the directory ('../../../EVIL' passed
+# verify, and convert wrote <name>.<device>.bin outside its output): refused
+# on read, by every command, before anything is written.
+step "a tensor name with a path in it"
+/usr/bin/python3 - "$work/conv/dtensor-checkpoint.json" "$work/edit/dtensor-checkpoint.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+t = m["tensors"][0]
+t.pop("meta_crc32", None)
+t["name"] = "../../../EVIL"
+json.dump(m, open(sys.argv[2], "w"))
+PY
+for cmd in info verify; do
+  if "$tool" $cmd "$work/edit" 2>"$work/err.txt"; then exit 1; fi
+  grep -q "tensor name '../../../EVIL' is not valid" "$work/err.txt"
+done
+rm -rf "$work/evil-out"; mkdir -p "$work/evil-out/a/b"
+if "$tool" convert "$work/edit" "$work/evil-out/a/b/c" --mesh 2 2>"$work/err.txt"; then exit 1; fi
+grep -q "tensor name '../../../EVIL' is not valid" "$work/err.txt"
+test -z "$(find "$work" -name 'EVIL*')"
+
 # Two jobs saving into one path: one wins, the other fails saying so, and
 # the checkpoint there is never lost. First against a save held by hand
 # (its lock taken, its staging directory live), which must stay untouched;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "Check.h"
@@ -558,7 +559,44 @@ static void testCalibration(void) {
   readError("dtensor-calibration 1\nmesh 4\nall_gather 1 1 1\n",
             ":3: the axes of a calibrated group");
   readError("dtensor-calibration 1\nmesh 4\nall_gather 0 1 -2\n",
-            ":3: a latency must be >= 0");
+            ":3: a latency must be a finite number >= 0");
+  /* Non-finite and overflowing numbers are refused where they are, not
+   * blamed on the program later. */
+  readError("dtensor-calibration 1\nmesh 4\nall_gather 0 inf 2\n",
+            ":3: a latency must be a finite number");
+  readError("dtensor-calibration 1\nmesh 4\nall_gather 0 1 nan\n",
+            ":3: a latency must be a finite number");
+  readError("dtensor-calibration 1\nmesh 4\n\nall_gather 0 1e400 2\n",
+            ":4: a latency must be a finite number");
+  readError("dtensor-calibration 1\nmesh 4\nall_gather 0 -1 2\n",
+            ":3: a latency must be a finite number");
+  /* A comment of any length is a comment (one over 511 bytes was read as
+   * data), and a long line is one line. */
+  {
+    static char text[4096] = "# ";
+    for (int i = 0; i < 300; ++i)
+      strcat(text, "xy ");
+    strcat(text, "\ndtensor-calibration 1\nmesh 4\nall_gather 0 3 2\n");
+    const char *path = writeTemp("long.txt", text);
+    DtensorCalibration *ok = dtensorCalibrationRead(path, &diag);
+    CHECK(
+        ok != NULL &&
+        dtensorCalibrationGet(ok, DTENSOR_COMM_ALL_GATHER, 1, a0, &lat, &bw) &&
+        lat == 3 && bw == 2);
+    dtensorCalibrationDestroy(ok);
+    remove(path);
+  }
+  /* A FIFO or a device would block or never end: refused. */
+  CHECK(dtensorCalibrationRead("/dev/zero", &diag) == NULL &&
+        strstr(diag.message, "is a device"));
+  {
+    const char *fifo = writeTemp("fifo.txt", "");
+    remove(fifo);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    CHECK(dtensorCalibrationRead(fifo, &diag) == NULL &&
+          strstr(diag.message, "is a FIFO"));
+    remove(fifo);
+  }
   readError("dtensor-calibration 1\n", "no 'dtensor-calibration 1' and");
   dtensorCalibrationDestroy(dear);
   dtensorCalibrationDestroy(back);

@@ -106,7 +106,7 @@ static void testMatmul(MlirContext ctx) {
         want += av[i * 3 + k] * bv[k * 2 + j];
       CHECK(fabsf(ref[i * 2 + j] - want) < 1e-5f);
     }
-  DtensorRankOptions o = {NULL, NULL, 2};
+  DtensorRankOptions o = {NULL, NULL, 2, NULL};
   DtensorRankReport rep;
   CHECK(dtensorRunnerRunRank(r, 0, &o, &rep, &diag));
   CHECK(rep.compared == 8 && rep.different == 0 && rep.maxAbsError < 1e-5);
@@ -118,6 +118,30 @@ static void testMatmul(MlirContext ctx) {
   CHECK(dtensorRunnerRunRank(r, 0, &o, &rep, &diag));
   CHECK(rep.compared == 8 && rep.different == 1 && rep.steps == 0);
   CHECK(fabs(rep.maxAbsError - 1.0) < 1e-5);
+  /* One infinity in the reference neither passes nor widens the tolerance
+   * of the other elements (its scale was the largest magnitude: inf). */
+  float kept = ref[0];
+  ((float *)ref)[0] = INFINITY;
+  CHECK(dtensorRunnerRunRank(r, 0, &o, &rep, &diag));
+  CHECK(rep.different == 2 && isinf(rep.maxAbsError));
+  /* Put back: equal again. */
+  ((float *)ref)[0] = kept;
+  ((float *)ref)[3] -= 1.0f;
+  CHECK(dtensorRunnerRunRank(r, 0, &o, &rep, &diag));
+  CHECK(rep.different == 0);
+  /* A chosen tolerance: 1e-3 off is different by default, equal within
+   * rtol 1e-2, different again within atol 1e-4 alone. */
+  ((float *)ref)[5] *= 1.001f;
+  CHECK(dtensorRunnerRunRank(r, 0, &o, &rep, &diag));
+  CHECK(rep.different == 1);
+  DtensorTolerance loose = {1e-2, 0};
+  o.tolerance = &loose;
+  CHECK(dtensorRunnerRunRank(r, 0, &o, &rep, &diag));
+  CHECK(rep.different == 0);
+  DtensorTolerance tight = {0, 1e-4};
+  o.tolerance = &tight;
+  CHECK(dtensorRunnerRunRank(r, 0, &o, &rep, &diag));
+  CHECK(rep.different == 1);
   dtensorRunnerDestroy(r);
 }
 
@@ -137,7 +161,7 @@ static void testLaunch(MlirContext ctx) {
   if (!r)
     return;
   DtrtLaunchOptions launch = {2, "shm", 30, NULL, 0, 0, NULL, 0};
-  DtensorRankOptions o = {NULL, NULL, 0};
+  DtensorRankOptions o = {NULL, NULL, 0, NULL};
   DtensorRankReport reps[2];
   int code = -1;
   /* Before the reference, and with a count that is not the mesh's. */
@@ -195,7 +219,7 @@ static void testGpu(MlirContext ctx) {
   CHECK(r != NULL && dtensorRunnerComputeReference(r, &diag));
   char why[512];
   if (r && dtrtCudaProbe(why, sizeof(why))) {
-    DtensorRankOptions o = {NULL, NULL, 3};
+    DtensorRankOptions o = {NULL, NULL, 3, NULL};
     DtensorRankReport rep;
     CHECK(dtensorRunnerRunRank(r, 0, &o, &rep, &diag));
     CHECK(rep.compared == 8 && rep.different == 0 && rep.steps == 3);

@@ -15,6 +15,7 @@
 #include "dtensor-rt/Launch.h"
 
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,19 +27,24 @@ static int usage(FILE *out, int code) {
           "usage: dtensor-check [-n N] [--backend shm|mpi|nccl] [--timeout "
           "SECONDS]\n"
           "                     [--repeat R] [--load DIR] [--save DIR] "
-          "BUNDLE\n"
+          "[--rtol R] [--atol A]\n"
+          "                     BUNDLE\n"
           "  runs a bundle made by dtensor-compile --bundle (no MLIR needed):"
           " every rank's\n  result against the single-device reference, and "
           "with --repeat R, R timed\n  steps. Alone it is one rank of the job "
           "its environment describes (RANK,\n  WORLD_SIZE as dtensor-run or "
           "torchrun set them; a job of one rank without\n  them); -n N "
-          "launches N ranks of this tool on this host.\n");
+          "launches N ranks of this tool on this host. --rtol/--atol:\n"
+          "  a float result element passes within atol + rtol * |reference| "
+          "(as dtensor-run).\n");
   return code;
 }
 
 typedef struct Args {
   int n, repeat;
   const char *backend, *timeout, *loadDir, *saveDir, *bundle;
+  bool tolerance; /* --rtol or --atol given */
+  DtensorTolerance tol;
 } Args;
 
 /* Reads the command line; returns -1 to go on, else the exit status. */
@@ -63,6 +69,23 @@ static int parseArgs(int argc, char **argv, Args *a) {
       a->backend = argv[++i];
     } else if (!strcmp(arg, "--timeout") && value) {
       a->timeout = argv[++i];
+      if (!(dtRealNumber(a->timeout, 0, DTRT_MAX_TIMEOUT_S) > 0)) {
+        fprintf(stderr,
+                "dtensor-check: --timeout needs a number of seconds > 0 and "
+                "at most %g, not '%s'\n",
+                DTRT_MAX_TIMEOUT_S, a->timeout);
+        return 2;
+      }
+    } else if ((!strcmp(arg, "--rtol") || !strcmp(arg, "--atol")) && value) {
+      double t = dtRealNumber(argv[++i], 0, 1e300);
+      if (isnan(t)) {
+        fprintf(stderr,
+                "dtensor-check: %s needs a finite tolerance >= 0, not '%s'\n",
+                arg, argv[i]);
+        return 2;
+      }
+      *(arg[2] == 'r' ? &a->tol.rtol : &a->tol.atol) = t;
+      a->tolerance = true;
     } else if (!strcmp(arg, "--load") && value) {
       a->loadDir = argv[++i];
     } else if (!strcmp(arg, "--save") && value) {
@@ -100,7 +123,8 @@ static int runRank(const Args *a) {
     fprintf(stderr, "dtensor-check: %s\n", diag.message);
     return 1;
   }
-  DtensorRankOptions o = {a->loadDir, a->saveDir, a->repeat};
+  DtensorRankOptions o = {a->loadDir, a->saveDir, a->repeat,
+                          a->tolerance ? &a->tol : NULL};
   DtensorRankReport rep;
   bool ok = (!a->loadDir || dtensorRunnerLoadArguments(r, a->loadDir, &diag)) &&
             dtensorRunnerComputeReference(r, &diag) &&
@@ -163,7 +187,7 @@ static int launch(const Args *a, int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-  Args a = {0, 0, "shm", NULL, NULL, NULL, NULL};
+  Args a = {0, 0, "shm", NULL, NULL, NULL, NULL, false, {0, 0}};
   int status = parseArgs(argc, argv, &a);
   if (status >= 0)
     return status;

@@ -113,6 +113,17 @@ static DtensorRunner *prepare(MlirContext ctx, const char *path,
   return NULL;
 }
 
+/* The check's tolerance from --rtol and --atol (either alone: the other
+ * 0) in `out`; NULL, the defaults, when neither is given. */
+static const DtensorTolerance *tolerance(const DtRunOptions *o,
+                                         DtensorTolerance *out) {
+  if (!o->rtol && !o->atol)
+    return NULL;
+  out->rtol = o->rtol ? strtod(o->rtol, NULL) : 0;
+  out->atol = o->atol ? strtod(o->atol, NULL) : 0;
+  return out;
+}
+
 /* `mpiRank` < 0: launches N ranks (shm); else runs that rank in this
  * process (under mpirun). */
 static int compileAndRun(const char *path, const DtRunOptions *o, int mpiRank) {
@@ -121,7 +132,9 @@ static int compileAndRun(const char *path, const DtRunOptions *o, int mpiRank) {
   mlirContextAttachDiagnosticHandler(ctx, report, NULL, NULL);
   int status;
   DtensorRunner *runner = prepare(ctx, path, o, &status);
-  DtensorRankOptions ro = {o->loadDir, o->saveDir, o->repeat};
+  DtensorTolerance tol;
+  DtensorRankOptions ro = {o->loadDir, o->saveDir, o->repeat,
+                           tolerance(o, &tol)};
   if (runner && mpiRank <= 0)
     printf("dtensor-run: %s compiled for %d ranks; single-device reference "
            "computed\n",

@@ -35,14 +35,15 @@ int dtRunCalibrate(const char *path, int n, const char *meshText,
 
 /// How to run PROG.mlir (dtensor-run's options).
 typedef struct DtRunOptions {
-  int n;                  /* ranks */
-  const char *entry;      /* NULL: the first function with a body */
-  const char *backend;    /* shm, mpi, or nccl (the program on the GPU) */
-  const char *timeout;    /* DTENSOR_TIMEOUT_S, or NULL */
-  const char *loadDir;    /* arguments from this checkpoint, or NULL */
-  const char *saveDir;    /* results into this checkpoint, or NULL */
-  int repeat;             /* timed runs after the checked one (0: none) */
-  const char *gpuOptions; /* dtensor-to-nvvm's options under nccl */
+  int n;                   /* ranks */
+  const char *entry;       /* NULL: the first function with a body */
+  const char *backend;     /* shm, mpi, or nccl (the program on the GPU) */
+  const char *timeout;     /* DTENSOR_TIMEOUT_S, or NULL */
+  const char *loadDir;     /* arguments from this checkpoint, or NULL */
+  const char *saveDir;     /* results into this checkpoint, or NULL */
+  int repeat;              /* timed runs after the checked one (0: none) */
+  const char *gpuOptions;  /* dtensor-to-nvvm's options under nccl */
+  const char *rtol, *atol; /* --rtol, --atol (checked), or NULL */
 } DtRunOptions;
 
 /// Compiles PROG.mlir, runs it on N ranks (shm; nccl: compiled for the GPU,

@@ -8,6 +8,7 @@
 #include "Support/Support.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,14 +29,18 @@ static int usage(void) {
       "       dtensor-run -n N [--backend shm|mpi|nccl] [--entry FUNC] "
       "[--load DIR] [--save DIR]\n"
       "                   [--repeat R] [--threads T] [--gpu-options OPTS] "
-      "PROG.mlir\n"
+      "[--rtol R] [--atol A]\n"
+      "                   PROG.mlir\n"
       "       dtensor-run -n N --calibrate FILE [--mesh SHAPE]\n"
       "  PROG.mlir: compiles the annotated program with dtensor-spmd, "
       "runs it on N ranks\n  (shm or mpi) and checks every rank's result "
       "against the single-device run;\n  --repeat R then runs it R more "
       "times and prints each rank's step time;\n  --backend nccl compiles "
       "it for the GPU (one GPU per rank; --gpu-options as\n  "
-      "dtensor-to-nvvm's, e.g. 'chip=sm_90')\n"
+      "dtensor-to-nvvm's, e.g. 'chip=sm_90'); --rtol/--atol: a float "
+      "result element\n  passes within atol + rtol * |reference| "
+      "(default: rtol 1e-4 plus 1e-5 of the\n  result's largest finite "
+      "magnitude; NaN and infinities must match exactly)\n"
       "  runs PROGRAM on N ranks with RANK, WORLD_SIZE, LOCAL_RANK, "
       "MASTER_ADDR,\n  MASTER_PORT, DTENSOR_JOB and DTENSOR_BACKEND set; "
       "with --nnodes K, this host's\n  N ranks (-n or --nproc-per-node) of "
@@ -106,6 +111,7 @@ typedef struct Args {
   const char *backend, *timeout, *entry, *loadDir, *saveDir, *threads;
   const char *calibrate, *mesh; /* --calibrate FILE [--mesh SHAPE] */
   const char *gpuOptions;       /* --gpu-options OPTS */
+  const char *rtol, *atol;      /* --rtol R, --atol A */
   DtRunNodes nodes;             /* --nnodes, --node-rank, --master-* */
   int repeat;
   bool mpiRank; /* started by mpirun as one rank of a .mlir run */
@@ -145,7 +151,15 @@ static int parseOptions(int argc, char **argv, Args *a) {
       a->mesh = argv[++i];
     else if (!strcmp(arg, "--gpu-options") && value)
       a->gpuOptions = argv[++i];
-    else if (!strcmp(arg, "--repeat") && value) {
+    else if ((!strcmp(arg, "--rtol") || !strcmp(arg, "--atol")) && value) {
+      *(arg[2] == 'r' ? &a->rtol : &a->atol) = argv[++i];
+      if (isnan(dtRealNumber(argv[i], 0, 1e300))) {
+        fprintf(stderr,
+                "dtensor-run: %s needs a finite tolerance >= 0, not '%s'\n",
+                arg, argv[i]);
+        return 2;
+      }
+    } else if (!strcmp(arg, "--repeat") && value) {
       a->repeat = (int)dtWholeNumber(argv[++i], 1, 1000000);
       if (a->repeat < 0) {
         fprintf(stderr,
@@ -187,13 +201,12 @@ static int checkOptions(int argc, const Args *a, bool isMlir) {
     return usage();
   }
   if (a->timeout) {
-    char *end;
-    double t = strtod(a->timeout, &end);
-    if (!*a->timeout || *end || !(t > 0)) {
+    double t = dtRealNumber(a->timeout, 0, DTRT_MAX_TIMEOUT_S);
+    if (!(t > 0)) {
       fprintf(stderr,
-              "dtensor-run: --timeout needs a number of seconds > 0, "
-              "not '%s'\n",
-              a->timeout);
+              "dtensor-run: --timeout needs a number of seconds > 0 and at "
+              "most %g, not '%s'\n",
+              DTRT_MAX_TIMEOUT_S, a->timeout);
       return 2;
     }
   }
@@ -326,10 +339,10 @@ static int runUnderMpirun(int argc, char **argv, const Args *a, bool isMlir) {
     return 1;
   }
   self[m] = 0;
-  const char *pairs[][2] = {{"--entry", a->entry},
-                            {"--load", a->loadDir},
-                            {"--save", a->saveDir},
-                            {"--repeat", a->repeat ? repeatText : NULL}};
+  const char *pairs[][2] = {
+      {"--entry", a->entry},  {"--load", a->loadDir},
+      {"--save", a->saveDir}, {"--repeat", a->repeat ? repeatText : NULL},
+      {"--rtol", a->rtol},    {"--atol", a->atol}};
   snprintf(repeatText, sizeof(repeatText), "%d", a->repeat);
   args[k++] = self;
   args[k++] = "--mpi-rank";
@@ -347,8 +360,22 @@ static int runUnderMpirun(int argc, char **argv, const Args *a, bool isMlir) {
 DT_TUNE_ALLOCATOR;
 
 int main(int argc, char **argv) {
-  Args a = {0,    "shm",           NULL, NULL,  NULL, NULL, NULL, NULL, NULL,
-            NULL, {0, 0, NULL, 0}, 0,    false, 1};
+  Args a = {0,
+            "shm",
+            NULL,
+            NULL,
+            NULL,
+            NULL,
+            NULL,
+            NULL,
+            NULL,
+            NULL,
+            NULL,
+            NULL,
+            {0, 0, NULL, 0},
+            0,
+            false,
+            1};
   int status = parseOptions(argc, argv, &a);
   if (status >= 0)
     return status;
@@ -357,8 +384,8 @@ int main(int argc, char **argv) {
   bool isMlir = len > 5 && !strcmp(prog + len - 5, ".mlir");
   if ((status = checkOptions(argc, &a, isMlir)) >= 0)
     return status;
-  DtRunOptions opts = {a.n,       a.entry,   a.backend, a.timeout,
-                       a.loadDir, a.saveDir, a.repeat,  a.gpuOptions};
+  DtRunOptions opts = {a.n,       a.entry,  a.backend,    a.timeout, a.loadDir,
+                       a.saveDir, a.repeat, a.gpuOptions, a.rtol,    a.atol};
   /* Each rank's compute threads (libdtensor_rt reads DTENSOR_THREADS;
    * without it, the cores shared among the ranks). */
   if (a.threads)
