@@ -34,7 +34,8 @@ extern "C" {
   X(DTRT_ERR_NOMEM, "out of memory")                                           \
   X(DTRT_ERR_TIMEOUT, "timed out waiting for other ranks")                     \
   X(DTRT_ERR_PEER, "another rank failed")                                      \
-  X(DTRT_ERR_UNSUPPORTED, "not supported by this backend")
+  X(DTRT_ERR_UNSUPPORTED, "not supported by this backend")                     \
+  X(DTRT_ERR_MISMATCH, "the ranks of a group called different collectives")
 
 /// A runtime status; DTRT_OK is 0.
 typedef enum DtrtStatus {
@@ -212,7 +213,12 @@ DTRT_EXPORT int dtrtWorldSize(const DtrtContext *context);
 /// borrowed, valid until the next call.
 DTRT_EXPORT const char *dtrtLastError(const DtrtContext *context);
 
-/// Sets the timeout of every wait, in seconds (> 0).
+/// The longest timeout accepted (seconds, about 115 days): deadlines are
+/// computed in microseconds and in time_t, which larger values overflow.
+#define DTRT_MAX_TIMEOUT_S 1e7
+
+/// Sets the timeout of every wait, in seconds (> 0, at most
+/// DTRT_MAX_TIMEOUT_S); DTRT_ERR_INVALID otherwise.
 DTRT_EXPORT DtrtStatus dtrtSetTimeout(DtrtContext *context, double seconds);
 
 /// Returns the world communicator.

@@ -21,6 +21,8 @@
 
 typedef struct Mpi {
   MPI_Comm comm;
+  uint32_t calls;    /* collectives so far (DtrtCallSig.seq) */
+  DtrtCallSig *sigs; /* the members' calls, under DTENSOR_CHECK_COLLECTIVES */
 } Mpi;
 
 /* The watchdog of blocking calls: a deadline (microseconds on dtrtNow's
@@ -177,6 +179,9 @@ static DtrtStatus mpiCommInit(DtrtComm *comm) {
   }
   MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
   comm->backend = m;
+  if (c->checkCollectives &&
+      !(m->sigs = calloc((size_t)comm->size, sizeof(DtrtCallSig))))
+    return dtrtFail(c, DTRT_ERR_NOMEM, "out of memory");
   return DTRT_OK;
 }
 
@@ -186,6 +191,7 @@ static void mpiCommFree(DtrtComm *comm, bool clean) {
   if (!m)
     return;
   MPI_Comm_free(&m->comm);
+  free(m->sigs);
   free(m);
   comm->backend = NULL;
 }
@@ -431,8 +437,33 @@ static void finish(DtrtComm *comm, const DtrtCollective *op, InFlight *f,
     dtrtScale(op->recv, n, op->dtype, comm->size);
 }
 
+/* Under DTENSOR_CHECK_COLLECTIVES=1: the members gather their calls (a
+ * blocking allgather of a few bytes, also before a started collective) and
+ * each compares every call with member 0's before any data moves. */
+static DtrtStatus checkCalls(DtrtComm *comm, const DtrtCollective *op) {
+  Mpi *m = comm->backend;
+  if (!m->sigs)
+    return DTRT_OK;
+  DtrtCallSig mine = dtrtCallSigOf(op, m->calls++);
+  guard(comm->context, comm->size, "the check of the members' calls");
+  int code = MPI_Allgather(&mine, (int)sizeof(mine), MPI_BYTE, m->sigs,
+                           (int)sizeof(mine), MPI_BYTE, m->comm);
+  guard(comm->context, 0, NULL);
+  if (code != MPI_SUCCESS)
+    return mpiFail(comm->context, code, "MPI_Allgather (call check)");
+  for (int j = 1; j < comm->size; ++j) {
+    DtrtStatus s = dtrtCallSigAgree(comm, 0, &m->sigs[0], j, &m->sigs[j]);
+    if (s != DTRT_OK)
+      return s;
+  }
+  return DTRT_OK;
+}
+
 static DtrtStatus mpiRun(DtrtComm *comm, const DtrtCollective *op) {
   InFlight f;
+  DtrtStatus checked = checkCalls(comm, op);
+  if (checked != DTRT_OK)
+    return checked;
   guard(comm->context, comm->size, dtrtCollectiveName(op->kind));
   DtrtStatus s = post(comm, op, false, &f);
   guard(comm->context, 0, NULL);
@@ -441,6 +472,9 @@ static DtrtStatus mpiRun(DtrtComm *comm, const DtrtCollective *op) {
 }
 
 static DtrtStatus mpiStart(DtrtComm *comm, DtrtRequest *r) {
+  DtrtStatus checked = checkCalls(comm, &r->op);
+  if (checked != DTRT_OK)
+    return checked;
   InFlight *f = calloc(1, sizeof(InFlight));
   if (!f)
     return dtrtFail(comm->context, DTRT_ERR_NOMEM, "out of memory");

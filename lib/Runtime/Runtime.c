@@ -56,9 +56,10 @@ int dtrtCommRank(const DtrtComm *comm) { return comm->rank; }
 DtrtComm *dtrtCommWorld(DtrtContext *c) { return c->world; }
 
 DtrtStatus dtrtSetTimeout(DtrtContext *c, double seconds) {
-  if (!(seconds > 0))
-    return dtrtFail(c, DTRT_ERR_INVALID, "the timeout must be > 0 s, not %g",
-                    seconds);
+  if (!(seconds > 0 && seconds <= DTRT_MAX_TIMEOUT_S))
+    return dtrtFail(c, DTRT_ERR_INVALID,
+                    "the timeout must be > 0 s and at most %g s, not %g",
+                    DTRT_MAX_TIMEOUT_S, seconds);
   c->timeoutS = seconds;
   return DTRT_OK;
 }
@@ -122,13 +123,15 @@ static DtrtStatus newContext(DtrtContext **outContext) {
   if (timeout && *timeout) {
     char *end;
     double t = strtod(timeout, &end);
-    if (*end || !(t > 0))
+    if (*end || !(t > 0 && t <= DTRT_MAX_TIMEOUT_S))
       return dtrtFail(c, DTRT_ERR_ENV,
                       "DTENSOR_TIMEOUT_S is '%s', not a "
-                      "number of seconds > 0",
-                      timeout);
+                      "number of seconds > 0 and at most %g",
+                      timeout, DTRT_MAX_TIMEOUT_S);
     c->timeoutS = t;
   }
+  const char *check = getenv("DTENSOR_CHECK_COLLECTIVES");
+  c->checkCollectives = check && !strcmp(check, "1");
   /* The job's token (from the launcher; never derived from the port, which
    * other jobs share). Without one, only groups of one have shared memory
    * (Shm.c). */
@@ -416,6 +419,60 @@ const char *dtrtCollectiveName(DtrtCollectiveKind k) {
 #undef DTRT_COLL_NAME
   };
   return (unsigned)k <= DTRT_COLL_BARRIER ? names[k] : "collective";
+}
+
+DtrtCallSig dtrtCallSigOf(const DtrtCollective *op, uint32_t seq) {
+  DtrtCallSig s;
+  memset(&s, 0, sizeof(s));
+  s.seq = seq;
+  s.kind = (uint8_t)op->kind;
+  if (op->kind == DTRT_COLL_BARRIER)
+    return s;
+  s.dtype = (uint8_t)op->dtype;
+  s.count = op->count;
+  if (op->kind == DTRT_COLL_ALL_REDUCE || op->kind == DTRT_COLL_REDUCE_SCATTER)
+    s.reduce = (uint8_t)op->reduce;
+  if (op->kind == DTRT_COLL_BROADCAST)
+    s.root = op->root;
+  return s;
+}
+
+static void describeCall(char *out, size_t n, const DtrtCallSig *s) {
+  static const char *const reduces[] = {
+#define DTRT_REDUCE_TEXT(e, name) name,
+      DTRT_REDUCE_LIST(DTRT_REDUCE_TEXT)
+#undef DTRT_REDUCE_TEXT
+  };
+  const char *what = dtrtCollectiveName((DtrtCollectiveKind)s->kind);
+  if (s->kind == DTRT_COLL_BARRIER) {
+    snprintf(out, n, "%s #%u", what, s->seq);
+    return;
+  }
+  int k = snprintf(out, n, "%s #%u of %llu %s elements", what, s->seq,
+                   (unsigned long long)s->count,
+                   dtrtDtypeName((DtrtDtype)s->dtype));
+  if (k > 0 && (size_t)k < n &&
+      (s->kind == DTRT_COLL_ALL_REDUCE || s->kind == DTRT_COLL_REDUCE_SCATTER))
+    k += snprintf(out + k, n - (size_t)k, " (%s)",
+                  s->reduce <= DTRT_PROD ? reduces[s->reduce] : "?");
+  if (k > 0 && (size_t)k < n && s->kind == DTRT_COLL_BROADCAST)
+    snprintf(out + k, n - (size_t)k, " from member %d", s->root);
+}
+
+DtrtStatus dtrtCallSigAgree(DtrtComm *comm, int a, const DtrtCallSig *sa, int b,
+                            const DtrtCallSig *sb) {
+  if (sa->seq == sb->seq && sa->kind == sb->kind && sa->dtype == sb->dtype &&
+      sa->reduce == sb->reduce && sa->root == sb->root &&
+      sa->count == sb->count)
+    return DTRT_OK;
+  char ta[128], tb[128];
+  describeCall(ta, sizeof(ta), sa);
+  describeCall(tb, sizeof(tb), sb);
+  return dtrtFail(comm->context, DTRT_ERR_MISMATCH,
+                  "rank %d: the ranks of a group of %d disagree on a "
+                  "collective: rank %d calls %s, rank %d calls %s",
+                  comm->context->rank, comm->size, comm->members[a], ta,
+                  comm->members[b], tb);
 }
 
 static DtrtStatus checkCollective(DtrtComm *comm, const DtrtCollective *op) {

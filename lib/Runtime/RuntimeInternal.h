@@ -58,6 +58,9 @@ struct DtrtContext {
   void *backendState; /* e.g. the MPI world or NCCL device */
   int rank, worldSize, localRank;
   double timeoutS;
+  /* DTENSOR_CHECK_COLLECTIVES=1: backends that do not always compare the
+   * members' calls (mpi) compare them before each collective. */
+  bool checkCollectives;
   char job[128];
   char error[DTRT_ERROR_SIZE];
   /* Where dtrtFail writes on a progress thread (its request's buffer). */
@@ -77,6 +80,27 @@ DtrtStatus dtrtFail(DtrtContext *c, DtrtStatus status, const char *format, ...)
 
 /// The name of a collective kind ("all_gather", ...), for messages.
 const char *dtrtCollectiveName(DtrtCollectiveKind kind);
+
+/// What a member says it calls, compared across a group's members before
+/// any data moves (fixed size: it travels in shared memory and over MPI).
+typedef struct DtrtCallSig {
+  uint32_t seq;   /* the member's collectives on this communicator so far */
+  uint8_t kind;   /* DtrtCollectiveKind */
+  uint8_t dtype;  /* DtrtDtype (0 for a barrier) */
+  uint8_t reduce; /* DtrtReduce for reductions, else 0 */
+  uint8_t pad;
+  int32_t root;   /* broadcast's root, else 0 */
+  uint64_t count; /* elements per member (0 for a barrier) */
+} DtrtCallSig;
+
+/// The signature of `op` as the `seq`-th collective on its communicator.
+DtrtCallSig dtrtCallSigOf(const DtrtCollective *op, uint32_t seq);
+
+/// DTRT_OK when member `a`'s and member `b`'s signatures are the same;
+/// otherwise fails `comm`'s context (DTRT_ERR_MISMATCH) naming both ranks
+/// and both calls.
+DtrtStatus dtrtCallSigAgree(DtrtComm *comm, int a, const DtrtCallSig *sa, int b,
+                            const DtrtCallSig *sb);
 
 /// Runs `op` on `comm` now (after what was started on it), as the blocking
 /// functions do.

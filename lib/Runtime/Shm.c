@@ -61,15 +61,21 @@ typedef struct Header {
 } Header;
 _Static_assert(sizeof(Header) == 64, "the header is one cache line");
 
-/* A member's entry in the table (one cache line). */
+/* A member's entry in the table (two cache lines). */
 typedef struct Meta {
   _Atomic int dest; /* permute destination */
   int pid;
   uint64_t send, recv;      /* published buffer addresses, in its own memory */
   _Atomic unsigned entered; /* barriers this member has entered */
   char pad[64 - 3 * sizeof(int) - 2 * sizeof(uint64_t)];
+  /* What it calls, by the parity of its collective count: a member that
+   * has passed a collective's first barrier may write the next one's
+   * before a slow member has compared this one, but not the one after
+   * (that needs the slow member at a barrier). */
+  DtrtCallSig call[2];
+  char pad2[64 - 2 * sizeof(DtrtCallSig)];
 } Meta;
-_Static_assert(sizeof(Meta) == 64, "a member's entry is one cache line");
+_Static_assert(sizeof(Meta) == 128, "a member's entry is two cache lines");
 
 typedef struct Shm {
   char name[200];
@@ -81,6 +87,8 @@ typedef struct Shm {
   char *scratch;
   unsigned smallCount;     /* small collectives so far: picks the half */
   bool lastSmall;          /* the last collective was a small one */
+  uint32_t calls;          /* collectives so far (DtrtCallSig.seq) */
+  bool checkCall;          /* the next barrier is a collective's first */
   volatile uint64_t probe; /* what peers read to test direct access */
 } Shm;
 
@@ -350,7 +358,32 @@ static void sleepWhile(Header *h, unsigned gen) {
   atomic_fetch_sub(&h->sleepers, 1);
 }
 
+/* After a collective's first barrier, before any member reads another's
+ * data: every member's call must be member 0's. Ranks that disagree on a
+ * count would otherwise read past each other's blocks. */
+static DtrtStatus checkCalls(DtrtComm *comm) {
+  Shm *s = comm->backend;
+  s->checkCall = false;
+  int parity = (int)((s->calls - 1) & 1);
+  const DtrtCallSig *first = &s->meta[0].call[parity];
+  for (int j = 1; j < comm->size; ++j) {
+    DtrtStatus st =
+        dtrtCallSigAgree(comm, 0, first, j, &s->meta[j].call[parity]);
+    if (st != DTRT_OK)
+      return st;
+  }
+  return DTRT_OK;
+}
+
+static DtrtStatus barrierWait(DtrtComm *comm, const char *what);
+
 static DtrtStatus shmBarrier(DtrtComm *comm, const char *what) {
+  Shm *s = comm->backend;
+  DtrtStatus st = barrierWait(comm, what);
+  return st == DTRT_OK && s->checkCall ? checkCalls(comm) : st;
+}
+
+static DtrtStatus barrierWait(DtrtComm *comm, const char *what) {
   Shm *s = comm->backend;
   DtrtContext *c = comm->context;
   Header *h = s->header;
@@ -844,6 +877,11 @@ static DtrtStatus directBroadcast(DtrtComm *comm, void *buffer, size_t bytes,
 
 static DtrtStatus shmRun(DtrtComm *comm, const DtrtCollective *op) {
   Shm *sh = comm->backend;
+  /* Said before anything else: every path's first barrier comes before
+   * its first read of a peer's data, and checks it. */
+  sh->meta[comm->rank].call[sh->calls & 1] = dtrtCallSigOf(op, sh->calls);
+  ++sh->calls;
+  sh->checkCall = true;
   size_t bytes = op->count * dtrtDtypeSize(op->dtype);
   /* all_reduce compares a member's part, the others a whole block. */
   size_t block =
