@@ -101,11 +101,21 @@ DTRT_EXPORT DtrtStatus dtrtCheckpointReadTensor(const char *dir,
 /// Writes `tensor` (its `block` the whole tensor, row-major) into the
 /// checkpoint in `dir` under its mesh and (non-Partial) spec, replacing a
 /// tensor of the same name and keeping the others; creates the checkpoint
-/// if `dir` does not exist.
+/// if `dir` does not exist. A link at `dir` (latest -> step-1) writes into
+/// the directory it names.
 DTRT_EXPORT DtrtStatus dtrtCheckpointWriteTensor(const char *dir,
                                                  const DtrtTensor *tensor,
                                                  char *outError,
                                                  size_t errorSize);
+
+/// dtrtCheckpointWriteTensor for `numTensors` tensors at once (distinct
+/// names): one staging directory and one commit, so a writer stopped
+/// midway leaves the previous checkpoint whole, never a mix.
+DTRT_EXPORT DtrtStatus dtrtCheckpointWriteTensors(const char *dir,
+                                                  int numTensors,
+                                                  const DtrtTensor *tensors,
+                                                  char *outError,
+                                                  size_t errorSize);
 
 /// Rewrites the checkpoint in `dir` into `outDir` (which may be `dir`) on
 /// mesh `mesh`, each tensor under the spec `specs` gives for its name

@@ -180,30 +180,38 @@ DtrtStatus dtrtCheckpointSave(DtrtContext *c, const char *dir, int n,
   /* Rank 0 takes the target's lock (another job saving there makes this
    * save fail, touching nothing) and prepares the staging directory beside
    * the target. */
-  char staged[4096];
-  snprintf(staged, sizeof(staged), "%s.tmp-%s", dir, c->job);
+  /* The target is resolved once (a link such as latest -> step-1 names
+   * the directory written), and the staging directory is made fresh and
+   * private; its name goes to every rank. */
+  char staged[4096] = "", target[4096] = "";
   int lock = -1;
   if (c->rank == 0) {
     struct stat st;
-    char meta[4096];
-    snprintf(meta, sizeof(meta), "%s/%s", dir, DTRT_CHECKPOINT_METADATA);
-    if (stat(dir, &st) == 0 && (!S_ISDIR(st.st_mode) || stat(meta, &st) != 0)) {
+    char meta[4200];
+    if (!dtCkptResolveTarget(dir, target, sizeof(target), err, sizeof(err))) {
+      mine = DTRT_ERR_INVALID;
+    } else if (snprintf(meta, sizeof(meta), "%s/%s", target,
+                        DTRT_CHECKPOINT_METADATA) > 0 &&
+               lstat(target, &st) == 0 && lstat(meta, &st) != 0) {
       snprintf(err, sizeof(err),
                "%s exists and is not a checkpoint (no %s); "
                "refusing to replace it",
-               dir, DTRT_CHECKPOINT_METADATA);
+               target, DTRT_CHECKPOINT_METADATA);
       mine = DTRT_ERR_INVALID;
-    } else if ((lock = dtCkptLock(dir, err, sizeof(err))) < 0) {
+    } else if ((lock = dtCkptLock(target, err, sizeof(err))) < 0) {
       mine = DTRT_ERR_INVALID;
     } else {
-      dtCkptRemoveStaleStaging(dir); /* left by saves that died */
-      if (mkdir(staged, 0755) != 0) {
-        snprintf(err, sizeof(err), "creating %s: %s", staged, strerror(errno));
+      dtCkptRemoveStaleStaging(target); /* left by saves that died */
+      if (!dtCkptMakeStaging(target, staged, sizeof(staged), err, sizeof(err)))
         mine = DTRT_ERR_SYSTEM;
-      }
     }
   }
-  if ((s = agree(c, mine, err)) != DTRT_OK) {
+  if ((s = agree(c, mine, err)) != DTRT_OK ||
+      (c->worldSize > 1 &&
+       (s = dtrtBroadcast(dtrtCommWorld(c), staged, sizeof(staged) / 4,
+                          DTRT_I32, 0)) != DTRT_OK)) {
+    if (c->rank == 0 && staged[0])
+      dtCkptRemoveDir(staged);
     dtCkptUnlock(lock);
     freeItems(items, n);
     return s;
@@ -270,7 +278,7 @@ DtrtStatus dtrtCheckpointSave(DtrtContext *c, const char *dir, int n,
     if (s != DTRT_OK)
       dtCkptRemoveDir(staged);
     else if (!dtCkptMetaWrite(path, &meta, err, sizeof(err)) ||
-             !dtCkptCommit(staged, dir, err, sizeof(err))) {
+             !dtCkptCommit(staged, target, err, sizeof(err))) {
       mine = DTRT_ERR_SYSTEM;
       dtCkptRemoveDir(staged);
     }

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <isa-l/crc.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,21 +19,89 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-/* ---- the atomic swap ----------------------------------------------------- */
+/* ---- the target, staging and removal ------------------------------------ */
+
+bool dtCkptResolveTarget(const char *dir, char *out, size_t size, char *err,
+                         size_t errSize) {
+  char path[PATH_MAX];
+  size_t n = strlen(dir);
+  while (n > 1 && dir[n - 1] == '/')
+    --n;
+  if (n == 0 || n >= sizeof(path))
+    return dtCkptFail(err, errSize, "checkpoint path '%s' is empty or too long",
+                      dir);
+  snprintf(path, sizeof(path), "%.*s", (int)n, dir);
+  struct stat st;
+  char resolved[PATH_MAX];
+  if (lstat(path, &st) == 0) {
+    /* It exists (a link is resolved here, once): the directory it is. */
+    if (!realpath(path, resolved))
+      return dtCkptFail(err, errSize, "resolving %s: %s", path,
+                        strerror(errno));
+    if (stat(resolved, &st) != 0 || !S_ISDIR(st.st_mode))
+      return dtCkptFail(err, errSize,
+                        "%s%s%s is not a directory; refusing to replace it",
+                        path, S_ISLNK(st.st_mode) ? " -> " : "",
+                        S_ISLNK(st.st_mode) ? resolved : "");
+    if (strlen(resolved) >= size)
+      return dtCkptFail(err, errSize, "%s: path too long", resolved);
+    snprintf(out, size, "%s", resolved);
+    return true;
+  }
+  /* It does not exist: its parent, resolved, and its own name. */
+  const char *slash = strrchr(path, '/');
+  const char *base = slash ? slash + 1 : path;
+  char parent[PATH_MAX];
+  snprintf(parent, sizeof(parent), "%.*s",
+           slash ? (int)(slash == path ? 1 : slash - path) : 1,
+           slash ? path : ".");
+  if (!strcmp(base, ".") || !strcmp(base, ".."))
+    return dtCkptFail(err, errSize, "checkpoint path '%s' names no directory",
+                      dir);
+  if (!realpath(parent, resolved))
+    return dtCkptFail(err, errSize, "%s: cannot write into %s: %s", path,
+                      parent, strerror(errno));
+  if (strlen(resolved) + strlen(base) + 2 > size)
+    return dtCkptFail(err, errSize, "%s: path too long", path);
+  snprintf(out, size, "%s%s%s", resolved, strcmp(resolved, "/") ? "/" : "",
+           base);
+  return true;
+}
+
+bool dtCkptMakeStaging(const char *dir, char *out, size_t size, char *err,
+                       size_t errSize) {
+  if ((size_t)snprintf(out, size, "%s.tmp-XXXXXX", dir) >= size)
+    return dtCkptFail(err, errSize, "%s: path too long", dir);
+  /* Fresh, private and unpredictable: nothing another user planted there
+   * can be followed or removed. */
+  if (!mkdtemp(out))
+    return dtCkptFail(err, errSize,
+                      "creating a staging directory beside %s: %s", dir,
+                      strerror(errno));
+  return true;
+}
 
 void dtCkptRemoveDir(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d)
+  /* Never through a link, and only a directory of this user: a staging
+   * name another user made could point anywhere. */
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
     return;
-  for (struct dirent *e; (e = readdir(d));) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-      continue;
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-    unlink(path);
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_uid != geteuid()) {
+    close(fd);
+    return;
   }
+  DIR *d = fdopendir(fd);
+  if (!d) {
+    close(fd);
+    return;
+  }
+  for (struct dirent *e; (e = readdir(d));)
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+      unlinkat(fd, e->d_name, 0); /* a link itself, never what it names */
   closedir(d);
-  rmdir(dir);
+  rmdir(dir); /* fails on a link (ENOTDIR) */
 }
 
 static void syncParent(const char *dir) {
@@ -52,16 +121,41 @@ static void syncParent(const char *dir) {
   }
 }
 
+/* The process's umask without changing it (Linux >= 4.7 says it in
+ * /proc/self/status); 022 where it cannot be read. */
+static mode_t currentUmask(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  unsigned mask = 022;
+  while (f && fgets(line, sizeof(line), f))
+    if (sscanf(line, "Umask: %o", &mask) == 1)
+      break;
+  if (f)
+    fclose(f);
+  return (mode_t)mask;
+}
+
 bool dtCkptCommit(const char *staged, const char *dir, char *err,
                   size_t errSize) {
+  /* The staging directory was private; the checkpoint gets the mode a
+   * plain mkdir would have given it. */
+  if (chmod(staged, 0755 & ~currentUmask()) != 0)
+    return dtCkptFail(err, errSize, "chmod %s: %s", staged, strerror(errno));
   struct stat st;
-  if (stat(dir, &st) != 0) {
+  if (lstat(dir, &st) != 0) {
     if (rename(staged, dir) != 0)
       return dtCkptFail(err, errSize, "renaming %s to %s: %s", staged, dir,
                         strerror(errno));
     syncParent(dir);
     return true;
   }
+  /* Resolved before (dtCkptResolveTarget): a link here now was put there
+   * since, and is not swapped out (its target would then be removed). */
+  if (!S_ISDIR(st.st_mode))
+    return dtCkptFail(err, errSize,
+                      "%s changed into something that is not a directory "
+                      "during the save; refusing to replace it",
+                      dir);
   if (renameat2(AT_FDCWD, staged, AT_FDCWD, dir, RENAME_EXCHANGE) != 0)
     return dtCkptFail(err, errSize, "swapping %s into %s: %s", staged, dir,
                       strerror(errno));

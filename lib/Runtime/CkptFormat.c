@@ -4,6 +4,7 @@
  * file-system steps of a save CkptFiles.c. */
 #define _GNU_SOURCE
 #include "CkptInternal.h"
+#include "Support/Support.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -29,19 +30,13 @@ bool dtCkptFail(char *err, size_t size, const char *format, ...) {
 
 int dtCkptOpenRegular(const char *path, struct stat *st, char *err,
                       size_t errSize) {
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0 || fstat(fd, st) != 0) {
-    dtCkptFail(err, errSize, "%s: %s", path, strerror(errno));
-  } else if (!S_ISREG(st->st_mode)) {
-    dtCkptFail(err, errSize, "%s: not a regular file", path);
-  } else if (fcntl(fd, F_SETFL, 0) != 0) {
-    dtCkptFail(err, errSize, "%s: %s", path, strerror(errno));
-  } else {
-    return fd;
-  }
-  if (fd >= 0)
-    close(fd);
-  return -1;
+  /* A checkpoint's own files are never links: one in a checkpoint from
+   * elsewhere could name any file this user may read. */
+  DtensorDiag diag;
+  int fd = dtOpenRegular(path, false, st, &diag);
+  if (fd < 0)
+    dtCkptFail(err, errSize, "%s", diag.message);
+  return fd;
 }
 
 /* ---- types and names ----------------------------------------------------- */

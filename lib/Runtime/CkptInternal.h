@@ -133,12 +133,29 @@ bool dtCkptVerifyTensor(const char *dir, const CkptTensor *t, char *err,
 /// (start with 0).
 uint32_t dtCkptCrc(uint32_t crc, const void *data, size_t n);
 
-/// Replaces `dir` by `staged` atomically (renameat2 RENAME_EXCHANGE when
-/// `dir` exists, then removes the old one); false with a message.
+/// The directory a write into `dir` goes to, resolved once into `out`: an
+/// existing `dir` (a link such as latest -> step-1 resolved to the
+/// directory it names, which must be one), else its resolved parent and
+/// its name. Every later step works on `out`, so a link swapped in
+/// meanwhile is never followed. False with a message.
+bool dtCkptResolveTarget(const char *dir, char *out, size_t size, char *err,
+                         size_t errSize);
+
+/// Makes a fresh private staging directory `dir`.tmp-XXXXXX (mkdtemp,
+/// mode 0700) into `out`; false with a message.
+bool dtCkptMakeStaging(const char *dir, char *out, size_t size, char *err,
+                       size_t errSize);
+
+/// Replaces `dir` (resolved) by `staged` atomically (renameat2
+/// RENAME_EXCHANGE when `dir` exists, then removes the old one), giving it
+/// the mode mkdir would; refuses a `dir` that is no longer a directory.
+/// False with a message.
 bool dtCkptCommit(const char *staged, const char *dir, char *err,
                   size_t errSize);
 
-/// Removes a directory and the files in it (not recursive beyond that).
+/// Removes a directory of this user and the files in it (not recursive),
+/// never through a link: a link at `dir` or in it is not followed (one in
+/// it is removed itself), another user's directory is left.
 void dtCkptRemoveDir(const char *dir);
 
 /// Takes the exclusive lock on writing `dir` (flock on `dir`.lock, created
@@ -153,7 +170,8 @@ int dtCkptLock(const char *dir, char *err, size_t errSize);
 /// Releases a lock from dtCkptLock (-1: no-op).
 void dtCkptUnlock(int fd);
 
-/// Removes `dir`.tmp-* (call while holding the lock).
+/// Removes this user's staging directories `dir`.tmp-* (call while holding
+/// the lock: they are left by writers that died), never through a link.
 void dtCkptRemoveStaleStaging(const char *dir);
 
 #endif

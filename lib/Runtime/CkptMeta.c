@@ -121,7 +121,8 @@ bool dtCkptMetaWrite(const char *path, const CkptMeta *m, char *err,
   json_decref(root);
   if (!text)
     return dtCkptFail(err, errSize, "%s: out of memory", path);
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd =
+      open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   size_t n = strlen(text), done = 0;
   bool ok = fd >= 0;
   while (ok && done < n) {

@@ -6,6 +6,7 @@
 #include "CkptInternal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,14 +126,16 @@ DtrtStatus dtrtCheckpointReadTensor(const char *dir, const char *name,
   return s;
 }
 
-/* A staging directory beside `dir`, fresh. */
+/* A fresh private staging directory beside `dir` (resolved, locked),
+ * after removing this user's staging left by writers that died. */
 static DtrtStatus stage(const char *dir, char *staged, size_t size, char *err,
                         size_t errSize) {
-  snprintf(staged, size, "%s.tmp-offline-%ld", dir, (long)getpid());
-  dtCkptRemoveDir(staged);
-  if (mkdir(staged, 0755) != 0)
-    return fail(DTRT_ERR_SYSTEM, err, errSize, "creating %s: %s", staged,
-                strerror(errno));
+  char why[CKPT_ERROR_SIZE];
+  dtCkptRemoveStaleStaging(dir);
+  if (!dtCkptMakeStaging(dir, staged, size, why, sizeof(why))) {
+    staged[0] = 0;
+    return fail(DTRT_ERR_SYSTEM, err, errSize, "%s", why);
+  }
   return DTRT_OK;
 }
 
@@ -158,12 +161,12 @@ static bool writeTensor(const char *staged, CkptTensor *t,
   return ok;
 }
 
-/* Whether `dir` may be replaced: absent, or a checkpoint. */
+/* Whether `dir` (resolved) may be replaced: absent, or a checkpoint. */
 static DtrtStatus replaceable(const char *dir, char *err, size_t errSize) {
   struct stat st;
-  char meta[4096];
+  char meta[4200];
   snprintf(meta, sizeof(meta), "%s/%s", dir, DTRT_CHECKPOINT_METADATA);
-  if (stat(dir, &st) == 0 && (!S_ISDIR(st.st_mode) || stat(meta, &st) != 0))
+  if (lstat(dir, &st) == 0 && (!S_ISDIR(st.st_mode) || lstat(meta, &st) != 0))
     return fail(DTRT_ERR_INVALID, err, errSize,
                 "%s exists and is not a "
                 "checkpoint (no %s); refusing to replace it",
@@ -199,50 +202,77 @@ static bool fillFromGlobal(void *user, int64_t device, void *block, char *why,
   return true;
 }
 
-static DtrtStatus writeTensorLocked(const char *dir, const DtrtTensor *in,
-                                    char *err, size_t errSize) {
+/* Checks `in` and builds its layout (the caller destroys `*outMesh`). */
+static DtrtStatus checkWholeTensor(const DtrtTensor *in, DtensorMesh **outMesh,
+                                   DtensorLayout *outLayout, char *err,
+                                   size_t errSize) {
   char why[CKPT_ERROR_SIZE];
+  *outMesh = NULL;
   if (!in || !in->name || !dtCkptNameIsValid(in->name) || !in->block ||
       !dtrtDtypeSize(in->dtype) || !in->mesh || !in->spec)
     return fail(DTRT_ERR_INVALID, err, errSize,
                 "a tensor needs a valid "
                 "name, element type, mesh, spec and data");
-  DtensorMesh *mesh;
-  DtensorLayout l;
-  if (!dtCkptLayout(in->mesh, in->spec, in->dtype, in->rank, in->shape, &mesh,
-                    &l, why, sizeof(why)))
+  if (!dtCkptLayout(in->mesh, in->spec, in->dtype, in->rank, in->shape, outMesh,
+                    outLayout, why, sizeof(why)))
     return fail(DTRT_ERR_INVALID, err, errSize, "'%s': %s", in->name, why);
-  if (dtensorShardingSpecIsPartial(&l.spec)) {
-    dtensorMeshDestroy(mesh);
+  if (dtensorShardingSpecIsPartial(&outLayout->spec))
     return fail(DTRT_ERR_INVALID, err, errSize,
                 "'%s': a whole tensor has no "
                 "Partial layout ('%s')",
                 in->name, in->spec);
+  return DTRT_OK;
+}
+
+/* Writes the `n` tensors into the checkpoint at `dir` (resolved, locked)
+ * in one staging directory and one commit: a writer killed midway leaves
+ * the previous checkpoint whole, never a mix of the two. */
+static DtrtStatus writeTensorsLocked(const char *dir, int n,
+                                     const DtrtTensor *in, char *err,
+                                     size_t errSize) {
+  char why[CKPT_ERROR_SIZE];
+  if (n < 1 || !in)
+    return fail(DTRT_ERR_INVALID, err, errSize, "no tensors to write");
+  DtensorMesh **meshes = calloc((size_t)n, sizeof(DtensorMesh *));
+  DtensorLayout *layouts = calloc((size_t)n, sizeof(DtensorLayout));
+  int *slot = calloc((size_t)n, sizeof(int));
+  DtrtStatus s = meshes && layouts && slot
+                     ? DTRT_OK
+                     : fail(DTRT_ERR_NOMEM, err, errSize, "out of memory");
+  for (int j = 0; j < n && s == DTRT_OK; ++j) {
+    s = checkWholeTensor(&in[j], &meshes[j], &layouts[j], err, errSize);
+    for (int k = 0; k < j && s == DTRT_OK; ++k)
+      if (!strcmp(in[k].name, in[j].name))
+        s = fail(DTRT_ERR_INVALID, err, errSize, "'%s' is given twice",
+                 in[j].name);
   }
-  DtrtStatus s = replaceable(dir, err, errSize);
+  if (s == DTRT_OK)
+    s = replaceable(dir, err, errSize);
   CkptMeta meta = {DTRT_CHECKPOINT_VERSION, 0, NULL};
   struct stat st;
-  if (s == DTRT_OK && stat(dir, &st) == 0 &&
+  if (s == DTRT_OK && lstat(dir, &st) == 0 &&
       !dtCkptMetaRead(dir, &meta, why, sizeof(why)))
     s = fail(DTRT_ERR_INVALID, err, errSize, "%s", why);
-  char staged[4096];
+  char staged[4096] = "";
   if (s == DTRT_OK)
     s = stage(dir, staged, sizeof(staged), err, errSize);
-  if (s != DTRT_OK) {
-    dtCkptMetaFree(&meta);
-    dtensorMeshDestroy(mesh);
-    return s;
-  }
-  /* The other tensors' files are linked into the new directory; the
-   * named one is replaced (or added at the end). */
-  int index = meta.numTensors;
-  for (int i = 0; i < meta.numTensors; ++i) {
-    if (!strcmp(meta.tensors[i].name, in->name)) {
-      index = i;
+  /* The other tensors' files are linked into the new directory; a named
+   * one is replaced in its place, a new one added at the end. */
+  int kept = meta.numTensors;
+  for (int j = 0; j < n; ++j)
+    slot[j] = -1;
+  for (int i = 0; i < meta.numTensors && s == DTRT_OK; ++i) {
+    int j = 0;
+    while (j < n && strcmp(meta.tensors[i].name, in[j].name))
+      ++j;
+    if (j < n) {
+      slot[j] = i;
+      dtCkptTensorFree(&meta.tensors[i]);
+      memset(&meta.tensors[i], 0, sizeof(CkptTensor));
       continue;
     }
     for (int k = 0; k < meta.tensors[i].numShards && s == DTRT_OK; ++k) {
-      char from[4096], to[4096];
+      char from[4200], to[4200];
       snprintf(from, sizeof(from), "%s/%s", dir,
                meta.tensors[i].shards[k].file);
       snprintf(to, sizeof(to), "%s/%s", staged, meta.tensors[i].shards[k].file);
@@ -251,38 +281,46 @@ static DtrtStatus writeTensorLocked(const char *dir, const DtrtTensor *in,
                  strerror(errno));
     }
   }
-  if (index == meta.numTensors) {
+  int added = 0;
+  for (int j = 0; j < n; ++j)
+    added += slot[j] < 0;
+  if (s == DTRT_OK && added) {
     CkptTensor *grown =
-        realloc(meta.tensors, sizeof(CkptTensor) * (size_t)(index + 1));
+        realloc(meta.tensors, sizeof(CkptTensor) * (size_t)(kept + added));
     if (grown) {
       meta.tensors = grown;
-      memset(&meta.tensors[index], 0, sizeof(CkptTensor));
-      ++meta.numTensors;
+      memset(&meta.tensors[kept], 0, sizeof(CkptTensor) * (size_t)added);
+      for (int j = 0; j < n; ++j)
+        if (slot[j] < 0)
+          slot[j] = meta.numTensors++;
     } else {
       s = fail(DTRT_ERR_NOMEM, err, errSize, "out of memory");
     }
-  } else {
-    dtCkptTensorFree(&meta.tensors[index]);
   }
-  if (s == DTRT_OK) {
-    CkptTensor *t = &meta.tensors[index];
-    snprintf(t->name, sizeof(t->name), "%s", in->name);
-    t->dtype = in->dtype;
-    t->rank = in->rank;
-    for (int d = 0; d < in->rank; ++d)
-      t->shape[d] = in->shape[d];
-    dtensorMeshPrint(mesh, t->mesh, sizeof(t->mesh));
-    dtensorShardingSpecPrint(&l.spec, t->spec, sizeof(t->spec));
-    FromGlobal g = {t, &l, in->block};
-    if (!writeTensor(staged, t, &l, fillFromGlobal, &g, why, sizeof(why)))
+  for (int j = 0; j < n && s == DTRT_OK; ++j) {
+    CkptTensor *t = &meta.tensors[slot[j]];
+    snprintf(t->name, sizeof(t->name), "%s", in[j].name);
+    t->dtype = in[j].dtype;
+    t->rank = in[j].rank;
+    for (int d = 0; d < in[j].rank; ++d)
+      t->shape[d] = in[j].shape[d];
+    dtensorMeshPrint(meshes[j], t->mesh, sizeof(t->mesh));
+    dtensorShardingSpecPrint(&layouts[j].spec, t->spec, sizeof(t->spec));
+    FromGlobal g = {t, &layouts[j], in[j].block};
+    if (!writeTensor(staged, t, &layouts[j], fillFromGlobal, &g, why,
+                     sizeof(why)))
       s = fail(DTRT_ERR_SYSTEM, err, errSize, "%s", why);
   }
   if (s == DTRT_OK)
     s = commit(staged, dir, &meta, err, errSize);
-  else
+  else if (staged[0])
     dtCkptRemoveDir(staged);
   dtCkptMetaFree(&meta);
-  dtensorMeshDestroy(mesh);
+  for (int j = 0; meshes && j < n; ++j)
+    dtensorMeshDestroy(meshes[j]);
+  free(meshes);
+  free(layouts);
+  free(slot);
   return s;
 }
 
@@ -374,15 +412,36 @@ convertLocked(const char *dir, const char *outDir, const char *meshText,
 /* The writers below hold the target's lock from staging to commit: a
  * concurrent save into the same directory fails instead of losing one. */
 
-DtrtStatus dtrtCheckpointWriteTensor(const char *dir, const DtrtTensor *in,
-                                     char *err, size_t errSize) {
+/* Resolves `dir` once and takes its lock: the target in `target`, the lock
+ * in `*outLock`. */
+static DtrtStatus resolveAndLock(const char *dir, char *target, size_t size,
+                                 int *outLock, char *err, size_t errSize) {
   char why[CKPT_ERROR_SIZE];
-  int lock = dir ? dtCkptLock(dir, why, sizeof(why)) : -1;
-  if (dir && lock < 0)
+  *outLock = -1;
+  if (!dir)
+    return fail(DTRT_ERR_INVALID, err, errSize, "no checkpoint directory");
+  if (!dtCkptResolveTarget(dir, target, size, why, sizeof(why)) ||
+      (*outLock = dtCkptLock(target, why, sizeof(why))) < 0)
     return fail(DTRT_ERR_INVALID, err, errSize, "%s", why);
-  DtrtStatus s = writeTensorLocked(dir, in, err, errSize);
+  return DTRT_OK;
+}
+
+DtrtStatus dtrtCheckpointWriteTensors(const char *dir, int numTensors,
+                                      const DtrtTensor *tensors, char *err,
+                                      size_t errSize) {
+  char target[PATH_MAX];
+  int lock;
+  DtrtStatus s =
+      resolveAndLock(dir, target, sizeof(target), &lock, err, errSize);
+  if (s == DTRT_OK)
+    s = writeTensorsLocked(target, numTensors, tensors, err, errSize);
   dtCkptUnlock(lock);
   return s;
+}
+
+DtrtStatus dtrtCheckpointWriteTensor(const char *dir, const DtrtTensor *in,
+                                     char *err, size_t errSize) {
+  return dtrtCheckpointWriteTensors(dir, 1, in, err, errSize);
 }
 
 DtrtStatus dtrtCheckpointConvert(const char *dir, const char *outDir,
@@ -391,12 +450,13 @@ DtrtStatus dtrtCheckpointConvert(const char *dir, const char *outDir,
                                  const char *const *specs,
                                  const char *defaultSpec, char *err,
                                  size_t errSize) {
-  char why[CKPT_ERROR_SIZE];
-  int lock = outDir ? dtCkptLock(outDir, why, sizeof(why)) : -1;
-  if (outDir && lock < 0)
-    return fail(DTRT_ERR_INVALID, err, errSize, "%s", why);
-  DtrtStatus s = convertLocked(dir, outDir, meshText, numSpecs, names, specs,
-                               defaultSpec, err, errSize);
+  char target[PATH_MAX];
+  int lock;
+  DtrtStatus s =
+      resolveAndLock(outDir, target, sizeof(target), &lock, err, errSize);
+  if (s == DTRT_OK)
+    s = convertLocked(dir, target, meshText, numSpecs, names, specs,
+                      defaultSpec, err, errSize);
   dtCkptUnlock(lock);
   return s;
 }

@@ -8,12 +8,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-FILE *dtOpenRegularFile(const char *path, DtensorDiag *outDiag) {
+int dtOpenRegular(const char *path, bool followLink, struct stat *outStat,
+                  DtensorDiag *outDiag) {
   /* O_NONBLOCK: opening a FIFO must not wait for a writer. */
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC |
+                          (followLink ? 0 : O_NOFOLLOW));
   if (fd < 0) {
-    dtDiag(outDiag, -1, "%s: cannot read: %s", path, strerror(errno));
-    return NULL;
+    dtDiag(outDiag, -1, "%s: cannot read: %s", path,
+           errno == ELOOP && !followLink ? "it is a symbolic link"
+                                         : strerror(errno));
+    return -1;
   }
   struct stat st;
   const char *why = NULL;
@@ -33,14 +37,23 @@ FILE *dtOpenRegularFile(const char *path, DtensorDiag *outDiag) {
            "block or never end)",
            path, why);
     close(fd);
-    return NULL;
+    return -1;
   }
   int flags = fcntl(fd, F_GETFL);
   if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
     dtDiag(outDiag, -1, "%s: cannot read: %s", path, strerror(errno));
     close(fd);
-    return NULL;
+    return -1;
   }
+  if (outStat)
+    *outStat = st;
+  return fd;
+}
+
+FILE *dtOpenRegularFile(const char *path, DtensorDiag *outDiag) {
+  int fd = dtOpenRegular(path, true, NULL, outDiag);
+  if (fd < 0)
+    return NULL;
   FILE *f = fdopen(fd, "r");
   if (!f) {
     dtDiag(outDiag, -1, "%s: cannot read: %s", path, strerror(errno));

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 /* ---- diagnostics and text ------------------------------------------------ */
 
@@ -30,6 +31,13 @@ typedef struct DtBuf {
 } DtBuf;
 
 /* ---- files --------------------------------------------------------------- */
+
+/// Opens `path` read-only only if it is a regular file (a FIFO or a device
+/// would block or never end), not through a final symbolic link unless
+/// `followLink`: the descriptor (blocking; its status in `outStat` if not
+/// NULL), or -1 with `outDiag` saying why.
+int dtOpenRegular(const char *path, bool followLink, struct stat *outStat,
+                  DtensorDiag *outDiag);
 
 /// Opens `path` for reading ("r") only if it is a regular file: a FIFO or a
 /// device (/dev/zero) as a calibration, plan or manifest file would block

@@ -330,8 +330,8 @@ ckptVerify = _declare(rt, "dtrtCheckpointVerify", c_int, c_char_p, c_char_p,
                       c_size_t)
 ckptReadTensor = _declare(rt, "dtrtCheckpointReadTensor", c_int, c_char_p,
                           c_char_p, c_void_p, c_size_t, c_char_p, c_size_t)
-ckptWriteTensor = _declare(rt, "dtrtCheckpointWriteTensor", c_int, c_char_p,
-                           POINTER(RtTensor), c_char_p, c_size_t)
+ckptWriteTensors = _declare(rt, "dtrtCheckpointWriteTensors", c_int, c_char_p,
+                            c_int, POINTER(RtTensor), c_char_p, c_size_t)
 ckptConvert = _declare(rt, "dtrtCheckpointConvert", c_int, c_char_p, c_char_p,
                        c_char_p, c_int, POINTER(c_char_p), POINTER(c_char_p),
                        c_char_p, c_char_p, c_size_t)

@@ -458,11 +458,15 @@ def save_checkpoint(path, tensors):
     """Writes tensors into the checkpoint at `path` (created if needed,
     others kept): {name: array} (replicated on one device) or {name: (array,
     mesh, spec)} to store each under a layout. Arrays of float32, float64,
-    float16, int32 or int64."""
+    float16, int32 or int64. All of them are written in one step: a save
+    stopped midway leaves the previous checkpoint whole."""
     if not isinstance(tensors, dict):
         raise TypeError(f"tensors must be a dict of name to array, not "
                         f"{type(tensors).__name__}")
-    for name, value in tensors.items():
+    if not tensors:
+        return
+    keep, items = [], (C.RtTensor * len(tensors))()
+    for k, (name, value) in enumerate(tensors.items()):
         array, mesh, spec = (value if isinstance(value, tuple)
                              else (value, None, None))
         if not isinstance(array, np.ndarray) and not hasattr(array, "__array__"):
@@ -476,13 +480,15 @@ def save_checkpoint(path, tensors):
             mesh = "1"
             spec = "[" + ", ".join("R" for _ in array.shape) + "]"
         shape = (c_int64 * max(1, array.ndim))(*array.shape)
-        t = C.RtTensor(_bytes(name, "tensors key"), _DTYPES[array.dtype],
-                       array.ndim, shape, _bytes(mesh, f"tensors[{name!r}] mesh"),
-                       _bytes(spec, f"tensors[{name!r}] spec"),
-                       array.ctypes.data_as(c_void_p))
-        err = _err()
-        _check(C.ckptWriteTensor(_bytes(path, "path"), byref(t), err,
-                                 len(err)), err)
+        keep += [array, shape]  # alive until the write returns
+        items[k] = C.RtTensor(_bytes(name, "tensors key"), _DTYPES[array.dtype],
+                              array.ndim, shape,
+                              _bytes(mesh, f"tensors[{name!r}] mesh"),
+                              _bytes(spec, f"tensors[{name!r}] spec"),
+                              array.ctypes.data_as(c_void_p))
+    err = _err()
+    _check(C.ckptWriteTensors(_bytes(path, "path"), len(tensors), items, err,
+                              len(err)), err)
 
 
 def convert_checkpoint(path, out, mesh, specs=None, default=None):

@@ -314,6 +314,29 @@ def test_checkpoint_round_trip(tmp_path):
     assert np.array_equal(got["c"], c)
 
 
+def test_checkpoint_save_is_one_step(tmp_path):
+    # Each tensor was committed on its own: a save that failed (or was
+    # killed) at its second tensor left the first one of the new step.
+    ck = str(tmp_path / "ck")
+    old = np.zeros((4, 2), np.float32)
+    dtensor.save_checkpoint(ck, {"a": old, "b": old})
+    new = np.ones((4, 2), np.float32)
+    with pytest.raises(dtensor.DtensorError, match="'b'"):
+        dtensor.save_checkpoint(ck, {"a": new, "b": (new, "2", "[S7, R]")})
+    got = dtensor.load_checkpoint(ck)
+    assert np.array_equal(got["a"], old) and np.array_equal(got["b"], old)
+    dtensor.save_checkpoint(ck, {"a": new, "c": (new, "2", "[S0, R]")})
+    got = dtensor.load_checkpoint(ck)
+    assert np.array_equal(got["a"], new) and np.array_equal(got["b"], old)
+    assert np.array_equal(got["c"], new)
+    # Through a link, as a training loop's 'latest' is: the directory it
+    # names is written, the link stays.
+    os.symlink("ck", str(tmp_path / "latest"))
+    dtensor.save_checkpoint(str(tmp_path / "latest"), {"d": new})
+    assert os.path.islink(str(tmp_path / "latest"))
+    assert set(dtensor.load_checkpoint(ck)) == {"a", "b", "c", "d"}
+
+
 def test_checkpoint_convert_and_corruption(tmp_path):
     ck, out = str(tmp_path / "ck"), str(tmp_path / "out")
     a = np.arange(9 * 5, dtype=np.float64).reshape(9, 5)

@@ -137,15 +137,36 @@ static bool globalOf(const Spec *t, const Block *b, int64_t e, int64_t *lin) {
   return inside;
 }
 
-/* Kills this process once a shard file of rank 1 exists in `arg`. */
+/* Whether directory `path` holds a shard file of rank 1. */
+static bool holdsRankOneShard(const char *path) {
+  bool found = false;
+  DIR *d = opendir(path);
+  for (struct dirent *e; d && !found && (e = readdir(d));) {
+    size_t n = strlen(e->d_name);
+    found = n > 6 && !strcmp(e->d_name + n - 6, ".1.bin");
+  }
+  if (d)
+    closedir(d);
+  return found;
+}
+
+/* Kills this process once a shard file of rank 1 exists in a staging
+ * directory of the checkpoint `arg` (`arg`.tmp-*, a name the save draws). */
 static void *killWhenWritten(void *arg) {
+  const char *dir = arg, *slash = strrchr(dir, '/');
+  char parent[4096], prefix[4096];
+  snprintf(parent, sizeof(parent), "%.*s", slash ? (int)(slash - dir) : 1,
+           slash ? dir : ".");
+  snprintf(prefix, sizeof(prefix), "%s.tmp-", slash ? slash + 1 : dir);
   for (;;) {
-    DIR *d = opendir(arg);
-    for (struct dirent *e; d && (e = readdir(d));) {
-      size_t n = strlen(e->d_name);
-      if (n > 6 && !strcmp(e->d_name + n - 6, ".1.bin"))
-        raise(SIGKILL);
-    }
+    DIR *d = opendir(parent);
+    for (struct dirent *e; d && (e = readdir(d));)
+      if (!strncmp(e->d_name, prefix, strlen(prefix))) {
+        char path[8300];
+        snprintf(path, sizeof(path), "%s/%s", parent, e->d_name);
+        if (holdsRankOneShard(path))
+          raise(SIGKILL);
+      }
     if (d)
       closedir(d);
     struct timespec pause = {0, 100 * 1000};
@@ -214,11 +235,8 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "save-killed") && rank == 1) {
     /* Killed in the middle of the save: once its first shard file is in
      * the staging directory. */
-    static char staged[4096];
-    snprintf(staged, sizeof(staged), "%s.tmp-%s", dir,
-             getenv("DTENSOR_JOB") ? getenv("DTENSOR_JOB") : "");
     pthread_t watcher;
-    pthread_create(&watcher, NULL, killWhenWritten, staged);
+    pthread_create(&watcher, NULL, killWhenWritten, (void *)dir);
   }
   DtrtStatus s = saving ? dtrtCheckpointSave(ctx, dir, NUM_TENSORS, tensors)
                         : dtrtCheckpointLoad(ctx, dir, NUM_TENSORS, tensors);

@@ -191,11 +191,40 @@ test ! -e "$work/conv2" || { echo "convert wrote a checkpoint"; exit 1; }
 step "FIFOs"
 rm "$work/damaged/$shard"; mkfifo "$work/damaged/$shard"
 if timeout 20 "$tool" verify "$work/damaged" 2>"$work/err.txt"; then exit 1; fi
-grep -q "$shard: not a regular file" "$work/err.txt"
+grep -q "$shard: is a FIFO: only a regular file is read" "$work/err.txt"
 cp "$ck/$shard" "$work/damaged/$shard.x"; rm "$work/damaged/$shard"
 mv "$work/damaged/$shard.x" "$work/damaged/$shard"
 rm "$work/damaged/dtensor-checkpoint.json"; mkfifo "$work/damaged/dtensor-checkpoint.json"
-timeout 20 "$run" -n 1 "$prog" load-fails "$work/damaged" 7 "dtensor-checkpoint.json: not a regular file"
+timeout 20 "$run" -n 1 "$prog" load-fails "$work/damaged" 7 "dtensor-checkpoint.json: is a FIFO"
+
+# Links: a write never follows a link it did not make, and never writes
+# or removes outside its target.
+step "saving into a link (latest -> step-1)"
+rm -rf "$work/step-1" "$work/latest" "$work/victim"
+cp -r "$ck" "$work/step-1"; ln -s step-1 "$work/latest"
+"$run" -n 2 "$prog" save "$work/latest" 8
+test -L "$work/latest" && test -f "$work/step-1/dtensor-checkpoint.json"
+"$run" -n 4 "$prog" load "$work/step-1" 8
+"$tool" import "$work/latest" t2.w "$work/t2.npy" --mesh 4 --spec '[S0, R]'
+test -L "$work/latest" && "$tool" verify "$work/step-1" >/dev/null
+"$tool" info "$work/step-1" | grep -q '^t2.w '
+step "links planted at staging names and at the target"
+mkdir -p "$work/victim"; echo keep > "$work/victim/a.bin"; echo keep > "$work/victim/b.txt"
+ln -s victim "$work/step-1.tmp-planted"
+ln -s victim "$work/step-1.tmp-offline-1"
+"$run" -n 2 "$prog" save "$work/step-1" 9
+"$tool" import "$work/step-1" t2.w "$work/t2.npy" --mesh 4 --spec '[S0, R]'
+"$tool" convert "$work/step-1" "$work/step-1" --mesh 2
+test -f "$work/victim/a.bin" && test -f "$work/victim/b.txt"
+test -L "$work/step-1.tmp-planted"
+rm "$work/step-1.tmp-planted" "$work/step-1.tmp-offline-1"
+ln -s victim "$work/notckpt"
+"$run" -n 2 "$prog" save-fails "$work/notckpt" 9 "exists and is not a checkpoint"
+if "$tool" import "$work/notckpt" t2.w "$work/t2.npy" --mesh 4 --spec '[S0, R]' 2>"$work/err.txt"; then exit 1; fi
+grep -q "exists and is not a checkpoint" "$work/err.txt"
+test -f "$work/victim/a.bin" && test -f "$work/victim/b.txt" && test -L "$work/notckpt"
+rm "$work/notckpt"
+ls "$work" | grep -q 'step-1.tmp-' && { echo "staging left:"; ls "$work"; exit 1; }
 
 # Not a checkpoint, a bad metadata file, a directory that is not ours.
 step "errors"
