@@ -267,9 +267,10 @@ static void shapeText(int rank, const int64_t *shape, char *out, size_t n) {
 
 bool dtensorCalibrationWrite(const DtensorCalibration *cal, const char *path,
                              const char *comment, DtensorDiag *outDiag) {
-  FILE *f = fopen(path, "w");
-  if (!f)
-    return dtDiag(outDiag, -1, "%s: cannot write: %s", path, strerror(errno));
+  DtOutput out;
+  if (!dtOutputOpen(&out, path, outDiag))
+    return false;
+  FILE *f = out.file;
   char shape[160];
   shapeText(cal->meshRank, cal->meshShape, shape, sizeof(shape));
   if (comment)
@@ -289,9 +290,7 @@ bool dtensorCalibrationWrite(const DtensorCalibration *cal, const char *path,
         }
       fprintf(f, " %.6g %.6g\n", fit->latencyUs, fit->bandwidthGBps);
     }
-  bool ok = !ferror(f);
-  ok = (fclose(f) == 0) && ok;
-  return ok ? true : dtDiag(outDiag, -1, "%s: write failed", path);
+  return dtOutputClose(&out, true, outDiag);
 }
 
 bool dtensorCalibrationCheckMesh(const DtensorCalibration *cal,

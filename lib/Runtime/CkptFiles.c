@@ -3,6 +3,7 @@
  * of staging directories left by writers that died. */
 #define _GNU_SOURCE
 #include "CkptInternal.h"
+#include "Support/Support.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -121,25 +122,11 @@ static void syncParent(const char *dir) {
   }
 }
 
-/* The process's umask without changing it (Linux >= 4.7 says it in
- * /proc/self/status); 022 where it cannot be read. */
-static mode_t currentUmask(void) {
-  FILE *f = fopen("/proc/self/status", "r");
-  char line[256];
-  unsigned mask = 022;
-  while (f && fgets(line, sizeof(line), f))
-    if (sscanf(line, "Umask: %o", &mask) == 1)
-      break;
-  if (f)
-    fclose(f);
-  return (mode_t)mask;
-}
-
 bool dtCkptCommit(const char *staged, const char *dir, char *err,
                   size_t errSize) {
   /* The staging directory was private; the checkpoint gets the mode a
    * plain mkdir would have given it. */
-  if (chmod(staged, 0755 & ~currentUmask()) != 0)
+  if (chmod(staged, 0755 & ~dtCurrentUmask()) != 0)
     return dtCkptFail(err, errSize, "chmod %s: %s", staged, strerror(errno));
   struct stat st;
   if (lstat(dir, &st) != 0) {

@@ -1,9 +1,12 @@
 /* The file helpers of Support.h: what the project reads from and writes to
  * the file system is checked here (docs/security.md). */
+#define _XOPEN_SOURCE 700
 #include "Support/Support.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -60,4 +63,125 @@ FILE *dtOpenRegularFile(const char *path, DtensorDiag *outDiag) {
     close(fd);
   }
   return f;
+}
+
+mode_t dtCurrentUmask(void) {
+  /* Linux >= 4.7 says it in /proc/self/status; umask() would change it
+   * for every thread meanwhile. */
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  unsigned mask = 022;
+  while (f && fgets(line, sizeof(line), f))
+    if (sscanf(line, "Umask: %o", &mask) == 1)
+      break;
+  if (f)
+    fclose(f);
+  return (mode_t)mask;
+}
+
+/* Writes through a fresh temporary file beside `target` that replaces it
+ * at the end. */
+static bool openTemporary(DtOutput *out, const char *target, mode_t mode,
+                          DtensorDiag *outDiag) {
+  if ((size_t)snprintf(out->tmp, sizeof(out->tmp), "%s.tmp-XXXXXX", target) >=
+          sizeof(out->tmp) ||
+      (size_t)snprintf(out->target, sizeof(out->target), "%s", target) >=
+          sizeof(out->target)) {
+    out->tmp[0] = 0;
+    return dtDiag(outDiag, -1, "%s: path too long", out->path);
+  }
+  int fd = mkstemp(out->tmp);
+  if (fd < 0) {
+    out->tmp[0] = 0;
+    return dtDiag(outDiag, -1, "cannot write '%s': %s", out->path,
+                  strerror(errno));
+  }
+  fchmod(fd, mode);
+  out->file = fdopen(fd, "w");
+  if (!out->file) {
+    close(fd);
+    unlink(out->tmp);
+    out->tmp[0] = 0;
+    return dtDiag(outDiag, -1, "cannot write '%s': %s", out->path,
+                  strerror(errno));
+  }
+  return true;
+}
+
+bool dtOutputOpen(DtOutput *out, const char *path, DtensorDiag *outDiag) {
+  memset(out, 0, sizeof(*out));
+  snprintf(out->path, sizeof(out->path), "%s", path);
+  if (!strcmp(path, "-")) {
+    out->file = stdout;
+    return true;
+  }
+  struct stat st;
+  if (lstat(path, &st) != 0)
+    return openTemporary(out, path, 0666 & ~dtCurrentUmask(), outDiag);
+  if (S_ISLNK(st.st_mode)) {
+    /* As the kernel's protected_symlinks does in sticky directories: a
+     * link is followed only when this user or root made it. */
+    if (st.st_uid != geteuid() && st.st_uid != 0)
+      return dtDiag(outDiag, -1,
+                    "'%s' is a symbolic link of user %u: refusing to write "
+                    "through it (remove it, or write elsewhere)",
+                    path, (unsigned)st.st_uid);
+    char target[PATH_MAX];
+    struct stat ts;
+    if (realpath(path, target) &&
+        (stat(target, &ts) != 0 ? errno == ENOENT : S_ISREG(ts.st_mode)))
+      return openTemporary(out, target,
+                           stat(target, &ts) == 0 ? (ts.st_mode & 07777)
+                                                  : 0666 & ~dtCurrentUmask(),
+                           outDiag);
+  } else if (S_ISREG(st.st_mode)) {
+    if (openTemporary(out, path, st.st_mode & 07777, NULL))
+      return true;
+    /* A directory this user cannot write into (the file itself it may):
+     * written in place, never through a link. */
+    int fd = open(path, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
+    out->file = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!out->file) {
+      if (fd >= 0)
+        close(fd);
+      return dtDiag(outDiag, -1, "cannot write '%s': %s", path,
+                    strerror(errno));
+    }
+    return true;
+  }
+  /* A device or a FIFO (/dev/null, /dev/stdout): written directly. */
+  out->file = fopen(path, "w");
+  if (!out->file)
+    return dtDiag(outDiag, -1, "cannot write '%s': %s", path, strerror(errno));
+  return true;
+}
+
+bool dtOutputClose(DtOutput *out, bool keep, DtensorDiag *outDiag) {
+  if (!out->file)
+    return keep ? dtDiag(outDiag, -1, "'%s' was not opened", out->path) : true;
+  bool ok = fflush(out->file) == 0 && !ferror(out->file);
+  if (out->file == stdout) {
+    out->file = NULL;
+    return ok || !keep
+               ? true
+               : dtDiag(outDiag, -1, "writing to standard output failed");
+  }
+  ok = (fclose(out->file) == 0) && ok;
+  out->file = NULL;
+  if (!out->tmp[0])
+    return ok || !keep ? true
+                       : dtDiag(outDiag, -1, "writing '%s' failed", out->path);
+  /* rename replaces whatever is at the path now (a link planted since is
+   * replaced, not followed). */
+  if (ok && keep && rename(out->tmp, out->target) == 0) {
+    out->tmp[0] = 0;
+    return true;
+  }
+  int e = errno;
+  unlink(out->tmp);
+  out->tmp[0] = 0;
+  if (!keep)
+    return true;
+  return dtDiag(outDiag, -1, "writing '%s' failed: %s", out->path,
+                ok ? strerror(e) : "write error");
 }

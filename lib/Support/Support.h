@@ -45,6 +45,31 @@ int dtOpenRegular(const char *path, bool followLink, struct stat *outStat,
 /// `outDiag` saying why.
 FILE *dtOpenRegularFile(const char *path, DtensorDiag *outDiag);
 
+/// The process's file mode creation mask, read without changing it.
+mode_t dtCurrentUmask(void);
+
+/// An output file written in full or not at all.
+typedef struct DtOutput {
+  FILE *file;        /* what to write to */
+  char path[4096];   /* as given */
+  char target[4096]; /* what the temporary file replaces */
+  char tmp[4096];    /* the temporary file; empty when written directly */
+} DtOutput;
+
+/// Opens `path` ("-": standard output) for writing. A regular file, or a
+/// new one, is written through a fresh temporary file beside it (mkstemp)
+/// that replaces it at dtOutputClose, so a failed run leaves it as it was
+/// and a link planted at the path meanwhile is replaced, never followed.
+/// A link is followed only if this user or root made it (as the kernel's
+/// protected_symlinks): another user's is refused. A device or FIFO
+/// (/dev/null) is written directly. False with `outDiag`.
+bool dtOutputOpen(DtOutput *out, const char *path, DtensorDiag *outDiag);
+
+/// Closes `out`: with `keep`, puts the file in place (false with `outDiag`
+/// if any write failed); without, discards what was written (a file written
+/// directly keeps it).
+bool dtOutputClose(DtOutput *out, bool keep, DtensorDiag *outDiag);
+
 /// The whole number `text` spells if it lies in [lo, hi], else -1 (a
 /// command line's counts).
 long dtWholeNumber(const char *text, long lo, long hi);

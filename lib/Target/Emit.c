@@ -2,6 +2,7 @@
  * (mlirTranslateModuleToLLVMIR), optimized with the new pass manager
  * (default<On>), then an object file, assembly or IR text for the host
  * (the LLVM C API's target machine). */
+#include "Support/Support.h"
 #include "dtensor-c/Target.h"
 
 #include "mlir-c/BuiltinAttributes.h"
@@ -105,16 +106,34 @@ MlirLogicalResult dtensorEmitModule(MlirOperation module, MlirStringRef path,
     LLVMDisposeErrorMessage(msg);
     goto done;
   }
+  /* Made in memory, then written through dtOutputOpen: complete or not
+   * at all, and never through a link another user planted at the path. */
+  LLVMMemoryBufferRef buffer = NULL;
+  char *text = NULL;
   if (kind == DTENSOR_EMIT_LLVM_IR) {
-    if (LLVMPrintModuleToFile(m, file, &error))
-      result = failWith(outDiag, "writing '%s': %s", file, error);
-  } else if (LLVMTargetMachineEmitToFile(tm, m, file,
-                                         kind == DTENSOR_EMIT_ASSEMBLY
-                                             ? LLVMAssemblyFile
-                                             : LLVMObjectFile,
-                                         &error)) {
-    result = failWith(outDiag, "writing '%s': %s", file, error);
+    text = LLVMPrintModuleToString(m);
+  } else if (LLVMTargetMachineEmitToMemoryBuffer(tm, m,
+                                                 kind == DTENSOR_EMIT_ASSEMBLY
+                                                     ? LLVMAssemblyFile
+                                                     : LLVMObjectFile,
+                                                 &error, &buffer)) {
+    result = failWith(outDiag, "emitting '%s': %s", file, error);
+    goto done;
   }
+  DtOutput out;
+  if (!dtOutputOpen(&out, file, outDiag)) {
+    result = mlirLogicalResultFailure();
+  } else {
+    const char *data = text ? text : LLVMGetBufferStart(buffer);
+    size_t size = text ? strlen(text) : LLVMGetBufferSize(buffer);
+    fwrite(data, 1, size, out.file);
+    if (!dtOutputClose(&out, true, outDiag))
+      result = mlirLogicalResultFailure();
+  }
+  if (text)
+    LLVMDisposeMessage(text);
+  if (buffer)
+    LLVMDisposeMemoryBuffer(buffer);
 done:
   if (error)
     LLVMDisposeMessage(error);

@@ -17,9 +17,12 @@
 #include "mlir-c/BuiltinAttributes.h"
 #include "mlir-c/Diagnostics.h"
 
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static void toFile(MlirStringRef s, void *user) {
   fwrite(s.data, 1, s.length, (FILE *)user);
@@ -162,30 +165,51 @@ static void drawFunction(Graph *g, MlirOperation func) {
   fprintf(g->out, "  }\n");
 }
 
+/* Starts Graphviz's dot rendering SVG into `svgOut`, its DOT input the
+ * stream returned (NULL if it cannot start), its pid in `*outPid`. Run with
+ * an argument vector, not a shell: the path never reaches one. */
+static FILE *startDot(FILE *svgOut, pid_t *outPid) {
+  int fds[2];
+  if (pipe(fds) != 0)
+    return NULL;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[0], 0);
+  posix_spawn_file_actions_adddup2(&actions, fileno(svgOut), 1);
+  posix_spawn_file_actions_addclose(&actions, fds[1]);
+  char *argv[] = {"dot", "-Tsvg", NULL};
+  extern char **environ;
+  int e = posix_spawnp(outPid, "dot", &actions, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[0]);
+  FILE *in = e == 0 ? fdopen(fds[1], "w") : NULL;
+  if (!in)
+    close(fds[1]);
+  return in;
+}
+
 static bool runViewGraph(MlirOperation root, const DtPassOptions *options) {
   const char *path = dtPassOptionsGet(options, "output");
   size_t n = strlen(path);
   bool svg = n > 4 && !strcmp(path + n - 4, ".svg");
-  char command[4200];
+  MlirLocation loc = mlirOperationGetLocation(root);
+  char message[4400];
+  DtOutput file;
+  DtensorDiag diag;
   FILE *out = stderr;
-  if (svg) {
-    if (system("command -v dot > /dev/null 2>&1") != 0) {
-      mlirEmitError(mlirOperationGetLocation(root),
-                    "dtensor-view-graph: an .svg output needs Graphviz's "
-                    "'dot' (apt-get install graphviz); write a .dot file "
-                    "instead");
-      return false;
-    }
-    snprintf(command, sizeof(command), "dot -Tsvg -o '%s'", path);
-    out = popen(command, "w");
-  } else if (n) {
-    out = fopen(path, "w");
+  pid_t dot = -1;
+  if (n && !dtOutputOpen(&file, path, &diag)) {
+    snprintf(message, sizeof(message), "dtensor-view-graph: %s", diag.message);
+    mlirEmitError(loc, message);
+    return false;
   }
+  if (n)
+    out = svg ? startDot(file.file, &dot) : file.file;
   if (!out) {
-    char message[4200];
-    snprintf(message, sizeof(message), "dtensor-view-graph: cannot write '%s'",
-             path);
-    mlirEmitError(mlirOperationGetLocation(root), message);
+    dtOutputClose(&file, false, NULL);
+    mlirEmitError(loc, "dtensor-view-graph: an .svg output needs Graphviz's "
+                       "'dot' (apt-get install graphviz); write a .dot file "
+                       "instead");
     return false;
   }
   Graph g = {out, {0}};
@@ -199,14 +223,17 @@ static bool runViewGraph(MlirOperation root, const DtPassOptions *options) {
       drawFunction(&g, f);
   fprintf(out, "}\n");
   free(g.ops.ops);
-  bool ok = true;
-  if (svg)
-    ok = pclose(out) == 0;
-  else if (out != stderr)
-    ok = fclose(out) == 0;
+  bool ok = !ferror(out);
+  if (svg) {
+    int status = 0;
+    ok = fclose(out) == 0 && ok;
+    ok = waitpid(dot, &status, 0) == dot && WIFEXITED(status) &&
+         WEXITSTATUS(status) == 0 && ok;
+  }
+  if (n && !dtOutputClose(&file, ok, &diag))
+    ok = false;
   if (!ok)
-    mlirEmitError(mlirOperationGetLocation(root),
-                  "dtensor-view-graph: writing the graph failed");
+    mlirEmitError(loc, "dtensor-view-graph: writing the graph failed");
   return ok;
 }
 

@@ -1,6 +1,7 @@
 /* dtensor-ckpt: inspect, check and rewrite sharded checkpoints offline.
  * Argument parsing, .npy files and printing; the checkpoint work is
  * libdtensor_rt's offline API (include/dtensor-rt/Checkpoint.h). */
+#include "Support/Support.h"
 #include "dtensor-c/Layout.h"
 #include "dtensor-rt/Checkpoint.h"
 
@@ -101,7 +102,8 @@ static int info(const char *dir, bool layouts) {
 /* ---- .npy files (format 1.0/2.0/3.0, C order, little endian) ------------- */
 
 static bool writeNpy(const char *path, const char *descr, int rank,
-                     const int64_t *shape, const void *data, size_t bytes) {
+                     const int64_t *shape, const void *data, size_t bytes,
+                     DtensorDiag *outDiag) {
   char dict[512];
   int k = snprintf(dict, sizeof(dict),
                    "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
@@ -114,9 +116,10 @@ static bool writeNpy(const char *path, const char *descr, int rank,
    * multiple of 64. */
   int total = (10 + k + 1 + 63) / 64 * 64;
   int pad = total - 10 - k - 1;
-  FILE *f = fopen(path, "wb");
-  if (!f)
+  DtOutput out;
+  if (!dtOutputOpen(&out, path, outDiag))
     return false;
+  FILE *f = out.file;
   unsigned char head[10] = {0x93,
                             'N',
                             'U',
@@ -132,7 +135,9 @@ static bool writeNpy(const char *path, const char *descr, int rank,
   for (int i = 0; ok && i < pad; ++i)
     ok = fputc(' ', f) != EOF;
   ok = ok && fputc('\n', f) != EOF && fwrite(data, 1, bytes, f) == bytes;
-  return fclose(f) == 0 && ok;
+  if (!ok)
+    dtDiag(outDiag, -1, "writing %s failed", path);
+  return dtOutputClose(&out, ok, outDiag) && ok;
 }
 
 /* Reads a .npy file: its descr, shape and data (malloc'd). */
@@ -260,12 +265,14 @@ static int exportTensor(const char *dir, const char *name, const char *out) {
       if (kTypes[k].dtype == dtype)
         descr = kTypes[k].descr;
   }
-  bool ok = writeNpy(out, descr, rank, shape, outData, (size_t)elems * es);
+  DtensorDiag diag;
+  bool ok =
+      writeNpy(out, descr, rank, shape, outData, (size_t)elems * es, &diag);
   if (outData != data)
     free(outData);
   free(data);
   if (!ok) {
-    fprintf(stderr, "dtensor-ckpt: writing %s: %s\n", out, strerror(errno));
+    fprintf(stderr, "dtensor-ckpt: %s\n", diag.message);
     return 1;
   }
   return 0;

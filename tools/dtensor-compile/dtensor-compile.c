@@ -165,15 +165,19 @@ static int lower(MlirContext ctx, MlirOperation module, const Args *a) {
 /* Writes the lowered module as MLIR text or through dtensorEmitModule. */
 static int writeOutput(MlirOperation module, const Args *a) {
   if (a->emitMlir) {
-    FILE *f = fopen(a->output, "w");
-    if (!f) {
-      fprintf(stderr, "dtensor-compile: cannot write '%s': %s\n", a->output,
-              strerror(errno));
+    DtOutput out;
+    DtensorDiag diag;
+    if (!dtOutputOpen(&out, a->output, &diag)) {
+      fprintf(stderr, "dtensor-compile: %s\n", diag.message);
       return 1;
     }
-    mlirOperationPrint(module, toFile, f);
-    fputs("\n", f);
-    return fclose(f) ? 1 : 0;
+    mlirOperationPrint(module, toFile, out.file);
+    fputs("\n", out.file);
+    if (!dtOutputClose(&out, true, &diag)) {
+      fprintf(stderr, "dtensor-compile: %s\n", diag.message);
+      return 1;
+    }
+    return 0;
   }
   DtensorDiag diag;
   if (mlirLogicalResultIsFailure(

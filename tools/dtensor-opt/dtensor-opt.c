@@ -555,40 +555,6 @@ static bool isSeparator(const char *p, const char *end) {
   return end - p >= 8 && !memcmp(p, "// -----", 8);
 }
 
-/* The stream `-o` writes to. A regular file (or a new one) is written
- * through a temporary file beside it, named in `tmpPath`, which replaces it
- * at the end: the input may be the same file (read again by the parser),
- * and a failed run must not truncate it. Pipes and devices (/dev/null) are
- * written directly (`tmpPath` stays empty). */
-static FILE *openOutput(const char *path, char *tmpPath, size_t size) {
-  if (!strcmp(path, "-"))
-    return stdout;
-  struct stat st;
-  bool exists = stat(path, &st) == 0;
-  if (exists && !S_ISREG(st.st_mode))
-    return fopen(path, "w");
-  if ((size_t)snprintf(tmpPath, size, "%s.dtensor-opt-XXXXXX", path) >= size) {
-    tmpPath[0] = 0;
-    errno = ENAMETOOLONG;
-    return NULL;
-  }
-  int fd = mkstemp(tmpPath);
-  if (fd < 0) {
-    tmpPath[0] = 0;
-    return NULL;
-  }
-  mode_t mask = umask(0);
-  umask(mask);
-  fchmod(fd, exists ? (st.st_mode & 07777) : (0666 & ~mask));
-  FILE *f = fdopen(fd, "w");
-  if (!f) {
-    close(fd);
-    unlink(tmpPath);
-    tmpPath[0] = 0;
-  }
-  return f;
-}
-
 /* Runs the pipeline on the whole input, or on each chunk of
  * --split-input-file; false if any run failed. */
 static bool runAll(MlirContext ctx, const Options *o, const Source *src,
@@ -705,34 +671,23 @@ int main(int argc, char **argv) {
     return EXIT_ERROR;
   Source src = {strcmp(o.input, "-") ? o.input : "<stdin>", input.data,
                 input.length};
-  char tmpPath[4096 + 32] = "";
-  FILE *out = openOutput(o.output, tmpPath, sizeof(tmpPath));
-  if (!out) {
-    fprintf(stderr, "dtensor-opt: cannot write '%s': %s\n", o.output,
-            strerror(errno));
-    return EXIT_ERROR;
-  }
-
-  bool ok = runAll(ctx, &o, &src, &diags, flags, out);
-  /* A write that failed (a full disk, a closed pipe) is an error, not a
-   * truncated result with status 0. */
-  bool written = !ferror(out);
-  written = (out != stdout ? fclose(out) : fflush(out)) == 0 && written;
-  if (!written) {
-    fprintf(stderr, "dtensor-opt: cannot write '%s': %s\n",
-            strcmp(o.output, "-") ? o.output : "<stdout>", strerror(errno));
-    ok = false;
-  }
   /* The output file is replaced only by a complete result: a failed run
    * leaves it as it was (never empty or partial, which a build system
-   * would take as up to date). */
-  if (tmpPath[0] && ok && rename(tmpPath, o.output) != 0) {
-    fprintf(stderr, "dtensor-opt: cannot write '%s': %s\n", o.output,
-            strerror(errno));
+   * would take as up to date); a link planted there is not followed
+   * (dtOutputOpen). */
+  DtOutput out;
+  DtensorDiag diag;
+  if (!dtOutputOpen(&out, o.output, &diag)) {
+    fprintf(stderr, "dtensor-opt: %s\n", diag.message);
+    return EXIT_ERROR;
+  }
+  bool ok = runAll(ctx, &o, &src, &diags, flags, out.file);
+  /* A write that failed (a full disk, a closed pipe) is an error, not a
+   * truncated result with status 0. */
+  if (!dtOutputClose(&out, ok, &diag)) {
+    fprintf(stderr, "dtensor-opt: %s\n", diag.message);
     ok = false;
   }
-  if (tmpPath[0] && !ok)
-    unlink(tmpPath);
   mlirOpPrintingFlagsDestroy(flags);
   dtOptClearDiagnostics(&diags);
   free(diags.items);
