@@ -72,7 +72,11 @@ dtensorRunnerCreateForTarget(MlirOperation module, const char *entry,
 /// MLIR is not installed: only libdtensor_rt and the vendor libraries are
 /// needed. Each shared object defines DTENSOR_BUNDLE_CALL_PREFIX<entry>,
 /// taking an array of pointers: the results' room, then each argument's
-/// memref descriptor.
+/// memref descriptor, and DTENSOR_BUNDLE_SIGNATURE, the manifest's lines
+/// after the first as a NUL-terminated string, which must equal the
+/// manifest beside it.
+#define DTENSOR_BUNDLE_MAGIC "dtensor-bundle 1"
+#define DTENSOR_BUNDLE_SIGNATURE "_dtensor_bundle_signature"
 #define DTENSOR_BUNDLE_MANIFEST "manifest.txt"
 #define DTENSOR_BUNDLE_REFERENCE "reference"
 #define DTENSOR_BUNDLE_SPMD "spmd"

@@ -398,3 +398,45 @@ size_t dtensorRankReportFormat(const DtensorRunner *r, int rank,
                 rep->steps, 1e3 * rep->medianCommSeconds);
   return b.length;
 }
+
+/* "4x16", or "-" for a scalar. */
+static void shapeText(const DtensorRunTensor *t, char *out, size_t size) {
+  DtBuf b = dtBufInit(out, size);
+  for (int d = 0; d < t->rank; ++d)
+    dtBufPrintf(&b, "%s%lld", d ? "x" : "", (long long)t->shape[d]);
+  if (!t->rank)
+    dtBufPrintf(&b, "-");
+}
+
+char *dtRunManifestText(const DtensorRunner *r, DtensorDiag *outDiag) {
+  size_t capacity = 1024 + 1024 * (size_t)(r->numArgs + r->numResults);
+  char *text = malloc(capacity);
+  if (!text) {
+    dtDiag(outDiag, -1, "out of memory");
+    return NULL;
+  }
+  DtBuf b = dtBufInit(text, capacity);
+  dtBufPrintf(&b, "entry %s\ntarget %s\nmesh %s\n", r->entry,
+              r->gpu ? "cuda" : "cpu", r->meshText);
+  for (int i = 0; i < r->numArgs + r->numResults; ++i) {
+    bool isArg = i < r->numArgs;
+    const DtensorRunTensor *t =
+        isArg ? &r->args[i] : &r->results[i - r->numArgs];
+    char shape[512], spec[256];
+    shapeText(t, shape, sizeof(shape));
+    dtensorShardingSpecPrint(&t->spec, spec, sizeof(spec));
+    if (strpbrk(t->name, " \t\n")) {
+      free(text);
+      dtDiag(outDiag, -1, "'%s': a bundle's names have no spaces", t->name);
+      return NULL;
+    }
+    dtBufPrintf(&b, "%s %s %s %s %s\n", isArg ? "argument" : "result", t->name,
+                dtrtDtypeName(t->dtype), shape, spec);
+  }
+  if (b.length >= capacity) {
+    free(text);
+    dtDiag(outDiag, -1, "the bundle's manifest is too long");
+    return NULL;
+  }
+  return text;
+}

@@ -18,6 +18,7 @@
 #include "mlir-c/ExecutionEngine.h"
 #include "mlir-c/Pass.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -289,13 +290,16 @@ static bool compile(DtensorRunner *r, MlirOperation module, Finish finish,
                     void *user, DtensorDiag *outDiag) {
   MlirOperation ref = mlirOperationClone(module);
   dtensorStripToSingleDevice(ref);
-  bool ok = runPipeline(r, ref, "", LOWER_CPU, outDiag) &&
-            finish(r, 0, ref, user, outDiag);
+  /* Both are finished once the signature is known (a bundle's shared
+   * objects carry it). */
+  bool ok =
+      runPipeline(r, ref, "", LOWER_CPU, outDiag) &&
+      runPipeline(r, module, "dtensor-spmd", LOWER_NONE, outDiag) &&
+      readSignature(r, findEntry(module, r->entry), outDiag) &&
+      runPipeline(r, module, "", r->gpu ? LOWER_GPU : LOWER_CPU, outDiag) &&
+      finish(r, 0, ref, user, outDiag) && finish(r, 1, module, user, outDiag);
   mlirOperationDestroy(ref);
-  return ok && runPipeline(r, module, "dtensor-spmd", LOWER_NONE, outDiag) &&
-         readSignature(r, findEntry(module, r->entry), outDiag) &&
-         runPipeline(r, module, "", r->gpu ? LOWER_GPU : LOWER_CPU, outDiag) &&
-         finish(r, 1, module, user, outDiag);
+  return ok;
 }
 
 DtensorRunner *dtensorRunnerCreate(MlirOperation module, const char *entry,
@@ -368,7 +372,7 @@ static MlirOperation topSymbol(MlirOperation module, const char *name) {
  * room, then each argument's descriptor) from an array, the runner's
  * `call` convention, so that a bundle needs no code per arity. */
 static bool addCallWrapper(MlirOperation module, const char *entry,
-                           DtensorDiag *outDiag) {
+                           const char *signature, DtensorDiag *outDiag) {
   char ciface[300];
   snprintf(ciface, sizeof(ciface), "_mlir_ciface_%s", entry);
   MlirOperation fn = topSymbol(module, ciface);
@@ -378,7 +382,7 @@ static bool addCallWrapper(MlirOperation module, const char *entry,
   if (mlirBlockIsNull(body))
     return dtDiag(outDiag, -1, "%s has no body", ciface);
   intptr_t n = mlirBlockGetNumArguments(body);
-  size_t capacity = 512 + 200 * (size_t)n;
+  size_t capacity = 1024 + 200 * (size_t)n + 3 * strlen(signature);
   char *text = malloc(capacity);
   if (!text)
     return dtDiag(outDiag, -1, "out of memory");
@@ -401,6 +405,17 @@ static bool addCallWrapper(MlirOperation module, const char *entry,
   for (intptr_t i = 0; i < n; ++i)
     dtBufPrintf(&b, "%s!llvm.ptr", i ? ", " : "");
   dtBufPrintf(&b, ") -> ()\n  llvm.return\n}\n");
+  /* The manifest's signature, NUL-terminated, for dtensorRunnerOpenBundle
+   * to compare with the manifest beside it. */
+  dtBufPrintf(&b, "llvm.mlir.global external constant @%s(\"",
+              DTENSOR_BUNDLE_SIGNATURE);
+  for (const char *c = signature; *c; ++c)
+    if (*c >= 0x20 && *c < 0x7f && *c != '"' && *c != '\\')
+      dtBufPrintf(&b, "%c", *c);
+    else
+      dtBufPrintf(&b, "\\%02X", (unsigned char)*c);
+  dtBufPrintf(&b, "\\00\") {addr_space = 0 : i32} : !llvm.array<%zu x i8>\n",
+              strlen(signature) + 1);
   MlirModule parsed = mlirModuleCreateParse(
       mlirOperationGetContext(module), mlirStringRefCreateFromCString(text));
   free(text);
@@ -408,10 +423,13 @@ static bool addCallWrapper(MlirOperation module, const char *entry,
     return dtDiag(outDiag, -1, "the bundle's call wrapper does not parse");
   char wrapper[300];
   snprintf(wrapper, sizeof(wrapper), "%s%s", DTENSOR_BUNDLE_CALL_PREFIX, entry);
-  MlirOperation w = topSymbol(mlirModuleGetOperation(parsed), wrapper);
-  mlirOperationRemoveFromParent(w);
-  mlirBlockAppendOwnedOperation(
-      mlirRegionGetFirstBlock(mlirOperationGetRegion(module, 0)), w);
+  const char *moved[2] = {wrapper, DTENSOR_BUNDLE_SIGNATURE};
+  for (int k = 0; k < 2; ++k) {
+    MlirOperation w = topSymbol(mlirModuleGetOperation(parsed), moved[k]);
+    mlirOperationRemoveFromParent(w);
+    mlirBlockAppendOwnedOperation(
+        mlirRegionGetFirstBlock(mlirOperationGetRegion(module, 0)), w);
+  }
   mlirModuleDestroy(parsed);
   return true;
 }
@@ -440,10 +458,13 @@ static bool exportFinish(DtensorRunner *r, int which, MlirOperation lowered,
   const char *name = which ? DTENSOR_BUNDLE_SPMD : DTENSOR_BUNDLE_REFERENCE;
   snprintf(object, sizeof(object), "%s/%s.o", dir, name);
   snprintf(shared, sizeof(shared), "%s/%s.so", dir, name);
-  if (!addCallWrapper(lowered, r->entry, outDiag) ||
-      mlirLogicalResultIsFailure(
-          dtensorEmitModule(lowered, mlirStringRefCreateFromCString(object),
-                            DTENSOR_EMIT_OBJECT, 2, outDiag)))
+  char *signature = dtRunManifestText(r, outDiag);
+  bool wrapped =
+      signature && addCallWrapper(lowered, r->entry, signature, outDiag);
+  free(signature);
+  if (!wrapped || mlirLogicalResultIsFailure(dtensorEmitModule(
+                      lowered, mlirStringRefCreateFromCString(object),
+                      DTENSOR_EMIT_OBJECT, 2, outDiag)))
     return false;
   const char *cc = getenv("CC");
   char *argv[] = {
@@ -453,40 +474,21 @@ static bool exportFinish(DtensorRunner *r, int which, MlirOperation lowered,
   return ok;
 }
 
-/* "4x16", or "-" for a scalar. */
-static void shapeText(const DtensorRunTensor *t, char *out, size_t size) {
-  DtBuf b = dtBufInit(out, size);
-  for (int d = 0; d < t->rank; ++d)
-    dtBufPrintf(&b, "%s%lld", d ? "x" : "", (long long)t->shape[d]);
-  if (!t->rank)
-    dtBufPrintf(&b, "-");
-}
-
 static bool writeManifest(const DtensorRunner *r, const char *dir,
                           DtensorDiag *outDiag) {
   char path[4096];
   snprintf(path, sizeof(path), "%s/%s", dir, DTENSOR_BUNDLE_MANIFEST);
-  FILE *f = fopen(path, "w");
-  if (!f)
-    return dtDiag(outDiag, -1, "cannot write '%s'", path);
-  fprintf(f, "dtensor-bundle 1\nentry %s\ntarget %s\nmesh %s\n", r->entry,
-          r->gpu ? "cuda" : "cpu", r->meshText);
-  for (int i = 0; i < r->numArgs + r->numResults; ++i) {
-    bool isArg = i < r->numArgs;
-    const DtensorRunTensor *t =
-        isArg ? &r->args[i] : &r->results[i - r->numArgs];
-    char shape[512], spec[256];
-    shapeText(t, shape, sizeof(shape));
-    dtensorShardingSpecPrint(&t->spec, spec, sizeof(spec));
-    if (strpbrk(t->name, " \t\n")) {
-      fclose(f);
-      return dtDiag(outDiag, -1, "'%s': a bundle's names have no spaces",
-                    t->name);
-    }
-    fprintf(f, "%s %s %s %s %s\n", isArg ? "argument" : "result", t->name,
-            dtrtDtypeName(t->dtype), shape, spec);
+  char *text = dtRunManifestText(r, outDiag);
+  if (!text)
+    return false;
+  DtOutput out;
+  bool ok = dtOutputOpen(&out, path, outDiag);
+  if (ok) {
+    fprintf(out.file, "%s\n%s", DTENSOR_BUNDLE_MAGIC, text);
+    ok = dtOutputClose(&out, true, outDiag);
   }
-  return fclose(f) == 0 || dtDiag(outDiag, -1, "cannot write '%s'", path);
+  free(text);
+  return ok;
 }
 
 bool dtensorRunnerExportBundle(MlirOperation module, const char *entry,
@@ -495,10 +497,12 @@ bool dtensorRunnerExportBundle(MlirOperation module, const char *entry,
   DtensorRunner *r = newRunner(module, target, gpuOptions, outDiag);
   if (!r)
     return false;
-  struct stat st;
-  bool ok =
-      (mkdir(dir, 0777) == 0 || (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))) ||
-      dtDiag(outDiag, -1, "cannot make the directory '%s'", dir);
+  /* A directory another user made or may write is refused: dtensor-check
+   * would load what she put there as the bundle's code. */
+  bool ok = mkdir(dir, 0777) == 0 || errno == EEXIST ||
+            dtDiag(outDiag, -1, "cannot make the directory '%s': %s", dir,
+                   strerror(errno));
+  ok = ok && dtCheckTrustedDir(dir, outDiag);
   ok = ok && findEntryAndMesh(r, module, entry, outDiag) &&
        compile(r, module, exportFinish, (void *)dir, outDiag) &&
        writeManifest(r, dir, outDiag);

@@ -73,4 +73,9 @@ bool dtRunAllocSignature(DtensorRunner *r, int numArgs, int numResults,
 /// types (so sums and products stay exact). False with `outDiag`.
 bool dtRunMakeInputs(DtensorRunner *r, DtensorDiag *outDiag);
 
+/// The signature lines of a bundle's manifest (entry, target, mesh, then
+/// "argument|result NAME TYPE SHAPE SPEC" each) from `r`'s signature,
+/// malloc'd; NULL with `outDiag` (a name with a space, no memory).
+char *dtRunManifestText(const DtensorRunner *r, DtensorDiag *outDiag);
+
 #endif

@@ -159,29 +159,63 @@ bool dtOutputOpen(DtOutput *out, const char *path, DtensorDiag *outDiag) {
 bool dtOutputClose(DtOutput *out, bool keep, DtensorDiag *outDiag) {
   if (!out->file)
     return keep ? dtDiag(outDiag, -1, "'%s' was not opened", out->path) : true;
+  errno = 0;
   bool ok = fflush(out->file) == 0 && !ferror(out->file);
-  if (out->file == stdout) {
-    out->file = NULL;
-    return ok || !keep
-               ? true
-               : dtDiag(outDiag, -1, "writing to standard output failed");
+  int e = errno;
+  bool toStdout = out->file == stdout;
+  if (!toStdout && fclose(out->file) != 0 && ok) {
+    ok = false;
+    e = errno;
   }
-  ok = (fclose(out->file) == 0) && ok;
   out->file = NULL;
-  if (!out->tmp[0])
-    return ok || !keep ? true
-                       : dtDiag(outDiag, -1, "writing '%s' failed", out->path);
   /* rename replaces whatever is at the path now (a link planted since is
    * replaced, not followed). */
-  if (ok && keep && rename(out->tmp, out->target) == 0) {
-    out->tmp[0] = 0;
-    return true;
+  if (ok && keep && out->tmp[0] && rename(out->tmp, out->target) != 0) {
+    ok = false;
+    e = errno;
   }
-  int e = errno;
-  unlink(out->tmp);
+  if (out->tmp[0] && !(ok && keep))
+    unlink(out->tmp);
   out->tmp[0] = 0;
-  if (!keep)
+  if (ok || !keep)
     return true;
-  return dtDiag(outDiag, -1, "writing '%s' failed: %s", out->path,
-                ok ? strerror(e) : "write error");
+  return dtDiag(outDiag, -1, "cannot write '%s': %s",
+                toStdout ? "<stdout>" : out->path,
+                e ? strerror(e) : "write error");
+}
+
+/* Whether `st` belongs to this user or root and nobody else may write it. */
+static bool ownedAndClosed(const struct stat *st) {
+  return (st->st_uid == geteuid() || st->st_uid == 0) &&
+         (st->st_mode & (S_IWGRP | S_IWOTH)) == 0;
+}
+
+bool dtCheckTrusted(const char *path, const struct stat *st,
+                    DtensorDiag *outDiag) {
+  if (ownedAndClosed(st))
+    return true;
+  return dtDiag(outDiag, -1,
+                "%s belongs to user %u with mode %04o: refusing to use it "
+                "(it must be this user's (%u) or root's and writable by no "
+                "one else, as ssh's StrictModes wants)",
+                path, (unsigned)st->st_uid, (unsigned)(st->st_mode & 07777),
+                (unsigned)geteuid());
+}
+
+bool dtCheckTrustedDir(const char *path, DtensorDiag *outDiag) {
+  struct stat st;
+  if (lstat(path, &st) != 0)
+    return dtDiag(outDiag, -1, "%s: %s", path, strerror(errno));
+  if (S_ISLNK(st.st_mode)) {
+    if (st.st_uid != geteuid() && st.st_uid != 0)
+      return dtDiag(outDiag, -1,
+                    "'%s' is a symbolic link of user %u: refusing to follow "
+                    "it",
+                    path, (unsigned)st.st_uid);
+    if (stat(path, &st) != 0)
+      return dtDiag(outDiag, -1, "%s: %s", path, strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode))
+    return dtDiag(outDiag, -1, "%s is not a directory", path);
+  return dtCheckTrusted(path, &st, outDiag);
 }

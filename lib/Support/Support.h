@@ -70,6 +70,17 @@ bool dtOutputOpen(DtOutput *out, const char *path, DtensorDiag *outDiag);
 /// directly keeps it).
 bool dtOutputClose(DtOutput *out, bool keep, DtensorDiag *outDiag);
 
+/// Whether the file of status `st` (at `path`, for the message) may be
+/// trusted with code or data that runs here: it belongs to this user or
+/// root and no one else may write it (as ssh's StrictModes). False with
+/// `outDiag` naming its owner and mode.
+bool dtCheckTrusted(const char *path, const struct stat *st,
+                    DtensorDiag *outDiag);
+
+/// dtCheckTrusted for the directory `path` (a link to it only if this user
+/// or root made it). False with `outDiag`.
+bool dtCheckTrustedDir(const char *path, DtensorDiag *outDiag);
+
 /// The whole number `text` spells if it lies in [lo, hi], else -1 (a
 /// command line's counts).
 long dtWholeNumber(const char *text, long lo, long hi);

@@ -75,7 +75,7 @@
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/no-mesh.json" 2>&1 | FileCheck %s --check-prefix=NOMESH
 // NOMESH: error: plan '{{.*}}no-mesh.json': the module has no mesh @pp, and the plan does not declare it
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/missing.json" 2>&1 | FileCheck %s --check-prefix=MISSING
-// MISSING: error: plan '{{.*}}missing.json':{{.*}}unable to open
+// MISSING: error: plan {{.*}}missing.json: cannot read: No such file or directory
 // RUN: not dtensor-opt %s --dtensor-apply-plan 2>&1 | FileCheck %s --check-prefix=NOPLAN
 // NOPLAN: error: dtensor-apply-plan needs plan=FILE
 func.func @mlp(%x: tensor<64x256xf32> {dtensor.name = "x"},
@@ -91,3 +91,10 @@ func.func @mlp(%x: tensor<64x256xf32> {dtensor.name = "x"},
   %y = linalg.matmul ins(%h, %w_down : tensor<64x512xf32>, tensor<512x256xf32>) outs(%i2 : tensor<64x256xf32>) -> tensor<64x256xf32>
   return %y : tensor<64x256xf32>
 }
+
+// A FIFO or a device as the plan blocked forever: refused.
+// RUN: rm -f %t.fifo && mkfifo %t.fifo
+// RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%t.fifo" 2>&1 | FileCheck %s --check-prefix=FIFO
+// RUN: not dtensor-opt %s --dtensor-apply-plan="plan=/dev/zero" 2>&1 | FileCheck %s --check-prefix=DEVICE
+// FIFO: error: plan {{.*}}.fifo: is a FIFO: only a regular file is read
+// DEVICE: error: plan /dev/zero: is a device: only a regular file is read
