@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,8 +40,11 @@ static void removeSegments(const char *job) {
   for (struct dirent *e; (e = readdir(d));)
     if (!strncmp(e->d_name, prefix, strlen(prefix))) {
       char path[512];
+      struct stat st;
       snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
-      unlink(path);
+      /* Only this user's: a name another user made is not ours to remove. */
+      if (lstat(path, &st) == 0 && st.st_uid == geteuid())
+        unlink(path);
     }
   closedir(d);
 }
@@ -267,6 +271,9 @@ DtrtStatus dtrtLaunch(const DtrtLaunchOptions *options,
     return DTRT_ERR_INVALID;
   }
   Job job = {options, "", "", "", "", "", "", "", 0, NULL, 0};
+  /* Segments of jobs killed during set-up (kill -9 of the launcher) stay
+   * in /dev/shm; the next launch removes them. */
+  dtrtShmRemoveStale();
   DtrtStatus s = prepareJob(&job, out);
   if (s != DTRT_OK)
     return s;

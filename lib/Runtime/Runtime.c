@@ -1,6 +1,7 @@
 /* libdtensor_rt: the context, communicators and the
  * collectives over a backend's exchange area (docs/runtime.md). */
 #include "RuntimeInternal.h"
+#include "Support/Support.h"
 
 #include <errno.h>
 #include <math.h>
@@ -8,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
 const char *dtrtStatusString(DtrtStatus status) {
@@ -180,15 +180,8 @@ DtrtStatus dtrtJobToken(char *out, size_t capacity) {
   unsigned char bytes[16];
   if (capacity < 2 * sizeof(bytes) + 1)
     return DTRT_ERR_INVALID;
-  size_t got = 0;
-  while (got < sizeof(bytes)) {
-    ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return DTRT_ERR_SYSTEM;
-    got += (size_t)n;
-  }
+  if (!dtRandomBytes(bytes, sizeof(bytes)))
+    return DTRT_ERR_SYSTEM;
   for (size_t i = 0; i < sizeof(bytes); ++i)
     snprintf(out + 2 * i, 3, "%02x", bytes[i]);
   return DTRT_OK;

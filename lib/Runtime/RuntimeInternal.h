@@ -117,9 +117,15 @@ void dtrtCombine(void *acc, const void *in, size_t n, DtrtDtype dtype,
 void dtrtScale(void *buf, size_t n, DtrtDtype dtype, int divisor);
 
 /// The shm backend's segment name for `comm` in job `job`
-/// ("/dtensor-<job>-<hash of the members>").
+/// ("/dtensor-<job>-<tag>", the tag an HMAC of the members under
+/// DTENSOR_SECRET, or under the job token when no secret is set).
 void dtrtShmSegmentName(const char *job, const DtrtComm *comm, char *out,
                         size_t capacity);
+
+/// Removes this user's shm segments whose creator has exited (a job killed
+/// during a communicator's set-up, before the name was removed); never
+/// another user's, nor one whose creator lives.
+void dtrtShmRemoveStale(void);
 
 /// The backends. MPI and NCCL exist when the build found them.
 extern const DtrtBackend dtrtShmBackend;

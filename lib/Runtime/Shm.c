@@ -21,11 +21,14 @@
  * it is probed once per communicator and agreed by all members. */
 #define _GNU_SOURCE
 #include "RuntimeInternal.h"
+#include "Support/Support.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,7 +60,8 @@ typedef struct Header {
   uint64_t members;       /* hashMembers */
   uint64_t totalBytes;
   _Atomic int sleepers; /* members asleep in a barrier (futex) */
-  char pad[20];
+  int32_t creator;      /* the creating process (dtrtShmRemoveStale) */
+  char pad[16];
 } Header;
 _Static_assert(sizeof(Header) == 64, "the header is one cache line");
 
@@ -213,8 +217,66 @@ static DtrtStatus checkHeader(DtrtComm *comm, Shm *s) {
 
 void dtrtShmSegmentName(const char *job, const DtrtComm *comm, char *out,
                         size_t capacity) {
-  snprintf(out, capacity, "/dtensor-%s-%016llx", job,
-           (unsigned long long)hashMembers(comm));
+  /* Keyed by the job's secret when it has one: /dev/shm shows the token to
+   * every user while a segment is set up, and names derived from it alone
+   * let another user make the names of groups the job has not made yet. */
+  const char *secret = getenv("DTENSOR_SECRET");
+  const char *key = secret && *secret ? secret : job;
+  const void *parts[3] = {"dtensor-shm", &comm->size, comm->members};
+  size_t sizes[3] = {12, sizeof(comm->size), sizeof(int) * (size_t)comm->size};
+  uint8_t mac[DT_SHA256_BYTES];
+  dtHmacSha256(key, strlen(key), parts, sizes, 3, mac);
+  uint64_t tag = 0;
+  for (int i = 0; i < 8; ++i)
+    tag = tag << 8 | mac[i];
+  snprintf(out, capacity, "/dtensor-%s-%016llx", job, (unsigned long long)tag);
+}
+
+/* Whether process `pid` has exited: gone, or a zombie nobody reaps (the
+ * ranks of a launcher killed with SIGKILL end as children of an init that
+ * may not reap them). */
+static bool processGone(int32_t pid) {
+  if (kill(pid, 0) != 0)
+    return errno == ESRCH;
+  char path[64], text[512];
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+  if (f)
+    fclose(f);
+  text[n] = 0;
+  const char *end = strrchr(text, ')');
+  return end && (end[2] == 'Z' || end[2] == 'X');
+}
+
+void dtrtShmRemoveStale(void) {
+  DIR *d = opendir("/dev/shm");
+  for (struct dirent *e; d && (e = readdir(d));) {
+    if (strncmp(e->d_name, "dtensor-", 8))
+      continue;
+    char name[300];
+    snprintf(name, sizeof(name), "/%s", e->d_name);
+    int fd = shm_open(name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+    struct stat st;
+    Header *h = MAP_FAILED;
+    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_uid == geteuid() &&
+        S_ISREG(st.st_mode) && st.st_size >= (off_t)sizeof(Header))
+      h = mmap(NULL, sizeof(Header), PROT_READ, MAP_SHARED, fd, 0);
+    if (fd >= 0)
+      close(fd);
+    if (h == MAP_FAILED)
+      continue;
+    /* A complete header whose creator is gone: its job was killed during
+     * set-up, before the name could be removed. */
+    int32_t creator = h->creator;
+    bool stale = atomic_load(&h->ready) == SEGMENT_MAGIC && creator > 0 &&
+                 processGone(creator);
+    munmap(h, sizeof(Header));
+    if (stale)
+      shm_unlink(name);
+  }
+  if (d)
+    closedir(d);
 }
 
 static DtrtStatus shmCommInit(DtrtComm *comm) {
@@ -269,6 +331,7 @@ static DtrtStatus shmCommInit(DtrtComm *comm) {
   s->slots = (char *)map + sizeof(Header) + metaBytes(comm->size);
   comm->backend = s;
   if (creator) {
+    s->header->creator = (int32_t)getpid();
     s->header->size = (uint32_t)comm->size;
     s->header->members = hashMembers(comm);
     s->header->totalBytes = s->totalBytes;

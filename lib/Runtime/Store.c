@@ -4,10 +4,20 @@
  * ids). Every rank, rank 0 included, is a client over one connection. A
  * get waits for its key to be set.
  *
- * Trust: only the job's ranks may use it. A connection's first request
- * proves it knows the job's secret (DTENSOR_SECRET, drawn by dtensor-run),
- * compared in constant time; anything else, or nothing within a few
- * seconds, and the connection is closed. The server is one thread that
+ * Trust: only the job's ranks may use it, and a rank uses only its job's
+ * store. A connection starts with a challenge-response both ways that
+ * never sends the job's secret (DTENSOR_SECRET, drawn by dtensor-run): the
+ * client sends a fresh nonce Nc, the server a fresh nonce Ns and
+ * HMAC-SHA-256(secret, "dtensor-store server" Nc Ns), the client checks it
+ * (whoever else holds MASTER_PORT cannot answer: the rank refuses it,
+ * naming the address) and sends HMAC(secret, "dtensor-store client" Nc Ns),
+ * which the server checks in constant time. Anything else, or nothing
+ * within a few seconds, and the connection is closed. When the
+ * unauthenticated connections reach their bound, a new one evicts one of
+ * them at random rather than being refused, and a rank whose connection
+ * closed before it could prove itself connects again until the timeout, so
+ * a flood of silent connections does not lock the ranks out. The server is
+ * one thread that
  * never blocks on a client: it reads and writes whatever each socket takes
  * (non-blocking), keeps a partial request per client and drops a client
  * whose request stays incomplete (or whose replies stay unread) for
@@ -17,11 +27,13 @@
  * bounded; a set beyond the bounds is refused with a reason.
  *
  * Wire format, in host byte order (every peer is the same build):
- *   'A' u32 len secret                     -> 'K', or the connection closed
+ *   'H' Nc[32]                             -> 'C' Ns[32] server proof[32]
+ *   'P' client proof[32]                   -> 'K', or the connection closed
  *   'S' u32 keyLen key u32 valueLen value  -> 'K' | 'E' code
  *   'G' u32 keyLen key                     -> 'V' u32 len value | 'E' code
  *   'Q' (quit: this client is done)        -> no reply */
 #include "RuntimeInternal.h"
+#include "Support/Support.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -58,11 +70,15 @@ typedef struct Entry {
   char *value;
 } Entry;
 
+#define NONCE 32
+
 typedef struct Client {
   int fd;
   bool authenticated, quit;
-  double deadline; /* 0: nothing pending */
-  char *in;        /* received bytes not yet a whole request */
+  bool challenged;           /* 'C' sent, the client's proof expected */
+  uint8_t nonces[2 * NONCE]; /* Nc, then Ns */
+  double deadline;           /* 0: nothing pending */
+  char *in;                  /* received bytes not yet a whole request */
   size_t inLen, inCap;
   char *out; /* replies not yet sent */
   size_t outLen, outSent, outCap;
@@ -115,14 +131,15 @@ static int ioAll(int fd, void *buf, size_t n, bool writing, double deadline) {
   return 0;
 }
 
-/* Equal secrets, in time that depends only on the expected one's length. */
-static bool sameSecret(const char *expected, size_t expectedLen,
-                       const char *got, size_t gotLen) {
-  unsigned diff = (unsigned)(expectedLen != gotLen);
-  for (size_t i = 0; i < expectedLen; ++i)
-    diff |=
-        (unsigned char)expected[i] ^ (unsigned char)(i < gotLen ? got[i] : 0);
-  return diff == 0;
+/* What a side proves it knows the secret with: HMAC-SHA-256 of its role
+ * and both nonces (Nc, Ns). */
+static void proof(const char *secret, size_t secretLen, bool server,
+                  const uint8_t nonces[2 * NONCE],
+                  uint8_t out[DT_SHA256_BYTES]) {
+  const char *role = server ? "dtensor-store server" : "dtensor-store client";
+  const void *parts[2] = {role, nonces};
+  size_t sizes[2] = {strlen(role) + 1, 2 * NONCE};
+  dtHmacSha256(secret, secretLen, parts, sizes, 2, out);
 }
 
 /* The job's secret from the environment, or a message saying how to set
@@ -241,14 +258,14 @@ static long requestLength(const char *in, size_t n, bool authenticated) {
   char op = in[0];
   if (op == 'Q')
     return authenticated ? 1 : -1;
-  if (op == 'A' ? authenticated : (!authenticated || (op != 'S' && op != 'G')))
+  if (op == 'H' || op == 'P') /* which one is expected: serveRequest */
+    return authenticated ? -1 : (n >= 1 + NONCE ? 1 + NONCE : 0);
+  if (!authenticated || (op != 'S' && op != 'G'))
     return -1;
   if (n < 5)
     return 0;
   uint32_t len;
   memcpy(&len, in + 1, 4);
-  if (op == 'A')
-    return len > MAX_SECRET ? -1 : (n >= 5 + len ? (long)(5 + len) : 0);
   if (len > MAX_KEY)
     return -1;
   if (op == 'G')
@@ -272,14 +289,29 @@ static bool serveRequest(Server *s, int i, const char *req) {
     cl->quit = true;
     return false;
   }
-  uint32_t len;
-  memcpy(&len, req + 1, 4);
-  if (op == 'A') {
-    if (!sameSecret(s->secret, s->secretLen, req + 5, len))
+  if (op == 'H') { /* the client's nonce: the challenge and our proof */
+    if (cl->challenged)
+      return false;
+    memcpy(cl->nonces, req + 1, NONCE);
+    if (!dtRandomBytes(cl->nonces + NONCE, NONCE))
+      return false;
+    char reply[1 + NONCE + DT_SHA256_BYTES] = {'C'};
+    memcpy(reply + 1, cl->nonces + NONCE, NONCE);
+    proof(s->secret, s->secretLen, true, cl->nonces,
+          (uint8_t *)reply + 1 + NONCE);
+    cl->challenged = true;
+    return queue(cl, reply, sizeof(reply));
+  }
+  if (op == 'P') { /* the client's proof */
+    uint8_t want[DT_SHA256_BYTES];
+    proof(s->secret, s->secretLen, false, cl->nonces, want);
+    if (!cl->challenged || !dtSameBytes(want, req + 1, DT_SHA256_BYTES))
       return false;
     cl->authenticated = true;
     return queue(cl, "K", 1);
   }
+  uint32_t len;
+  memcpy(&len, req + 1, 4);
   char key[MAX_KEY + 1];
   memcpy(key, req + 5, len);
   key[len] = 0;
@@ -382,7 +414,20 @@ static void acceptClient(Server *s) {
   int unauthenticated = 0;
   for (int i = 0; i < s->numClients; ++i)
     unauthenticated += !s->clients[i].authenticated;
-  if (s->numClients >= MAX_CLIENTS || unauthenticated >= MAX_UNAUTHENTICATED) {
+  /* Full of connections that have not proved anything: one of them, at
+   * random, makes room (refusing the new one let 64 silent connections
+   * lock every rank out). */
+  if (unauthenticated >= MAX_UNAUTHENTICATED) {
+    uint32_t pick = 0;
+    dtRandomBytes(&pick, sizeof(pick));
+    int k = (int)(pick % (uint32_t)unauthenticated);
+    for (int i = s->numClients - 1; i >= 0; --i)
+      if (!s->clients[i].authenticated && k-- == 0) {
+        dropClient(s, i);
+        break;
+      }
+  }
+  if (s->numClients >= MAX_CLIENTS) {
     close(fd);
     return;
   }
@@ -515,17 +560,41 @@ static void stopServer(Server *s) {
 
 /* ---- the client ---------------------------------------------------------- */
 
+/* How a handshake ended. */
+enum {
+  HELLO_OK = 0,
+  HELLO_CLOSED = -1,   /* closed before the challenge: try again */
+  HELLO_IMPOSTOR = -2, /* the server's proof is wrong */
+  HELLO_REFUSED = -3,  /* closed after our proof: another secret */
+};
+
+/* The client's side of the challenge-response: HELLO_* or an errno. */
 static int hello(int fd, const char *secret, size_t n, double deadline) {
-  char op = 'A', reply = 0;
-  uint32_t len = (uint32_t)n;
-  int err = ioAll(fd, &op, 1, true, deadline);
+  uint8_t nonces[2 * NONCE];
+  if (!dtRandomBytes(nonces, NONCE))
+    return EIO;
+  char out[1 + DT_SHA256_BYTES] = {'H'};
+  memcpy(out + 1, nonces, NONCE);
+  int err = ioAll(fd, out, 1 + NONCE, true, deadline);
+  char in[1 + NONCE + DT_SHA256_BYTES];
   if (!err)
-    err = ioAll(fd, &len, 4, true, deadline);
-  if (!err)
-    err = ioAll(fd, (void *)secret, n, true, deadline);
+    err = ioAll(fd, in, sizeof(in), false, deadline);
+  if (err)
+    return err == ECONNRESET || err == EPIPE ? HELLO_CLOSED : err;
+  memcpy(nonces + NONCE, in + 1, NONCE);
+  uint8_t want[DT_SHA256_BYTES];
+  proof(secret, n, true, nonces, want);
+  if (in[0] != 'C' || !dtSameBytes(want, in + 1 + NONCE, DT_SHA256_BYTES))
+    return HELLO_IMPOSTOR;
+  out[0] = 'P';
+  proof(secret, n, false, nonces, (uint8_t *)out + 1);
+  char reply = 0;
+  err = ioAll(fd, out, sizeof(out), true, deadline);
   if (!err)
     err = ioAll(fd, &reply, 1, false, deadline);
-  return err ? err : reply == 'K' ? 0 : EACCES;
+  if (err == ECONNRESET || err == EPIPE || (!err && reply != 'K'))
+    return HELLO_REFUSED;
+  return err;
 }
 
 DtrtStatus dtrtStoreCreate(DtrtContext *c, const char *addr, int port,
@@ -560,41 +629,59 @@ DtrtStatus dtrtStoreCreate(DtrtContext *c, const char *addr, int port,
     free(st);
     return s;
   }
-  /* Rank 0 may not listen yet: retry until the timeout. */
+  /* Rank 0 may not listen yet, and a connection may be closed before it
+   * could prove itself (evicted among a flood of others): connect again
+   * until the timeout. */
   double deadline = dtrtNow() + c->timeoutS;
-  int err = 0;
-  for (;;) {
+  int err = 0, said = HELLO_CLOSED;
+  bool connected = false;
+  while (dtrtNow() <= deadline) {
     int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+      connected = true;
       int one = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      st->fd = fd;
-      break;
-    }
-    err = errno;
-    if (fd >= 0)
+      said = hello(fd, secret, secretLen, deadline);
+      if (said == HELLO_OK) {
+        st->fd = fd;
+        break;
+      }
       close(fd);
-    if (dtrtNow() > deadline)
-      break;
+      if (said != HELLO_CLOSED)
+        break;
+    } else {
+      err = errno;
+      if (fd >= 0)
+        close(fd);
+    }
     struct timespec pause = {0, 20 * 1000 * 1000};
     nanosleep(&pause, NULL);
   }
   freeaddrinfo(ai);
+  memset(secret, 0, sizeof(secret));
   if (st->fd < 0) {
-    s = dtrtFail(c, DTRT_ERR_TIMEOUT,
-                 "rank %d: no rendezvous store at "
-                 "%s:%d after %g s: %s",
-                 c->rank, addr, port, c->timeoutS, strerror(err));
-    dtrtStoreDestroy(st);
-    return s;
-  }
-  if ((err = hello(st->fd, secret, secretLen, dtrtNow() + c->timeoutS))) {
-    s = dtrtFail(
-        c, err == ETIMEDOUT ? DTRT_ERR_TIMEOUT : DTRT_ERR_ENV,
-        "rank %d: the rendezvous store at %s:%d %s", c->rank, addr, port,
-        err == ETIMEDOUT ? "did not answer"
-                         : "refused this rank's DTENSOR_SECRET (not this "
-                           "job's store, or another secret)");
+    if (!connected)
+      s = dtrtFail(c, DTRT_ERR_TIMEOUT,
+                   "rank %d: no rendezvous store at %s:%d after %g s: %s",
+                   c->rank, addr, port, c->timeoutS, strerror(err));
+    else
+      s = dtrtFail(
+          c,
+          said == HELLO_CLOSED || said == ETIMEDOUT ? DTRT_ERR_TIMEOUT
+                                                    : DTRT_ERR_ENV,
+          "rank %d: the rendezvous store at %s:%d %s", c->rank, addr, port,
+          said == HELLO_IMPOSTOR
+              ? "did not prove it knows this job's DTENSOR_SECRET: another "
+                "process holds that address, or another job's store is "
+                "there; this rank refuses it and sends it nothing"
+          : said == HELLO_REFUSED
+              ? "refused this rank's proof: its DTENSOR_SECRET differs from "
+                "rank 0's"
+          : said == HELLO_CLOSED
+              ? "kept closing the connection before this rank could "
+                "authenticate (too many unauthenticated connections?)"
+          : said == ETIMEDOUT ? "did not answer"
+                              : strerror(said));
     dtrtStoreDestroy(st);
     return s;
   }

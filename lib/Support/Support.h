@@ -30,6 +30,38 @@ typedef struct DtBuf {
   size_t length;
 } DtBuf;
 
+/* ---- hashing --------------------------------------------------------------
+ */
+
+#define DT_SHA256_BYTES 32
+
+/// A SHA-256 computation in progress (FIPS 180-4).
+typedef struct DtSha256 {
+  uint32_t h[8];
+  uint64_t length;
+  uint8_t block[64];
+  size_t used;
+} DtSha256;
+
+/// Starts, extends and ends a SHA-256 hash.
+void dtSha256Init(DtSha256 *s);
+void dtSha256Update(DtSha256 *s, const void *data, size_t n);
+void dtSha256Final(DtSha256 *s, uint8_t out[DT_SHA256_BYTES]);
+
+/// HMAC-SHA-256 (RFC 2104) under `key` of the concatenation of `numParts`
+/// byte strings `parts[i]` of `sizes[i]` bytes.
+void dtHmacSha256(const void *key, size_t keyLen, const void *const *parts,
+                  const size_t *sizes, int numParts,
+                  uint8_t out[DT_SHA256_BYTES]);
+
+/// Whether `n` bytes are equal, in time that does not depend on where they
+/// differ.
+bool dtSameBytes(const void *a, const void *b, size_t n);
+
+/// Fills `out` with `n` bytes from the kernel's random source; false if it
+/// cannot.
+bool dtRandomBytes(void *out, size_t n);
+
 /* ---- files --------------------------------------------------------------- */
 
 /// Opens `path` read-only only if it is a regular file (a FIFO or a device

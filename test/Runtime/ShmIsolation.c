@@ -7,7 +7,12 @@
  *   foreign   rank 1 finds the segment owned by another user (as root) or
  *             with mode 0644 (otherwise) before rank 0 creates it: it must
  *             refuse to attach;
- *   no-job    DTENSOR_JOB unset: set-up fails with a message.
+ *   no-job    DTENSOR_JOB unset: set-up fails with a message;
+ *   slow      rank 1 sleeps a minute before set-up (stale.sh kills the job
+ *             meanwhile, leaving rank 0's segment);
+ *   guess     another user who read the job's token in /dev/shm makes the
+ *             world's name as the token alone would give it (without the
+ *             job's secret): set-up must not be stopped by it.
  * The refusing cases exit 1 after printing the runtime's message. */
 #define _GNU_SOURCE
 #include "Runtime/RuntimeInternal.h"
@@ -58,13 +63,31 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(mode, "no-job"))
     unsetenv("DTENSOR_JOB");
+  if (!strcmp(mode, "slow") && rank == 1)
+    sleep(60);
+  char guessed[256] = "";
+  if (!strcmp(mode, "guess") && rank == 0) {
+    char *secret = strdup(getenv("DTENSOR_SECRET"));
+    unsetenv("DTENSOR_SECRET");
+    worldName(guessed, sizeof(guessed));
+    setenv("DTENSOR_SECRET", secret, 1);
+    free(secret);
+    if (!strcmp(guessed, name)) {
+      fprintf(stderr, "the name does not depend on the secret\n");
+      return 5;
+    }
+    if (plant(guessed, 0600, false))
+      return 2;
+  }
   DtrtContext *c = NULL;
   if (dtrtInit(&c) != DTRT_OK) {
     fprintf(stderr, "rank %d: init: %s\n", rank, dtrtLastError(c));
     dtrtFinalize(c);
     return 1;
   }
-  if (strcmp(mode, "unlinked")) {
+  if (guessed[0])
+    shm_unlink(guessed);
+  if (strcmp(mode, "unlinked") && strcmp(mode, "guess")) {
     fprintf(stderr, "rank %d: set-up succeeded in mode '%s'\n", rank, mode);
     return 3;
   }

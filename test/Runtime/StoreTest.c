@@ -5,11 +5,14 @@
  * message, and a store with no server behind it times out naming the
  * address. Then rank 0 attacks its own store over raw sockets while the
  * others wait on it: a client stalled in the middle of a request holds no
- * one up, a wrong secret, a request without the secret and a silent
+ * one up, a wrong proof, a request before the handshake and a silent
  * connection are cut off, an empty key is refused, the store stops growing
- * at its bound, and a client of another job's secret cannot join; the
- * other ranks' final get must still be served. */
+ * at its bound, a client of another job's secret cannot join, 100 silent
+ * connections do not lock a rank out, and a server that does not know the
+ * secret is refused by name and never receives it; the other ranks' final
+ * get must still be served. */
 #include "Runtime/RuntimeInternal.h"
+#include "Support/Support.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -19,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "RankCheck.h"
@@ -56,14 +60,77 @@ static int firstByte(int fd, double seconds) {
   return recv(fd, &b, 1, 0) == 1 ? b : -1;
 }
 
+/* The client's half of the handshake over a raw socket, with `secret`:
+ * the first byte of the server's answer to the proof (-1: closed). */
+static int rawHandshake(int fd, const char *secret) {
+  uint8_t nonces[64], in[1 + 64];
+  char out[1 + 32] = {'H'};
+  dtRandomBytes(nonces, 32);
+  memcpy(out + 1, nonces, 32);
+  if (send(fd, out, sizeof(out), MSG_NOSIGNAL) != (ssize_t)sizeof(out) ||
+      recv(fd, in, sizeof(in), MSG_WAITALL) != (ssize_t)sizeof(in) ||
+      in[0] != 'C')
+    return -1;
+  memcpy(nonces + 32, in + 1, 32);
+  const char *role = "dtensor-store client";
+  const void *parts[2] = {role, nonces};
+  size_t sizes[2] = {strlen(role) + 1, 64};
+  out[0] = 'P';
+  dtHmacSha256(secret, strlen(secret), parts, sizes, 2, (uint8_t *)out + 1);
+  if (send(fd, out, sizeof(out), MSG_NOSIGNAL) != (ssize_t)sizeof(out))
+    return -1;
+  return firstByte(fd, 2);
+}
+
+/* A server at a fresh port that does not know the secret: it answers the
+ * hello with a challenge and a made-up proof and reports to `report` every
+ * byte it received. Returns its port. */
+static int impostor(int report, pid_t *outPid) {
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {0};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t n = sizeof(a);
+  if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(lfd, 4) != 0 ||
+      getsockname(lfd, (struct sockaddr *)&a, &n) != 0)
+    return -1;
+  *outPid = fork();
+  if (*outPid == 0) {
+    int fd = accept(lfd, NULL, NULL);
+    char got[4096], reply[65] = {'C'};
+    size_t have = 0;
+    dtRandomBytes(reply + 1, 64);
+    ssize_t k = recv(fd, got, sizeof(got), 0);
+    have += k > 0 ? (size_t)k : 0;
+    if (send(fd, reply, sizeof(reply), MSG_NOSIGNAL) != (ssize_t)sizeof(reply))
+      _exit(1);
+    struct pollfd p = {fd, POLLIN, 0};
+    while (poll(&p, 1, 500) > 0 &&
+           (k = recv(fd, got + have, sizeof(got) - have, 0)) > 0)
+      have += (size_t)k;
+    if (write(report, got, have) != (ssize_t)have)
+      _exit(1);
+    _exit(0);
+  }
+  close(lfd);
+  return ntohs(a.sin_port);
+}
+
+/* Whether `needle` occurs in the `n` bytes at `hay`. */
+static bool contains(const char *hay, size_t n, const char *needle) {
+  size_t k = strlen(needle);
+  for (size_t i = 0; i + k <= n; ++i)
+    if (!memcmp(hay + i, needle, k))
+      return true;
+  return false;
+}
+
 /* Rank 0's attacks on its own store (see the top). */
 static void attack(DtrtContext *c, DtrtStore *st, int port) {
   const char *secret = getenv("DTENSOR_SECRET");
-  uint32_t secretLen = (uint32_t)strlen(secret);
   /* Stalled after 3 bytes of a set. */
   int stalled = rawConnect(port);
-  rawSend(stalled, 'A', secret, secretLen);
-  CHECK(firstByte(stalled, 2) == 'K', "the job's secret is accepted");
+  CHECK(rawHandshake(stalled, secret) == 'K', "the job's secret is accepted");
   if (send(stalled, "S\x05\x00", 3, MSG_NOSIGNAL) != 3)
     fprintf(stderr, "raw send failed\n");
   double start = dtrtNow();
@@ -74,10 +141,10 @@ static void attack(DtrtContext *c, DtrtStore *st, int port) {
         "served during a stall: %s", dtrtLastError(c));
   CHECK(dtrtNow() - start < 1, "a stalled client held the store up %.2f s",
         dtrtNow() - start);
-  /* A wrong secret, and a request with none: cut off at once. */
+  /* A wrong proof, and a request before any: cut off at once. */
   int wrong = rawConnect(port);
-  rawSend(wrong, 'A', "not-the-secret", 14);
-  CHECK(firstByte(wrong, 2) == -1, "a wrong secret is cut off");
+  CHECK(rawHandshake(wrong, "not-the-secret") == -1,
+        "a wrong proof is cut off");
   int anonymous = rawConnect(port);
   rawSend(anonymous, 'G', "k0/0", 4);
   CHECK(firstByte(anonymous, 2) == -1, "a request without the secret is cut "
@@ -87,8 +154,7 @@ static void attack(DtrtContext *c, DtrtStore *st, int port) {
             strstr(dtrtLastError(c), "is not 1 to 200 bytes"),
         "empty key (API): %s", dtrtLastError(c));
   int raw = rawConnect(port);
-  rawSend(raw, 'A', secret, secretLen);
-  CHECK(firstByte(raw, 2) == 'K', "authenticated");
+  CHECK(rawHandshake(raw, secret) == 'K', "authenticated");
   char emptySet[9] = {'S', 0, 0, 0, 0, 1, 0, 0, 0};
   char one = 1;
   if (send(raw, emptySet, 9, MSG_NOSIGNAL) != 9 ||
@@ -120,10 +186,50 @@ static void attack(DtrtContext *c, DtrtStore *st, int port) {
   DtrtStore *other = NULL;
   s = dtrtStoreCreate(&probe, "127.0.0.1", port, &other);
   CHECK(s == DTRT_ERR_ENV && !other &&
-            strstr(probe.error, "refused this rank's DTENSOR_SECRET"),
+            strstr(probe.error, "did not prove it knows this job's "
+                                "DTENSOR_SECRET"),
         "another job's secret: %s", probe.error);
   setenv("DTENSOR_SECRET", mine, 1);
   free(mine);
+  /* 100 silent connections (64 unauthenticated ones locked every rank
+   * out): a rank still joins. */
+  int flood[100];
+  for (int i = 0; i < 100; ++i)
+    flood[i] = rawConnect(port);
+  probe = *c;
+  probe.rank = 1;
+  s = dtrtStoreCreate(&probe, "127.0.0.1", port, &other);
+  CHECK(s == DTRT_OK && other, "joined through a flood: %s", probe.error);
+  dtrtStoreDestroy(other);
+  for (int i = 0; i < 100; ++i)
+    close(flood[i]);
+  /* Whoever holds the port without the secret: refused by name, and the
+   * secret never reaches it (it was sent in clear). */
+  int pipes[2];
+  pid_t pid = -1;
+  CHECK(pipe(pipes) == 0, "pipe");
+  int fakePort = impostor(pipes[1], &pid);
+  close(pipes[1]);
+  probe = *c;
+  probe.rank = 1;
+  s = dtrtStoreCreate(&probe, "127.0.0.1", fakePort, &other);
+  char expect[128];
+  snprintf(expect, sizeof(expect),
+           "the rendezvous store at 127.0.0.1:%d did "
+           "not prove it knows",
+           fakePort);
+  CHECK(s == DTRT_ERR_ENV && !other && strstr(probe.error, expect),
+        "an impostor: %s", probe.error);
+  char got[4096];
+  ssize_t n = read(pipes[0], got, sizeof(got)), more;
+  while (n >= 0 &&
+         (more = read(pipes[0], got + n, sizeof(got) - (size_t)n)) > 0)
+    n += more;
+  close(pipes[0]);
+  waitpid(pid, NULL, 0);
+  CHECK(n > 0 && !contains(got, (size_t)n, secret),
+        "the impostor got %zd bytes, %s the secret", n,
+        n > 0 && contains(got, (size_t)n, secret) ? "with" : "without");
   close(stalled);
   close(raw);
   close(wrong);

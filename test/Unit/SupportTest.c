@@ -95,6 +95,63 @@ static void testTuneAllocator(void) {
   unlink(big);
 }
 
+/* `n` bytes as lowercase hex. */
+static const char *hex(const uint8_t *p, size_t n) {
+  static char text[2 * 64 + 1];
+  for (size_t i = 0; i < n && i < 64; ++i)
+    snprintf(text + 2 * i, 3, "%02x", p[i]);
+  return text;
+}
+
+static const char *sha(const char *msg) {
+  DtSha256 s;
+  uint8_t out[DT_SHA256_BYTES];
+  dtSha256Init(&s);
+  /* In two pieces: the buffering must not matter. */
+  size_t n = strlen(msg), half = n / 3;
+  dtSha256Update(&s, msg, half);
+  dtSha256Update(&s, msg + half, n - half);
+  dtSha256Final(&s, out);
+  return hex(out, sizeof(out));
+}
+
+static const char *hmac(const void *key, size_t keyLen, const char *msg) {
+  uint8_t out[DT_SHA256_BYTES];
+  const void *parts[2] = {msg, msg + 3};
+  size_t sizes[2] = {3, strlen(msg) - 3};
+  dtHmacSha256(key, keyLen, parts, sizes, 2, out);
+  return hex(out, sizeof(out));
+}
+
+/* FIPS 180-4's and RFC 4231's test vectors. */
+static void testHashing(void) {
+  CHECK(!strcmp(sha("abc"), "ba7816bf8f01cfea414140de5dae2223"
+                            "b00361a396177a9cb410ff61f20015ad"));
+  CHECK(!strcmp(sha(""), "e3b0c44298fc1c149afbf4c8996fb924"
+                         "27ae41e4649b934ca495991b7852b855"));
+  CHECK(!strcmp(sha("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+                "248d6a61d20638b8e5c026930c3e6039"
+                "a33ce45964ff2167f6ecedd419db06c1"));
+  uint8_t k1[20];
+  memset(k1, 0x0b, sizeof(k1));
+  CHECK(!strcmp(hmac(k1, sizeof(k1), "Hi There"),
+                "b0344c61d8db38535ca8afceaf0bf12b"
+                "881dc200c9833da726e9376c2e32cff7"));
+  CHECK(!strcmp(hmac("Jefe", 4, "what do ya want for nothing?"),
+                "5bdcc146bf60754e6a042426089575c7"
+                "5a003f089d2739839dec58b964ec3843"));
+  uint8_t k6[131];
+  memset(k6, 0xaa, sizeof(k6));
+  CHECK(!strcmp(
+      hmac(k6, sizeof(k6),
+           "Test Using Larger Than Block-Size Key - Hash Key First"),
+      "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"));
+  CHECK(dtSameBytes("abc", "abc", 3) && !dtSameBytes("abc", "abd", 3));
+  uint8_t r1[16] = {0}, r2[16] = {0};
+  CHECK(dtRandomBytes(r1, sizeof(r1)) && dtRandomBytes(r2, sizeof(r2)) &&
+        memcmp(r1, r2, sizeof(r1)));
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--tunables")) {
     const char *t = getenv("GLIBC_TUNABLES");
@@ -173,6 +230,7 @@ int main(int argc, char **argv) {
   CHECK(!dtDiag(&diag, 3, "at %d", 3) && diag.column == 3 &&
         !strcmp(diag.message, "at 3"));
   testTuneAllocator();
+  testHashing();
   printf("support-test: %d passed, %d failed\n", checks - failures, failures);
   return failures != 0;
 }
