@@ -117,6 +117,7 @@ DTENSOR_EXPORT MlirLogicalResult dtensorSpmdStages(MlirStringRef options,
 
 /// Adds the `dtensor-to-llvm` pipeline to `pm`: dtensor-lower-to-runtime
 /// (collectives become calls of libdtensor_rt), dtensor-decompose-softmax,
+/// dtensor-widen-reductions (f16/bf16 sums accumulate in f32),
 /// dtensor-prepare-contractions,
 /// linalg-fuse-elementwise-ops,
 /// one-shot-bufferize with function boundaries of identity layout
@@ -131,6 +132,14 @@ DTENSOR_EXPORT MlirLogicalResult dtensorSpmdStages(MlirStringRef options,
 /// (a located error for any op not lowered).
 DTENSOR_EXPORT MlirLogicalResult dtensorAddToLLVMPipeline(MlirOpPassManager pm,
                                                           DtensorDiag *outDiag);
+
+/// dtensorAddToLLVMPipeline with `options` as in the pipeline text:
+/// `exact-reductions=true` leaves out dtensor-reassociate-reductions, so
+/// float sums and products keep the program's order (not vectorized);
+/// false (the default) lets them be reordered. False with `outDiag` for
+/// an unknown option.
+DTENSOR_EXPORT MlirLogicalResult dtensorAddToLLVMPipelineWithOptions(
+    MlirOpPassManager pm, MlirStringRef options, DtensorDiag *outDiag);
 
 /// Adds the GPU target's pipeline (`dtensor-to-nvvm`, docs/runtime.md):
 /// buffers in device memory, loops mapped to kernels, kernels compiled for

@@ -56,10 +56,12 @@ DTENSOR_EXPORT DtensorRunner *dtensorRunnerCreate(MlirOperation module,
                                                   DtensorDiag *outDiag);
 
 /// As dtensorRunnerCreate, with the SPMD program compiled for `target`:
-/// "cpu" (dtensor-to-llvm), or "cuda" (dtensor-to-nvvm with `gpuOptions`,
-/// e.g. "chip=sm_90"; its entry takes and returns device buffers, so each
-/// rank copies its blocks to the GPU, and the results back to compare them;
-/// the ranks run on the nccl backend). The reference runs on the CPU.
+/// "cpu" (dtensor-to-llvm with `gpuOptions` as its options, e.g.
+/// "exact-reductions=true", which the reference gets too), or "cuda"
+/// (dtensor-to-nvvm with `gpuOptions`, e.g. "chip=sm_90"; its entry takes
+/// and returns device buffers, so each rank copies its blocks to the GPU,
+/// and the results back to compare them; the ranks run on the nccl
+/// backend). The reference runs on the CPU.
 DTENSOR_EXPORT DtensorRunner *
 dtensorRunnerCreateForTarget(MlirOperation module, const char *entry,
                              const char *target, const char *gpuOptions,

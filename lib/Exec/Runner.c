@@ -72,7 +72,9 @@ static bool runPipeline(const DtensorRunner *r, MlirOperation module,
   snprintf(gpuOptions, sizeof(gpuOptions), "boundary=device %s",
            r ? r->gpuOptions : "");
   if (ok && lower == LOWER_CPU)
-    ok = mlirLogicalResultIsSuccess(dtensorAddToLLVMPipeline(opm, outDiag));
+    ok = mlirLogicalResultIsSuccess(dtensorAddToLLVMPipelineWithOptions(
+        opm, mlirStringRefCreateFromCString(r && !r->gpu ? r->gpuOptions : ""),
+        outDiag));
   else if (ok && lower == LOWER_GPU)
     ok = mlirLogicalResultIsSuccess(dtensorAddToNVVMPipeline(
         opm, mlirStringRefCreateFromCString(gpuOptions), outDiag));

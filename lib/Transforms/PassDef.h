@@ -77,6 +77,7 @@ extern const DtPassDef dtLowerContractionsPass;
 extern const DtPassDef dtPrepareContractionsPass;
 extern const DtPassDef dtApproximateMathPass;
 extern const DtPassDef dtReassociateReductionsPass;
+extern const DtPassDef dtWidenReductionsPass;
 extern const DtPassDef dtDecomposeSoftmaxPass;
 extern const DtPassDef dtAutodiffPass;
 extern const DtPassDef dtInitsToInputsPass;

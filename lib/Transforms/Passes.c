@@ -27,6 +27,7 @@ static const DtPassDef *const kPasses[] = {
     &dtPrepareContractionsPass,
     &dtApproximateMathPass,
     &dtReassociateReductionsPass,
+    &dtWidenReductionsPass,
     &dtDecomposeSoftmaxPass,
     &dtAutodiffPass,
     &dtInitsToInputsPass,

@@ -42,13 +42,12 @@ static const struct {
   const char *name;
   MlirLogicalResult (*add)(MlirOpPassManager, MlirStringRef, DtensorDiag *);
 } kPipelines[] = {{"dtensor-spmd", dtensorAddSpmdPipeline},
-                  {"dtensor-to-nvvm", dtensorAddToNVVMPipeline}};
+                  {"dtensor-to-nvvm", dtensorAddToNVVMPipeline},
+                  {"dtensor-to-llvm", dtensorAddToLLVMPipelineWithOptions}};
 
 const char *dtensorPipelineGetRegistered(int index) {
   int n = (int)(sizeof(kPipelines) / sizeof(kPipelines[0]));
-  if (index >= 0 && index < n)
-    return kPipelines[index].name;
-  return index == n ? "dtensor-to-llvm" : NULL;
+  return index >= 0 && index < n ? kPipelines[index].name : NULL;
 }
 
 /* Finds the '}' closing the '{' at `p->pos`, skipping quoted text. */
@@ -122,13 +121,6 @@ static bool parseElement(Parser *p, MlirOpPassManager pm) {
       return false;
     }
     return true;
-  }
-  if (mlirStringRefEqual(name,
-                         mlirStringRefCreateFromCString("dtensor-to-llvm"))) {
-    if (optionsEnd > optionsStart)
-      return dtDiag(p->diag, (int)optionsStart,
-                    "'dtensor-to-llvm' takes no options");
-    return mlirLogicalResultIsSuccess(dtensorAddToLLVMPipeline(pm, p->diag));
   }
   if (dtensorPassLookup(name)) {
     MlirStringRef options = {"", 0};
@@ -237,6 +229,23 @@ MlirLogicalResult dtensorPassManagerAddPipeline(MlirOpPassManager pm,
                                   : mlirLogicalResultFailure();
 }
 
+/* What both targets do on tensors before bufferization: tosa to linalg,
+ * softmax decomposed, half sums widened (the elementwise casts that adds
+ * become linalg after it), and then bufferization with contractions
+ * lowered to runtime calls. */
+#define TO_LINALG_STEPS                                                        \
+  "func.func(tosa-to-linalg-named, tosa-to-linalg, tosa-to-arith, "            \
+  "tosa-to-tensor, convert-elementwise-to-linalg), "                           \
+  "dtensor-decompose-softmax, dtensor-widen-reductions, "
+#define BUFFERIZE_STEPS                                                        \
+  "dtensor-prepare-contractions, dtensor-inits-to-inputs, "                    \
+  "linalg-fuse-elementwise-ops, "                                              \
+  "one-shot-bufferize{bufferize-function-boundaries "                          \
+  "function-boundary-type-conversion=identity-layout-map "                     \
+  "allow-return-allocs-from-loops}, "                                          \
+  "buffer-deallocation-pipeline, convert-bufferization-to-memref, "            \
+  "dtensor-lower-contractions, "
+
 /* dtensor-spmd: every step as one pass (Spmd.c: verified once, not after
  * every step). */
 MlirLogicalResult dtensorAddSpmdPipeline(MlirOpPassManager pm,
@@ -249,36 +258,53 @@ MlirLogicalResult dtensorAddSpmdPipeline(MlirOpPassManager pm,
   return mlirLogicalResultSuccess();
 }
 
-/* dtensor-to-llvm: runtime calls, tosa to linalg, then bufferization and
- * LLVM conversion. */
 MlirLogicalResult dtensorAddToLLVMPipeline(MlirOpPassManager pm,
                                            DtensorDiag *outDiag) {
+  return dtensorAddToLLVMPipelineWithOptions(
+      pm, mlirStringRefCreateFromCString(""), outDiag);
+}
+
+/* dtensor-to-llvm{exact-reductions=true|false}: runtime calls, tosa to
+ * linalg, then bufferization and LLVM conversion. */
+MlirLogicalResult dtensorAddToLLVMPipelineWithOptions(MlirOpPassManager pm,
+                                                      MlirStringRef options,
+                                                      DtensorDiag *outDiag) {
+  bool exact = false;
+  char text[256];
+  snprintf(text, sizeof(text), "%.*s", (int)options.length, options.data);
+  for (char *save = NULL, *tok = strtok_r(text, " ", &save); tok;
+       tok = strtok_r(NULL, " ", &save)) {
+    if (!strcmp(tok, "exact-reductions=true") ||
+        !strcmp(tok, "exact-reductions"))
+      exact = true;
+    else if (!strcmp(tok, "exact-reductions=false"))
+      exact = false;
+    else
+      return dtDiag(outDiag, 0,
+                    "'dtensor-to-llvm' option '%s': expected "
+                    "exact-reductions=true|false",
+                    tok),
+             mlirLogicalResultFailure();
+  }
   MlirPass pass = dtensorPassCreate(
       mlirStringRefCreateFromCString("dtensor-lower-to-runtime"),
       mlirStringRefCreateFromCString(""), outDiag);
   if (!pass.ptr)
     return mlirLogicalResultFailure();
   mlirOpPassManagerAddOwnedPass(pm, pass);
+  char pipeline[2048];
+  snprintf(pipeline, sizeof(pipeline),
+           TO_LINALG_STEPS
+           "func.func(convert-elementwise-to-linalg), " BUFFERIZE_STEPS
+           "dtensor-approximate-math, %s"
+           "convert-linalg-to-loops, expand-strided-metadata, lower-affine, "
+           "convert-scf-to-cf, "
+           "finalize-memref-to-llvm{use-generic-functions}, convert-to-llvm, "
+           "convert-math-to-libm, convert-to-llvm, reconcile-unrealized-casts, "
+           "dtensor-check-lowered",
+           exact ? "" : "dtensor-reassociate-reductions, ");
   return dtensorPassManagerAddPipeline(
-      pm,
-      mlirStringRefCreateFromCString(
-          "func.func(tosa-to-linalg-named, tosa-to-linalg, tosa-to-arith, "
-          "tosa-to-tensor, convert-elementwise-to-linalg), "
-          "dtensor-decompose-softmax, "
-          "dtensor-prepare-contractions, dtensor-inits-to-inputs, "
-          "linalg-fuse-elementwise-ops, "
-          "one-shot-bufferize{bufferize-function-boundaries "
-          "function-boundary-type-conversion=identity-layout-map "
-          "allow-return-allocs-from-loops}, "
-          "buffer-deallocation-pipeline, convert-bufferization-to-memref, "
-          "dtensor-lower-contractions, dtensor-approximate-math, "
-          "dtensor-reassociate-reductions, "
-          "convert-linalg-to-loops, expand-strided-metadata, lower-affine, "
-          "convert-scf-to-cf, "
-          "finalize-memref-to-llvm{use-generic-functions}, convert-to-llvm, "
-          "convert-math-to-libm, convert-to-llvm, reconcile-unrealized-casts, "
-          "dtensor-check-lowered"),
-      outDiag);
+      pm, mlirStringRefCreateFromCString(pipeline), outDiag);
 }
 
 /* dtensor-to-nvvm{chip=sm_90 format=bin}: the GPU target. Collectives to
@@ -321,18 +347,10 @@ MlirLogicalResult dtensorAddToNVVMPipeline(MlirOpPassManager pm,
     setenv("CUDA_HOME", "/usr/local/cuda", 0);
   char pipeline[2048];
   snprintf(pipeline, sizeof(pipeline),
-           "dtensor-lower-to-runtime, "
-           "func.func(tosa-to-linalg-named, tosa-to-linalg, tosa-to-arith, "
-           "tosa-to-tensor, convert-elementwise-to-linalg), "
-           "dtensor-decompose-softmax, "
-           "func.func(linalg-generalize-named-ops), "
-           "dtensor-prepare-contractions, dtensor-inits-to-inputs, "
-           "linalg-fuse-elementwise-ops, "
-           "one-shot-bufferize{bufferize-function-boundaries "
-           "function-boundary-type-conversion=identity-layout-map "
-           "allow-return-allocs-from-loops}, "
-           "buffer-deallocation-pipeline, convert-bufferization-to-memref, "
-           "dtensor-lower-contractions, dtensor-gpu-memory{boundary=%s}, "
+           "dtensor-lower-to-runtime, " TO_LINALG_STEPS
+           "func.func(convert-elementwise-to-linalg, "
+           "linalg-generalize-named-ops), " BUFFERIZE_STEPS
+           "dtensor-gpu-memory{boundary=%s}, "
            "func.func(convert-linalg-to-parallel-loops), "
            "dtensor-gpu-loop-order, "
            "func.func(scf-parallel-loop-tiling{parallel-loop-tile-sizes=32,8 "

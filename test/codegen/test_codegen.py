@@ -496,3 +496,28 @@ def test_against_numpy(name):
             1e-12 if got.dtype == np.float64 else 1e-5)
         err = np.abs(got.astype(np.float64) - want)
         assert (err <= rtol * np.abs(want) + rtol * scale).all(), err.max()
+
+
+@pytest.mark.parametrize("elem", ["f16", "bf16"])
+def test_half_sums_accumulate_in_f32(elem):
+    """A sum of 40 960 halves reduced into a half: accumulated in f32 and
+    rounded once (dtensor-widen-reductions), so within an ulp of the exact
+    sum; accumulated in halves it drifted by 4 ulp and more."""
+    n = 40960
+    x = RNG.random(n).astype(np.float32) * 0.25
+    x = f16(x) if elem == "f16" else bf16(x)
+    body = cast("hl", "h", (n,), "f32", elem, "truncf") + zeros("i", (), elem) + [
+        f"%p = linalg.reduce ins(%hl : {ttype((n,), elem)}) outs(%i : "
+        f"{ttype((), elem)}) dimensions = [0]",
+        f"  (%in: {elem}, %acc: {elem}) {{",
+        f"    %s = arith.addf %in, %acc : {elem}",
+        f"    linalg.yield %s : {elem}",
+        "  }"] + cast("r", "p", (), elem, "f32", "extf")
+    text = program([("h", (n,), "f32")], [("%r", (), "f32")], body, mesh=2,
+                   layouts={"h": "[S0]"})
+    got, = dtensor.run(text, 2, [x])
+    exact = float(np.sum(x.astype(np.float64)))
+    ulp = 2.0 ** (math.floor(math.log2(exact)) - (10 if elem == "f16" else 7))
+    # Two ranks: each half's sum is rounded to the type before the
+    # all_reduce adds them, so one ulp more.
+    assert abs(float(got) - exact) <= 2 * ulp, (float(got), exact, ulp)

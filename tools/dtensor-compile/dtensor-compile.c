@@ -22,7 +22,8 @@ static int usage(FILE *out, int code) {
       out,
       "usage: dtensor-compile PROG.mlir -o OUT [--emit obj|asm|llvm|mlir] "
       "[-O0|-O1|-O2|-O3]\n"
-      "                       [--spmd-options 'OPTS'] [--no-spmd]\n"
+      "                       [--spmd-options 'OPTS'] [--no-spmd] "
+      "[--exact-reductions]\n"
       "                       [--target cpu|cuda] [--gpu-options 'chip=sm_NN "
       "format=bin|isa boundary=host|device']\n"
       "       dtensor-compile PROG.mlir --bundle -o DIR [--target cpu|cuda] "
@@ -43,7 +44,9 @@ static int usage(FILE *out, int code) {
       "entry points take device buffers;\n  docs/runtime.md).\n"
       "  --bundle writes what dtensor-check runs without MLIR: the "
       "single-device\n  reference and the SPMD program as shared objects "
-      "and a manifest in DIR.\n");
+      "and a manifest in DIR.\n"
+      "  --exact-reductions (cpu): float sums keep the program's order "
+      "(by default they\n  may be reordered so that they vectorize).\n");
   return code;
 }
 
@@ -62,7 +65,7 @@ static MlirLogicalResult report(MlirDiagnostic d, void *user) {
 typedef struct Args {
   const char *input, *output, *emit, *spmdOptions, *target, *gpuOptions;
   const char *entry; /* --entry FUNC (a bundle's) */
-  bool bundle;
+  bool bundle, exactReductions;
   int opt;
   bool spmd;
   DtensorEmitKind kind;
@@ -87,6 +90,8 @@ static int parseArgs(int argc, char **argv, Args *a) {
       a->spmd = false;
     else if (!strcmp(arg, "--bundle"))
       a->bundle = true;
+    else if (!strcmp(arg, "--exact-reductions"))
+      a->exactReductions = true;
     else if (!strcmp(arg, "--entry") && i + 1 < argc)
       a->entry = argv[++i];
     else if (arg[0] == '-' && arg[1] == 'O' && arg[2] >= '0' && arg[2] <= '3' &&
@@ -139,6 +144,11 @@ static int parseArgs(int argc, char **argv, Args *a) {
   return -1;
 }
 
+/* dtensor-to-llvm's options. */
+static const char *cpuOptions(const Args *a) {
+  return a->exactReductions ? "exact-reductions=true" : "";
+}
+
 /* dtensor-spmd (unless --no-spmd) and dtensor-to-llvm (or dtensor-to-nvvm
  * for --target cuda) on `module`. */
 static int lower(MlirContext ctx, MlirOperation module, const Args *a) {
@@ -150,7 +160,8 @@ static int lower(MlirContext ctx, MlirOperation module, const Args *a) {
            opm, mlirStringRefCreateFromCString(a->spmdOptions), &diag))) ||
       mlirLogicalResultIsFailure(
           strcmp(a->target, "cuda")
-              ? dtensorAddToLLVMPipeline(opm, &diag)
+              ? dtensorAddToLLVMPipelineWithOptions(
+                    opm, mlirStringRefCreateFromCString(cpuOptions(a)), &diag)
               : dtensorAddToNVVMPipeline(
                     opm, mlirStringRefCreateFromCString(a->gpuOptions),
                     &diag))) {
@@ -192,17 +203,8 @@ static int writeOutput(MlirOperation module, const Args *a) {
 DT_TUNE_ALLOCATOR;
 
 int main(int argc, char **argv) {
-  Args a = {NULL,
-            NULL,
-            "obj",
-            "",
-            "cpu",
-            "",
-            NULL,
-            false,
-            2,
-            true,
-            DTENSOR_EMIT_OBJECT,
+  Args a = {NULL, NULL,  "obj", "", "cpu", "",
+            NULL, false, false, 2,  true,  DTENSOR_EMIT_OBJECT,
             false};
   int status = parseArgs(argc, argv, &a);
   if (status >= 0)
@@ -220,7 +222,9 @@ int main(int argc, char **argv) {
   if (a.bundle) {
     /* The runner's compilation (reference and SPMD program), written as
      * shared objects and a manifest for dtensor-check. */
-    status = dtensorRunnerExportBundle(module, a.entry, a.target, a.gpuOptions,
+    status = dtensorRunnerExportBundle(module, a.entry, a.target,
+                                       strcmp(a.target, "cuda") ? cpuOptions(&a)
+                                                                : a.gpuOptions,
                                        a.output, &diag)
                  ? 0
                  : 1;

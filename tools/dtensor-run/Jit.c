@@ -88,9 +88,11 @@ static DtensorRunner *prepare(MlirContext ctx, const char *path,
     return NULL;
   }
   bool gpu = !strcmp(o->backend, "nccl");
-  DtensorRunner *r =
-      dtensorRunnerCreateForTarget(module, o->entry, gpu ? "cuda" : "cpu",
-                                   o->gpuOptions ? o->gpuOptions : "", &diag);
+  const char *targetOptions = gpu ? (o->gpuOptions ? o->gpuOptions : "")
+                              : o->exactReductions ? "exact-reductions=true"
+                                                   : "";
+  DtensorRunner *r = dtensorRunnerCreateForTarget(
+      module, o->entry, gpu ? "cuda" : "cpu", targetOptions, &diag);
   if (!r) {
     fprintf(stderr, "dtensor-run: '%s': %s\n", path, diag.message);
     return NULL;

@@ -44,6 +44,7 @@ typedef struct DtRunOptions {
   int repeat;              /* timed runs after the checked one (0: none) */
   const char *gpuOptions;  /* dtensor-to-nvvm's options under nccl */
   const char *rtol, *atol; /* --rtol, --atol (checked), or NULL */
+  bool exactReductions;    /* --exact-reductions */
 } DtRunOptions;
 
 /// Compiles PROG.mlir, runs it on N ranks (shm; nccl: compiled for the GPU,

@@ -30,6 +30,7 @@ static int usage(void) {
       "[--load DIR] [--save DIR]\n"
       "                   [--repeat R] [--threads T] [--gpu-options OPTS] "
       "[--rtol R] [--atol A]\n"
+      "                   [--exact-reductions]\n"
       "                   PROG.mlir\n"
       "       dtensor-run -n N --calibrate FILE [--mesh SHAPE]\n"
       "  PROG.mlir: compiles the annotated program with dtensor-spmd, "
@@ -41,6 +42,8 @@ static int usage(void) {
       "result element\n  passes within atol + rtol * |reference| "
       "(default: rtol 1e-4 plus 1e-5 of the\n  result's largest finite "
       "magnitude; NaN and infinities must match exactly)\n"
+      "  --exact-reductions: float sums keep the program's order (the "
+      "default lets them\n  be reordered so that they vectorize)\n"
       "  runs PROGRAM on N ranks with RANK, WORLD_SIZE, LOCAL_RANK, "
       "MASTER_ADDR,\n  MASTER_PORT, DTENSOR_JOB and DTENSOR_BACKEND set; "
       "with --nnodes K, this host's\n  N ranks (-n or --nproc-per-node) of "
@@ -112,6 +115,7 @@ typedef struct Args {
   const char *calibrate, *mesh; /* --calibrate FILE [--mesh SHAPE] */
   const char *gpuOptions;       /* --gpu-options OPTS */
   const char *rtol, *atol;      /* --rtol R, --atol A */
+  bool exactReductions;         /* --exact-reductions */
   DtRunNodes nodes;             /* --nnodes, --node-rank, --master-* */
   int repeat;
   bool mpiRank; /* started by mpirun as one rank of a .mlir run */
@@ -135,6 +139,8 @@ static int parseOptions(int argc, char **argv, Args *a) {
       a->nodes.masterPort = (int)dtWholeNumber(argv[++i], 1, 65535);
     else if (!strcmp(arg, "--mpi-rank"))
       a->mpiRank = true;
+    else if (!strcmp(arg, "--exact-reductions"))
+      a->exactReductions = true;
     else if (!strcmp(arg, "--backend") && value)
       a->backend = argv[++i];
     else if (!strcmp(arg, "--timeout") && value)
@@ -346,6 +352,8 @@ static int runUnderMpirun(int argc, char **argv, const Args *a, bool isMlir) {
   snprintf(repeatText, sizeof(repeatText), "%d", a->repeat);
   args[k++] = self;
   args[k++] = "--mpi-rank";
+  if (a->exactReductions)
+    args[k++] = "--exact-reductions";
   args[k++] = "-n";
   args[k++] = count;
   for (size_t p = 0; p < sizeof(pairs) / sizeof(pairs[0]); ++p)
@@ -360,22 +368,9 @@ static int runUnderMpirun(int argc, char **argv, const Args *a, bool isMlir) {
 DT_TUNE_ALLOCATOR;
 
 int main(int argc, char **argv) {
-  Args a = {0,
-            "shm",
-            NULL,
-            NULL,
-            NULL,
-            NULL,
-            NULL,
-            NULL,
-            NULL,
-            NULL,
-            NULL,
-            NULL,
-            {0, 0, NULL, 0},
-            0,
-            false,
-            1};
+  Args a = {0,    "shm", NULL, NULL, NULL, NULL,  NULL,
+            NULL, NULL,  NULL, NULL, NULL, false, {0, 0, NULL, 0},
+            0,    false, 1};
   int status = parseOptions(argc, argv, &a);
   if (status >= 0)
     return status;
@@ -384,8 +379,9 @@ int main(int argc, char **argv) {
   bool isMlir = len > 5 && !strcmp(prog + len - 5, ".mlir");
   if ((status = checkOptions(argc, &a, isMlir)) >= 0)
     return status;
-  DtRunOptions opts = {a.n,       a.entry,  a.backend,    a.timeout, a.loadDir,
-                       a.saveDir, a.repeat, a.gpuOptions, a.rtol,    a.atol};
+  DtRunOptions opts = {a.n,       a.entry,   a.backend,        a.timeout,
+                       a.loadDir, a.saveDir, a.repeat,         a.gpuOptions,
+                       a.rtol,    a.atol,    a.exactReductions};
   /* Each rank's compute threads (libdtensor_rt reads DTENSOR_THREADS;
    * without it, the cores shared among the ranks). */
   if (a.threads)
