@@ -35,6 +35,11 @@ typedef struct Nccl {
   ncclComm_t comm;
   bool owned;
   cudaStream_t stream;
+  /* Under DTENSOR_CHECK_COLLECTIVES=1: the members' calls, on the host and
+   * on the device (gathered there), and this member's count of calls. */
+  uint32_t calls;
+  DtrtCallSig *sigs;
+  void *deviceSigs;
 } Nccl;
 
 static DtrtStatus cudaFail(DtrtContext *c, cudaError_t e, const char *what) {
@@ -253,6 +258,8 @@ static void ncclCommFree(DtrtComm *comm, bool clean) {
   }
   if (n->stream)
     cudaStreamDestroy(n->stream);
+  cudaFree(n->deviceSigs);
+  free(n->sigs);
   free(n);
   comm->backend = NULL;
 }
@@ -384,7 +391,45 @@ static void extents(const DtrtCollective *op, int size, size_t *send,
 /* Runs `op` and waits. Host buffers (the runtime's own callers: the
  * runner's checks, checkpoints) go through device copies: NCCL reads and
  * writes device memory only. */
-static DtrtStatus ncclRun(DtrtComm *comm, const DtrtCollective *op) {
+/* Under DTENSOR_CHECK_COLLECTIVES=1: the members gather their calls (an
+ * ncclAllGather of a few bytes on the group's stream, waited for) and
+ * each compares every call with member 0's before any data moves. */
+static DtrtStatus checkCalls(DtrtComm *comm, const DtrtCollective *op) {
+  DtrtContext *c = comm->context;
+  Nccl *n = comm->backend;
+  if (!c->checkCollectives)
+    return DTRT_OK;
+  size_t one = sizeof(DtrtCallSig);
+  CUDA_CHECK(c, cudaSetDevice(worldOf(c)->device), "cudaSetDevice");
+  if (!n->sigs) {
+    n->sigs = calloc((size_t)comm->size, one);
+    if (!n->sigs)
+      return dtrtFail(c, DTRT_ERR_NOMEM, "out of memory");
+    CUDA_CHECK(c, cudaMalloc(&n->deviceSigs, one * (size_t)comm->size),
+               "cudaMalloc");
+  }
+  DtrtCallSig mine = dtrtCallSigOf(op, n->calls++);
+  char *slot = (char *)n->deviceSigs + one * (size_t)comm->rank;
+  CUDA_CHECK(c, cudaMemcpy(slot, &mine, one, cudaMemcpyHostToDevice),
+             "cudaMemcpy");
+  NCCL_CHECK(
+      c, n->comm,
+      ncclAllGather(slot, n->deviceSigs, one, ncclUint8, n->comm, n->stream),
+      "ncclAllGather (call check)");
+  DtrtStatus s = syncStream(comm, n->stream, NULL, "the check of the calls");
+  if (s != DTRT_OK)
+    return s;
+  CUDA_CHECK(c,
+             cudaMemcpy(n->sigs, n->deviceSigs, one * (size_t)comm->size,
+                        cudaMemcpyDeviceToHost),
+             "cudaMemcpy");
+  for (int j = 1; j < comm->size && s == DTRT_OK; ++j)
+    s = dtrtCallSigAgree(comm, 0, &n->sigs[0], j, &n->sigs[j]);
+  return s;
+}
+
+/* Runs `op` to completion, through device copies of host buffers. */
+static DtrtStatus runStaged(DtrtComm *comm, const DtrtCollective *op) {
   DtrtContext *c = comm->context;
   size_t es = dtrtDtypeSize(op->dtype), sendN, recvN;
   extents(op, comm->size, &sendN, &recvN);
@@ -425,15 +470,22 @@ static DtrtStatus ncclRun(DtrtComm *comm, const DtrtCollective *op) {
   return s;
 }
 
+static DtrtStatus ncclRun(DtrtComm *comm, const DtrtCollective *op) {
+  DtrtStatus s = checkCalls(comm, op);
+  return s != DTRT_OK ? s : runStaged(comm, op);
+}
+
 static DtrtStatus ncclStart(DtrtComm *comm, DtrtRequest *r) {
   DtrtContext *c = comm->context;
   size_t sendN, recvN;
   extents(&r->op, comm->size, &sendN, &recvN);
   /* Host buffers: the collective runs now (through device copies); the
    * request's event then completes at once. */
-  DtrtStatus s = (sendN && isHost(r->op.send)) || (recvN && isHost(r->op.recv))
-                     ? ncclRun(comm, &r->op)
-                     : enqueue(comm, &r->op);
+  DtrtStatus s = checkCalls(comm, &r->op);
+  if (s == DTRT_OK)
+    s = (sendN && isHost(r->op.send)) || (recvN && isHost(r->op.recv))
+            ? runStaged(comm, &r->op)
+            : enqueue(comm, &r->op);
   if (s != DTRT_OK)
     return s;
   cudaEvent_t event;
