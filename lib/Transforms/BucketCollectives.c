@@ -47,8 +47,48 @@ typedef struct Bucketing {
   int64_t limit;
   Bucket *buckets;
   size_t numBuckets, capBuckets;
+  /* The open buckets, found in constant time: by a member (MemberEntry)
+   * and by their kind (KindEntry). A bucket leaves both when it closes, so
+   * a block is bucketed in one walk, linear in its ops (it was quadratic:
+   * every operand was compared with every member of every bucket). */
+  DtTable members, kinds;
   int merged, removed;
 } Bucketing;
+
+typedef struct MemberEntry {
+  const void *op;
+  size_t bucket;
+} MemberEntry;
+
+/* What all_reduces must share to share a bucket (uniqued: compared as
+ * pointers). */
+typedef struct Kind {
+  const void *mesh, *axes, *reduce, *element;
+} Kind;
+
+typedef struct KindEntry {
+  Kind kind;
+  size_t bucket;
+} KindEntry;
+
+static uint64_t hashPointer(const void *p) {
+  return dtHashMix(0x5bd1e995u, (uint64_t)(uintptr_t)p);
+}
+
+static bool sameMember(const void *entry, const void *key) {
+  return ((const MemberEntry *)entry)->op == key;
+}
+
+static bool sameKindEntry(const void *entry, const void *key) {
+  return !memcmp(&((const KindEntry *)entry)->kind, key, sizeof(Kind));
+}
+
+static uint64_t hashKind(const Kind *k) {
+  return dtHashMix(
+      dtHashMix(dtHashMix(hashPointer(k->mesh), (uint64_t)(uintptr_t)k->axes),
+                (uint64_t)(uintptr_t)k->reduce),
+      (uint64_t)(uintptr_t)k->element);
+}
 
 static bool staticTensor(MlirValue v) {
   MlirType t = mlirValueGetType(v);
@@ -67,19 +107,14 @@ static int64_t bytesOf(MlirValue v) {
   return n * ((bits + 7) / 8);
 }
 
-/* Whether two all_reduces may share a bucket. */
-static bool sameKind(MlirOperation a, MlirOperation b) {
-  static const char *kAttrs[] = {"mesh", "mesh_axes", "reduce"};
-  for (size_t i = 0; i < sizeof(kAttrs) / sizeof(kAttrs[0]); ++i) {
-    MlirAttribute x = dtGetAttr(a, kAttrs[i]), y = dtGetAttr(b, kAttrs[i]);
-    if (mlirAttributeIsNull(x) != mlirAttributeIsNull(y) ||
-        (!mlirAttributeIsNull(x) && !mlirAttributeEqual(x, y)))
-      return false;
-  }
-  return mlirTypeEqual(mlirShapedTypeGetElementType(
-                           mlirValueGetType(mlirOperationGetOperand(a, 0))),
-                       mlirShapedTypeGetElementType(
-                           mlirValueGetType(mlirOperationGetOperand(b, 0))));
+/* The kind of an all_reduce: mesh, axes, reduction, element type. */
+static Kind kindOf(MlirOperation op) {
+  Kind k = {dtGetAttr(op, "mesh").ptr, dtGetAttr(op, "mesh_axes").ptr,
+            dtGetAttr(op, "reduce").ptr,
+            mlirShapedTypeGetElementType(
+                mlirValueGetType(mlirOperationGetOperand(op, 0)))
+                .ptr};
+  return k;
 }
 
 /* `v` (static, any rank) as a 1-D tensor, built before `at`. */
@@ -213,59 +248,88 @@ static void merge(Bucketing *bk, Bucket *bucket) {
   bk->removed += bucket->count - 1;
 }
 
-/* Whether `op` (or an op inside it) uses a result of an open bucket's
- * members; closes those buckets. */
-typedef struct UseScan {
-  Bucketing *bk;
-} UseScan;
+/* Closes bucket `k`: its members and kind leave the tables of open
+ * buckets (each op enters and leaves once). */
+static void closeBucket(Bucketing *bk, size_t k) {
+  Bucket *b = &bk->buckets[k];
+  if (!b->open)
+    return;
+  b->open = false;
+  for (int j = 0; j < b->count; ++j) {
+    void *e = dtTableFind(&bk->members, hashPointer(b->members[j].ptr),
+                          sameMember, b->members[j].ptr);
+    if (e)
+      dtTableRemove(&bk->members, e);
+  }
+  Kind kind = kindOf(b->members[0]);
+  KindEntry *e = dtTableFind(&bk->kinds, hashKind(&kind), sameKindEntry, &kind);
+  if (e && e->bucket == k)
+    dtTableRemove(&bk->kinds, e);
+}
 
+/* Closes the open buckets a result of which `op` (or an op inside it)
+ * uses: nothing may come between a member and its use. */
 static MlirWalkResult closeOnUse(MlirOperation op, void *user) {
-  Bucketing *bk = ((UseScan *)user)->bk;
+  Bucketing *bk = user;
   for (intptr_t i = 0; i < mlirOperationGetNumOperands(op); ++i) {
     MlirValue v = mlirOperationGetOperand(op, i);
     if (!mlirValueIsAOpResult(v))
       continue;
-    MlirOperation def = mlirOpResultGetOwner(v);
-    for (size_t k = 0; k < bk->numBuckets; ++k) {
-      Bucket *b = &bk->buckets[k];
-      for (int j = 0; j < b->count && b->open; ++j)
-        if (mlirOperationEqual(b->members[j], def))
-          b->open = false;
-    }
+    const void *def = mlirOpResultGetOwner(v).ptr;
+    const MemberEntry *e =
+        dtTableFind(&bk->members, hashPointer(def), sameMember, def);
+    if (e)
+      closeBucket(bk, e->bucket);
   }
   return MlirWalkResultAdvance;
 }
 
+/* Adds `op` to the open bucket of its kind, or to a new one. */
+static bool addMember(Bucketing *bk, MlirOperation op, int64_t bytes) {
+  Kind kind = kindOf(op);
+  uint64_t kh = hashKind(&kind);
+  KindEntry *open = dtTableFind(&bk->kinds, kh, sameKindEntry, &kind);
+  size_t k = open ? open->bucket : 0;
+  if (open && (bk->buckets[k].bytes + bytes > bk->limit ||
+               bk->buckets[k].count == MAX_MEMBERS)) {
+    closeBucket(bk, k);
+    open = NULL;
+  }
+  if (!open) {
+    Bucket *fresh = dtArrayPush((void **)&bk->buckets, &bk->numBuckets,
+                                &bk->capBuckets, sizeof(Bucket));
+    KindEntry *e = fresh ? dtTableInsert(&bk->kinds, kh) : NULL;
+    if (!e)
+      return false;
+    k = bk->numBuckets - 1;
+    fresh->open = true;
+    e->kind = kind;
+    e->bucket = k;
+  }
+  MemberEntry *m = dtTableInsert(&bk->members, hashPointer(op.ptr));
+  if (!m)
+    return false;
+  m->op = op.ptr;
+  m->bucket = k;
+  Bucket *into = &bk->buckets[k];
+  into->members[into->count++] = op;
+  into->bytes += bytes;
+  return true;
+}
+
 static void bucketBlock(Bucketing *bk, MlirBlock block) {
   bk->numBuckets = 0;
+  dtTableFree(&bk->members);
+  dtTableFree(&bk->kinds);
   for (MlirOperation op = mlirBlockGetFirstOperation(block);
        !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op)) {
-    UseScan scan = {bk};
-    mlirOperationWalk(op, closeOnUse, &scan, MlirWalkPreOrder);
+    mlirOperationWalk(op, closeOnUse, bk, MlirWalkPreOrder);
     if (!dtIsOp(op, DT_OP_ALL_REDUCE) || mlirOperationGetNumOperands(op) != 1 ||
         mlirOperationGetNumResults(op) != 1 ||
         !staticTensor(mlirOperationGetOperand(op, 0)))
       continue;
-    int64_t bytes = bytesOf(mlirOperationGetOperand(op, 0));
-    Bucket *into = NULL;
-    for (size_t k = 0; k < bk->numBuckets && !into; ++k) {
-      Bucket *b = &bk->buckets[k];
-      if (b->open && sameKind(b->members[0], op)) {
-        if (b->bytes + bytes <= bk->limit && b->count < MAX_MEMBERS)
-          into = b;
-        else
-          b->open = false;
-      }
-    }
-    if (!into) {
-      into = dtArrayPush((void **)&bk->buckets, &bk->numBuckets,
-                         &bk->capBuckets, sizeof(Bucket));
-      if (!into)
-        return;
-      into->open = true;
-    }
-    into->members[into->count++] = op;
-    into->bytes += bytes;
+    if (!addMember(bk, op, bytesOf(mlirOperationGetOperand(op, 0))))
+      return; /* out of memory: what is bucketed so far is not merged */
   }
   for (size_t k = 0; k < bk->numBuckets; ++k)
     merge(bk, &bk->buckets[k]);
@@ -286,7 +350,15 @@ static bool runBucket(MlirOperation root, const DtPassOptions *options) {
               (long long)limit);
     return false;
   }
-  Bucketing bk = {dtRtBuilderBegin(root), limit, NULL, 0, 0, 0, 0};
+  Bucketing bk = {dtRtBuilderBegin(root),
+                  limit,
+                  NULL,
+                  0,
+                  0,
+                  dtTableInit(sizeof(MemberEntry)),
+                  dtTableInit(sizeof(KindEntry)),
+                  0,
+                  0};
   DtOpList funcs = {NULL, 0, 0};
   mlirOperationWalk(root, collectFuncs, &funcs, MlirWalkPreOrder);
   for (size_t f = 0; f < funcs.count; ++f) {
@@ -297,6 +369,8 @@ static bool runBucket(MlirOperation root, const DtPassOptions *options) {
   }
   free(funcs.ops);
   free(bk.buckets);
+  dtTableFree(&bk.members);
+  dtTableFree(&bk.kinds);
   dtRtBuilderEnd(&bk.b);
   return true;
 }
