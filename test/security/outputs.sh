@@ -35,6 +35,12 @@ refused "$work/shared/cal.txt" "$bin/dtensor-run" -n 2 --calibrate "$work/shared
 refused "$work/shared/x.npy" "$bin/dtensor-ckpt" export "$work/ck" a "$work/shared/x.npy"
 refused "$work/shared/g.dot" "$bin/dtensor-opt" "$prog" "--dtensor-view-graph=output=$work/shared/g.dot" -o /dev/null
 
+step "another user's link at a checkpoint's path, to one of ours"
+as_other ln -s "$work/ck" "$work/shared/ckpt"
+if "$bin/dtensor-ckpt" import "$work/shared/ckpt" b "$work/a.npy" --mesh 1 --spec '[R]' 2>"$work/err.txt"; then exit 1; fi
+grep -q "ckpt is a symbolic link of user $other_uid: refusing to write through it" "$work/err.txt"
+"$bin/dtensor-ckpt" info "$work/ck" | grep -q '^a ' && ! "$bin/dtensor-ckpt" info "$work/ck" | grep -q '^b '
+
 step "this user's link is followed; a failed run leaves the file as it was"
 echo "mine" > "$work/target.mlir"; ln -s target.mlir "$work/mine.mlir"
 "$bin/dtensor-opt" "$prog" --dtensor-spmd -o "$work/mine.mlir"
