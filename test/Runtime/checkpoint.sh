@@ -218,6 +218,10 @@ ln -s victim "$work/step-1.tmp-offline-1"
 test -f "$work/victim/a.bin" && test -f "$work/victim/b.txt"
 test -L "$work/step-1.tmp-planted"
 rm "$work/step-1.tmp-planted" "$work/step-1.tmp-offline-1"
+step "staging left by a killed convert is removed by the next writer"
+mkdir "$work/step-1.tmp-killed1"; head -c 1048576 /dev/zero > "$work/step-1.tmp-killed1/t0.w.0.bin"
+"$tool" convert "$work/step-1" "$work/step-1" --mesh 2
+test ! -e "$work/step-1.tmp-killed1"
 ln -s victim "$work/notckpt"
 "$run" -n 2 "$prog" save-fails "$work/notckpt" 9 "exists and is not a checkpoint"
 if "$tool" import "$work/notckpt" t2.w "$work/t2.npy" --mesh 4 --spec '[S0, R]' 2>"$work/err.txt"; then exit 1; fi
