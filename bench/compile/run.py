@@ -14,7 +14,8 @@ Then the whole flow (issue 5): `dtensor-opt --dtensor-spmd` against
 `mlir-opt-22 --sharding-propagation --shard-partition`: whole process, the
 sum of the pass times, parse+print, and peak memory (max RSS); the same
 from 10^4 to 10^5 blocks (linear scaling); the time of each step inside
-dtensor-spmd; and the upstream canonicalize + cse alone on dtensor-spmd's
+dtensor-spmd at 10^3, 10^4 and 10^5 blocks with its growth per block,
+marked where it grows faster than n log n (issue 39); and the upstream canonicalize + cse alone on dtensor-spmd's
 result against parse+print (the floor under the pass-time ratio).
 
 Our tools start themselves again with glibc's malloc settings for large
@@ -176,20 +177,38 @@ print("whole-flow scaling: %d blocks pass %.3fs proc %.3fs %.0f MiB, "
           (flow[big][0] / big) / (flow[base][0] / base),
           (flow[big][1] / big) / (flow[base][1] / base)))
 
-# Where the time of dtensor-spmd goes at 10^4 blocks: its timing option
-# prints each step (minimum of the repetitions; MLIR's verifier of the
-# result is in the pass time above, not in a step).
+# Where the time of dtensor-spmd goes, and how each step grows (issue 39):
+# its timing option prints each step (minimum of the repetitions; MLIR's
+# verifier of the result is in the pass time above, not in a step), at
+# 10^3 and 10^4 blocks, and 10^5 in the full run. A step whose time per
+# block grows by more than 1.3x from one size to the next (n log n from
+# 10^4 to 10^5 is 1.25x) is marked.
+def step_times(n):
+    a = generate(n, "dtensor")
+    best = {}
+    for _ in range(reps if n <= 10000 else 1):
+        p = subprocess.run([ours, a, "--dtensor-spmd=timing=true", "-o", "/dev/null"],
+                           capture_output=True, text=True, check=True, env=plain_env)
+        for m in re.finditer(r"^dtensor-spmd: (\S+) ([0-9.]+) s$", p.stderr, re.M):
+            best[m.group(1)] = min(best.get(m.group(1), 1e9), float(m.group(2)))
+    return best
+
+
+step_sizes = [1000, 10000] + ([] if quick else [100000])
+steps = {n: step_times(n) for n in step_sizes}
 n = sizes[-1]
 a = generate(n, "dtensor")
-best = {}
-for _ in range(reps):
-    p = subprocess.run([ours, a, "--dtensor-spmd=timing=true", "-o", "/dev/null"],
-                       capture_output=True, text=True, check=True, env=plain_env)
-    for m in re.finditer(r"^dtensor-spmd: (\S+) ([0-9.]+) s$", p.stderr, re.M):
-        best[m.group(1)] = min(best.get(m.group(1), 1e9), float(m.group(2)))
 print()
-print("dtensor-spmd steps at %d blocks: " % n +
-      ", ".join("%s %.3fs" % kv for kv in best.items()))
+print("dtensor-spmd steps (s), and the growth of the time per block:")
+print("%-22s" % "step" + "".join("%12d" % n for n in step_sizes) +
+      "".join("   x/block %d->%d" % (p, q) for p, q in zip(step_sizes, step_sizes[1:])))
+for name in steps[step_sizes[0]]:
+    row = "%-22s" % name + "".join("%12.3f" % steps[n].get(name, float("nan"))
+                                   for n in step_sizes)
+    for p, q in zip(step_sizes, step_sizes[1:]):
+        g = (steps[q].get(name, 0) / q) / max(steps[p].get(name, 0) / p, 1e-12)
+        row += "   %9.2f%s" % (g, " FASTER THAN n log n" if g > 1.3 else "")
+    print(row)
 
 # The floor the pass-time target meets: the upstream canonicalize and cse
 # that the pipeline must end with, run alone on dtensor-spmd's result, take

@@ -4,12 +4,16 @@
 # never followed (root writing through it would overwrite any file); a
 # link of this user is followed; a failed run leaves the file as it was;
 # devices are written directly.
-# usage: outputs.sh BIN_DIR SOURCE_DIR WORK_DIR
+# usage: outputs.sh BIN_DIR SOURCE_DIR
 set -e
-bin=$1; src=$2; work=$3
+bin=$1; src=$2
 . "$(dirname "$0")/second-user.sh"
 need_other_user
-rm -rf "$work"; mkdir -p "$work/shared"; chmod 1777 "$work/shared"
+# Under /tmp: the other user must reach the shared directory (a build tree
+# may sit in a private one).
+work=$(mktemp -d /tmp/dtensor-outputs-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/shared"; chmod 1777 "$work/shared"
 chmod 755 "$work"
 prog="$src/examples/megatron.mlir"
 echo "precious" > "$work/victim"
