@@ -35,9 +35,12 @@
 
 #define MAX_MEMBERS 256
 
+/* A bucket's members are on the heap, grown as it fills: most buckets of
+ * a long program hold one member (its result is used at once), and 256
+ * inline slots made 10^5 of them 200 MB. */
 typedef struct Bucket {
-  MlirOperation members[MAX_MEMBERS];
-  int count;
+  MlirOperation *members;
+  size_t count, cap;
   int64_t bytes;
   bool open;
 } Bucket;
@@ -192,7 +195,7 @@ static void merge(Bucketing *bk, Bucket *bucket) {
   MlirLocation loc = mlirOperationGetLocation(last);
   MlirValue flats[MAX_MEMBERS];
   int64_t sizes[MAX_MEMBERS], total = 0;
-  for (int k = 0; k < bucket->count; ++k) {
+  for (size_t k = 0; k < bucket->count; ++k) {
     MlirValue in = mlirOperationGetOperand(bucket->members[k], 0);
     MlirType t = mlirValueGetType(in);
     sizes[k] = 1;
@@ -208,7 +211,7 @@ static void merge(Bucketing *bk, Bucket *bucket) {
   MlirNamedAttribute dim = dtNamedAttr(
       ctx, "dim", mlirIntegerAttrGet(mlirIntegerTypeGet(ctx, 64), 0));
   MlirValue cat = mlirOperationGetResult(dtRtBuild(&bk->b, "tensor.concat", loc,
-                                                   bucket->count, flats, 1,
+                                                   (int)bucket->count, flats, 1,
                                                    &whole, 1, &dim, last),
                                          0);
   /* The collective: the last member's attributes on the whole. */
@@ -221,7 +224,7 @@ static void merge(Bucketing *bk, Bucket *bucket) {
                 (int)(numAttrs < 16 ? numAttrs : 16), attrs, last),
       0);
   int64_t at = 0;
-  for (int k = 0; k < bucket->count; ++k) {
+  for (size_t k = 0; k < bucket->count; ++k) {
     MlirOperation m = bucket->members[k];
     MlirType flat =
         mlirRankedTensorTypeGet(1, &sizes[k], elem, mlirAttributeGetNull());
@@ -242,10 +245,10 @@ static void merge(Bucketing *bk, Bucket *bucket) {
         r, unflatten(bk, last, part, mlirValueGetType(r)));
     at += sizes[k];
   }
-  for (int k = 0; k < bucket->count; ++k)
+  for (size_t k = 0; k < bucket->count; ++k)
     mlirOperationDestroy(bucket->members[k]);
   bk->merged += 1;
-  bk->removed += bucket->count - 1;
+  bk->removed += (int)bucket->count - 1;
 }
 
 /* Closes bucket `k`: its members and kind leave the tables of open
@@ -255,7 +258,7 @@ static void closeBucket(Bucketing *bk, size_t k) {
   if (!b->open)
     return;
   b->open = false;
-  for (int j = 0; j < b->count; ++j) {
+  for (size_t j = 0; j < b->count; ++j) {
     void *e = dtTableFind(&bk->members, hashPointer(b->members[j].ptr),
                           sameMember, b->members[j].ptr);
     if (e)
@@ -312,13 +315,24 @@ static bool addMember(Bucketing *bk, MlirOperation op, int64_t bytes) {
   m->op = op.ptr;
   m->bucket = k;
   Bucket *into = &bk->buckets[k];
-  into->members[into->count++] = op;
+  MlirOperation *slot = dtArrayPush((void **)&into->members, &into->count,
+                                    &into->cap, sizeof(MlirOperation));
+  if (!slot)
+    return false;
+  *slot = op;
   into->bytes += bytes;
   return true;
 }
 
-static void bucketBlock(Bucketing *bk, MlirBlock block) {
+/* Frees the buckets' member lists and empties the list of buckets. */
+static void clearBuckets(Bucketing *bk) {
+  for (size_t k = 0; k < bk->numBuckets; ++k)
+    free(bk->buckets[k].members);
   bk->numBuckets = 0;
+}
+
+static void bucketBlock(Bucketing *bk, MlirBlock block) {
+  clearBuckets(bk);
   dtTableFree(&bk->members);
   dtTableFree(&bk->kinds);
   for (MlirOperation op = mlirBlockGetFirstOperation(block);
@@ -368,6 +382,7 @@ static bool runBucket(MlirOperation root, const DtPassOptions *options) {
       bucketBlock(&bk, b);
   }
   free(funcs.ops);
+  clearBuckets(&bk);
   free(bk.buckets);
   dtTableFree(&bk.members);
   dtTableFree(&bk.kinds);
