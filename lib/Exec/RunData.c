@@ -276,17 +276,37 @@ static void typeText(DtrtDtype dtype, int rank, const int64_t *shape, char *out,
     dtBufPrintf(&b, "scalar");
 }
 
-/* Reads argument `index` whole from the checkpoint, after checking its
- * element type and shape. */
+/* Whether the checkpoint has a tensor named `name`. */
+static bool hasTensor(const DtrtCheckpoint *c, const char *name) {
+  for (int i = 0; i < dtrtCheckpointNumTensors(c); ++i) {
+    DtrtTensor saved;
+    dtrtCheckpointGetTensor(c, i, &saved, NULL, NULL);
+    if (!strcmp(saved.name, name))
+      return true;
+  }
+  return false;
+}
+
+/* Reads argument `index` whole from the checkpoint — the tensor of its
+ * name, else the positional arg<index> (a list of inputs) — after checking
+ * its element type and shape. */
+const char *dtRunArgumentName(const DtrtCheckpoint *c,
+                              const DtensorRunTensor *t, int index,
+                              char positional[32]) {
+  snprintf(positional, 32, "arg%d", index);
+  return hasTensor(c, t->name) ? t->name : positional;
+}
+
 static bool readArgument(const char *dir, const DtrtCheckpoint *c, int index,
                          const DtensorRunTensor *t, void *out,
                          DtensorDiag *outDiag) {
-  char err[512], want[128], have[128] = "";
+  char err[512], want[128], have[128] = "", positional[32];
+  const char *name = dtRunArgumentName(c, t, index, positional);
   bool found = false, same = false;
   for (int i = 0; i < dtrtCheckpointNumTensors(c) && !found; ++i) {
     DtrtTensor saved;
     dtrtCheckpointGetTensor(c, i, &saved, NULL, NULL);
-    found = !strcmp(saved.name, t->name);
+    found = !strcmp(saved.name, name);
     same = found && saved.dtype == t->dtype && saved.rank == t->rank;
     for (int d = 0; same && d < t->rank; ++d)
       same = saved.shape[d] == t->shape[d];
@@ -302,17 +322,19 @@ static bool readArgument(const char *dir, const DtrtCheckpoint *c, int index,
   if (!same)
     return dtDiag(outDiag, -1,
                   "%s/%s: '%s' is %s, but argument %d of the entry is %s", dir,
-                  DTRT_CHECKPOINT_METADATA, t->name, have, index, want);
+                  DTRT_CHECKPOINT_METADATA, name, have, index, want);
   size_t bytes =
       dtrtDtypeSize(t->dtype) * (size_t)dtRunCount(t->rank, t->shape);
-  if (dtrtCheckpointReadTensor(dir, t->name, out, bytes, err, sizeof(err)) !=
+  if (dtrtCheckpointReadTensor(dir, name, out, bytes, err, sizeof(err)) !=
       DTRT_OK)
     return dtDiag(outDiag, -1, "%s", err);
   return true;
 }
 
 /* A positional tensor (arg<i>, as the Python package writes a list of
- * inputs) that no argument takes is a mistake, not something to skip. */
+ * inputs) gives argument i, named or not; one that no argument takes, or
+ * an argument given both by position and by name, is a mistake, not
+ * something to skip. */
 static bool checkPositional(const DtensorRunner *r, const char *dir,
                             const DtrtCheckpoint *c, DtensorDiag *outDiag) {
   for (int i = 0; i < dtrtCheckpointNumTensors(c); ++i) {
@@ -322,15 +344,24 @@ static bool checkPositional(const DtensorRunner *r, const char *dir,
     if (strncmp(saved.name, "arg", 3) || !*digits ||
         strspn(digits, "0123456789") != strlen(digits))
       continue;
-    bool taken = false;
-    for (int a = 0; a < r->numArgs && !taken; ++a)
-      taken = !strcmp(r->args[a].name, saved.name);
-    if (!taken)
+    long a = strlen(digits) < 9 ? strtol(digits, NULL, 10) : -1;
+    bool named = false;
+    for (int k = 0; k < r->numArgs && !named; ++k)
+      named = !strcmp(r->args[k].name, saved.name);
+    if (named)
+      continue;
+    if (a < 0 || a >= r->numArgs)
       return dtDiag(outDiag, -1,
                     "%s/%s: '%s' is given, but the entry takes %d argument%s "
                     "and none is '%s'",
                     dir, DTRT_CHECKPOINT_METADATA, saved.name, r->numArgs,
                     r->numArgs == 1 ? "" : "s", saved.name);
+    if (hasTensor(c, r->args[a].name))
+      return dtDiag(outDiag, -1,
+                    "%s/%s: argument %ld of the entry is given twice, as "
+                    "'%s' and as '%s'",
+                    dir, DTRT_CHECKPOINT_METADATA, a, saved.name,
+                    r->args[a].name);
   }
   return true;
 }

@@ -162,18 +162,28 @@ static bool checkpointIo(const DtensorRunner *r, const char *dir,
     free(specs);
     return dtDiag(outDiag, -1, "out of memory");
   }
+  /* Arguments given as a list are positional (arg<i>) in the checkpoint. */
+  DtrtCheckpoint *open = NULL;
+  char err[512], (*positional)[32] = calloc((size_t)n + 1, 32);
+  if (!save && positional &&
+      dtrtCheckpointOpen(dir, &open, err, sizeof(err)) != DTRT_OK)
+    open = NULL; /* the load below says why */
   for (int i = 0; i < n; ++i) {
     const DtensorRunTensor *t = &tensors[i];
     dtensorShardingSpecPrint(&t->spec, specs[i], sizeof(specs[i]));
     void *block = save ? data[i] : (void *)(intptr_t)((int64_t *)data[i])[1];
-    ts[i] = (DtrtTensor){t->name,     t->dtype, t->rank, t->shape,
+    const char *name =
+        open ? dtRunArgumentName(open, t, i, positional[i]) : t->name;
+    ts[i] = (DtrtTensor){name,        t->dtype, t->rank, t->shape,
                          r->meshText, specs[i], block};
   }
+  dtrtCheckpointClose(open);
   DtrtContext *c = dtrtProcessContext();
   DtrtStatus s = save ? dtrtCheckpointSave(c, dir, n, ts)
                       : dtrtCheckpointLoad(c, dir, n, ts);
   free(ts);
   free(specs);
+  free(positional);
   if (s != DTRT_OK)
     return dtDiag(outDiag, -1, "rank %d: %s: %s", dtrtRank(c),
                   save ? "save" : "load", dtrtLastError(c));

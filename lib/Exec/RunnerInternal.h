@@ -5,6 +5,7 @@
 #define DTENSOR_LIB_EXEC_RUNNERINTERNAL_H
 
 #include "dtensor-c/Runner.h"
+#include "dtensor-rt/Checkpoint.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -72,6 +73,13 @@ bool dtRunAllocSignature(DtensorRunner *r, int numArgs, int numResults,
 /// The deterministic global inputs: small values, integers for integer
 /// types (so sums and products stay exact). False with `outDiag`.
 bool dtRunMakeInputs(DtensorRunner *r, DtensorDiag *outDiag);
+
+/// The tensor of checkpoint `c` that gives argument `index` (`t`): the one
+/// of its name, else the positional arg<index> (written into `positional`;
+/// a list of inputs).
+const char *dtRunArgumentName(const DtrtCheckpoint *c,
+                              const DtensorRunTensor *t, int index,
+                              char positional[32]);
 
 /// The signature lines of a bundle's manifest (entry, target, mesh, then
 /// "argument|result NAME TYPE SHAPE SPEC" each) from `r`'s signature,

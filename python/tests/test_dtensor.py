@@ -267,6 +267,34 @@ def test_run_takes_a_tolerance(backend):
         dtensor.run(ORDERED_SUM, 2, [x], backend=backend, rtol=0.5)
 
 
+NAMED_ARGS = """
+"dtensor.mesh"() {sym_name = "m", shape = array<i64: 2>, axis_names = ["x"]} : () -> ()
+func.func @f(%a: tensor<4xf32> {dtensor.layout = #dtensor.layout<@m, "[S0]">, dtensor.name = "w"},
+             %b: tensor<4xf32> {dtensor.name = "b"}) -> tensor<4xf32> {
+  %s = arith.subf %a, %b : tensor<4xf32>
+  return %s : tensor<4xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("backend", ["shm", "mpi"])
+def test_run_takes_a_list_for_named_arguments(backend):
+    # A list of inputs failed once the entry's arguments had names.
+    w, b = np.arange(4, dtype=np.float32), np.ones(4, np.float32)
+    y, = dtensor.run(NAMED_ARGS, 2, [w, b], backend=backend)
+    assert np.array_equal(y, w - b)
+    y, = dtensor.run(NAMED_ARGS, 2, {"b": b, "w": w}, backend=backend)
+    assert np.array_equal(y, w - b)
+
+
+def test_run_refuses_an_argument_given_twice():
+    w = np.ones(4, np.float32)
+    with pytest.raises(dtensor.DtensorError,
+                       match="argument 0 of the entry is given twice, as "
+                             "'arg0' and as 'w'"):
+        dtensor.run(NAMED_ARGS, 2, {"arg0": w, "w": w, "b": w})
+
+
 def test_run_refuses_an_input_no_argument_takes():
     x = np.ones((16, 64), np.float32)
     w1 = np.ones((64, 256), np.float32)
