@@ -35,14 +35,11 @@ bool dtCkptResolveTarget(const char *dir, char *out, size_t size, char *err,
   struct stat st;
   char resolved[PATH_MAX];
   if (lstat(path, &st) == 0) {
-    /* A link is followed only when this user or root made it (as the
-     * kernel's protected_symlinks): another user's link to one of our
-     * checkpoints would have the save replace it. */
-    if (S_ISLNK(st.st_mode) && st.st_uid != geteuid() && st.st_uid != 0)
-      return dtCkptFail(err, errSize,
-                        "%s is a symbolic link of user %u: refusing to write "
-                        "through it (remove it, or save elsewhere)",
-                        path, (unsigned)st.st_uid);
+    /* Another user's link to one of our checkpoints would have the save
+     * replace it. */
+    DtensorDiag diag;
+    if (!dtLinkMayBeFollowed(path, &st, &diag))
+      return dtCkptFail(err, errSize, "%s", diag.message);
     /* It exists (a link is resolved here, once): the directory it is. */
     if (!realpath(path, resolved))
       return dtCkptFail(err, errSize, "resolving %s: %s", path,

@@ -79,6 +79,16 @@ mode_t dtCurrentUmask(void) {
   return (mode_t)mask;
 }
 
+bool dtLinkMayBeFollowed(const char *path, const struct stat *st,
+                         DtensorDiag *outDiag) {
+  if (!S_ISLNK(st->st_mode) || st->st_uid == geteuid() || st->st_uid == 0)
+    return true;
+  return dtDiag(outDiag, -1,
+                "'%s' is a symbolic link of user %u: refusing to write "
+                "through it or follow it (remove it, or use another path)",
+                path, (unsigned)st->st_uid);
+}
+
 /* Writes through a fresh temporary file beside `target` that replaces it
  * at the end. */
 static bool openTemporary(DtOutput *out, const char *target, mode_t mode,
@@ -119,13 +129,8 @@ bool dtOutputOpen(DtOutput *out, const char *path, DtensorDiag *outDiag) {
   if (lstat(path, &st) != 0)
     return openTemporary(out, path, 0666 & ~dtCurrentUmask(), outDiag);
   if (S_ISLNK(st.st_mode)) {
-    /* As the kernel's protected_symlinks does in sticky directories: a
-     * link is followed only when this user or root made it. */
-    if (st.st_uid != geteuid() && st.st_uid != 0)
-      return dtDiag(outDiag, -1,
-                    "'%s' is a symbolic link of user %u: refusing to write "
-                    "through it (remove it, or write elsewhere)",
-                    path, (unsigned)st.st_uid);
+    if (!dtLinkMayBeFollowed(path, &st, outDiag))
+      return false;
     char target[PATH_MAX];
     struct stat ts;
     if (realpath(path, target) &&
@@ -207,11 +212,8 @@ bool dtCheckTrustedDir(const char *path, DtensorDiag *outDiag) {
   if (lstat(path, &st) != 0)
     return dtDiag(outDiag, -1, "%s: %s", path, strerror(errno));
   if (S_ISLNK(st.st_mode)) {
-    if (st.st_uid != geteuid() && st.st_uid != 0)
-      return dtDiag(outDiag, -1,
-                    "'%s' is a symbolic link of user %u: refusing to follow "
-                    "it",
-                    path, (unsigned)st.st_uid);
+    if (!dtLinkMayBeFollowed(path, &st, outDiag))
+      return false;
     if (stat(path, &st) != 0)
       return dtDiag(outDiag, -1, "%s: %s", path, strerror(errno));
   }

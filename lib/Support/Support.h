@@ -88,6 +88,13 @@ typedef struct DtOutput {
   char tmp[4096];    /* the temporary file; empty when written directly */
 } DtOutput;
 
+/// Whether the file at `path` of lstat status `st` may be followed if it
+/// is a symbolic link: only one this user or root made (the rule of the
+/// kernel's protected_symlinks), since another user's link could name any
+/// of our files. False with `outDiag`.
+bool dtLinkMayBeFollowed(const char *path, const struct stat *st,
+                         DtensorDiag *outDiag);
+
 /// Opens `path` ("-": standard output) for writing. A regular file, or a
 /// new one, is written through a fresh temporary file beside it (mkstemp)
 /// that replaces it at dtOutputClose, so a failed run leaves it as it was

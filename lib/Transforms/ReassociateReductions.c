@@ -54,6 +54,31 @@ static void addReassoc(MlirOperation op) {
         op, mlirStringRefCreateFromCString("fastmath"), attr);
 }
 
+MlirOperation dtReductionCombiner(MlirOperation op, int numInputs, int o,
+                                  MlirValue *outAcc) {
+  MlirOperation none = {NULL};
+  if (mlirOperationGetNumRegions(op) < 1)
+    return none;
+  MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0));
+  if (mlirBlockIsNull(body) ||
+      mlirBlockGetNumArguments(body) <= (intptr_t)numInputs + o)
+    return none;
+  MlirOperation yield = mlirBlockGetTerminator(body);
+  if (mlirOperationIsNull(yield) || mlirOperationGetNumOperands(yield) <= o)
+    return none;
+  MlirValue yielded = mlirOperationGetOperand(yield, o);
+  if (!mlirValueIsAOpResult(yielded))
+    return none;
+  MlirOperation combiner = mlirOpResultGetOwner(yielded);
+  MlirValue acc = mlirBlockGetArgument(body, numInputs + o);
+  if (mlirOperationGetNumOperands(combiner) != 2 ||
+      !(mlirValueEqual(mlirOperationGetOperand(combiner, 0), acc) ||
+        mlirValueEqual(mlirOperationGetOperand(combiner, 1), acc)))
+    return none;
+  *outAcc = acc;
+  return combiner;
+}
+
 static void reassociate(MlirOperation op) {
   MlirAttribute segments = dtGetAttr(op, "operandSegmentSizes");
   MlirAttribute maps = mlirLinalgGetIndexingMapsAttribute(op);
@@ -62,21 +87,15 @@ static void reassociate(MlirOperation op) {
     return;
   int inputs = mlirDenseI32ArrayGetElement(segments, 0),
       outputs = mlirDenseI32ArrayGetElement(segments, 1);
-  MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0));
-  MlirOperation yield = mlirBlockGetTerminator(body);
   for (int o = 0; o < outputs; ++o) {
     MlirAffineMap map =
         mlirAffineMapAttrGetValue(mlirArrayAttrGetElement(maps, inputs + o));
     if (mlirAffineMapGetNumResults(map) >= mlirAffineMapGetNumDims(map))
       continue; /* every loop in the output: no reduction into it */
-    MlirValue acc = mlirBlockGetArgument(body, inputs + o);
-    MlirValue yielded = mlirOperationGetOperand(yield, o);
-    if (!mlirValueIsAOpResult(yielded))
-      continue;
-    MlirOperation combiner = mlirOpResultGetOwner(yielded);
-    if ((dtIsOp(combiner, "arith.addf") || dtIsOp(combiner, "arith.mulf")) &&
-        (mlirValueEqual(mlirOperationGetOperand(combiner, 0), acc) ||
-         mlirValueEqual(mlirOperationGetOperand(combiner, 1), acc)))
+    MlirValue acc;
+    MlirOperation combiner = dtReductionCombiner(op, inputs, o, &acc);
+    if (!mlirOperationIsNull(combiner) &&
+        (dtIsOp(combiner, "arith.addf") || dtIsOp(combiner, "arith.mulf")))
       addReassoc(combiner);
   }
 }

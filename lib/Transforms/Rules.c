@@ -66,8 +66,8 @@ static bool readsAccumulator(MlirValue v, MlirBlock body, int numInputs,
  * reduce their parts of a split loop and combine the results: in
  * acc * 0.5 + x, or a select on acc, each element's weight depends on
  * where the loop starts. */
-static bool combinesAccumulators(MlirBlock body, int numInputs,
-                                 MlirOperation yield) {
+static bool combinesAccumulators(MlirOperation op, MlirBlock body,
+                                 int numInputs, MlirOperation yield) {
   const void *tainted[MAX_COMBINER_BODY_OPS];
   int count = 0;
   for (MlirOperation o = mlirBlockGetFirstOperation(body);
@@ -87,22 +87,13 @@ static bool combinesAccumulators(MlirBlock body, int numInputs,
     tainted[count++] = o.ptr;
   }
   for (intptr_t i = 0; i < mlirOperationGetNumOperands(yield); ++i) {
-    MlirValue v = mlirOperationGetOperand(yield, i);
-    if (!mlirValueIsAOpResult(v))
+    MlirValue acc;
+    MlirOperation def = dtReductionCombiner(op, numInputs, (int)i, &acc);
+    if (mlirOperationIsNull(def))
       return false;
-    MlirOperation def = mlirOpResultGetOwner(v);
-    if (mlirOperationGetNumOperands(def) != 2)
-      return false;
-    int accAt = -1;
-    for (int k = 0; k < 2; ++k) {
-      MlirValue x = mlirOperationGetOperand(def, k);
-      if (mlirValueIsABlockArgument(x) &&
-          mlirBlockEqual(mlirBlockArgumentGetOwner(x), body) &&
-          mlirBlockArgumentGetArgNumber(x) == numInputs + i)
-        accAt = k;
-    }
-    if (accAt < 0 || readsAccumulator(mlirOperationGetOperand(def, 1 - accAt),
-                                      body, numInputs, tainted, count))
+    int accAt = mlirValueEqual(mlirOperationGetOperand(def, 0), acc) ? 0 : 1;
+    if (readsAccumulator(mlirOperationGetOperand(def, 1 - accAt), body,
+                         numInputs, tainted, count))
       return false;
   }
   return true;
@@ -120,7 +111,7 @@ static DtensorReduceKind bodyCombiner(MlirOperation op, int numInputs) {
     return DTENSOR_REDUCE_NONE;
   MlirOperation yield = mlirBlockGetTerminator(body);
   if (mlirOperationIsNull(yield) || mlirOperationGetNumOperands(yield) == 0 ||
-      !combinesAccumulators(body, numInputs, yield))
+      !combinesAccumulators(op, body, numInputs, yield))
     return DTENSOR_REDUCE_NONE;
   static const struct {
     const char *name;

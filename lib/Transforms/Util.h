@@ -25,6 +25,14 @@ static inline MlirStringRef dtCalleeName(MlirOperation op) {
   return mlirFlatSymbolRefAttrGetValue(callee);
 }
 
+/// The op of a linalg body that combines output `o` with its accumulator:
+/// the op yielded for `o`, one of whose two operands is the body's block
+/// argument of `o` (number `numInputs + o`), returned in `*outAcc`; null
+/// otherwise (ReassociateReductions.c). Reassociation, widening and the
+/// sharding rules read reductions through it.
+MlirOperation dtReductionCombiner(MlirOperation op, int numInputs, int o,
+                                  MlirValue *outAcc);
+
 /// Removes the dtensor.* attributes of a function's arguments and results
 /// (SingleDevice.c).
 void dtStripSignatureAttrs(MlirOperation func);

@@ -42,7 +42,7 @@ refused "$work/shared/g.dot" "$bin/dtensor-opt" "$prog" "--dtensor-view-graph=ou
 step "another user's link at a checkpoint's path, to one of ours"
 as_other ln -s "$work/ck" "$work/shared/ckpt"
 if "$bin/dtensor-ckpt" import "$work/shared/ckpt" b "$work/a.npy" --mesh 1 --spec '[R]' 2>"$work/err.txt"; then exit 1; fi
-grep -q "ckpt is a symbolic link of user $other_uid: refusing to write through it" "$work/err.txt"
+grep -q "ckpt' is a symbolic link of user $other_uid: refusing to write through it" "$work/err.txt"
 "$bin/dtensor-ckpt" info "$work/ck" | grep -q '^a ' && ! "$bin/dtensor-ckpt" info "$work/ck" | grep -q '^b '
 
 step "this user's link is followed; a failed run leaves the file as it was"
