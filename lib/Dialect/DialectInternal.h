@@ -29,6 +29,8 @@
 #define DT_OP_REDUCE_SCATTER "dtensor.reduce_scatter"
 #define DT_OP_ALL_TO_ALL "dtensor.all_to_all"
 #define DT_OP_LOCAL_SPLIT "dtensor.local_split"
+#define DT_OP_GATHER "dtensor.gather"
+#define DT_OP_SCATTER_ADD "dtensor.scatter_add"
 
 /// The attributes the passes write: propagation's explanation and operand
 /// layouts and loop axes, a user's rule, dtensor-report's figures,
@@ -91,6 +93,34 @@ void dtOpError(MlirOperation op, const char *format, ...)
 /// dtOpError with a va_list.
 void dtOpErrorV(MlirOperation op, const char *format, va_list args)
     __attribute__((format(printf, 2, 0)));
+
+/* ---- gathers (Gather.c) ------------------------------------------------- */
+
+#define DT_MAX_GATHER_INDICES 8
+
+/// What a dtensor.gather's or dtensor.scatter_add's `dims` says: per tensor
+/// its dims' letters (NUL-terminated), and which table dim each index
+/// tensor selects.
+typedef struct DtGatherDims {
+  bool scatter;
+  int numIndices;
+  char table[DTENSOR_MAX_TENSOR_RANK + 1]; /* scatter: the destination */
+  char index[DT_MAX_GATHER_INDICES][DTENSOR_MAX_TENSOR_RANK + 1];
+  char other[DTENSOR_MAX_TENSOR_RANK + 1]; /* the result; scatter: updates */
+  int gathered[DT_MAX_GATHER_INDICES];     /* the table dim index k selects */
+} DtGatherDims;
+
+/// Reads `text` ("vd,bt->btd"; scatter: "vd,bt,btd->vd") into `out`; false
+/// with `outDiag` saying what is wrong.
+bool dtGatherDimsParse(const char *text, bool scatter, DtGatherDims *out,
+                       DtensorDiag *outDiag);
+
+/// Reads `op`'s `dims` and checks them against its operands and result
+/// (counts, ranks, sizes, element types); false after a located error.
+bool dtGatherDimsOf(MlirOperation op, DtGatherDims *out);
+
+/// The operand of a gather or scatter_add that is index tensor `k`.
+static inline intptr_t dtGatherIndexOperand(int k) { return 1 + k; }
 
 /* ---- reading layouts (Attributes.c) -------------------------------------- */
 

@@ -657,7 +657,10 @@ static MlirWalkResult visit(MlirOperation op, void *userData) {
       verifyRedistribute(v, op);
   } else if (dtIsOp(op, DT_OP_MESH_INDEX))
     verifyMeshIndex(v, op);
-  else if (dtCollectiveOf(op) && hasOneInOut(v, op))
+  else if (dtIsOp(op, DT_OP_GATHER) || dtIsOp(op, DT_OP_SCATTER_ADD)) {
+    DtGatherDims dims;
+    v->failed |= !dtGatherDimsOf(op, &dims);
+  } else if (dtCollectiveOf(op) && hasOneInOut(v, op))
     verifyCollective(v, op, dtCollectiveOf(op));
   return MlirWalkResultAdvance;
 }

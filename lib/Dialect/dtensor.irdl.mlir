@@ -129,4 +129,34 @@ irdl.dialect @dtensor {
     irdl.results(index: variadic %idx)
     irdl.attributes {"mesh" = %m}
   }
+
+  // A lookup by computed indices (docs/gather.md): `dims` is an
+  // einsum-like spec "vd,bt->btd" naming the table's dims, each index
+  // tensor's and the result's; a table letter missing from the result is
+  // selected by the next index tensor. An index outside the table reads
+  // zero. Operands: the table, then the index tensors (all of one type).
+  irdl.operation @gather {
+    %t = irdl.base "!builtin.tensor"
+    %i = irdl.base "!builtin.tensor"
+    %r = irdl.base "!builtin.tensor"
+    %s = irdl.base "#builtin.string"
+    irdl.operands(table: %t, indices: variadic %i)
+    irdl.results(output: %r)
+    irdl.attributes {"dims" = %s}
+  }
+
+  // A gather's adjoint: `dims` "vd,bt,btd->vd" names the destination's
+  // dims, each index tensor's and the updates'; each update is added to
+  // the destination element its indices select, and one whose index falls
+  // outside is dropped. Operands: destination, index tensors (all of one
+  // type), updates.
+  irdl.operation @scatter_add {
+    %t = irdl.base "!builtin.tensor"
+    %i = irdl.base "!builtin.tensor"
+    %u = irdl.base "!builtin.tensor"
+    %s = irdl.base "#builtin.string"
+    irdl.operands(dest: %t, indices: variadic %i, updates: %u)
+    irdl.results(output: %t)
+    irdl.attributes {"dims" = %s}
+  }
 }

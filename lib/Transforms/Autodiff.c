@@ -20,6 +20,10 @@
  *   collapse_shape and dtensor.annotate, by their inverses
  *   (AutodiffTensor.c);
  * - linalg.softmax decomposed first (dtensor-decompose-softmax);
+ * - lookups by computed index (tensor.gather, tosa.gather, tensor.extract
+ *   in a linalg body) made dtensor.gather first (dtensor-gathers); a
+ *   gather's adjoint is a dtensor.scatter_add into zeros of the table, a
+ *   scatter_add's a gather (AutodiffTensor.c);
  * - scf.for of constant bounds, unrolled first (AutodiffLoops.c): each
  *   iteration's values are stored activations;
  * - func.call, by a call of the callee's vjp function (built once per
@@ -33,6 +37,7 @@
  * way (a data-parallel one reduced where the propagation decides). */
 #include "Autodiff.h"
 #include "Dialect/DialectInternal.h"
+#include "Gathers.h"
 #include "PassDef.h"
 #include "Table.h"
 #include "Template.h"
@@ -430,7 +435,7 @@ static bool sweep(Run *run, MlirOperation g, const bool *chosen,
     return false;
   /* Softmax as the generics it stands for, which have derivatives; loops
    * on the path unrolled, each iteration's values kept. */
-  ad.failed = !dtDecomposeSoftmax(g);
+  ad.failed = !dtDecomposeSoftmax(g) || !dtGathersMake(g, true);
   for (MlirOperation loop = markActive(&ad, entry, chosen);
        !mlirOperationIsNull(loop) && !ad.failed;
        loop = markActive(&ad, entry, chosen)) {

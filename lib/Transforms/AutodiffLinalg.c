@@ -151,9 +151,9 @@ static MlirWalkResult findActiveRead(MlirOperation b, void *user) {
 }
 
 /* A body that reads a value on the gradient's path other than through the
- * op's operands (a tensor.extract of a weight: a gather, or picking a
- * target logit) gets no adjoint for it; without one the gradient would be
- * silently zero, so it is a located error until it has one. */
+ * op's operands gets no adjoint for it; without one the gradient would be
+ * silently zero, so it is a located error. (dtensor-gathers has made every
+ * lookup it can take apart a dtensor.gather operand before this.) */
 static bool readsActiveFromOutside(DtAd *ad, MlirOperation op) {
   ActiveRead a = {ad, op, {NULL}, {NULL}};
   mlirOperationWalk(op, findActiveRead, &a, MlirWalkPreOrder);
@@ -162,10 +162,10 @@ static bool readsActiveFromOutside(DtAd *ad, MlirOperation op) {
   MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(a.reader));
   dtOpError(op,
             "reads a value on the gradient's path from inside its body "
-            "('%.*s' uses it, not an operand of the op); dtensor-autodiff "
-            "has no derivative for that yet: pass the tensor as an input "
-            "with an indexing map, or compute the gather as a contraction "
-            "with a one-hot matrix",
+            "('%.*s' uses it, not an operand of the op) in a way "
+            "dtensor-gathers cannot make a gather of (an index read from "
+            "an accumulator or inside a nested region): pass the tensor "
+            "as an input with an indexing map",
             (int)name.length, name.data);
   return true;
 }

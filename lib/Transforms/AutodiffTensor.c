@@ -39,16 +39,17 @@ static void listText(DtBuf *t, const int64_t *v, intptr_t n) {
 }
 
 /* Ends the template in `t` (its op's result type, then the return), and
- * adds what it makes of `dy` to the adjoint of `x`. */
+ * adds what it makes of `args` (dy, then what else it takes) to the
+ * adjoint of `x`. */
 static void finish(DtAd *ad, MlirOperation op, DtBuf *t, MlirValue x,
-                   MlirValue dy) {
+                   const MlirValue *args) {
   MlirType tx = mlirValueGetType(x);
   MlirValue dx;
   dtAdTypeText(t, tx);
   dtBufPrintf(t, "\n  return %%r : ");
   dtAdTypeText(t, tx);
   dtBufPrintf(t, "\n}\n");
-  if (dtAdEmit(ad, op, t, &dy, &dx, 1))
+  if (dtAdEmit(ad, op, t, args, &dx, 1))
     dtAdAccumulate(ad, op, x, dx);
 }
 
@@ -103,7 +104,7 @@ static void sliceAdjoint(DtAd *ad, MlirOperation op, MlirValue x,
   dtBufPrintf(&t, " : ");
   dtAdTypeText(&t, how == TAKE_SLICE ? ty : how == INTO_ZEROS ? ty : piece);
   dtBufPrintf(&t, how == TAKE_SLICE ? " to " : " into ");
-  finish(ad, op, &t, x, dy);
+  finish(ad, op, &t, x, &dy);
 }
 
 /* The whole of operand `x` (static) at `at` along `dim`. */
@@ -154,10 +155,93 @@ static void unaryAdjoint(DtAd *ad, MlirOperation op, const char *prefix,
   dtBufPrintf(&t, " : ");
   dtAdTypeText(&t, ty);
   dtBufPrintf(&t, mlirAttributeIsNull(reassociation) ? " to " : " into ");
-  finish(ad, op, &t, x, dy);
+  finish(ad, op, &t, x, &dy);
+}
+
+/* `dims` of a gather or scatter_add from `d`: the table (destination),
+ * the index tensors, then `last` for the other side. */
+static void dimsText(DtBuf *t, const DtGatherDims *d, bool scatter) {
+  dtBufPrintf(t, "\"%s", d->table);
+  for (int k = 0; k < d->numIndices; ++k)
+    dtBufPrintf(t, ",%s", d->index[k]);
+  if (scatter)
+    dtBufPrintf(t, ",%s->%s\"", d->other, d->table);
+  else
+    dtBufPrintf(t, "->%s\"", d->other);
+}
+
+/* A gather's adjoint adds dy into zeros of the table at the same indices
+ * (a scatter_add); a scatter_add's passes dy to the destination and gives
+ * the updates dy looked up at the indices (a gather). */
+static void gatherAdjoint(DtAd *ad, MlirOperation op) {
+  DtGatherDims d;
+  if (!dtGatherDimsOf(op, &d)) {
+    ad->failed = true;
+    return;
+  }
+  MlirValue y = mlirOperationGetResult(op, 0), dy = dtAdAdjoint(ad, y);
+  MlirType ty = mlirValueGetType(y);
+  MlirValue x = mlirOperationGetOperand(op, d.scatter ? 1 + d.numIndices : 0);
+  if (d.scatter)
+    dtAdAccumulate(ad, op, mlirOperationGetOperand(op, 0), dy);
+  if (!dtAdActive(ad, x))
+    return;
+  if (d.scatter) {
+    for (const char *c = d.other; *c; ++c) {
+      bool known = strchr(d.table, *c) != NULL;
+      for (int k = 0; k < d.numIndices && !known; ++k)
+        known = strchr(d.index[k], *c) != NULL;
+      if (!known) {
+        dtOpError(op,
+                  "has updates dim '%c' that neither the destination nor "
+                  "an index tensor has; dtensor-autodiff has no "
+                  "derivative for such a scatter_add",
+                  *c);
+        ad->failed = true;
+        return;
+      }
+    }
+  }
+  MlirType tx = mlirValueGetType(x);
+  MlirValue args[1 + DT_MAX_GATHER_INDICES];
+  args[0] = dy;
+  DtBuf t = dtBufInit(ad->text, DT_AD_TEXT_SIZE);
+  dtBufPrintf(&t, "func.func @adj(%%dy: ");
+  dtAdTypeText(&t, ty);
+  for (int k = 0; k < d.numIndices; ++k) {
+    args[1 + k] = mlirOperationGetOperand(op, dtGatherIndexOperand(k));
+    dtBufPrintf(&t, ", %%i%d: ", k);
+    dtAdTypeText(&t, mlirValueGetType(args[1 + k]));
+  }
+  dtBufPrintf(&t, ") -> ");
+  dtAdTypeText(&t, tx);
+  dtBufPrintf(&t, " {\n");
+  if (!d.scatter)
+    dtAdZeros(&t, "z", tx);
+  dtBufPrintf(&t, "  %%r = \"%s\"(%s",
+              d.scatter ? DT_OP_GATHER : DT_OP_SCATTER_ADD,
+              d.scatter ? "%dy" : "%z");
+  for (int k = 0; k < d.numIndices; ++k)
+    dtBufPrintf(&t, ", %%i%d", k);
+  dtBufPrintf(&t, "%s) {dims = ", d.scatter ? "" : ", %dy");
+  dimsText(&t, &d, !d.scatter);
+  dtBufPrintf(&t, "} : (");
+  dtAdTypeText(&t, d.scatter ? ty : tx);
+  for (int k = 0; k < d.numIndices; ++k) {
+    dtBufPrintf(&t, ", ");
+    dtAdTypeText(&t, mlirValueGetType(args[1 + k]));
+  }
+  if (!d.scatter) {
+    dtBufPrintf(&t, ", ");
+    dtAdTypeText(&t, ty);
+  }
+  dtBufPrintf(&t, ") -> ");
+  finish(ad, op, &t, x, args);
 }
 
 void dtAdTensorAdjoint(DtAd *ad, MlirOperation op) {
+  if (dtIsOp(op, DT_OP_GATHER) || dtIsOp(op, DT_OP_SCATTER_ADD))
+    return gatherAdjoint(ad, op);
   MlirType ty = mlirValueGetType(mlirOperationGetResult(op, 0));
   Slice sl;
   if (dtIsOp(op, DT_OP_ANNOTATE) || dtIsOp(op, "tensor.cast"))
@@ -214,7 +298,8 @@ bool dtAdIsTensorOp(MlirOperation op) {
   static const char *kNames[] = {
       "tensor.extract_slice", "tensor.insert_slice", "tensor.pad",
       "tensor.concat",        "tensor.expand_shape", "tensor.collapse_shape",
-      "tensor.cast",          DT_OP_ANNOTATE};
+      "tensor.cast",          DT_OP_ANNOTATE,        DT_OP_GATHER,
+      DT_OP_SCATTER_ADD};
   for (size_t i = 0; i < sizeof(kNames) / sizeof(kNames[0]); ++i)
     if (dtIsOp(op, kNames[i]))
       return true;

@@ -133,7 +133,6 @@ static void fail(MlirOperation op, const char *message) {
 bool dtDecomposeSoftmax(MlirOperation root) {
   DtOpList found = {NULL, 0, 0};
   mlirOperationWalk(root, collect, &found, MlirWalkPreOrder);
-  MlirContext ctx = mlirOperationGetContext(root);
   bool ok = true;
   for (size_t i = 0; i < found.count && ok; ++i) {
     MlirOperation op = found.ops[i];
@@ -163,21 +162,9 @@ bool dtDecomposeSoftmax(MlirOperation root) {
       ok = false;
       break;
     }
-    MlirModule tmpl =
-        t.length < sizeof(text)
-            ? mlirModuleCreateParse(ctx, mlirStringRefCreateFromCString(text))
-            : (MlirModule){NULL};
-    if (mlirModuleIsNull(tmpl)) {
-      fail(op, "cannot be decomposed (its template did not parse)");
-      ok = false;
-      break;
-    }
     MlirValue args[2] = {mlirOperationGetOperand(op, 0),
                          mlirOperationGetOperand(op, 1)};
-    ok = dtTemplateExpand(op, dtTemplateFunction(tmpl, "softmax"), args);
-    mlirModuleDestroy(tmpl);
-    if (!ok)
-      fail(op, "cannot be decomposed: out of memory");
+    ok = dtTemplateReplace(op, &t, "softmax", args, "decomposed");
   }
   free(found.ops);
   return ok;

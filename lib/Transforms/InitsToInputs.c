@@ -75,7 +75,6 @@ static void moveInits(DtRtBuilder *b, MlirOperation op) {
   MlirAttribute maps = dtGetAttr(op, "indexing_maps");
   MlirValue operands[MAX_OPERANDS];
   MlirAttribute newMaps[MAX_OPERANDS];
-  MlirType results[MAX_OPERANDS];
   int n = 0;
   for (int i = 0; i < numIns; ++i) {
     operands[n] = mlirOperationGetOperand(op, i);
@@ -87,7 +86,6 @@ static void moveInits(DtRtBuilder *b, MlirOperation op) {
   for (int k = 0; k < numOuts; ++k) {
     MlirValue init = mlirOperationGetOperand(op, numIns + k);
     MlirType type = mlirValueGetType(init);
-    results[k] = mlirValueGetType(mlirOperationGetResult(op, k));
     MlirValue arg = mlirBlockGetArgument(body, n + k);
     outs[k] = init;
     if (mlirOpOperandIsNull(mlirValueGetFirstUse(arg)) ||
@@ -106,18 +104,41 @@ static void moveInits(DtRtBuilder *b, MlirOperation op) {
     operands[n] = outs[k];
     newMaps[n++] = mlirArrayAttrGetElement(maps, numIns + k);
   }
-  int32_t segments[2] = {numNewIns, numOuts};
-  MlirNamedAttribute attrs[3] = {
-      dtNamedAttr(b->ctx, "operandSegmentSizes",
-                  mlirDenseI32ArrayGet(b->ctx, 2, segments)),
-      dtNamedAttr(b->ctx, "indexing_maps",
-                  mlirArrayAttrGet(b->ctx, n, newMaps)),
-      dtNamedAttr(b->ctx, "iterator_types", dtGetAttr(op, "iterator_types"))};
-  MlirOperationState st = mlirOperationStateGet(
-      mlirStringRefCreateFromCString("linalg.generic"), loc);
+  dtGenericRebuild(op, n, operands, newMaps, numNewIns);
+}
+
+MlirOperation dtGenericRebuild(MlirOperation op, int n,
+                               const MlirValue *operands,
+                               const MlirAttribute *maps, int numIns) {
+  MlirContext ctx = mlirOperationGetContext(op);
+  int numOuts = (int)mlirOperationGetNumResults(op);
+  MlirType results[MAX_OPERANDS];
+  MlirNamedAttribute attrs[MAX_OPERANDS];
+  int numAttrs = 0;
+  for (int k = 0; k < numOuts && k < MAX_OPERANDS; ++k)
+    results[k] = mlirValueGetType(mlirOperationGetResult(op, k));
+  for (intptr_t a = 0;
+       a < mlirOperationGetNumAttributes(op) && numAttrs < MAX_OPERANDS - 2;
+       ++a) {
+    MlirNamedAttribute na = mlirOperationGetAttribute(op, a);
+    MlirStringRef name = mlirIdentifierStr(na.name);
+    if ((name.length == 13 && !memcmp(name.data, "indexing_maps", 13)) ||
+        (name.length == 19 && !memcmp(name.data, "operandSegmentSizes", 19)))
+      continue;
+    attrs[numAttrs++] = na;
+  }
+  int32_t segments[2] = {numIns, numOuts};
+  attrs[numAttrs++] = dtNamedAttr(ctx, "operandSegmentSizes",
+                                  mlirDenseI32ArrayGet(ctx, 2, segments));
+  attrs[numAttrs++] =
+      dtNamedAttr(ctx, "indexing_maps", mlirArrayAttrGet(ctx, n, maps));
+  MlirOperationState st =
+      mlirOperationStateGet(mlirStringRefCreateFromCString("linalg.generic"),
+                            mlirOperationGetLocation(op));
   mlirOperationStateAddOperands(&st, n, operands);
   mlirOperationStateAddResults(&st, numOuts, results);
-  mlirOperationStateAddAttributes(&st, 3, attrs);
+  mlirOperationStateAddAttributes(&st, numAttrs, attrs);
+  MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0));
   MlirRegion region = mlirRegionCreate();
   mlirBlockDetach(body);
   mlirRegionAppendOwnedBlock(region, body);
@@ -128,6 +149,7 @@ static void moveInits(DtRtBuilder *b, MlirOperation op) {
     mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(op, k),
                                   mlirOperationGetResult(generic, k));
   mlirOperationDestroy(op);
+  return generic;
 }
 
 static bool runInitsToInputs(MlirOperation root, const DtPassOptions *options) {

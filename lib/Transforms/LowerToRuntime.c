@@ -408,6 +408,10 @@ static bool runLowerToRuntime(MlirOperation root,
         meshes[numMeshes++] = op;
       continue;
     }
+    /* Gathers are local computations, lowered with the code
+     * (dtensor-lower-gathers). */
+    if (dtIsOp(op, DT_OP_GATHER) || dtIsOp(op, DT_OP_SCATTER_ADD))
+      continue;
     if (!dtIsOp(op, DT_OP_REDISTRIBUTE) && !dtIsOp(op, DT_OP_ANNOTATE))
       ensureInit(&l, op, inited, &numInited, 256);
     bool done = false;

@@ -102,6 +102,11 @@ void dtPartSliceReductions(Part *p, MlirOperation op);
 /// sharded loops (PartitionUneven.c).
 void dtPartOffsetIndices(Part *p, MlirOperation op);
 
+/// A dtensor.gather or scatter_add whose table (destination) is sharded
+/// along a gathered dim: each index tensor less this device's block
+/// offset, so it looks up (adds into) its own block (PartitionUneven.c).
+void dtPartFixGather(Part *p, MlirOperation op);
+
 /// The op families' fix-ups after the types become local (Partition.c;
 /// rows of the family table in Rules.c): slice sizes, an expand_shape's
 /// output shape, a dense constant's value.

@@ -185,7 +185,9 @@ void dtPartSliceReductions(Part *p, MlirOperation op) {
     return;
   DtRule r;
   dtRuleGet(op, NULL, &r);
-  if (r.kind != DT_RULE_FACTORS)
+  /* A gather's sum over a sharded table dim adds one block's lookup
+   * to zeros: padding is never looked up. */
+  if (r.kind != DT_RULE_FACTORS || dtIsOp(op, DT_OP_GATHER))
     return;
   bool linalg =
       mlirOperationGetNumRegions(op) == 1 &&
@@ -219,6 +221,18 @@ void dtPartSliceReductions(Part *p, MlirOperation op) {
   }
 }
 
+/* The mesh axes loop `f` is sharded over (propagation's decision
+ * `loops`), in `axes`; returns how many (0 for a loop out of range). */
+static int loopAxes(MlirAttribute loops, int64_t f, int *axes) {
+  if (f < 0 || f >= mlirArrayAttrGetNumElements(loops))
+    return 0;
+  MlirAttribute a = mlirArrayAttrGetElement(loops, f);
+  int n = (int)mlirDenseArrayGetNumElements(a);
+  for (int i = 0; i < n && i < DTENSOR_MAX_MESH_RANK; ++i)
+    axes[i] = (int)mlirDenseI64ArrayGetElement(a, i);
+  return n < DTENSOR_MAX_MESH_RANK ? n : DTENSOR_MAX_MESH_RANK;
+}
+
 /* A linalg body reads global loop indices: each linalg.index of a sharded
  * loop gets this device's block offset added (shard * chunk, the chunk
  * being the loop's padded local size), so a program that computes values
@@ -248,18 +262,13 @@ void dtPartOffsetIndices(Part *p, MlirOperation op) {
   for (int k = 0; k < found.count; ++k) {
     MlirOperation index = found.ops[k];
     int64_t f = mlirIntegerAttrGetValueInt(dtGetAttr(index, "dim"));
-    if (f < 0 || f >= mlirArrayAttrGetNumElements(loops))
-      continue;
-    MlirAttribute axesAttr = mlirArrayAttrGetElement(loops, f);
-    int numAxes = (int)mlirDenseArrayGetNumElements(axesAttr);
+    int axes[DTENSOR_MAX_MESH_RANK];
+    int numAxes = loopAxes(loops, f, axes);
     if (numAxes == 0)
       continue;
-    int axes[DTENSOR_MAX_MESH_RANK];
     int64_t shards = 1;
-    for (int i = 0; i < numAxes; ++i) {
-      axes[i] = (int)mlirDenseI64ArrayGetElement(axesAttr, i);
+    for (int i = 0; i < numAxes; ++i)
       shards *= dtensorMeshGetAxisSize(p->mesh, axes[i]);
-    }
     /* The loop's global size: a dim of an operand or result it spans. */
     int64_t size = -1;
     for (int i = 0; i < r.numOperands && size < 0; ++i) {
@@ -289,5 +298,45 @@ void dtPartOffsetIndices(Part *p, MlirOperation op) {
                                        add);
     mlirValueReplaceAllUsesExcept(local, mlirOperationGetResult(add, 0), 1,
                                   &add);
+  }
+}
+
+void dtPartFixGather(Part *p, MlirOperation op) {
+  MlirAttribute loops = dtDecisionGet(p->decisions, op, DT_DECIDED_LOOPS);
+  if (mlirAttributeIsNull(loops) || !mlirAttributeIsAArray(loops))
+    return;
+  DtGatherDims d;
+  if (!dtGatherDimsOf(op, &d)) {
+    p->failed = true;
+    return;
+  }
+  DtRule r;
+  dtRuleGet(op, NULL, &r);
+  MlirLocation loc = mlirOperationGetLocation(op);
+  /* The table is local now: its gathered dim is one block (padded). */
+  MlirType table = mlirValueGetType(mlirOperationGetOperand(op, 0));
+  for (int k = 0; k < d.numIndices; ++k) {
+    int axes[DTENSOR_MAX_MESH_RANK];
+    int numAxes = loopAxes(loops, r.operandFactor[0][d.gathered[k]], axes);
+    if (numAxes == 0)
+      continue;
+    MlirValue offset = blockOffset(
+        p, mlirShapedTypeGetDimSize(table, d.gathered[k]), numAxes, axes);
+    /* index - offset, elementwise on the local index tensor. */
+    intptr_t at = dtGatherIndexOperand(k);
+    MlirValue index = mlirOperationGetOperand(op, at);
+    MlirType type = mlirValueGetType(index);
+    MlirType elem = mlirShapedTypeGetElementType(type);
+    MlirValue scalar = offset;
+    if (!mlirTypeIsAIndex(elem))
+      scalar = mlirOperationGetResult(dtOpCreate(op, loc, "arith.index_cast", 1,
+                                                 &offset, 1, &elem, 0, NULL),
+                                      0);
+    MlirValue splat = mlirOperationGetResult(
+        dtOpCreate(op, loc, "tensor.splat", 1, &scalar, 1, &type, 0, NULL), 0);
+    MlirValue pair[2] = {index, splat};
+    MlirValue local = mlirOperationGetResult(
+        dtOpCreate(op, loc, "arith.subi", 2, pair, 1, &type, 0, NULL), 0);
+    mlirOperationSetOperand(op, at, local);
   }
 }

@@ -79,6 +79,8 @@ extern const DtPassDef dtApproximateMathPass;
 extern const DtPassDef dtReassociateReductionsPass;
 extern const DtPassDef dtWidenReductionsPass;
 extern const DtPassDef dtDecomposeSoftmaxPass;
+extern const DtPassDef dtGathersPass;
+extern const DtPassDef dtLowerGathersPass;
 extern const DtPassDef dtAutodiffPass;
 extern const DtPassDef dtInitsToInputsPass;
 extern const DtPassDef dtBucketCollectivesPass;

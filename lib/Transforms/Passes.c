@@ -29,6 +29,8 @@ static const DtPassDef *const kPasses[] = {
     &dtReassociateReductionsPass,
     &dtWidenReductionsPass,
     &dtDecomposeSoftmaxPass,
+    &dtGathersPass,
+    &dtLowerGathersPass,
     &dtAutodiffPass,
     &dtInitsToInputsPass,
     &dtBucketCollectivesPass,

@@ -234,7 +234,8 @@ MlirLogicalResult dtensorPassManagerAddPipeline(MlirOpPassManager pm,
  * become linalg after it), and then bufferization with contractions
  * lowered to runtime calls. */
 #define TO_LINALG_STEPS                                                        \
-  "func.func(tosa-to-linalg-named, tosa-to-linalg, tosa-to-arith, "            \
+  "dtensor-lower-gathers, func.func(tosa-to-linalg-named, tosa-to-linalg, "    \
+  "tosa-to-arith, "                                                            \
   "tosa-to-tensor, convert-elementwise-to-linalg), "                           \
   "dtensor-decompose-softmax, dtensor-widen-reductions, "
 #define BUFFERIZE_STEPS                                                        \

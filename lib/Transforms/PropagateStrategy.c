@@ -477,7 +477,10 @@ __attribute__((noinline)) void dtPropRecord(Prop *p, MlirOperation op,
   else if (numTensorResults > 0)
     dtPropDecided(p, op, DT_DECIDED_LAYOUT,
                   dtPropArray(p, r->numResults, resAttrs));
-  if (r->kind == DT_RULE_FACTORS && !strcmp(r->family, "linalg")) {
+  /* Partition offsets a sharded loop's indices: a linalg body's
+   * linalg.index, a gather's lookups. */
+  if (r->kind == DT_RULE_FACTORS &&
+      (!strcmp(r->family, "linalg") || !strcmp(r->family, "gather"))) {
     MlirAttribute loops[DT_MAX_FACTORS];
     for (int f = 0; f < r->numFactors; ++f) {
       int64_t axes[DTENSOR_MAX_MESH_RANK];

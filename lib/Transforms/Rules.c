@@ -8,6 +8,7 @@
  *    kept whole is one factor through the op; a sliced, padded or
  *    concatenated dim is replicated;
  *  - tensor.empty, tensor.splat, arith.constant: free (their users decide);
+ *  - dtensor.gather and dtensor.scatter_add: their `dims`, an einsum rule;
  *  - tosa elementwise, matmul, reductions, transpose, concat: einsum rules
  *    made from each op (RulesTosa.c);
  *  - an einsum rule: the op's `dtensor.rule` attribute or one an embedder
@@ -750,12 +751,46 @@ static bool tosaRule(MlirOperation op, DtRule *r) {
   return true;
 }
 
+/* dtensor.gather and dtensor.scatter_add: their `dims` is an einsum rule.
+ * A gather's gathered letter is missing from its result, so sharding it is
+ * a sum over devices: each looks up its block of the table (indices
+ * outside read zero) and the result is Partial(sum), PyTorch's
+ * MaskPartial. A scatter_add's summed letters (the updates' that the
+ * destination lacks) likewise make its result Partial; its destination is
+ * the accumulator's init. Both are linear in the table or updates. */
+static bool gatherRule(MlirOperation op, DtRule *r) {
+  DtGatherDims d;
+  char text[256];
+  MlirAttribute dims = dtGetAttr(op, "dims");
+  if (mlirAttributeIsNull(dims) || !mlirAttributeIsAString(dims))
+    return false;
+  MlirStringRef v = mlirStringAttrGetValue(dims);
+  snprintf(text, sizeof(text), "%.*s", (int)v.length, v.data);
+  DtensorDiag diag;
+  if (!dtGatherDimsParse(text, dtIsOp(op, DT_OP_SCATTER_ADD), &d, &diag))
+    return false;
+  einsumRule(op, text, r);
+  if (r->kind != DT_RULE_FACTORS)
+    return true;
+  r->family = "gather";
+  r->flow = DT_FLOW_ONE_LINEAR;
+  if (d.scatter) {
+    r->isInit[0] = true;
+    r->linear[1 + d.numIndices] = true;
+  } else {
+    r->linear[0] = true;
+  }
+  return true;
+}
+
 /* The families, exact names before the prefixes that contain them. */
 static const DtOpFamily kFamilies[] = {
     {"linalg.generic", linalgRule, dtPartOffsetIndices, NULL},
     {"linalg.map", linalgRule, dtPartOffsetIndices, NULL},
     {"linalg.softmax", softmaxRule, NULL, NULL},
     {"linalg.", linalgRule, NULL, NULL},
+    {DT_OP_GATHER, gatherRule, NULL, dtPartFixGather},
+    {DT_OP_SCATTER_ADD, gatherRule, NULL, dtPartFixGather},
     {"tensor.extract_slice", sliceRule, NULL, dtPartFixSliceSizes},
     {"tensor.insert_slice", sliceRule, NULL, dtPartFixSliceSizes},
     {"tensor.pad", padRule, NULL, NULL},

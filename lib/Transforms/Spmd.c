@@ -97,6 +97,8 @@ static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
   /* linalg.softmax has no sharding rule of its own: its generics do (rows
    * stay sharded unless the softmax dim is). */
   ok = ok && dtDecomposeSoftmaxPass.run(root, &propagate);
+  /* Lookups by computed index get their table as an operand. */
+  ok = ok && dtGathersPass.run(root, &propagate);
   ok = ok && dtPropagatePass.run(root, &propagate);
   stepDone(ok && timing, "propagate", &last);
   ok = ok && dtPartitionPass.run(root, &partition);
@@ -159,7 +161,7 @@ MlirLogicalResult dtensorSpmdStages(MlirStringRef options, char *buffer,
   lowerOptions(&parsed, lower, sizeof(lower));
   int n =
       snprintf(buffer, capacity,
-               "dtensor-verify, dtensor-decompose-softmax, "
+               "dtensor-verify, dtensor-decompose-softmax, dtensor-gathers, "
                "dtensor-propagate{%s}, dtensor-partition, "
                "dtensor-lower-redistribute{%s}, "
                "dtensor-bucket-collectives{bucket-bytes=%s}, " DT_SPMD_CLEANUP

@@ -51,6 +51,26 @@ static MlirValue mapGet(const ValueMap *m, MlirValue v) {
   return v;
 }
 
+/* The ops inside a copied op's regions may read the template's top-level
+ * values (its arguments, constants): they read the copies. */
+typedef struct Remap {
+  const ValueMap *map;
+  MlirOperation top;
+} Remap;
+
+static MlirWalkResult remapNested(MlirOperation op, void *userData) {
+  const Remap *r = userData;
+  if (mlirOperationEqual(op, r->top))
+    return MlirWalkResultAdvance;
+  for (intptr_t i = 0; i < mlirOperationGetNumOperands(op); ++i) {
+    MlirValue v = mlirOperationGetOperand(op, i);
+    MlirValue to = mapGet(r->map, v);
+    if (!mlirValueEqual(v, to))
+      mlirOperationSetOperand(op, i, to);
+  }
+  return MlirWalkResultAdvance;
+}
+
 /* Copies `body` before `before` with its arguments bound to `args`; the
  * values its func.return returns go to `results` (as many as it returns,
  * at most `maxResults`). `loc`: the copies' location. */
@@ -75,6 +95,10 @@ static bool inlineBody(MlirOperation before, MlirLocation loc, MlirBlock body,
     for (intptr_t i = 0; i < mlirOperationGetNumOperands(copy); ++i)
       mlirOperationSetOperand(copy, i,
                               mapGet(&map, mlirOperationGetOperand(copy, i)));
+    if (mlirOperationGetNumRegions(copy) > 0) {
+      Remap r = {&map, copy};
+      mlirOperationWalk(copy, remapNested, &r, MlirWalkPreOrder);
+    }
     mlirBlockInsertOwnedOperationBefore(block, before, copy);
     for (intptr_t i = 0; i < mlirOperationGetNumResults(b) && ok; ++i)
       ok = mapAdd(&map, mlirOperationGetResult(b, i),
@@ -96,6 +120,24 @@ bool dtTemplateExpand(MlirOperation op, MlirBlock body, const MlirValue *args) {
     mlirValueReplaceAllUsesOfWith(mlirOperationGetResult(op, r), results[r]);
   mlirOperationDestroy(op);
   return true;
+}
+
+bool dtTemplateReplace(MlirOperation op, const DtBuf *t, const char *name,
+                       const MlirValue *args, const char *what) {
+  MlirModule tmpl =
+      t->length < t->capacity
+          ? mlirModuleCreateParse(mlirOperationGetContext(op),
+                                  mlirStringRefCreateFromCString(t->data))
+          : (MlirModule){NULL};
+  if (mlirModuleIsNull(tmpl)) {
+    dtOpError(op, "cannot be %s (its template did not parse)", what);
+    return false;
+  }
+  bool ok = dtTemplateExpand(op, dtTemplateFunction(tmpl, name), args);
+  mlirModuleDestroy(tmpl);
+  if (!ok)
+    dtOpError(op, "cannot be %s: out of memory", what);
+  return ok;
 }
 
 bool dtTemplateInline(MlirOperation before, MlirLocation loc, MlirBlock body,

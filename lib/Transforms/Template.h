@@ -14,10 +14,20 @@ MlirBlock dtTemplateFunction(MlirModule module, const char *name);
 
 /// Replaces `op` by a copy of `body` inserted before it: the body's
 /// arguments bound to `args` (as many as it has), op's results to the
-/// operands of its func.return. The body's ops may have regions, but those
-/// may use only values defined inside them or at the body's top level.
+/// operands of its func.return. The body's ops may have regions, which may
+/// read values defined inside them or at the body's top level (arguments
+/// included: they read the bound values).
 /// Returns false (op untouched or partly expanded) when out of memory.
 bool dtTemplateExpand(MlirOperation op, MlirBlock body, const MlirValue *args);
+
+/// Parses the template `t` (a module holding function `name`) and replaces
+/// `op` by a copy of that function's body (dtTemplateExpand) with `args`;
+/// false after a located error at `op`: it "cannot be `what`" because the
+/// template did not fit or parse, or memory ran out.
+struct DtBuf;
+bool dtTemplateReplace(MlirOperation op, const struct DtBuf *t,
+                       const char *name, const MlirValue *args,
+                       const char *what);
 
 /// Inserts a copy of `body` before `before` (at `loc`), its arguments bound
 /// to `args`, and stores the values its func.return returns in `results`

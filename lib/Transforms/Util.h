@@ -33,6 +33,15 @@ static inline MlirStringRef dtCalleeName(MlirOperation op) {
 MlirOperation dtReductionCombiner(MlirOperation op, int numInputs, int o,
                                   MlirValue *outAcc);
 
+/// Replaces linalg.generic `op` by one with `n` operands (the first
+/// `numIns` inputs, then as many inits as `op` has results) and their
+/// `maps`, `op`'s other attributes and its body (moved: its block
+/// arguments must already match); `op`'s results are replaced and `op`
+/// destroyed. Returns the new op (InitsToInputs.c). At most 64 operands.
+MlirOperation dtGenericRebuild(MlirOperation op, int n,
+                               const MlirValue *operands,
+                               const MlirAttribute *maps, int numIns);
+
 /// Removes the dtensor.* attributes of a function's arguments and results
 /// (SingleDevice.c).
 void dtStripSignatureAttrs(MlirOperation func);

@@ -260,6 +260,74 @@ LOOP_ARGS = [("x", (4, 6)), ("ws", (3, 6, 6)), ("u", (6, 6))]
 CASES["scf_for_layers"] = (LOOP_ARGS, loop(), ("%y", (4, 6)))
 
 
+# Lookups by computed index (dtensor-gathers makes them dtensor.gather; the
+# adjoint is a scatter_add): an embedding whose ids repeat (the adjoint must
+# add), tensor.gather kept and rank-reduced, a target logit picked per row
+# (cross-entropy's), a read at the loops' own indices, and a gather by two
+# computed indices.
+IDS = "%ids = arith.constant dense<[[1, 4], [0, 1]]> : tensor<2x2xi64>"
+CASES["gather_embedding"] = (
+    [("w", (5, 3))],
+    [IDS, "%e = tensor.empty() : tensor<2x2x3xf64>",
+     '%y = linalg.generic {indexing_maps = [affine_map<(b, t, d) -> (b, t)>, '
+     'affine_map<(b, t, d) -> (b, t, d)>], iterator_types = ["parallel", '
+     '"parallel", "parallel"]} ins(%ids : tensor<2x2xi64>) '
+     'outs(%e : tensor<2x2x3xf64>) {',
+     "^bb0(%id: i64, %o: f64):",
+     "  %i = arith.index_cast %id : i64 to index",
+     "  %d = linalg.index 2 : index",
+     "  %v = tensor.extract %w[%i, %d] : tensor<5x3xf64>",
+     "  %s = math.sin %v : f64",
+     "  linalg.yield %s : f64",
+     "} -> tensor<2x2x3xf64>"], ("%y", (2, 2, 3)))
+CASES["tensor_gather"] = (
+    [("w", (5, 3))],
+    ["%idx = arith.constant dense<[[3], [1], [3]]> : tensor<3x1xindex>",
+     "%g = tensor.gather %w[%idx] gather_dims([0]) : (tensor<5x3xf64>, "
+     "tensor<3x1xindex>) -> tensor<3x1x3xf64>",
+     "%y = math.tanh %g : tensor<3x1x3xf64>"], ("%y", (3, 1, 3)))
+CASES["pick_target_logit"] = (
+    [("x", (3, 4))],
+    ["%t = arith.constant dense<[1, 3, 0]> : tensor<3xi32>",
+     "%e = tensor.empty() : tensor<3xf64>",
+     '%y = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, '
+     'affine_map<(i) -> (i)>], iterator_types = ["parallel"]} '
+     'ins(%t : tensor<3xi32>) outs(%e : tensor<3xf64>) {',
+     "^bb0(%tv: i32, %o: f64):",
+     "  %i = linalg.index 0 : index",
+     "  %k = arith.index_cast %tv : i32 to index",
+     "  %v = tensor.extract %x[%i, %k] : tensor<3x4xf64>",
+     "  %q = arith.mulf %v, %v : f64",
+     "  linalg.yield %q : f64",
+     "} -> tensor<3xf64>"], ("%y", (3,)))
+CASES["read_at_own_loops"] = (
+    [("x", (3, 4))],
+    ["%e = tensor.empty() : tensor<3x4xf64>",
+     '%y = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>], '
+     'iterator_types = ["parallel", "parallel"]} outs(%e : tensor<3x4xf64>) {',
+     "^bb0(%o: f64):",
+     "  %i = linalg.index 0 : index",
+     "  %j = linalg.index 1 : index",
+     "  %v = tensor.extract %x[%i, %j] : tensor<3x4xf64>",
+     "  %c = math.cos %v : f64",
+     "  linalg.yield %c : f64",
+     "} -> tensor<3x4xf64>"], ("%y", (3, 4)))
+CASES["gather_two_indices"] = (
+    [("x", (3, 4))],
+    ["%e = tensor.empty() : tensor<4xf64>",
+     '%y = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>], '
+     'iterator_types = ["parallel"]} outs(%e : tensor<4xf64>) {',
+     "^bb0(%o: f64):",
+     "  %i = linalg.index 0 : index",
+     "  %c3 = arith.constant 3 : index",
+     "  %r = arith.remui %i, %c3 : index",
+     "  %k = arith.subi %c3, %i : index",
+     "  %v = tensor.extract %x[%r, %k] : tensor<3x4xf64>",
+     "  %q = arith.mulf %v, %v : f64",
+     "  linalg.yield %q : f64",
+     "} -> tensor<4xf64>"], ("%y", (4,)))
+
+
 def run_grad(text, args, n=1):
     ir = dtensor.compile(text, "dtensor-autodiff{function=f}")
     outs = dtensor.run(ir, n, args, entry="f_grad")
@@ -366,14 +434,15 @@ def opt(text, options):
       "%s = tensor.extract %x[%i, %i] : tensor<3x4xf64>",
       "%y = tensor.splat %s : tensor<3x4xf64>"], ("%y", (3, 4)), "function=f",
      "'tensor.splat' op is on the path of the gradient and has no derivative"),
-    # A gather written as tensor.extract in a body: the gradient of %x was
-    # silently zero.
+    # A lookup whose index is read from the accumulator cannot be made a
+    # gather: its gradient would be silently zero, so it is an error.
     (["%e = tensor.empty() : tensor<3x4xf64>",
       '%y = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>], '
       'iterator_types = ["parallel", "parallel"]} outs(%e : tensor<3x4xf64>) {',
       "^bb0(%o: f64):",
       "  %i = linalg.index 0 : index",
-      "  %j = linalg.index 1 : index",
+      "  %oi = arith.fptosi %o : f64 to i64",
+      "  %j = arith.index_cast %oi : i64 to index",
       "  %v = tensor.extract %x[%i, %j] : tensor<3x4xf64>",
       "  linalg.yield %v : f64",
       "} -> tensor<3x4xf64>"], ("%y", (3, 4)), "function=f",
