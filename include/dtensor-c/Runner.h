@@ -151,6 +151,8 @@ typedef struct DtensorRankOptions {
   const char *saveDir; /* the results' blocks into this checkpoint */
   int repeat;          /* timed runs after the checked one (0: none) */
   const DtensorTolerance *tolerance; /* NULL: the defaults below */
+  bool unchecked; /* no reference: run and save, compare nothing (a step
+                     of a training loop; the report's `compared` is 0) */
 } DtensorRankOptions;
 
 /// What one rank found: the result elements it compared (padding aside),
@@ -192,7 +194,8 @@ DTENSOR_EXPORT size_t dtensorRankReportFormat(const DtensorRunner *runner,
 
 /// Runs every rank in its own process (dtrtLaunch with `launch`, whose
 /// numRanks must be the mesh's device count; each rank calls
-/// dtensorRunnerRunRank with `options`) after dtensorRunnerComputeReference,
+/// dtensorRunnerRunRank with `options`) after dtensorRunnerComputeReference
+/// (not needed with `options->unchecked`),
 /// and fills `outReports[rank]` for every rank. True when every rank ran
 /// (a difference from the reference is in its report, not a failure);
 /// false with `outDiag` naming the rank that failed and why, or why the job

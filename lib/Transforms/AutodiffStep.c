@@ -148,6 +148,24 @@ static void updateText(DtBuf *t, MlirType type, bool adam, const double *h) {
   dtBufPrintf(t, "\n}\n");
 }
 
+/* `dict` (an argument's or result's attributes) with dtensor.name `name`. */
+static MlirAttribute withName(MlirContext ctx, MlirAttribute dict,
+                              const char *name) {
+  MlirNamedAttribute elems[64];
+  intptr_t n = 0;
+  for (intptr_t i = 0; i < mlirDictionaryAttrGetNumElements(dict) && n < 63;
+       ++i) {
+    MlirNamedAttribute e = mlirDictionaryAttrGetElement(dict, i);
+    MlirStringRef key = mlirIdentifierStr(e.name);
+    if (!mlirStringRefEqual(key, mlirStringRefCreateFromCString(DT_ATTR_NAME)))
+      elems[n++] = e;
+  }
+  elems[n++] =
+      dtNamedAttr(ctx, DT_ATTR_NAME,
+                  mlirStringAttrGet(ctx, mlirStringRefCreateFromCString(name)));
+  return mlirDictionaryAttrGet(ctx, n, elems);
+}
+
 bool dtAdBuildStep(MlirOperation module, MlirOperation f, MlirOperation grad,
                    const bool *chosen, intptr_t numResults,
                    const DtPassOptions *options) {
@@ -268,6 +286,39 @@ bool dtAdBuildStep(MlirOperation module, MlirOperation f, MlirOperation grad,
     else
       argAttrs[i] = empty; /* t */
   }
+  /* Names, so that a loop feeds each result back by name: a new parameter
+   * is its parameter's name (its dtensor.name, else the positional
+   * arg<i>), Adam's state PyTorch's "<name>.exp_avg", "<name>.exp_avg_sq"
+   * and "adam.step" (t, which comes in only). */
+  char pname[256][128];
+  for (intptr_t i = 0, k = 0; i < numArgs && k < n; ++i) {
+    if (!chosen[i])
+      continue;
+    MlirAttribute nm = mlirDictionaryAttrGetElementByName(
+        argAttrs[i], mlirStringRefCreateFromCString(DT_ATTR_NAME));
+    if (!mlirAttributeIsNull(nm) && mlirAttributeIsAString(nm)) {
+      MlirStringRef v = mlirStringAttrGetValue(nm);
+      snprintf(pname[k], sizeof(pname[k]), "%.*s", (int)v.length, v.data);
+    } else {
+      snprintf(pname[k], sizeof(pname[k]), "arg%d", (int)i);
+    }
+    ++k;
+  }
+  for (intptr_t k = 0; k < n; ++k) {
+    char state[160];
+    resAttrs[numResults + k] =
+        withName(ctx, resAttrs[numResults + k], pname[k]);
+    for (int which = 0; adam && which < 2; ++which) {
+      snprintf(state, sizeof(state), "%s.%s", pname[k],
+               which ? "exp_avg_sq" : "exp_avg");
+      intptr_t at = numResults + (1 + which) * n + k;
+      resAttrs[at] = withName(ctx, resAttrs[at], state);
+      argAttrs[numArgs + which * n + k] =
+          withName(ctx, argAttrs[numArgs + which * n + k], state);
+    }
+  }
+  if (adam)
+    argAttrs[numArgs + 2 * n] = withName(ctx, empty, "adam.step");
   mlirOperationSetAttributeByName(step,
                                   mlirStringRefCreateFromCString("res_attrs"),
                                   mlirArrayAttrGet(ctx, numOuts, resAttrs));

@@ -25,6 +25,7 @@ from ._core import (CompileError, DtensorError, Layout, Mesh, Plan,
                     checkpoint_info, compile, convert_checkpoint,
                     load_checkpoint, plan, run, save_checkpoint,
                     verify_checkpoint)
+from ._step import Step
 from ._distributed import (DeviceMesh, DTensor, Partial, Placement, Replicate,
                            Shard, distribute_tensor, init_device_mesh,
                            is_distributed, visualize_sharding)
@@ -32,7 +33,7 @@ from ._styles import (FSDP, ColwiseParallel, ParallelStyle, RowwiseParallel,
                       SequenceParallel, make_plan, parallelize_module,
                       save_plan)
 
-__all__ = ["CompileError", "DtensorError", "Layout", "Mesh", "Plan",
+__all__ = ["CompileError", "DtensorError", "Layout", "Mesh", "Plan", "Step",
            "checkpoint_info", "compile", "convert_checkpoint",
            "load_checkpoint", "plan", "run", "save_checkpoint",
            "verify_checkpoint", "DeviceMesh", "DTensor", "Partial",

@@ -162,7 +162,8 @@ class Tolerance(Structure):
 
 class RankOptions(Structure):
     _fields_ = [("loadDir", c_char_p), ("saveDir", c_char_p),
-                ("repeat", c_int), ("tolerance", POINTER(Tolerance))]
+                ("repeat", c_int), ("tolerance", POINTER(Tolerance)),
+                ("unchecked", c_bool)]
 
 
 class RankReport(Structure):

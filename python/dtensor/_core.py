@@ -343,12 +343,22 @@ class _Program:
         C.contextDestroy(self.ctx)
 
 
-def compile(text, pipeline="dtensor-spmd", name="<string>"):
+def compile(text, pipeline="dtensor-spmd", name="<string>", *, entry=None,
+            n=None, check=False, timeout=None, rtol=None, atol=None):
     """Runs `pipeline` (dtensor and upstream passes, as dtensor-opt
     --pass-pipeline takes them without the anchor, e.g. "dtensor-propagate,
     dtensor-partition" or "dtensor-spmd, dtensor-to-llvm") on the program
     `text` and returns the resulting IR. Raises CompileError with the located
-    diagnostics if the program does not parse, verify or compile."""
+    diagnostics if the program does not parse, verify or compile.
+
+    With `entry` or `n`: compiles the annotated program (`text`, or a path)
+    once for its mesh and returns a dtensor.Step, a callable that runs
+    `entry` once per call on the ranks (no recompile; the single-device
+    check only with `check=True`), results by name (docs/python.md)."""
+    if entry is not None or n is not None:
+        from ._step import Step
+        return Step(text, entry=entry, n=n, check=check, timeout=timeout,
+                    rtol=rtol, atol=atol)
     with _Program(text, name) as prog:
         pm = C.passManagerCreate(prog.ctx)
         try:

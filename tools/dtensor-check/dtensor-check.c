@@ -124,7 +124,7 @@ static int runRank(const Args *a) {
     return 1;
   }
   DtensorRankOptions o = {a->loadDir, a->saveDir, a->repeat,
-                          a->tolerance ? &a->tol : NULL};
+                          a->tolerance ? &a->tol : NULL, false};
   DtensorRankReport rep;
   bool ok = (!a->loadDir || dtensorRunnerLoadArguments(r, a->loadDir, &diag)) &&
             dtensorRunnerComputeReference(r, &diag) &&

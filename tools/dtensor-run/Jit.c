@@ -136,7 +136,7 @@ static int compileAndRun(const char *path, const DtRunOptions *o, int mpiRank) {
   DtensorRunner *runner = prepare(ctx, path, o, &status);
   DtensorTolerance tol;
   DtensorRankOptions ro = {o->loadDir, o->saveDir, o->repeat,
-                           tolerance(o, &tol)};
+                           tolerance(o, &tol), false};
   if (runner && mpiRank <= 0)
     printf("dtensor-run: %s compiled for %d ranks; single-device reference "
            "computed\n",
