@@ -249,3 +249,184 @@ def gpt_program(ranks, b=4, s=512, h=1024, nh=16, f=4096, et="f32"):
     text += matmul_lines("dn", "g", "w2", t, f, h, et)
     text += f"  %y = arith.addf %x1, %dn : {X}\n  return %y : {X}\n}}\n"
     return text
+
+
+def gpt_train_program(cfg, mesh=(1,), axes=("dp",), layouts=None):
+    """A small GPT as nanoGPT writes it, in f32, as @loss(params..., tokens,
+    targets) -> the mean cross-entropy: token embeddings looked up by id
+    (tensor.extract in a linalg body: a gather), learned positions,
+    cfg["layers"] pre-norm blocks (layer norm with weight and bias, causal
+    attention of cfg["heads"] heads with separate q, k, v, tanh-gelu MLP of
+    4 x width, no biases in the linears), a final layer norm, the head tied
+    to the token embedding, and cross-entropy the usual way (row max,
+    log-sum-exp, the target's logit by index, the mean). Weights are stored
+    [in, out]; every argument is named as PyTorch's nanoGPT names its
+    parameter (docs/training.md). `layouts` maps names to specs on `mesh`
+    (axis names `axes`)."""
+    B, T, C, V = cfg["batch"], cfg["block"], cfg["width"], cfg["vocab"]
+    L, NH = cfg["layers"], cfg["heads"]
+    HD, F, N = C // NH, 4 * C, B * T
+    layouts = layouts or {}
+    shape = ", ".join(str(d) for d in mesh)
+    names = ", ".join(f'"{a}"' for a in axes)
+    text = (f'"dtensor.mesh"() {{sym_name = "m", shape = array<i64: {shape}>, '
+            f"axis_names = [{names}]}} : () -> ()\n")
+    params = gpt_parameters(cfg)
+
+    def arg(name, ty, var):
+        attrs = [f'dtensor.name = "{name}"']
+        if name in layouts:
+            attrs.append(f'dtensor.layout = #dtensor.layout<@m, '
+                         f'"{layouts[name]}">')
+        return f"%{var}: {ty} {{{', '.join(attrs)}}}"
+
+    def var(name):
+        return "p_" + name.replace(".", "_")
+
+    def ty(s, et="f32"):
+        return "tensor<" + "".join(f"{d}x" for d in s) + et + ">"
+
+    sig = [arg(n, ty(s), var(n)) for n, s in params]
+    sig.append(arg("tokens", ty((B, T), "i64"), "tokens"))
+    sig.append(arg("targets", ty((B, T), "i64"), "targets"))
+    X, R = ty((N, C)), ty((N,))
+    text += f"func.func @loss({', '.join(sig)}) -> tensor<f32> {{\n"
+    text += "  %zero = arith.constant 0.0 : f32\n"
+    E3 = ty((B, T, C))
+    wte, wpe = var("transformer.wte.weight"), var("transformer.wpe.weight")
+    text += f"""  %emb_e = tensor.empty() : {E3}
+  %emb = linalg.generic {{indexing_maps = [affine_map<(b, t, c) -> (b, t)>, affine_map<(b, t, c) -> (t, c)>, affine_map<(b, t, c) -> (b, t, c)>], iterator_types = ["parallel", "parallel", "parallel"]}} ins(%tokens, %{wpe} : {ty((B, T), "i64")}, {ty((T, C))}) outs(%emb_e : {E3}) {{
+  ^bb0(%id: i64, %pos: f32, %o: f32):
+    %i = arith.index_cast %id : i64 to index
+    %c = linalg.index 2 : index
+    %tok = tensor.extract %{wte}[%i, %c] : {ty((V, C))}
+    %s = arith.addf %tok, %pos : f32
+    linalg.yield %s : f32
+  }} -> {E3}
+  %xemb = tensor.collapse_shape %emb [[0, 1], [2]] : {E3} into {X}
+"""
+    Q4 = ty((B, T, NH, HD))
+    SC = ty((B, NH, T, T))
+    x = "xemb"
+    for i in range(L):
+        p = f"transformer.h.{i}."
+        v = lambda n: var(p + n)
+        pre = f"b{i}_"
+        text += layernorm_lines(x, pre + "h1", N, C, pre + "ln1",
+                                affine=(v("ln_1.weight"), v("ln_1.bias")))
+        for q, w in (("q", "attn.q.weight"), ("k", "attn.k.weight"),
+                     ("v", "attn.v.weight")):
+            text += matmul_lines(pre + q, pre + "h1", v(w), N, C, C)
+            text += (f"  %{pre}{q}4 = tensor.expand_shape %{pre}{q} [[0, 1], "
+                     f"[2, 3]] output_shape [{B}, {T}, {NH}, {HD}] : {X} into "
+                     f"{Q4}\n")
+        text += f"""  %{pre}se = tensor.empty() : {SC}
+  %{pre}sz = linalg.fill ins(%zero : f32) outs(%{pre}se : {SC}) -> {SC}
+  %{pre}sc = linalg.generic {{indexing_maps = [affine_map<(b, n, i, j, d) -> (b, i, n, d)>, affine_map<(b, n, i, j, d) -> (b, j, n, d)>, affine_map<(b, n, i, j, d) -> (b, n, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}} ins(%{pre}q4, %{pre}k4 : {Q4}, {Q4}) outs(%{pre}sz : {SC}) {{
+{_product_body("f32", "f32")}
+  }} -> {SC}
+  %{pre}masked = linalg.generic {{indexing_maps = [affine_map<(b, n, i, j) -> (b, n, i, j)>, affine_map<(b, n, i, j) -> (b, n, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}} ins(%{pre}sc : {SC}) outs(%{pre}se : {SC}) {{
+  ^bb0(%v: f32, %o: f32):
+    %i = linalg.index 2 : index
+    %j = linalg.index 3 : index
+    %scale = arith.constant {1.0 / HD ** 0.5!r} : f32
+    %ninf = arith.constant 0xFF800000 : f32
+    %future = arith.cmpi ugt, %j, %i : index
+    %sv = arith.mulf %v, %scale : f32
+    %r = arith.select %future, %ninf, %sv : f32
+    linalg.yield %r : f32
+  }} -> {SC}
+  %{pre}pr = linalg.softmax dimension(3) ins(%{pre}masked : {SC}) outs(%{pre}se : {SC}) -> {SC}
+  %{pre}ce = tensor.empty() : {Q4}
+  %{pre}cz = linalg.fill ins(%zero : f32) outs(%{pre}ce : {Q4}) -> {Q4}
+  %{pre}ctx4 = linalg.generic {{indexing_maps = [affine_map<(b, n, i, d, j) -> (b, n, i, j)>, affine_map<(b, n, i, d, j) -> (b, j, n, d)>, affine_map<(b, n, i, d, j) -> (b, i, n, d)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}} ins(%{pre}pr, %{pre}v4 : {SC}, {Q4}) outs(%{pre}cz : {Q4}) {{
+{_product_body("f32", "f32")}
+  }} -> {Q4}
+  %{pre}ctx = tensor.collapse_shape %{pre}ctx4 [[0, 1], [2, 3]] : {Q4} into {X}
+"""
+        text += matmul_lines(pre + "att", pre + "ctx", v("attn.c_proj.weight"),
+                             N, C, C)
+        text += f"  %{pre}x1 = arith.addf %{x}, %{pre}att : {X}\n"
+        text += layernorm_lines(pre + "x1", pre + "h2", N, C, pre + "ln2",
+                                affine=(v("ln_2.weight"), v("ln_2.bias")))
+        text += matmul_lines(pre + "u", pre + "h2", v("mlp.c_fc.weight"), N, C,
+                             F)
+        text += f"  %{pre}ge = tensor.empty() : {ty((N, F))}\n"
+        text += gelu_lines(pre + "g", pre + "u", pre + "ge", ty((N, F)))
+        text += matmul_lines(pre + "dn", pre + "g", v("mlp.c_proj.weight"), N,
+                             F, C)
+        text += f"  %{pre}y = arith.addf %{pre}x1, %{pre}dn : {X}\n"
+        x = pre + "y"
+    text += layernorm_lines(x, "hf", N, C, "lnf",
+                            affine=(var("transformer.ln_f.weight"),
+                                    var("transformer.ln_f.bias")))
+    LG = ty((N, V))
+    text += f"""  %lg_e = tensor.empty() : {LG}
+  %lg_z = linalg.fill ins(%zero : f32) outs(%lg_e : {LG}) -> {LG}
+  %logits = linalg.generic {{indexing_maps = [affine_map<(n, v, c) -> (n, c)>, affine_map<(n, v, c) -> (v, c)>, affine_map<(n, v, c) -> (n, v)>], iterator_types = ["parallel", "parallel", "reduction"]}} ins(%hf, %{wte} : {X}, {ty((V, C))}) outs(%lg_z : {LG}) {{
+{_product_body("f32", "f32")}
+  }} -> {LG}
+  %tg = tensor.collapse_shape %targets [[0, 1]] : {ty((B, T), "i64")} into {ty((N,), "i64")}
+  %ninf = arith.constant 0xFF800000 : f32
+  %ce_e = tensor.empty() : {R}
+  %mi = linalg.fill ins(%ninf : f32) outs(%ce_e : {R}) -> {R}
+  %mx = linalg.generic {{indexing_maps = [affine_map<(n, v) -> (n, v)>, affine_map<(n, v) -> (n)>], iterator_types = ["parallel", "reduction"]}} ins(%logits : {LG}) outs(%mi : {R}) {{
+  ^bb0(%a: f32, %acc: f32):
+    %r = arith.maximumf %a, %acc : f32
+    linalg.yield %r : f32
+  }} -> {R}
+  %si = linalg.fill ins(%zero : f32) outs(%ce_e : {R}) -> {R}
+  %se = linalg.generic {{indexing_maps = [affine_map<(n, v) -> (n, v)>, affine_map<(n, v) -> (n)>, affine_map<(n, v) -> (n)>], iterator_types = ["parallel", "reduction"]}} ins(%logits, %mx : {LG}, {R}) outs(%si : {R}) {{
+  ^bb0(%a: f32, %m: f32, %acc: f32):
+    %d = arith.subf %a, %m : f32
+    %e = math.exp %d : f32
+    %r = arith.addf %acc, %e : f32
+    linalg.yield %r : f32
+  }} -> {R}
+  %nll = linalg.generic {{indexing_maps = [affine_map<(n) -> (n)>, affine_map<(n) -> (n)>, affine_map<(n) -> (n)>, affine_map<(n) -> (n)>], iterator_types = ["parallel"]}} ins(%se, %mx, %tg : {R}, {R}, {ty((N,), "i64")}) outs(%ce_e : {R}) {{
+  ^bb0(%s: f32, %m: f32, %t: i64, %o: f32):
+    %lg = math.log %s : f32
+    %lse = arith.addf %lg, %m : f32
+    %n = linalg.index 0 : index
+    %k = arith.index_cast %t : i64 to index
+    %pick = tensor.extract %logits[%n, %k] : {LG}
+    %r = arith.subf %lse, %pick : f32
+    linalg.yield %r : f32
+  }} -> {R}
+  %l_e = tensor.empty() : tensor<f32>
+  %l_z = linalg.fill ins(%zero : f32) outs(%l_e : tensor<f32>) -> tensor<f32>
+  %loss = linalg.generic {{indexing_maps = [affine_map<(n) -> (n)>, affine_map<(n) -> ()>], iterator_types = ["reduction"]}} ins(%nll : {R}) outs(%l_z : tensor<f32>) {{
+  ^bb0(%a: f32, %acc: f32):
+    %r = arith.addf %acc, %a : f32
+    linalg.yield %r : f32
+  }} -> tensor<f32>
+  %mean_e = tensor.empty() : tensor<f32>
+  %mean = linalg.generic {{indexing_maps = [affine_map<() -> ()>, affine_map<() -> ()>], iterator_types = []}} ins(%loss : tensor<f32>) outs(%mean_e : tensor<f32>) {{
+  ^bb0(%a: f32, %o: f32):
+    %n = arith.constant {float(N)!r} : f32
+    %r = arith.divf %a, %n : f32
+    linalg.yield %r : f32
+  }} -> tensor<f32>
+  return %mean : tensor<f32>
+}}
+"""
+    return text
+
+
+def gpt_parameters(cfg):
+    """(name, shape) of gpt_train_program's parameters, in argument order:
+    PyTorch nanoGPT's names, weights [in, out]."""
+    T, C, V, F = cfg["block"], cfg["width"], cfg["vocab"], 4 * cfg["width"]
+    out = [("transformer.wte.weight", (V, C)),
+           ("transformer.wpe.weight", (T, C))]
+    for i in range(cfg["layers"]):
+        p = f"transformer.h.{i}."
+        out += [(p + "ln_1.weight", (C,)), (p + "ln_1.bias", (C,)),
+                (p + "attn.q.weight", (C, C)), (p + "attn.k.weight", (C, C)),
+                (p + "attn.v.weight", (C, C)),
+                (p + "attn.c_proj.weight", (C, C)),
+                (p + "ln_2.weight", (C,)), (p + "ln_2.bias", (C,)),
+                (p + "mlp.c_fc.weight", (C, F)),
+                (p + "mlp.c_proj.weight", (F, C))]
+    out += [("transformer.ln_f.weight", (C,)), ("transformer.ln_f.bias", (C,))]
+    return out

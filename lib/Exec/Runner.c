@@ -280,9 +280,19 @@ typedef bool (*Finish)(DtensorRunner *r, int which, MlirOperation lowered,
 static bool jitFinish(DtensorRunner *r, int which, MlirOperation lowered,
                       void *user, DtensorDiag *outDiag) {
   (void)user;
-  r->programs[which] = jitCompile(lowered).ptr;
-  return r->programs[which] ||
-         dtDiag(outDiag, -1, "the ExecutionEngine did not compile the program");
+  MlirExecutionEngine jit = jitCompile(lowered);
+  r->programs[which] = jit.ptr;
+  if (!r->programs[which])
+    return dtDiag(outDiag, -1,
+                  "the ExecutionEngine did not compile the program");
+  /* The JIT compiles at the first lookup: look the entry up here, so the
+   * ranks forked from this process (every launch) inherit machine code
+   * instead of each compiling the program again. */
+  if (r->entry[0] && !mlirExecutionEngineLookupPacked(
+                         jit, mlirStringRefCreateFromCString(r->entry)))
+    return dtDiag(outDiag, -1, "the compiled program has no entry @%s",
+                  r->entry);
+  return true;
 }
 
 /* Compiles the reference (a copy without annotations) and the SPMD program
