@@ -166,6 +166,30 @@ def matmul_lines(out, a, b, m, k, n, et="f32"):
 """
 
 
+def causal_softmax_lines(pre, q4, k4, Q4, SC, hd, et="f32"):
+    """%<pre>pr: the causal softmax of the scaled scores of heads %q4 and
+    %k4 ([b, s, heads, hd] of type Q4) as [b, heads, s, s] f32 (SC), with
+    %<pre>se its empty tensor; %zero must be defined."""
+    return f"""  %{pre}se = tensor.empty() : {SC}
+  %{pre}sz = linalg.fill ins(%zero : f32) outs(%{pre}se : {SC}) -> {SC}
+  %{pre}sc = linalg.generic {{indexing_maps = [affine_map<(b, n, i, j, d) -> (b, i, n, d)>, affine_map<(b, n, i, j, d) -> (b, j, n, d)>, affine_map<(b, n, i, j, d) -> (b, n, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}} ins(%{q4}, %{k4} : {Q4}, {Q4}) outs(%{pre}sz : {SC}) {{
+{_product_body(et, "f32")}
+  }} -> {SC}
+  %{pre}masked = linalg.generic {{indexing_maps = [affine_map<(b, n, i, j) -> (b, n, i, j)>, affine_map<(b, n, i, j) -> (b, n, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}} ins(%{pre}sc : {SC}) outs(%{pre}se : {SC}) {{
+  ^bb0(%v: f32, %o: f32):
+    %i = linalg.index 2 : index
+    %j = linalg.index 3 : index
+    %scale = arith.constant {1.0 / hd ** 0.5} : f32
+    %ninf = arith.constant 0xFF800000 : f32
+    %future = arith.cmpi ugt, %j, %i : index
+    %sv = arith.mulf %v, %scale : f32
+    %r = arith.select %future, %ninf, %sv : f32
+    linalg.yield %r : f32
+  }} -> {SC}
+  %{pre}pr = linalg.softmax dimension(3) ins(%{pre}masked : {SC}) outs(%{pre}se : {SC}) -> {SC}
+"""
+
+
 def _product_body(et, out_et):
     """The body of a contraction of two `et` values into `out_et`."""
     if et == out_et:
@@ -202,24 +226,7 @@ def gpt_program(ranks, b=4, s=512, h=1024, nh=16, f=4096, et="f32"):
         text += matmul_lines(name, "h1", w, t, h, h, et)
         text += f"""  %{name}4 = tensor.expand_shape %{name} [[0, 1], [2, 3]] output_shape [{b}, {s}, {nh}, {hd}] : {X} into {Q4}
 """
-    text += f"""  %se = tensor.empty() : {SC}
-  %sz = linalg.fill ins(%zero : f32) outs(%se : {SC}) -> {SC}
-  %sc = linalg.generic {{indexing_maps = [affine_map<(b, n, i, j, d) -> (b, i, n, d)>, affine_map<(b, n, i, j, d) -> (b, j, n, d)>, affine_map<(b, n, i, j, d) -> (b, n, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}} ins(%qp4, %kp4 : {Q4}, {Q4}) outs(%sz : {SC}) {{
-{_product_body(et, "f32")}
-  }} -> {SC}
-  %masked = linalg.generic {{indexing_maps = [affine_map<(b, n, i, j) -> (b, n, i, j)>, affine_map<(b, n, i, j) -> (b, n, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}} ins(%sc : {SC}) outs(%se : {SC}) {{
-  ^bb0(%v: f32, %o: f32):
-    %i = linalg.index 2 : index
-    %j = linalg.index 3 : index
-    %scale = arith.constant {1.0 / hd ** 0.5} : f32
-    %ninf = arith.constant 0xFF800000 : f32
-    %future = arith.cmpi ugt, %j, %i : index
-    %sv = arith.mulf %v, %scale : f32
-    %r = arith.select %future, %ninf, %sv : f32
-    linalg.yield %r : f32
-  }} -> {SC}
-  %pr = linalg.softmax dimension(3) ins(%masked : {SC}) outs(%se : {SC}) -> {SC}
-"""
+    text += causal_softmax_lines("", "qp4", "kp4", Q4, SC, hd, et)
     p = "pr"
     if et != "f32":
         p = "pn"
@@ -320,24 +327,8 @@ def gpt_train_program(cfg, mesh=(1,), axes=("dp",), layouts=None):
             text += (f"  %{pre}{q}4 = tensor.expand_shape %{pre}{q} [[0, 1], "
                      f"[2, 3]] output_shape [{B}, {T}, {NH}, {HD}] : {X} into "
                      f"{Q4}\n")
-        text += f"""  %{pre}se = tensor.empty() : {SC}
-  %{pre}sz = linalg.fill ins(%zero : f32) outs(%{pre}se : {SC}) -> {SC}
-  %{pre}sc = linalg.generic {{indexing_maps = [affine_map<(b, n, i, j, d) -> (b, i, n, d)>, affine_map<(b, n, i, j, d) -> (b, j, n, d)>, affine_map<(b, n, i, j, d) -> (b, n, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}} ins(%{pre}q4, %{pre}k4 : {Q4}, {Q4}) outs(%{pre}sz : {SC}) {{
-{_product_body("f32", "f32")}
-  }} -> {SC}
-  %{pre}masked = linalg.generic {{indexing_maps = [affine_map<(b, n, i, j) -> (b, n, i, j)>, affine_map<(b, n, i, j) -> (b, n, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}} ins(%{pre}sc : {SC}) outs(%{pre}se : {SC}) {{
-  ^bb0(%v: f32, %o: f32):
-    %i = linalg.index 2 : index
-    %j = linalg.index 3 : index
-    %scale = arith.constant {1.0 / HD ** 0.5!r} : f32
-    %ninf = arith.constant 0xFF800000 : f32
-    %future = arith.cmpi ugt, %j, %i : index
-    %sv = arith.mulf %v, %scale : f32
-    %r = arith.select %future, %ninf, %sv : f32
-    linalg.yield %r : f32
-  }} -> {SC}
-  %{pre}pr = linalg.softmax dimension(3) ins(%{pre}masked : {SC}) outs(%{pre}se : {SC}) -> {SC}
-  %{pre}ce = tensor.empty() : {Q4}
+        text += causal_softmax_lines(pre, pre + "q4", pre + "k4", Q4, SC, HD)
+        text += f"""  %{pre}ce = tensor.empty() : {Q4}
   %{pre}cz = linalg.fill ins(%zero : f32) outs(%{pre}ce : {Q4}) -> {Q4}
   %{pre}ctx4 = linalg.generic {{indexing_maps = [affine_map<(b, n, i, d, j) -> (b, n, i, j)>, affine_map<(b, n, i, d, j) -> (b, j, n, d)>, affine_map<(b, n, i, d, j) -> (b, i, n, d)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}} ins(%{pre}pr, %{pre}v4 : {SC}, {Q4}) outs(%{pre}cz : {Q4}) {{
 {_product_body("f32", "f32")}
