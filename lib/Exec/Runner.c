@@ -250,8 +250,19 @@ static bool findEntryAndMesh(DtensorRunner *r, MlirOperation module,
     return dtDiag(outDiag, -1,
                   "the program has no entry function (a function with a "
                   "body)");
-  if (mlirOperationIsNull(meshOp))
-    return dtDiag(outDiag, -1, "the program has no dtensor.mesh");
+  /* A program written for one device runs on one: a mesh of one device
+   * is declared for it (a layout naming a mesh that is not declared was
+   * refused by the verifier already). */
+  if (mlirOperationIsNull(meshOp)) {
+    int64_t one = 1;
+    DtensorDiag diag;
+    DtensorMesh *single = dtensorMeshCreate(1, &one, NULL, &diag);
+    if (!single)
+      return dtDiag(outDiag, -1, "out of memory");
+    meshOp = dtMeshOpCreate(module, mlirOperationGetLocation(module),
+                            "dtensor_one_device", single);
+    dtensorMeshDestroy(single);
+  }
   MlirStringRef name = mlirStringAttrGetValue(mlirOperationGetAttributeByName(
       func, mlirStringRefCreateFromCString("sym_name")));
   if (name.length >= sizeof(r->entry))

@@ -83,3 +83,21 @@ def test_step_errors_name_the_argument():
         step({})
     with pytest.raises(dtensor.DtensorError, match="compile it with n=2"):
         dtensor.compile(ir, entry="f_step", n=4)
+
+
+def test_a_one_device_program_needs_no_mesh():
+    """A program without dtensor.mesh runs on one device (the runner
+    declares one), compiled once or through dtensor.run."""
+    text = ("func.func @f(%a: tensor<4xf32> {dtensor.name = \"a\"}) -> "
+            "tensor<4xf32> {\n"
+            "  %b = arith.mulf %a, %a : tensor<4xf32>\n"
+            "  return %b : tensor<4xf32>\n}\n")
+    a = np.arange(4, dtype=np.float32)
+    y, = dtensor.run(text, 1, {"a": a})
+    np.testing.assert_array_equal(y, a * a)
+    with dtensor.compile(text, entry="f") as step:
+        assert step.n == 1
+        out = step({"a": a + 1})
+        np.testing.assert_array_equal(out["result0"], (a + 1) ** 2)
+    with pytest.raises(dtensor.DtensorError, match="mesh has 1 devices"):
+        dtensor.run(text, 2, {"a": a})

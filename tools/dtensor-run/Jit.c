@@ -100,9 +100,9 @@ static DtensorRunner *prepare(MlirContext ctx, const char *path,
   long long devices = dtensorMeshGetNumDevices(dtensorRunnerGetMesh(r));
   if (devices != o->n) {
     fprintf(stderr,
-            "dtensor-run: the program's mesh has %lld devices; run it "
+            "dtensor-run: the program's mesh has %lld device%s; run it "
             "with -n %lld\n",
-            devices, devices);
+            devices, devices == 1 ? "" : "s", devices);
     *outStatus = 2;
   } else if ((o->loadDir &&
               !dtensorRunnerLoadArguments(r, o->loadDir, &diag)) ||
