@@ -47,6 +47,13 @@ void dtBufAppend(DtBuf *buf, const char *data, size_t n) {
   buf->length += n;
 }
 
+void dtBufPrintList(DtBuf *buf, const int64_t *v, intptr_t n) {
+  dtBufPrintf(buf, "[");
+  for (intptr_t i = 0; i < n; ++i)
+    dtBufPrintf(buf, "%s%lld", i ? ", " : "", (long long)v[i]);
+  dtBufPrintf(buf, "]");
+}
+
 long dtWholeNumber(const char *text, long lo, long hi) {
   char *end;
   long v = strtol(text, &end, 10);

@@ -138,6 +138,9 @@ void dtBufPrintf(DtBuf *buf, const char *format, ...)
 /// Appends `n` bytes of `data` (not NUL-terminated; may contain NULs).
 void dtBufAppend(DtBuf *buf, const char *data, size_t n);
 
+/// Appends "[v0, v1, ...]" (`n` integers), as MLIR writes static lists.
+void dtBufPrintList(DtBuf *buf, const int64_t *v, intptr_t n);
+
 /* ---- index arithmetic ---------------------------------------------------- */
 
 /// ceil(a / b) for a >= 0, b > 0, without the overflow of (a + b - 1) / b

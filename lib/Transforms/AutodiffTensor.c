@@ -31,13 +31,6 @@ static bool staticList(MlirOperation op, const char *name, int64_t *out,
   return true;
 }
 
-static void listText(DtBuf *t, const int64_t *v, intptr_t n) {
-  dtBufPrintf(t, "[");
-  for (intptr_t i = 0; i < n; ++i)
-    dtBufPrintf(t, "%s%lld", i ? ", " : "", (long long)v[i]);
-  dtBufPrintf(t, "]");
-}
-
 /* Ends the template in `t` (its op's result type, then the return), and
  * adds what it makes of `args` (dy, then what else it takes) to the
  * adjoint of `x`. */
@@ -96,11 +89,11 @@ static void sliceAdjoint(DtAd *ad, MlirOperation op, MlirValue x,
     dtBufPrintf(&t, "  %%r = tensor.insert_slice %s",
                 how == INTO_ZEROS ? "%dy into %z" : "%z into %dy");
   }
-  listText(&t, sl->off, sl->n);
+  dtBufPrintList(&t, sl->off, sl->n);
   dtBufPrintf(&t, " ");
-  listText(&t, sl->size, sl->n);
+  dtBufPrintList(&t, sl->size, sl->n);
   dtBufPrintf(&t, " ");
-  listText(&t, sl->stride, sl->n);
+  dtBufPrintList(&t, sl->stride, sl->n);
   dtBufPrintf(&t, " : ");
   dtAdTypeText(&t, how == TAKE_SLICE ? ty : how == INTO_ZEROS ? ty : piece);
   dtBufPrintf(&t, how == TAKE_SLICE ? " to " : " into ");

@@ -80,6 +80,7 @@ extern const DtPassDef dtReassociateReductionsPass;
 extern const DtPassDef dtWidenReductionsPass;
 extern const DtPassDef dtDecomposeSoftmaxPass;
 extern const DtPassDef dtGathersPass;
+extern const DtPassDef dtDecomposePacksPass;
 extern const DtPassDef dtLowerGathersPass;
 extern const DtPassDef dtAutodiffPass;
 extern const DtPassDef dtInitsToInputsPass;

@@ -30,6 +30,7 @@ static const DtPassDef *const kPasses[] = {
     &dtWidenReductionsPass,
     &dtDecomposeSoftmaxPass,
     &dtGathersPass,
+    &dtDecomposePacksPass,
     &dtLowerGathersPass,
     &dtAutodiffPass,
     &dtInitsToInputsPass,

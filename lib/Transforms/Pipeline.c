@@ -229,15 +229,17 @@ MlirLogicalResult dtensorPassManagerAddPipeline(MlirOpPassManager pm,
                                   : mlirLogicalResultFailure();
 }
 
-/* What both targets do on tensors before bufferization: tosa to linalg,
- * softmax decomposed, half sums widened (the elementwise casts that adds
- * become linalg after it), and then bufferization with contractions
+/* What both targets do on tensors before bufferization: gathers lowered,
+ * tosa to scf (control flow), linalg and arith (apply_scale included),
+ * packs and softmax decomposed, half sums widened (the elementwise casts that
+ * adds become linalg after it), and then bufferization with contractions
  * lowered to runtime calls. */
 #define TO_LINALG_STEPS                                                        \
-  "dtensor-lower-gathers, func.func(tosa-to-linalg-named, tosa-to-linalg, "    \
-  "tosa-to-arith, "                                                            \
+  "dtensor-lower-gathers, func.func(tosa-to-scf, tosa-to-linalg-named, "       \
+  "tosa-to-linalg, tosa-to-arith{include-apply-rescale=true}, "                \
   "tosa-to-tensor, convert-elementwise-to-linalg), "                           \
-  "dtensor-decompose-softmax, dtensor-widen-reductions, "
+  "dtensor-decompose-packs, dtensor-decompose-softmax, "                       \
+  "dtensor-widen-reductions, "
 #define BUFFERIZE_STEPS                                                        \
   "dtensor-prepare-contractions, dtensor-inits-to-inputs, "                    \
   "linalg-fuse-elementwise-ops, "                                              \

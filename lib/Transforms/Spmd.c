@@ -22,17 +22,38 @@
  * canonicalize leaves regions' blocks alone: the steps before make no
  * blocks, and simplifying them took a third of canonicalize's time on a
  * 1,000-block Megatron chain (callgrind). */
-static bool cleanUp(MlirOperation root) {
+/* Runs the upstream `pipeline` on `root`. */
+static bool runUpstream(MlirOperation root, const char *pipeline) {
   MlirContext ctx = mlirOperationGetContext(root);
   MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(root));
   MlirPassManager pm = mlirPassManagerCreateOnOperation(ctx, name);
   mlirPassManagerEnableVerifier(pm, false);
   bool ok = mlirLogicalResultIsSuccess(mlirOpPassManagerAddPipeline(
       mlirPassManagerGetAsOpPassManager(pm),
-      mlirStringRefCreateFromCString(DT_SPMD_CLEANUP), NULL, NULL));
+      mlirStringRefCreateFromCString(pipeline), NULL, NULL));
   ok = ok && mlirLogicalResultIsSuccess(mlirPassManagerRunOnOp(pm, root));
   mlirPassManagerDestroy(pm);
   return ok;
+}
+
+static bool cleanUp(MlirOperation root) {
+  return runUpstream(root, DT_SPMD_CLEANUP);
+}
+
+static MlirWalkResult findTosaControl(MlirOperation op, void *userData) {
+  if (dtIsOp(op, "tosa.cond_if") || dtIsOp(op, "tosa.while_loop")) {
+    *(bool *)userData = true;
+    return MlirWalkResultInterrupt;
+  }
+  return MlirWalkResultAdvance;
+}
+
+/* tosa.cond_if and tosa.while_loop become scf.if and scf.while (upstream's
+ * tosa-to-scf), whose regions propagation enters. */
+static bool tosaControlToScf(MlirOperation root) {
+  bool found = false;
+  mlirOperationWalk(root, findTosaControl, &found, MlirWalkPreOrder);
+  return !found || runUpstream(root, "func.func(tosa-to-scf)");
 }
 
 /* With the timing option: the time since `*last`, printed for `step`
@@ -96,7 +117,10 @@ static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
   propagate.decisions = partition.decisions = &decisions;
   /* linalg.softmax has no sharding rule of its own: its generics do (rows
    * stay sharded unless the softmax dim is). */
+  ok = ok && tosaControlToScf(root);
   ok = ok && dtDecomposeSoftmaxPass.run(root, &propagate);
+  /* Packs as the pad, reshape and transpose they are, which have rules. */
+  ok = ok && dtDecomposePacksPass.run(root, &propagate);
   /* Lookups by computed index get their table as an operand. */
   ok = ok && dtGathersPass.run(root, &propagate);
   ok = ok && dtPropagatePass.run(root, &propagate);
@@ -161,7 +185,8 @@ MlirLogicalResult dtensorSpmdStages(MlirStringRef options, char *buffer,
   lowerOptions(&parsed, lower, sizeof(lower));
   int n =
       snprintf(buffer, capacity,
-               "dtensor-verify, dtensor-decompose-softmax, dtensor-gathers, "
+               "dtensor-verify, dtensor-decompose-softmax, "
+               "dtensor-decompose-packs, dtensor-gathers, "
                "dtensor-propagate{%s}, dtensor-partition, "
                "dtensor-lower-redistribute{%s}, "
                "dtensor-bucket-collectives{bucket-bytes=%s}, " DT_SPMD_CLEANUP
