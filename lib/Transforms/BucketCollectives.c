@@ -8,9 +8,13 @@
  *
  * Buckets form in program order: an all_reduce joins the open bucket of its
  * kind (mesh, axes, reduction, element type) while the bucket stays under
- * the size and nothing has used a member's result yet; the merged
- * collective goes where the bucket's last member was, so every member's
- * operand is ready and every use comes after.
+ * the size and its operand does not depend on a member's result; the
+ * merged collective goes where the bucket's last member was, so every
+ * member's operand is ready. An op between the members that uses a
+ * member's result (a training step's update of a parameter by its reduced
+ * gradient) is deferred: it, and the ops that use it, move after the
+ * merged collective, keeping their order — when they are arith, math,
+ * tensor or linalg ops; any other use closes the bucket.
  *
  * Each element is still reduced over the same ranks, but the runtime gives
  * each rank a part of the buffer to reduce, starting from its own value:
@@ -38,9 +42,16 @@
 /* A bucket's members are on the heap, grown as it fills: most buckets of
  * a long program hold one member (its result is used at once), and 256
  * inline slots made 10^5 of them 200 MB. */
+typedef struct Deferred {
+  MlirOperation op;
+  size_t members; /* the bucket's members when it was deferred */
+} Deferred;
+
 typedef struct Bucket {
   MlirOperation *members;
   size_t count, cap;
+  Deferred *deferred; /* uses of members' results, in program order */
+  size_t numDeferred, capDeferred;
   int64_t bytes;
   bool open;
 } Bucket;
@@ -55,6 +66,7 @@ typedef struct Bucketing {
    * a block is bucketed in one walk, linear in its ops (it was quadratic:
    * every operand was compared with every member of every bucket). */
   DtTable members, kinds;
+  DtTable deferred; /* MemberEntry: a deferred op and its bucket */
   int merged, removed;
 } Bucketing;
 
@@ -245,6 +257,11 @@ static void merge(Bucketing *bk, Bucket *bucket) {
         r, unflatten(bk, last, part, mlirValueGetType(r)));
     at += sizes[k];
   }
+  /* The uses deferred from before the last member follow the merged
+   * collective (inserted before it), in their order. */
+  for (size_t k = 0; k < bucket->numDeferred; ++k)
+    if (bucket->deferred[k].members < bucket->count)
+      mlirOperationMoveBefore(bucket->deferred[k].op, last);
   for (size_t k = 0; k < bucket->count; ++k)
     mlirOperationDestroy(bucket->members[k]);
   bk->merged += 1;
@@ -264,27 +281,99 @@ static void closeBucket(Bucketing *bk, size_t k) {
     if (e)
       dtTableRemove(&bk->members, e);
   }
+  for (size_t j = 0; j < b->numDeferred; ++j) {
+    const void *op = b->deferred[j].op.ptr;
+    void *e = dtTableFind(&bk->deferred, hashPointer(op), sameMember, op);
+    if (e)
+      dtTableRemove(&bk->deferred, e);
+  }
   Kind kind = kindOf(b->members[0]);
   KindEntry *e = dtTableFind(&bk->kinds, hashKind(&kind), sameKindEntry, &kind);
   if (e && e->bucket == k)
     dtTableRemove(&bk->kinds, e);
 }
 
-/* Closes the open buckets a result of which `op` (or an op inside it)
- * uses: nothing may come between a member and its use. */
-static MlirWalkResult closeOnUse(MlirOperation op, void *user) {
-  Bucketing *bk = user;
+/* The open buckets whose members' results `op` (or an op inside it) reads,
+ * directly or through a deferred op: up to MAX_USED of them. */
+#define MAX_USED 8
+typedef struct Used {
+  Bucketing *bk;
+  size_t bucket[MAX_USED];
+  int count;
+  bool overflow;
+} Used;
+
+static MlirWalkResult findUsed(MlirOperation op, void *user) {
+  Used *u = user;
   for (intptr_t i = 0; i < mlirOperationGetNumOperands(op); ++i) {
     MlirValue v = mlirOperationGetOperand(op, i);
     if (!mlirValueIsAOpResult(v))
       continue;
     const void *def = mlirOpResultGetOwner(v).ptr;
     const MemberEntry *e =
-        dtTableFind(&bk->members, hashPointer(def), sameMember, def);
-    if (e)
-      closeBucket(bk, e->bucket);
+        dtTableFind(&u->bk->members, hashPointer(def), sameMember, def);
+    if (!e)
+      e = dtTableFind(&u->bk->deferred, hashPointer(def), sameMember, def);
+    if (!e)
+      continue;
+    bool seen = false;
+    for (int k = 0; k < u->count; ++k)
+      seen |= u->bucket[k] == e->bucket;
+    if (seen)
+      continue;
+    if (u->count == MAX_USED)
+      u->overflow = true;
+    else
+      u->bucket[u->count++] = e->bucket;
   }
   return MlirWalkResultAdvance;
+}
+
+/* Whether `op` may move after a merged collective: a computation on
+ * tensors with no effects outside its results. */
+static bool deferrable(MlirOperation op) {
+  MlirStringRef n = mlirIdentifierStr(mlirOperationGetName(op));
+  static const char *kDialects[] = {"arith.", "math.", "tensor.", "linalg."};
+  for (size_t i = 0; i < sizeof(kDialects) / sizeof(kDialects[0]); ++i) {
+    size_t k = strlen(kDialects[i]);
+    if (n.length > k && !memcmp(n.data, kDialects[i], k))
+      return true;
+  }
+  return false;
+}
+
+/* Defers `op` to after bucket `k`'s merged collective. */
+static bool defer(Bucketing *bk, MlirOperation op, size_t k) {
+  Bucket *b = &bk->buckets[k];
+  Deferred *d = dtArrayPush((void **)&b->deferred, &b->numDeferred,
+                            &b->capDeferred, sizeof(Deferred));
+  MemberEntry *e = d ? dtTableInsert(&bk->deferred, hashPointer(op.ptr)) : NULL;
+  if (!e)
+    return false;
+  d->op = op;
+  d->members = b->count;
+  e->op = op.ptr;
+  e->bucket = k;
+  return true;
+}
+
+/* What `op`'s use of open buckets' results does: a use of one bucket by a
+ * deferrable op (not an all_reduce about to join a bucket, `member`)
+ * defers the op; any other closes each bucket it uses. False when out of
+ * memory. */
+static bool onUse(Bucketing *bk, MlirOperation op, bool member) {
+  Used u = {bk, {0}, 0, false};
+  mlirOperationWalk(op, findUsed, &u, MlirWalkPreOrder);
+  if (u.count == 0 && !u.overflow)
+    return true;
+  if (!member && u.count == 1 && !u.overflow && deferrable(op))
+    return defer(bk, op, u.bucket[0]);
+  for (int k = 0; k < u.count; ++k)
+    closeBucket(bk, u.bucket[k]);
+  if (u.overflow)
+    for (size_t k = 0; k < bk->numBuckets; ++k)
+      closeBucket(bk, k);
+  return true;
 }
 
 /* Adds `op` to the open bucket of its kind, or to a new one. */
@@ -326,8 +415,10 @@ static bool addMember(Bucketing *bk, MlirOperation op, int64_t bytes) {
 
 /* Frees the buckets' member lists and empties the list of buckets. */
 static void clearBuckets(Bucketing *bk) {
-  for (size_t k = 0; k < bk->numBuckets; ++k)
+  for (size_t k = 0; k < bk->numBuckets; ++k) {
     free(bk->buckets[k].members);
+    free(bk->buckets[k].deferred);
+  }
   bk->numBuckets = 0;
 }
 
@@ -335,15 +426,19 @@ static void bucketBlock(Bucketing *bk, MlirBlock block) {
   clearBuckets(bk);
   dtTableFree(&bk->members);
   dtTableFree(&bk->kinds);
+  dtTableFree(&bk->deferred);
   for (MlirOperation op = mlirBlockGetFirstOperation(block);
        !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op)) {
-    mlirOperationWalk(op, closeOnUse, bk, MlirWalkPreOrder);
-    if (!dtIsOp(op, DT_OP_ALL_REDUCE) || mlirOperationGetNumOperands(op) != 1 ||
-        mlirOperationGetNumResults(op) != 1 ||
-        !staticTensor(mlirOperationGetOperand(op, 0)))
-      continue;
-    if (!addMember(bk, op, bytesOf(mlirOperationGetOperand(op, 0))))
+    bool member = dtIsOp(op, DT_OP_ALL_REDUCE) &&
+                  mlirOperationGetNumOperands(op) == 1 &&
+                  mlirOperationGetNumResults(op) == 1 &&
+                  staticTensor(mlirOperationGetOperand(op, 0));
+    /* An all_reduce whose operand depends on a bucket's results closes
+     * that bucket (it cannot be reduced with them). */
+    if (!onUse(bk, op, member))
       return; /* out of memory: what is bucketed so far is not merged */
+    if (member && !addMember(bk, op, bytesOf(mlirOperationGetOperand(op, 0))))
+      return;
   }
   for (size_t k = 0; k < bk->numBuckets; ++k)
     merge(bk, &bk->buckets[k]);
@@ -371,6 +466,7 @@ static bool runBucket(MlirOperation root, const DtPassOptions *options) {
                   0,
                   dtTableInit(sizeof(MemberEntry)),
                   dtTableInit(sizeof(KindEntry)),
+                  dtTableInit(sizeof(MemberEntry)),
                   0,
                   0};
   DtOpList funcs = {NULL, 0, 0};
@@ -386,6 +482,7 @@ static bool runBucket(MlirOperation root, const DtPassOptions *options) {
   free(bk.buckets);
   dtTableFree(&bk.members);
   dtTableFree(&bk.kinds);
+  dtTableFree(&bk.deferred);
   dtRtBuilderEnd(&bk.b);
   return true;
 }

@@ -28,6 +28,16 @@
 // SMALL-COUNT-2: "dtensor.all_reduce"({{.*}}reduce = "sum"} : (tensor<256x256xf32>)
 // RUN: not dtensor-opt %s --dtensor-spmd=bucket-bytes=0 2>&1 | FileCheck %s --check-prefix=ZERO
 // ZERO: error: 'builtin.module' op dtensor-bucket-collectives: bucket-bytes=0; a bucket needs a positive size in bytes
+// The Adam step too: each parameter's update, which reads its reduced
+// gradient, moves after the one merged all_reduce instead of splitting
+// the bucket (before: one all_reduce per parameter).
+// RUN: dtensor-opt %s --dtensor-autodiff="function=loss wrt=1,2 optimizer=adam" --dtensor-spmd | FileCheck %s --check-prefix=STEP
+// STEP-LABEL: func.func @loss_step(
+// STEP: "dtensor.all_reduce"({{.*}}reduce = "sum"} : (tensor<131072xf32>)
+// STEP-NOT: "dtensor.all_reduce"
+// STEP: return
+// RUN: dtensor-opt %s --dtensor-autodiff="function=loss wrt=1,2 optimizer=adam" -o %t.step.mlir
+// RUN: dtensor-run -n 4 --entry loss_step %t.step.mlir | FileCheck %s --check-prefix=OK
 // The bucketed gradients equal the single-device run on 4 ranks.
 // RUN: dtensor-opt %s --dtensor-autodiff="function=loss wrt=1,2" -o %t.mlir
 // RUN: dtensor-run -n 4 --entry loss_grad %t.mlir | FileCheck %s --check-prefix=OK
