@@ -35,6 +35,11 @@ typedef struct Rule {
   int dim;              /* the sequence style's tensor dim */
   int fsdpAxis;         /* "fsdp": also shard a dim the style leaves whole
                            over this axis (-1: none) */
+  bool inOut;           /* weights stored [in, out] (x @ W); false: as
+                           nn.Linear stores them, [out, in] (x @ W^T) */
+  int interleave;       /* colwise: the split dim as this many interleaved
+                           groups (fused q, k, v: 3); 0: none */
+  int splitDim;         /* the dim the style split (for messages) */
   int matched;
 } Rule;
 
@@ -45,6 +50,7 @@ typedef struct Plan {
   DtensorMesh *mesh;
   Rule rules[MAX_RULES];
   int numRules;
+  bool inOut; /* the plan's "storage" (default: PyTorch's [out, in]) */
   bool failed;
 } Plan;
 
@@ -63,7 +69,26 @@ static MlirLocation moduleLoc(const Plan *p) {
 }
 
 static const char *kStyles[] = {"colwise",       "rowwise",  "replicate",
-                                "data_parallel", "sequence", "fsdp"};
+                                "data_parallel", "sequence", "fsdp",
+                                "vocab_parallel"};
+
+/* "storage": "out_in" (nn.Linear's [out, in], the default) or "in_out";
+ * -1 after an error. */
+static int storageOf(Plan *p, json_t *v, const char *where, bool dflt) {
+  if (!v)
+    return dflt;
+  const char *s = json_string_value(v);
+  if (s && !strcmp(s, "out_in"))
+    return 0;
+  if (s && !strcmp(s, "in_out"))
+    return 1;
+  fail(p, moduleLoc(p),
+       "plan '%s': %s\"storage\" must be \"out_in\" (weights as "
+       "nn.Linear stores them, [out, in]: the default) or \"in_out\" "
+       "([in, out], x @ W)",
+       p->path, where);
+  return -1;
+}
 
 /* ---- the plan file ------------------------------------------------------ */
 
@@ -176,8 +201,9 @@ static bool readRules(Plan *p, json_t *rules) {
          p->path, MAX_RULES);
     return false;
   }
-  static const char *kKeys[] = {"match", "function", "layout", "style",
-                                "axis",  "dim",      "fsdp"};
+  static const char *kKeys[] = {"match", "function", "layout",
+                                "style", "axis",     "dim",
+                                "fsdp",  "storage",  "interleave"};
   for (size_t i = 0; i < json_array_size(rules); ++i) {
     json_t *r = json_array_get(rules, i);
     int n = (int)i + 1;
@@ -194,7 +220,8 @@ static bool readRules(Plan *p, json_t *rules) {
       if (!known) {
         fail(p, moduleLoc(p),
              "plan '%s': rule %d: unknown key \"%s\" "
-             "(valid: match, function, layout, style, axis, dim, fsdp)",
+             "(valid: match, function, layout, style, axis, dim, fsdp, "
+             "storage, interleave)",
              p->path, n, key);
         return false;
       }
@@ -227,7 +254,7 @@ static bool readRules(Plan *p, json_t *rules) {
         fail(p, moduleLoc(p),
              "plan '%s': rule %d ('%s'): unknown style '%s' "
              "(valid: colwise, rowwise, replicate, data_parallel, "
-             "sequence, fsdp)",
+             "sequence, fsdp, vocab_parallel)",
              p->path, n, rule->match, rule->style);
         return false;
       }
@@ -273,6 +300,35 @@ static bool readRules(Plan *p, json_t *rules) {
            p->path, n, rule->match);
       return false;
     }
+    /* How the weights are stored: the rule's, else the plan's. */
+    json_t *storage = json_object_get(r, "storage");
+    char where[160];
+    snprintf(where, sizeof(where), "rule %d ('%s'): ", n, rule->match);
+    int inOut = storageOf(p, storage, where, p->inOut);
+    if (inOut < 0)
+      return false;
+    rule->inOut = inOut;
+    if (storage && (!rule->style || (strcmp(rule->style, "colwise") &&
+                                     strcmp(rule->style, "rowwise")))) {
+      fail(p, moduleLoc(p),
+           "plan '%s': rule %d ('%s'): \"storage\" goes with the colwise "
+           "and rowwise styles",
+           p->path, n, rule->match);
+      return false;
+    }
+    /* "interleave": N groups on colwise's split dim (veScale's
+     * InterleavedShard: a fused q, k, v weight keeps whole heads). */
+    json_t *groups = json_object_get(r, "interleave");
+    if (groups && (!rule->style || strcmp(rule->style, "colwise") ||
+                   !json_is_integer(groups) || json_integer_value(groups) < 2 ||
+                   json_integer_value(groups) > 64)) {
+      fail(p, moduleLoc(p),
+           "plan '%s': rule %d ('%s'): \"interleave\" is the colwise "
+           "style's number of fused groups (fused q, k, v: 3), from 2 to 64",
+           p->path, n, rule->match);
+      return false;
+    }
+    rule->interleave = groups ? (int)json_integer_value(groups) : 0;
   }
   return true;
 }
@@ -304,23 +360,33 @@ static bool argName(MlirOperation func, intptr_t i, char *out, size_t size) {
 
 /* The spec a rule gives a tensor of `rank` dims; false when the rule's
  * sequence dim is not one of them. */
-static bool specOf(const Plan *p, const Rule *r, int rank, char *out,
-                   size_t size) {
+static bool specOf(const Plan *p, Rule *r, int rank, char *out, size_t size) {
   if (r->layout) {
     snprintf(out, size, "%s", r->layout);
     return true;
   }
-  /* Colwise shards the output features (the last dim: x @ W with W
-   * [in, out]); rowwise the input features (the one before; a vector's
-   * only dim stays whole); data parallel the batch (dim 0). */
+  /* Colwise shards the output features, rowwise the input features: dims
+   * 0 and 1 of a weight stored as nn.Linear stores it ([out, in], x @
+   * W^T), the last and the one before of one stored [in, out] (x @ W); a
+   * vector (a bias) is output features, colwise splits it and rowwise
+   * keeps it whole. Data parallel, FSDP and a vocabulary-parallel
+   * embedding ([vocab, dim]) split dim 0. */
   int dim = -1;
-  if (!strcmp(r->style, "colwise"))
-    dim = rank - 1;
-  else if (!strcmp(r->style, "rowwise"))
-    dim = rank >= 2 ? rank - 2 : -1;
-  else if (!strcmp(r->style, "data_parallel") || !strcmp(r->style, "fsdp"))
+  bool colwise = !strcmp(r->style, "colwise");
+  if (colwise || !strcmp(r->style, "rowwise")) {
+    if (rank == 1)
+      dim = colwise ? 0 : -1;
+    else if (rank >= 2)
+      dim = (colwise == r->inOut) ? rank - 1 : rank - 2;
+    else
+      dim = 0; /* a 0-d argument has no features to split */
+  } else if (!strcmp(r->style, "data_parallel") || !strcmp(r->style, "fsdp") ||
+             !strcmp(r->style, "vocab_parallel"))
     dim = 0;
-  else if (!strcmp(r->style, "sequence") && (dim = r->dim) >= rank)
+  else if (!strcmp(r->style, "sequence"))
+    dim = r->dim;
+  r->splitDim = dim;
+  if (dim >= rank)
     return false;
   const char *axis = dtensorMeshGetAxisName(p->mesh, r->axis);
   /* FSDP's axis takes the first dim the style leaves whole (or joins the
@@ -343,6 +409,8 @@ static bool specOf(const Plan *p, const Rule *r, int rank, char *out,
     else
       k +=
           snprintf(out + k, size - (size_t)k, "S(%s)", d == dim ? axis : faxis);
+    if (d == dim && r->interleave)
+      k += snprintf(out + k, size - (size_t)k, "i%d", r->interleave);
   }
   snprintf(out + k, size - (size_t)k, "]");
   return true;
@@ -382,7 +450,7 @@ static void applyToFunction(Plan *p, MlirOperation func, char *names,
         fail(p, mlirOperationGetLocation(func),
              "plan '%s': rule %d ('%s') splits dim %d, but argument '%s' of "
              "@%s has %d dim%s",
-             p->path, r + 1, rule->match, rule->dim, name, fn, rank,
+             p->path, r + 1, rule->match, rule->splitDim, name, fn, rank,
              rank == 1 ? "" : "s");
         return;
       }
@@ -470,13 +538,18 @@ static bool runApplyPlan(MlirOperation module, const DtPassOptions *options) {
   json_t *value;
   if (!p->failed)
     json_object_foreach(root, key, value) if (strcmp(key, "mesh") &&
-                                              strcmp(key, "rules")) {
+                                              strcmp(key, "rules") &&
+                                              strcmp(key, "storage")) {
       fail(p, moduleLoc(p),
            "plan '%s': unknown key \"%s\" (valid: mesh, "
-           "rules)",
+           "rules, storage)",
            p->path, key);
       break;
     }
+  if (!p->failed) {
+    int inOut = storageOf(p, json_object_get(root, "storage"), "", false);
+    p->inOut = inOut == 1;
+  }
   if (!p->failed && readMesh(p, json_object_get(root, "mesh")) &&
       readRules(p, json_object_get(root, "rules"))) {
     char names[4096] = "";

@@ -30,8 +30,8 @@ from ._distributed import (DeviceMesh, DTensor, Partial, Placement, Replicate,
                            Shard, distribute_tensor, init_device_mesh,
                            is_distributed, visualize_sharding)
 from ._styles import (FSDP, ColwiseParallel, ParallelStyle, RowwiseParallel,
-                      SequenceParallel, make_plan, parallelize_module,
-                      save_plan)
+                      SequenceParallel, VocabParallel, make_plan,
+                      parallelize_module, save_plan)
 
 __all__ = ["CompileError", "DtensorError", "Layout", "Mesh", "Plan", "Step",
            "checkpoint_info", "compile", "convert_checkpoint",
@@ -40,4 +40,5 @@ __all__ = ["CompileError", "DtensorError", "Layout", "Mesh", "Plan", "Step",
            "Placement", "Replicate", "Shard", "distribute_tensor",
            "init_device_mesh", "is_distributed", "visualize_sharding",
            "ColwiseParallel", "FSDP", "ParallelStyle", "RowwiseParallel",
-           "SequenceParallel", "make_plan", "parallelize_module", "save_plan"]
+           "SequenceParallel", "VocabParallel", "make_plan",
+           "parallelize_module", "save_plan"]

@@ -1,5 +1,6 @@
 """PyTorch's parallel styles as plan files: ColwiseParallel,
-RowwiseParallel, SequenceParallel and FSDP map argument-name globs to the styles
+RowwiseParallel, VocabParallel, SequenceParallel and FSDP map argument-name
+globs to the styles
 of dtensor-apply-plan (docs/plans.md); parallelize_module annotates a
 program with them."""
 
@@ -27,19 +28,78 @@ class ParallelStyle:
         return f"{type(self).__name__}()"
 
 
+_STORAGES = ("out_in", "in_out")
+
+
+def _check_storage(storage):
+    if storage not in _STORAGES:
+        raise ValueError(f"storage must be 'out_in' (nn.Linear's [out, in], "
+                         f"the default) or 'in_out' ([in, out], x @ W), not "
+                         f"{storage!r}")
+    return storage
+
+
 class ColwiseParallel(ParallelStyle):
-    """A weight [in, out] of x @ W split by output features (its last dim);
-    a bias split likewise."""
+    """A linear layer's weight split by output features, as PyTorch's
+    ColwiseParallel: dim 0 of a weight stored as nn.Linear stores it
+    ([out, in], the default), the last dim of one stored [in, out]
+    (`storage="in_out"`, x @ W); a bias split likewise. `interleave=3`
+    splits a fused q, k, v weight as 3 interleaved groups (veScale's
+    InterleavedShard), so each device keeps whole heads of q, k and v."""
 
     style = "colwise"
 
+    def __init__(self, *, storage="out_in", interleave=None):
+        self.storage = _check_storage(storage)
+        if interleave is not None and (isinstance(interleave, bool) or
+                                       not isinstance(interleave, int) or
+                                       not 2 <= interleave <= 64):
+            raise ValueError(f"interleave must be an int from 2 to 64 (fused "
+                             f"q, k, v: 3), not {interleave!r}")
+        self.interleave = interleave
+
+    def _rule(self):
+        rule = {"style": self.style, "storage": self.storage}
+        if self.interleave:
+            rule["interleave"] = self.interleave
+        return rule
+
+    def __repr__(self):
+        args = []
+        if self.storage != "out_in":
+            args.append(f"storage={self.storage!r}")
+        if self.interleave:
+            args.append(f"interleave={self.interleave}")
+        return f"ColwiseParallel({', '.join(args)})"
+
 
 class RowwiseParallel(ParallelStyle):
-    """A weight [in, out] of x @ W split by input features (the dim before
-    the last); a bias stays whole. After a ColwiseParallel layer, one
-    all_reduce."""
+    """A linear layer's weight split by input features, as PyTorch's
+    RowwiseParallel: dim 1 of an nn.Linear weight ([out, in], the default),
+    the dim before the last of one stored [in, out] (`storage="in_out"`);
+    a bias stays whole. After a ColwiseParallel layer, one all_reduce."""
 
     style = "rowwise"
+
+    def __init__(self, *, storage="out_in"):
+        self.storage = _check_storage(storage)
+
+    def _rule(self):
+        return {"style": self.style, "storage": self.storage}
+
+    def __repr__(self):
+        return ("RowwiseParallel()" if self.storage == "out_in" else
+                f"RowwiseParallel(storage={self.storage!r})")
+
+
+class VocabParallel(ParallelStyle):
+    """An embedding table [vocab, dim] split by vocabulary (what PyTorch's
+    RowwiseParallel does to an nn.Embedding): each device looks up the ids
+    in its block and one all_reduce sums the lookups (docs/gather.md). A
+    head tied to it makes the logits, and so the cross-entropy, split by
+    vocabulary too (loss parallel)."""
+
+    style = "vocab_parallel"
 
 
 class SequenceParallel(ParallelStyle):

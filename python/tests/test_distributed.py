@@ -274,13 +274,20 @@ def test_styles_make_plan_files(tmp_path):
     mesh = dt.DeviceMesh((2, 2), ("dp", "tp"))
     plan = dt.save_plan(tmp_path / "plan.json", mesh["tp"], {
         "x": "[S(dp), R]", "*.w_up": dt.ColwiseParallel(),
-        "*.w_down": dt.RowwiseParallel(),
+        "*.w_down": dt.RowwiseParallel(storage="in_out"),
+        "*.qkv": dt.ColwiseParallel(interleave=3),
+        "embed": dt.VocabParallel(),
         "h": dt.SequenceParallel(sequence_dim=0)})
     assert plan == {
         "mesh": {"name": "mesh", "shape": [2, 2], "axes": ["dp", "tp"]},
         "rules": [{"match": "x", "layout": "[S(dp), R]"},
-                  {"match": "*.w_up", "style": "colwise", "axis": 1},
-                  {"match": "*.w_down", "style": "rowwise", "axis": 1},
+                  {"match": "*.w_up", "style": "colwise", "storage": "out_in",
+                   "axis": 1},
+                  {"match": "*.w_down", "style": "rowwise",
+                   "storage": "in_out", "axis": 1},
+                  {"match": "*.qkv", "style": "colwise", "storage": "out_in",
+                   "interleave": 3, "axis": 1},
+                  {"match": "embed", "style": "vocab_parallel", "axis": 1},
                   {"match": "h", "style": "sequence", "dim": 0, "axis": 1}]}
     import json
     assert json.loads((tmp_path / "plan.json").read_text()) == plan
@@ -288,16 +295,20 @@ def test_styles_make_plan_files(tmp_path):
 
 def test_fsdp_styles():
     mesh = dt.DeviceMesh((2, 2), ("dp", "tp"))
-    plan = dt.make_plan(mesh["tp"], {"*.w_up": dt.ColwiseParallel(),
-                                     "*.w_down": dt.RowwiseParallel()},
+    # The tutorial's MLP stores its weights [in, out] (x @ W).
+    col, row = (dt.ColwiseParallel(storage="in_out"),
+                dt.RowwiseParallel(storage="in_out"))
+    plan = dt.make_plan(mesh["tp"], {"*.w_up": col, "*.w_down": row},
                         fsdp_mesh=mesh["dp"])
     assert plan["rules"] == [
-        {"match": "*.w_up", "style": "colwise", "axis": 1, "fsdp": 0},
-        {"match": "*.w_down", "style": "rowwise", "axis": 1, "fsdp": 0}]
+        {"match": "*.w_up", "style": "colwise", "storage": "in_out", "axis": 1,
+         "fsdp": 0},
+        {"match": "*.w_down", "style": "rowwise", "storage": "in_out",
+         "axis": 1, "fsdp": 0}]
     ir = dt.parallelize_module(MLP, mesh["dp"], {"x": dt.FSDP(), "*.w_*": dt.FSDP()})
     assert ir.count('#dtensor.layout<@mesh, "[S0, R]">') == 3
-    ir = dt.parallelize_module(MLP, mesh["tp"], {"*.w_up": dt.ColwiseParallel(),
-                                                 "*.w_down": dt.RowwiseParallel()},
+    ir = dt.parallelize_module(MLP, mesh["tp"], {"*.w_up": col,
+                                                 "*.w_down": row},
                                fsdp_mesh=mesh["dp"])
     assert '#dtensor.layout<@mesh, "[S0, S1]">, dtensor.name = "layer.w_up"' in ir
     assert '#dtensor.layout<@mesh, "[S1, S0]">, dtensor.name = "layer.w_down"' in ir
@@ -308,8 +319,8 @@ def test_fsdp_styles():
 def test_parallelize_module_runs():
     mesh = dt.DeviceMesh((2, 2), ("dp", "tp"))
     ir = dt.parallelize_module(MLP, mesh["tp"], {
-        "x": "[S(dp), R]", "*.w_up": dt.ColwiseParallel(),
-        "*.w_down": dt.RowwiseParallel()})
+        "x": "[S(dp), R]", "*.w_up": dt.ColwiseParallel(storage="in_out"),
+        "*.w_down": dt.RowwiseParallel(storage="in_out")})
     assert '#dtensor.layout<@mesh, "[R, S1]">, dtensor.name = "layer.w_up"' in ir
     rng = np.random.default_rng(0)
     x = rng.standard_normal((32, 128), dtype=np.float32)
@@ -319,6 +330,25 @@ def test_parallelize_module_runs():
     assert np.allclose(y, (x @ w1) @ w2, rtol=1e-4, atol=1e-3)
     spmd = dt.compile(ir)
     assert spmd.count('"dtensor.all_reduce"') == 1
+
+
+def test_styles_mean_pytorchs_for_nn_linear_weights():
+    """ColwiseParallel() and RowwiseParallel() on weights stored as
+    nn.Linear stores them ([out, in]): the output features (dim 0), the
+    input features (dim 1); on the tutorial's [in, out] weights the same
+    styles name the other dims (the Megatron MLP then needs more than its
+    one all_reduce: the plan must say storage="in_out")."""
+    mesh = dt.DeviceMesh((2, 2), ("dp", "tp"))
+    ir = dt.parallelize_module(MLP, mesh["tp"], {
+        "*.w_up": dt.ColwiseParallel(), "*.w_down": dt.RowwiseParallel()})
+    assert '#dtensor.layout<@mesh, "[S1, R]">, dtensor.name = "layer.w_up"' in ir
+    assert '#dtensor.layout<@mesh, "[R, S1]">, dtensor.name = "layer.w_down"' in ir
+    with pytest.raises(ValueError, match="storage must be 'out_in'"):
+        dt.ColwiseParallel(storage="rows")
+    with pytest.raises(ValueError, match="interleave must be an int"):
+        dt.ColwiseParallel(interleave=1)
+    assert repr(dt.ColwiseParallel(storage="in_out", interleave=3)) == \
+        "ColwiseParallel(storage='in_out', interleave=3)"
 
 
 def test_sequence_parallel_on_a_3d_activation():

@@ -57,7 +57,7 @@
 //
 // Errors, each naming the plan and what is wrong.
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/unknown-style.json" 2>&1 | FileCheck %s --check-prefix=STYLE
-// STYLE: error: plan '{{.*}}unknown-style.json': rule 1 ('*.w_up'): unknown style 'colwize' (valid: colwise, rowwise, replicate, data_parallel, sequence, fsdp)
+// STYLE: error: plan '{{.*}}unknown-style.json': rule 1 ('*.w_up'): unknown style 'colwize' (valid: colwise, rowwise, replicate, data_parallel, sequence, fsdp, vocab_parallel)
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/no-match.json" 2>&1 | FileCheck %s --check-prefix=NOMATCH
 // NOMATCH: error: plan '{{.*}}no-match.json': rule 2 ('layer2.*') matches no argument {{.*}}the module's named arguments: x, l1.w_up, b_up, l1.w_down)
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/conflict.json" 2>&1 | FileCheck %s --check-prefix=CONFLICT
@@ -67,7 +67,7 @@
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/bad-axis.json" 2>&1 | FileCheck %s --check-prefix=AXIS
 // AXIS: error: plan '{{.*}}bad-axis.json': rule 1: axis pp is not an axis of mesh @mesh (its axes: dp, tp)
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/bad-key.json" 2>&1 | FileCheck %s --check-prefix=KEY
-// KEY: error: plan '{{.*}}bad-key.json': rule 1: unknown key "axes" (valid: match, function, layout, style, axis, dim, fsdp)
+// KEY: error: plan '{{.*}}bad-key.json': rule 1: unknown key "axes" (valid: match, function, layout, style, axis, dim, fsdp, storage, interleave)
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/empty-mesh-name.json" 2>&1 | FileCheck %s --check-prefix=EMPTY
 // EMPTY: error: plan '{{.*}}empty-mesh-name.json': the mesh's name is empty
 // RUN: not dtensor-opt %s --dtensor-apply-plan="plan=%S/Inputs/plans/nine-axes.json" 2>&1 | FileCheck %s --check-prefix=NINE
