@@ -72,6 +72,7 @@ typedef enum DtensorElementType {
   DTENSOR_I16,
   DTENSOR_I32,
   DTENSOR_I64,
+  DTENSOR_UI8,
 } DtensorElementType;
 
 /// Returns the size in bytes of one element (1 for i1, stored as a byte).

@@ -58,9 +58,14 @@ DTRT_EXPORT const char *dtrtStatusString(DtrtStatus status);
   X(DTRT_F16, "f16", 2)                                                        \
   X(DTRT_BF16, "bf16", 2)                                                      \
   X(DTRT_I32, "i32", 4)                                                        \
-  X(DTRT_I64, "i64", 8)
+  X(DTRT_I64, "i64", 8)                                                        \
+  X(DTRT_I8, "i8", 1)                                                          \
+  X(DTRT_I16, "i16", 2)                                                        \
+  X(DTRT_I1, "i1", 1)                                                          \
+  X(DTRT_UI8, "ui8", 1)
 
-/// Element types.
+/// Element types. i1 is one byte per element (0 or 1); it reduces by max
+/// (or), min (and) and prod (and), and a sum or avg of it is refused.
 typedef enum DtrtDtype {
 #define DTRT_DTYPE_ENUM(e, name, size) e,
   DTRT_DTYPE_LIST(DTRT_DTYPE_ENUM)
@@ -380,9 +385,14 @@ DTRT_EXPORT DtrtContext *dtrtProcessContext(void);
   X(f16, DTRT_F16)                                                             \
   X(bf16, DTRT_BF16)                                                           \
   X(i32, DTRT_I32)                                                             \
-  X(i64, DTRT_I64)
+  X(i64, DTRT_I64)                                                             \
+  X(i8, DTRT_I8)                                                               \
+  X(i16, DTRT_I16)                                                             \
+  X(i1, DTRT_I1)                                                               \
+  X(ui8, DTRT_UI8)
 
-/// The same, one symbol per element type (f32, f64, f16, bf16, i32, i64),
+/// The same, one symbol per element type (f32, f64, f16, bf16, i32, i64,
+/// i8, i16, i1, ui8),
 /// as dtensor-lower-to-runtime declares them.
 #define DTRT_DECLARE_TYPED(suffix, code)                                       \
   DTRT_EXPORT void dtrt_mlir_collective_##suffix(                              \

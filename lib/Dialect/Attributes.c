@@ -297,7 +297,12 @@ bool dtensorElementTypeFromMlir(MlirType type, DtensorElementType *outType) {
     *outType = DTENSOR_F16;
   else if (mlirTypeIsABF16(type))
     *outType = DTENSOR_BF16;
-  else if (mlirTypeIsAInteger(type)) {
+  else if (mlirTypeIsAInteger(type) && mlirIntegerTypeIsUnsigned(type)) {
+    /* Unsigned integers are not their signless kin: a max differs. */
+    if (mlirIntegerTypeGetWidth(type) != 8)
+      return false;
+    *outType = DTENSOR_UI8;
+  } else if (mlirTypeIsAInteger(type) && !mlirIntegerTypeIsSigned(type)) {
     switch (mlirIntegerTypeGetWidth(type)) {
     case 1:
       *outType = DTENSOR_I1;

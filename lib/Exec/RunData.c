@@ -188,9 +188,13 @@ bool dtRunMakeInputs(DtensorRunner *r, DtensorDiag *outDiag) {
       return false;
     for (int64_t e = 0; e < count; ++e) {
       int64_t v = (e * 37 + a * 11) % 101;
-      dtRunStore(r->globals[a], t->dtype, e,
-                 dtRunIsFloat(t->dtype) ? (double)v / 101.0 - 0.5
-                                        : (double)(v - 50));
+      /* Floats in [-0.5, 0.5), signed integers in [-50, 50], unsigned
+       * bytes in [0, 100], booleans alternating. */
+      double x = dtRunIsFloat(t->dtype) ? (double)v / 101.0 - 0.5
+                 : t->dtype == DTRT_UI8 ? (double)v
+                 : t->dtype == DTRT_I1  ? (double)(v & 1)
+                                        : (double)(v - 50);
+      dtRunStore(r->globals[a], t->dtype, e, x);
     }
   }
   return true;

@@ -15,9 +15,9 @@
 #include <stdio.h>
 #include <string.h>
 
-static const size_t kElementSizes[] = {4, 8, 2, 2, 1, 1, 2, 4, 8};
+static const size_t kElementSizes[] = {4, 8, 2, 2, 1, 1, 2, 4, 8, 1};
 static const char *const kElementNames[] = {"f32", "f64", "f16", "bf16", "i1",
-                                            "i8",  "i16", "i32", "i64"};
+                                            "i8",  "i16", "i32", "i64",  "ui8"};
 #define NUM_ELEMENT_TYPES (sizeof(kElementSizes) / sizeof(kElementSizes[0]))
 
 size_t dtensorElementTypeGetSize(DtensorElementType type) {

@@ -144,6 +144,24 @@ void dtrtCombine(void *acc, const void *in, size_t n, DtrtDtype dtype,
   case DTRT_I64:
     COMBINE(int64_t, acc, in, n, op);
     break;
+  case DTRT_I8:
+    COMBINE(int8_t, acc, in, n, op);
+    break;
+  case DTRT_I16:
+    COMBINE(int16_t, acc, in, n, op);
+    break;
+  case DTRT_UI8:
+    COMBINE(uint8_t, acc, in, n, op);
+    break;
+  case DTRT_I1: {
+    /* 0 or 1: max is or, min and prod are and (a sum is refused before). */
+    uint8_t *a = acc;
+    const uint8_t *b = in;
+    for (size_t i = 0; i < n; ++i)
+      a[i] =
+          op == DTRT_MIN || op == DTRT_PROD ? (a[i] && b[i]) : (a[i] || b[i]);
+    break;
+  }
   case DTRT_F16:
   case DTRT_BF16: {
     uint16_t *a = acc;
@@ -170,6 +188,14 @@ static double loadAny(const void *p, DtrtDtype t, size_t i) {
     return ((const int32_t *)p)[i];
   case DTRT_I64:
     return (double)((const int64_t *)p)[i];
+  case DTRT_I8:
+    return ((const int8_t *)p)[i];
+  case DTRT_I16:
+    return ((const int16_t *)p)[i];
+  case DTRT_UI8:
+    return ((const uint8_t *)p)[i];
+  case DTRT_I1:
+    return ((const uint8_t *)p)[i] != 0;
   case DTRT_F16:
     return halfToFloat(((const uint16_t *)p)[i]);
   case DTRT_BF16:
@@ -178,8 +204,28 @@ static double loadAny(const void *p, DtrtDtype t, size_t i) {
   return 0;
 }
 
+/* `v` as an integer in [lo, hi]: rounded toward zero, saturated, NaN 0
+ * (a C cast out of range is undefined). */
+static int64_t clampInt(double v, double lo, double hi) {
+  if (isnan(v))
+    return 0;
+  return (int64_t)(v < lo ? lo : v > hi ? hi : v);
+}
+
 static void storeAny(void *p, DtrtDtype t, size_t i, double v) {
   switch (t) {
+  case DTRT_I8:
+    ((int8_t *)p)[i] = (int8_t)clampInt(v, INT8_MIN, INT8_MAX);
+    break;
+  case DTRT_I16:
+    ((int16_t *)p)[i] = (int16_t)clampInt(v, INT16_MIN, INT16_MAX);
+    break;
+  case DTRT_UI8:
+    ((uint8_t *)p)[i] = (uint8_t)clampInt(v, 0, UINT8_MAX);
+    break;
+  case DTRT_I1:
+    ((uint8_t *)p)[i] = v != 0 && !isnan(v);
+    break;
   case DTRT_F32:
     ((float *)p)[i] = (float)v;
     break;
@@ -229,6 +275,17 @@ void dtrtScale(void *buf, size_t n, DtrtDtype dtype, int divisor) {
       break;
     case DTRT_I64:
       ((int64_t *)buf)[i] /= divisor;
+      break;
+    case DTRT_I8:
+      ((int8_t *)buf)[i] = (int8_t)(((int8_t *)buf)[i] / divisor);
+      break;
+    case DTRT_I16:
+      ((int16_t *)buf)[i] = (int16_t)(((int16_t *)buf)[i] / divisor);
+      break;
+    case DTRT_UI8:
+      ((uint8_t *)buf)[i] = (uint8_t)(((uint8_t *)buf)[i] / divisor);
+      break;
+    case DTRT_I1: /* an average of i1 is refused before */
       break;
     case DTRT_F16: {
       uint16_t *h = buf;

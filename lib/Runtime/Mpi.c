@@ -210,6 +210,13 @@ static MPI_Datatype mpiType(DtrtDtype t) {
     return MPI_INT32_T;
   case DTRT_I64:
     return MPI_INT64_T;
+  case DTRT_I8:
+    return MPI_INT8_T;
+  case DTRT_I16:
+    return MPI_INT16_T;
+  case DTRT_UI8:
+  case DTRT_I1: /* bytes of 0 or 1: MPI's max, min and prod are or, and */
+    return MPI_UINT8_T;
   case DTRT_F16: /* 16-bit floats: reduced by our own ops */
   case DTRT_BF16:
     return MPI_UINT16_T;

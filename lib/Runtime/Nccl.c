@@ -278,9 +278,19 @@ static ncclDataType_t ncclType(DtrtDtype t) {
     return ncclInt32;
   case DTRT_I64:
     return ncclInt64;
+  case DTRT_I8:
+    return ncclInt8;
+  case DTRT_UI8:
+  case DTRT_I1: /* bytes of 0 or 1: max, min and prod are or, and */
+    return ncclUint8;
+  case DTRT_I16: /* refused before (ncclHasType) */
+    break;
   }
   return ncclFloat32;
 }
+
+/* NCCL has no 16-bit integers. */
+static bool ncclHasType(DtrtDtype t) { return t != DTRT_I16; }
 
 static ncclRedOp_t ncclOp(DtrtReduce op) {
   switch (op) {
@@ -309,6 +319,12 @@ static DtrtStatus enqueue(DtrtComm *comm, const DtrtCollective *op) {
                     c->rank);
   ncclComm_t nc = n->comm;
   cudaStream_t st = n->stream;
+  if (op->kind != DTRT_COLL_BARRIER && !ncclHasType(op->dtype))
+    return dtrtFail(c, DTRT_ERR_INVALID,
+                    "rank %d: %s of %s: NCCL has no such element type "
+                    "(widen it to i32 first)",
+                    c->rank, dtrtCollectiveName(op->kind),
+                    dtrtDtypeName(op->dtype));
   ncclDataType_t t = ncclType(op->dtype);
   size_t es = dtrtDtypeSize(op->dtype), cnt = op->count;
   CUDA_CHECK(c, cudaSetDevice(worldOf(c)->device), "cudaSetDevice");

@@ -490,6 +490,15 @@ static DtrtStatus checkCollective(DtrtComm *comm, const DtrtCollective *op) {
       (unsigned)op->reduce > DTRT_PROD)
     return dtrtFail(c, DTRT_ERR_INVALID, "%s: invalid reduction %d", what,
                     (int)op->reduce);
+  if ((op->kind == DTRT_COLL_ALL_REDUCE ||
+       op->kind == DTRT_COLL_REDUCE_SCATTER) &&
+      op->dtype == DTRT_I1 &&
+      (op->reduce == DTRT_SUM || op->reduce == DTRT_AVG))
+    return dtrtFail(c, DTRT_ERR_INVALID,
+                    "%s: a %s of i1 (booleans) is not defined: reduce them "
+                    "by max (or), min (and) or prod (and), or sum them as "
+                    "integers",
+                    what, op->reduce == DTRT_SUM ? "sum" : "avg");
   if (op->kind == DTRT_COLL_BROADCAST &&
       (op->root < 0 || op->root >= comm->size))
     return dtrtFail(c, DTRT_ERR_INVALID,

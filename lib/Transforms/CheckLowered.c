@@ -5,7 +5,9 @@
  * failing later on a builtin.unrealized_conversion_cast or a "missing
  * LLVMTranslationDialectInterface". */
 #include "PassDef.h"
+
 #include "Util.h"
+#include "mlir-c/BuiltinTypes.h"
 
 #include "mlir-c/Diagnostics.h"
 
@@ -34,7 +36,32 @@ static MlirWalkResult check(MlirOperation op, void *userData) {
       dtIsOp(op, "builtin.module") || seen(c, name))
     return MlirWalkResultAdvance;
   char message[512];
-  if (dtIsOp(op, "builtin.unrealized_conversion_cast"))
+  /* An op left on an element type the code generation has no arithmetic
+   * for (f8 floats, integers narrower than i8 but i1): name the type. */
+  char unsupported[64] = "";
+  for (intptr_t i = 0;
+       i < mlirOperationGetNumOperands(op) + mlirOperationGetNumResults(op) &&
+       !unsupported[0];
+       ++i) {
+    MlirType t = mlirValueGetType(
+        i < mlirOperationGetNumOperands(op)
+            ? mlirOperationGetOperand(op, i)
+            : mlirOperationGetResult(op, i - mlirOperationGetNumOperands(op)));
+    if (mlirTypeIsAShaped(t))
+      t = mlirShapedTypeGetElementType(t);
+    bool narrowFloat = mlirTypeIsAFloat(t) && mlirFloatTypeGetWidth(t) < 16;
+    bool narrowInt = mlirTypeIsAInteger(t) && mlirIntegerTypeGetWidth(t) > 1 &&
+                     mlirIntegerTypeGetWidth(t) < 8;
+    if (narrowFloat || narrowInt)
+      dtTypePrint(t, unsupported, sizeof(unsupported));
+  }
+  if (unsupported[0])
+    snprintf(message, sizeof(message),
+             "'%.*s' op computes on %s, an element type the CPU code "
+             "generation does not support (floats of 16 to 64 bits, "
+             "integers i1 and i8 to i64)",
+             (int)name.length, name.data, unsupported);
+  else if (dtIsOp(op, "builtin.unrealized_conversion_cast"))
     snprintf(message, sizeof(message),
              "a value here was not lowered to LLVM: an op that makes or uses "
              "it is not supported by the CPU code generation");

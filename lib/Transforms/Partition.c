@@ -249,6 +249,24 @@ static bool notPropagated(Part *p, MlirOperation op, MlirAttribute layouts) {
                 what, (int)name.length, name.data);
     return false;
   }
+  /* A value of an element type layouts do not carry was never given one:
+   * say so rather than blame the pipeline. */
+  for (intptr_t j = 0; j < mlirOperationGetNumResults(op); ++j) {
+    MlirType t = mlirValueGetType(mlirOperationGetResult(op, j));
+    DtensorElementType et;
+    if (isTensor(t) &&
+        !dtensorElementTypeFromMlir(mlirShapedTypeGetElementType(t), &et)) {
+      char name[64];
+      dtTypePrint(mlirShapedTypeGetElementType(t), name, sizeof(name));
+      dtPartError(p, op,
+                  "has a result of element type %s, which dtensor-propagate "
+                  "does not lay out (it lays out f32, f64, f16, bf16, i1, "
+                  "i8, i16, i32, i64 and ui8): a program on sharded %s "
+                  "values is not supported",
+                  name, name);
+      return false;
+    }
+  }
   dtPartError(p, op,
               "has no %s layout: it was not propagated; run "
               "dtensor-propagate before dtensor-partition",

@@ -142,7 +142,7 @@ class Layout:
         et = c_int()
         if not C.elementTypeParse(_bytes(dtype, "dtype"), byref(et)):
             raise DtensorError(f"element type '{dtype}' is not one of f32, "
-                               "f64, f16, bf16, i1, i8, i16, i32, i64")
+                               "f64, f16, bf16, i1, i8, i16, i32, i64, ui8")
         if not isinstance(shape, (tuple, list)):
             raise TypeError(f"shape must be a tuple of ints, not "
                             f"{type(shape).__name__}")
@@ -396,8 +396,10 @@ def _dtype_names():
 
 _NAMES = _dtype_names()
 _CODES = {name: code for code, name in _NAMES.items()}
-# numpy's types of the runtime's (bf16 has none: it travels as uint16 bits)
-_BY_NAME = {name: np.dtype(name.replace("f", "float").replace("i", "int"))
+# numpy's types of the runtime's (bf16 has none: it travels as uint16 bits;
+# i1 is numpy's bool, a byte of 0 or 1 as the runtime keeps it)
+_BY_NAME = {name: np.dtype(bool) if name == "i1" else
+            np.dtype(name.replace("f", "float").replace("i", "int"))
             for name in _NAMES.values() if name != "bf16"}
 _DTYPES = {dt: _CODES[name] for name, dt in _BY_NAME.items()}
 

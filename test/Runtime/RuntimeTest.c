@@ -48,6 +48,16 @@ static void set(void *buf, DtrtDtype t, size_t k, double v) {
   case DTRT_I64:
     ((int64_t *)buf)[k] = (int64_t)v;
     break;
+  case DTRT_I8:
+    ((int8_t *)buf)[k] = (int8_t)v;
+    break;
+  case DTRT_I16:
+    ((int16_t *)buf)[k] = (int16_t)v;
+    break;
+  case DTRT_UI8:
+  case DTRT_I1:
+    ((uint8_t *)buf)[k] = (uint8_t)v;
+    break;
   case DTRT_F16:
     ((uint16_t *)buf)[k] = toHalf(v);
     break;
@@ -70,6 +80,13 @@ static double get(const void *buf, DtrtDtype t, size_t k) {
     return ((const int32_t *)buf)[k];
   case DTRT_I64:
     return (double)((const int64_t *)buf)[k];
+  case DTRT_I8:
+    return ((const int8_t *)buf)[k];
+  case DTRT_I16:
+    return ((const int16_t *)buf)[k];
+  case DTRT_UI8:
+  case DTRT_I1:
+    return ((const uint8_t *)buf)[k];
   case DTRT_F16:
     return fromHalf(((const uint16_t *)buf)[k]);
   case DTRT_BF16:
@@ -87,15 +104,24 @@ static double value(int r, size_t k, DtrtReduce op) {
   return (r + 1) * 10.0 + (double)(k % 7);
 }
 
-static const char *kTypes[] = {"f32", "f64", "f16", "bf16", "i32", "i64"};
+static const char *kTypes[] = {"f32", "f64", "f16", "bf16", "i32",
+                               "i64", "i8",  "i16", "i1",   "ui8"};
 
-static void testComm(DtrtComm *comm, const int *members, const char *label) {
+static bool isInteger(int t) {
+  return t == DTRT_I32 || t == DTRT_I64 || t == DTRT_I8 || t == DTRT_I16 ||
+         t == DTRT_UI8;
+}
+
+static void testComm(DtrtContext *ctx, DtrtComm *comm, const int *members,
+                     const char *label) {
   int n = dtrtCommSize(comm), me = dtrtCommRank(comm);
   /* 300 is larger than the small slot of some tests (several rounds);
    * 40000 takes the large-message all_reduce path with the default slot. */
   size_t counts[4] = {1, 7, 300, 40000};
-  for (int t = 0; t <= DTRT_I64; ++t)
-    for (int c = 0; c < 4; ++c) {
+  /* Every type but i1 (booleans, below); the values' sums over 4 members
+   * stay under 127 (i8). */
+  for (int t = 0; t <= DTRT_UI8; ++t)
+    for (int c = 0; c < 4 && t != DTRT_I1; ++c) {
       DtrtDtype dt = (DtrtDtype)t;
       size_t count = counts[c], es = dtrtDtypeSize(dt);
       char *send = malloc(es * count * (size_t)n);
@@ -128,8 +154,7 @@ static void testComm(DtrtComm *comm, const int *members, const char *label) {
                                      : want + v;
           }
           if (op == DTRT_AVG)
-            want =
-                (t == DTRT_I32 || t == DTRT_I64) ? floor(want / n) : want / n;
+            want = isInteger(t) ? floor(want / n) : want / n;
           CHECK(get(recv, dt, k) == want,
                 "%s all_reduce op %d %s count %zu "
                 "elem %zu: %g, want %g",
@@ -185,6 +210,19 @@ static void testComm(DtrtComm *comm, const int *members, const char *label) {
       free(send);
       free(recv);
     }
+  /* i1: booleans reduce by max (or), min and prod (and); a sum or an
+   * average of them is refused with a message, on every member. */
+  uint8_t bits[3] = {(uint8_t)(me == 0), 1, 0}, out[3];
+  CHECK(dtrtAllReduce(comm, bits, out, 3, DTRT_I1, DTRT_MAX) == DTRT_OK &&
+            out[0] == 1 && out[1] == 1 && out[2] == 0,
+        "%s i1 max", label);
+  CHECK(dtrtAllReduce(comm, bits, out, 3, DTRT_I1, DTRT_MIN) == DTRT_OK &&
+            out[0] == (n == 1) && out[1] == 1 && out[2] == 0,
+        "%s i1 min", label);
+  CHECK(dtrtAllReduce(comm, bits, out, 3, DTRT_I1, DTRT_SUM) ==
+                DTRT_ERR_INVALID &&
+            strstr(dtrtLastError(ctx), "a sum of i1"),
+        "%s i1 sum refused", label);
   CHECK(dtrtBarrier(comm) == DTRT_OK, "barrier");
 }
 
@@ -278,7 +316,7 @@ int main(void) {
   int *all = malloc(sizeof(int) * (size_t)world);
   for (int i = 0; i < world; ++i)
     all[i] = i;
-  testComm(dtrtCommWorld(ctx), all, "world");
+  testComm(ctx, dtrtCommWorld(ctx), all, "world");
   testAsync(dtrtCommWorld(ctx), dtrtCommWorld(ctx), all, all);
   if (world == 4) {
     int64_t mesh[2] = {2, 2};
@@ -305,7 +343,7 @@ int main(void) {
       }
       char label[32];
       snprintf(label, sizeof(label), "2x2 group %d", g);
-      testComm(comm, members, label);
+      testComm(ctx, comm, members, label);
     }
     /* Started collectives on two different groups overlap. */
     {

@@ -3,8 +3,8 @@
  * (DtensorElementType, DtensorReduceKind) map by name: every runtime type
  * has a compiler type of the same name and size, every reduction a kind of
  * the same name, names parse back, and the numbers are those compiled
- * programs and the Python package pass (f32 0 ... i64 5; sum 0 ... prod
- * 4). */
+ * programs and the Python package pass (f32 0 ... i64 5, i8 6 ... ui8 9;
+ * sum 0 ... prod 4). */
 #include "dtensor-c/Layout.h"
 #include "dtensor-rt/Runtime.h"
 
@@ -14,7 +14,8 @@
 #include "Check.h"
 
 int main(void) {
-  static const char *const kAbi[] = {"f32", "f64", "f16", "bf16", "i32", "i64"};
+  static const char *const kAbi[] = {"f32", "f64", "f16", "bf16", "i32",
+                                     "i64", "i8",  "i16", "i1",   "ui8"};
   int n = 0;
 #define DTRT_DTYPE_COUNT(e, name, size) ++n;
   DTRT_DTYPE_LIST(DTRT_DTYPE_COUNT)

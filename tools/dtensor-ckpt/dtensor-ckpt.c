@@ -44,7 +44,9 @@ static const struct {
   DtrtDtype dtype;
   const char *descr;
 } kTypes[] = {{DTRT_F32, "<f4"},  {DTRT_F64, "<f8"}, {DTRT_F16, "<f2"},
-              {DTRT_BF16, "<f4"}, {DTRT_I32, "<i4"}, {DTRT_I64, "<i8"}};
+              {DTRT_BF16, "<f4"}, {DTRT_I32, "<i4"}, {DTRT_I64, "<i8"},
+              {DTRT_I8, "|i1"},   {DTRT_I16, "<i2"}, {DTRT_I1, "|b1"},
+              {DTRT_UI8, "|u1"}};
 
 static void shapeText(int rank, const int64_t *shape, char *out, size_t n) {
   int k = snprintf(out, n, rank ? "" : "scalar");
