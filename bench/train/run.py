@@ -21,7 +21,12 @@ communication) and started early as compiled (what stays exposed), whose
 ratio is the share hidden behind compute; and the compiled step on one
 rank with half the batch -- the compute one rank does in the 2-rank step.
 
-usage: bench/train/run.py [--reps R] [--pairs P]
+Then the small GPT of examples/gpt/train.py (2 layers, 4 heads, width
+128, vocabulary 512, 8 sequences of 64 tokens; token embeddings by lookup,
+tied head, cross-entropy) and its Adam step: 1 rank against PyTorch in one
+process, and data parallel on 2 ranks against DDP (gloo), one thread each.
+
+usage: bench/train/run.py [--reps R] [--pairs P] [--gpt-only]
 (P alternating runs with and without the overlap, R steps each)
 """
 import math
@@ -79,14 +84,14 @@ def program(ranks, layouts, t=T):
             "  return %l : tensor<f32>\n}\n")
 
 
-def compile_step(text, name):
+def compile_step(text, name,
+                 autodiff="function=mlp wrt=1,2 optimizer=sgd lr=1e-4"):
     src = os.path.join(TMP, name + ".mlir")
     with open(src, "w") as f:
         f.write(text)
     out = os.path.join(TMP, name + "-step.mlir")
     subprocess.run([os.path.join(BIN, "dtensor-opt"), src,
-                    "--dtensor-autodiff=function=mlp wrt=1,2 optimizer=sgd "
-                    "lr=1e-4", "-o", out], check=True)
+                    f"--dtensor-autodiff={autodiff}", "-o", out], check=True)
     return out
 
 
@@ -119,7 +124,7 @@ def copy_gbps():
     return len(a) / best / 1e9
 
 
-def compiled_ms(path, ranks, overlap=True):
+def compiled_ms(path, ranks, overlap=True, entry="mlp_step", load=None):
     """(fastest step, time in collectives per step) in ms: the slowest
     rank's of each. overlap=False: DTENSOR_OVERLAP=0, every collective
     completes at its start (all of its time is in collectives)."""
@@ -128,7 +133,8 @@ def compiled_ms(path, ranks, overlap=True):
         env["DTENSOR_OVERLAP"] = "0"
     out = subprocess.run([os.path.join(BIN, "dtensor-run"), "-n", str(ranks),
                           "--threads", "1", "--repeat", str(REPS), "--entry",
-                          "mlp_step", path], capture_output=True, text=True,
+                          entry] + (["--load", load] if load else []) + [path],
+                         capture_output=True, text=True,
                          env=env)
     if out.returncode:
         sys.exit(f"dtensor-run failed:\n{out.stdout}{out.stderr}")
@@ -150,10 +156,54 @@ def torch_ms(kind, ranks, batch=T):
     return float(out.stdout)
 
 
+def gpt():
+    """The small GPT's Adam step: 1 rank vs PyTorch, DP-2 vs DDP."""
+    sys.path.insert(0, os.path.join(ROOT, "bench", "train"))
+    sys.path.insert(0, os.path.join(ROOT, "examples", "gpt"))
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    from programs import gpt_parameters, gpt_train_program
+    import train
+    from torch_train import GPT
+    import dtensor
+    import numpy as np
+    cfg = dict(GPT, batch=8)
+    # The step's inputs: nanoGPT's initial weights, Adam's zero state, and
+    # ids in the vocabulary (dtensor-run's own inputs would be out of it).
+    state = train.initial(cfg)
+    for n, _ in gpt_parameters(cfg):
+        state[n + ".exp_avg"] = np.zeros_like(state[n])
+        state[n + ".exp_avg_sq"] = np.zeros_like(state[n])
+    state["tokens"], state["targets"] = train.batches(cfg, 1)[0]
+    state["adam.step"] = np.array(1, np.float32)
+    load = os.path.join(TMP, "gpt-inputs")
+    dtensor.save_checkpoint(load, state)
+    wrt = ",".join(str(i) for i in range(len(gpt_parameters(cfg))))
+    autodiff = f"function=loss wrt={wrt} optimizer=adam lr={train.LR}"
+    print(f"small GPT Adam step f32 ({cfg['layers']} layers, {cfg['heads']} "
+          f"heads, width {cfg['width']}, vocabulary {cfg['vocab']}, "
+          f"{cfg['batch']} x {cfg['block']} tokens)")
+    for ranks, config, peer_label in ((1, "single", "PyTorch"),
+                                      (2, "dp2", "DDP")):
+        mesh, axes, layouts = train.config(config, cfg)
+        path = compile_step(gpt_train_program(cfg, mesh, axes, layouts),
+                            f"gpt-{config}", autodiff)
+        ours = min(compiled_ms(path, ranks, entry="loss_step", load=load)[0]
+                   for _ in range(PAIRS))
+        peer = torch_ms("gpt", ranks, cfg["batch"])
+        ratio = f"{ours / peer:.2f}x" if peer else "n/a"
+        print(f"  {ranks} rank{'s' if ranks > 1 else ' '} compiled "
+              f"{ours:9.2f}  {peer_label:8s} "
+              f"{peer if peer else float('nan'):9.2f}  compiled/PyTorch = "
+              f"{ratio} (issue 36 target <= {0.8 if ranks == 1 else 0.75})")
+
+
 def main():
     print(f"bench/train: {os.cpu_count()} cores, OPENBLAS_CORETYPE="
           f"{os.environ.get('OPENBLAS_CORETYPE', '(unset)')}, {REPS} repeats; "
           "fastest step (ms), one thread per rank")
+    if "--gpt-only" in sys.argv:
+        gpt()
+        return
     print(f"MLP training step f32 ({T}x{D} @ {D}x{F}, gelu, @ {F}x{D}, "
           "sum of squares, SGD), 2 ranks")
     gbps = copy_gbps()
@@ -198,6 +248,7 @@ def main():
     local = torch_ms("local", 1)
     if local:
         print(f"  PyTorch, 1 process, whole batch: {local:.2f}")
+    gpt()
 
 
 if __name__ == "__main__":

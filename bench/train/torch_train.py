@@ -9,12 +9,15 @@ W2 4096x1024, and an SGD step (lr 1e-4), the batch split over the ranks.
   block of each weight, all_gathers it before the forward, and after the
   backward keeps its block of the summed gradient (gloo has no
   reduce_scatter: an all_reduce, then the block);
-- local: one process, the whole batch (the single-device step).
+- local: one process, the whole batch (the single-device step);
+- gpt: the small GPT of examples/gpt/train.py (bench/train/run.py's size)
+  and its Adam step, data parallel with DistributedDataParallel on RANKS
+  > 1 (BATCH is its batch of sequences).
 
 Prints the fastest step of rank 0 (ms); each step starts after a barrier,
 as dtensor-run --repeat does.
 
-usage: torch_train.py ddp|fsdp|local RANKS REPEATS [BATCH]
+usage: torch_train.py ddp|fsdp|local|gpt RANKS REPEATS [BATCH]
 """
 import os
 import sys
@@ -87,10 +90,47 @@ def fsdp_step(rank, ranks, g, batch):
     return step
 
 
+# The GPT's size (issue 36's small GPT): bench/train/run.py passes it too.
+GPT = dict(layers=2, heads=4, width=128, vocab=512, block=64)
+
+
+def gpt_step(rank, ranks, g, batch):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__)))), "examples", "gpt"))
+    import train
+    cfg = dict(GPT, batch=batch)
+    init = train.initial(cfg)
+    names = list(init)
+
+    class Gpt(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.p = torch.nn.ParameterList(
+                [torch.nn.Parameter(torch.tensor(init[n])) for n in names])
+
+        def forward(self, x, y):
+            return train.torch_loss(dict(zip(names, self.p)), x, y, cfg)
+
+    model = Gpt()
+    if ranks > 1:
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.Adam(model.parameters(), lr=train.LR)
+    x, y = train.batches(cfg, 1)[0]
+    n = batch // ranks
+    x = torch.tensor(x[rank * n:(rank + 1) * n])
+    y = torch.tensor(y[rank * n:(rank + 1) * n])
+
+    def step():
+        opt.zero_grad()
+        model(x, y).backward()
+        opt.step()
+    return step
+
+
 def main():
     kind, ranks, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     batch = int(sys.argv[4]) if len(sys.argv) > 4 else 512
-    make_step = fsdp_step if kind == "fsdp" else ddp_step
+    make_step = {"fsdp": fsdp_step, "gpt": gpt_step}.get(kind, ddp_step)
     print(f"{time_step(make_step, ranks, reps, batch, grad=True):.3f}")
 
 

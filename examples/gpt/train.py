@@ -24,8 +24,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
 sys.path.insert(0, os.path.join(ROOT, "bench", "exec"))
 from programs import gpt_parameters, gpt_train_program  # noqa: E402
 
-import dtensor  # noqa: E402
-
 CFG = dict(batch=4, block=16, width=32, vocab=64, layers=2, heads=4)
 LR = 1e-3
 
@@ -89,6 +87,7 @@ def batches(cfg, steps, seed=1):
 
 def train(name, cfg, steps, check_first=True):
     """The losses of `steps` Adam steps, and the seconds per step."""
+    import dtensor  # here: the PyTorch half needs no dtensor
     mesh, axes, layouts = config(name, cfg)
     text = gpt_train_program(cfg, mesh, axes, layouts)
     params = gpt_parameters(cfg)
@@ -112,40 +111,44 @@ def train(name, cfg, steps, check_first=True):
     return losses, seconds
 
 
+def torch_loss(p, x, y, cfg):
+    """The model's mean cross-entropy in PyTorch: `p` maps the parameter
+    names to tensors, `x` and `y` are [B, T] ids (any B)."""
+    import torch
+    import torch.nn.functional as F
+    T, C, NH = cfg["block"], cfg["width"], cfg["heads"]
+    B, HD = x.shape[0], C // NH
+    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    h = (p["transformer.wte.weight"][x] +
+         p["transformer.wpe.weight"]).reshape(B * T, C)
+    for i in range(cfg["layers"]):
+        q = f"transformer.h.{i}."
+        a = F.layer_norm(h, (C,), p[q + "ln_1.weight"], p[q + "ln_1.bias"])
+        heads = [(a @ p[q + f"attn.{k}.weight"]).view(B, T, NH, HD)
+                 .transpose(1, 2) for k in ("q", "k", "v")]
+        s = (heads[0] @ heads[1].transpose(-2, -1)) / HD ** 0.5
+        s = s.masked_fill(mask, float("-inf")).softmax(-1)
+        ctx = (s @ heads[2]).transpose(1, 2).reshape(B * T, C)
+        h = h + ctx @ p[q + "attn.c_proj.weight"]
+        m = F.layer_norm(h, (C,), p[q + "ln_2.weight"], p[q + "ln_2.bias"])
+        u = m @ p[q + "mlp.c_fc.weight"]
+        g = 0.5 * u * (1 + torch.tanh(0.7978845608 * (u + 0.044715 * u ** 3)))
+        h = h + g @ p[q + "mlp.c_proj.weight"]
+    hf = F.layer_norm(h, (C,), p["transformer.ln_f.weight"],
+                      p["transformer.ln_f.bias"])
+    return F.cross_entropy(hf @ p["transformer.wte.weight"].T, y.reshape(-1))
+
+
 def torch_losses(cfg, steps):
     """The same model, weights, batches and Adam in PyTorch (f32)."""
     import torch
-    import torch.nn.functional as F
     torch.set_num_threads(1)
-    B, T, C, V = cfg["batch"], cfg["block"], cfg["width"], cfg["vocab"]
-    NH = cfg["heads"]
-    HD = C // NH
     p = {n: torch.tensor(v, requires_grad=True)
          for n, v in initial(cfg).items()}
     opt = torch.optim.Adam(p.values(), lr=LR, betas=(0.9, 0.999), eps=1e-8)
-    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
     out = []
     for x, y in batches(cfg, steps):
-        x, y = torch.tensor(x), torch.tensor(y)
-        h = (p["transformer.wte.weight"][x] +
-             p["transformer.wpe.weight"]).reshape(B * T, C)
-        for i in range(cfg["layers"]):
-            q = f"transformer.h.{i}."
-            a = F.layer_norm(h, (C,), p[q + "ln_1.weight"], p[q + "ln_1.bias"])
-            heads = [(a @ p[q + f"attn.{k}.weight"]).view(B, T, NH, HD)
-                     .transpose(1, 2) for k in ("q", "k", "v")]
-            s = (heads[0] @ heads[1].transpose(-2, -1)) / HD ** 0.5
-            s = s.masked_fill(mask, float("-inf")).softmax(-1)
-            ctx = (s @ heads[2]).transpose(1, 2).reshape(B * T, C)
-            h = h + ctx @ p[q + "attn.c_proj.weight"]
-            m = F.layer_norm(h, (C,), p[q + "ln_2.weight"], p[q + "ln_2.bias"])
-            u = m @ p[q + "mlp.c_fc.weight"]
-            g = 0.5 * u * (1 + torch.tanh(0.7978845608 * (u + 0.044715 * u ** 3)))
-            h = h + g @ p[q + "mlp.c_proj.weight"]
-        hf = F.layer_norm(h, (C,), p["transformer.ln_f.weight"],
-                          p["transformer.ln_f.bias"])
-        loss = F.cross_entropy(hf @ p["transformer.wte.weight"].T,
-                               y.reshape(-1))
+        loss = torch_loss(p, torch.tensor(x), torch.tensor(y), cfg)
         opt.zero_grad()
         loss.backward()
         opt.step()

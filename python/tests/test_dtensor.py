@@ -387,7 +387,7 @@ def test_checkpoint_errors(tmp_path):
         dtensor.checkpoint_info(str(tmp_path / "none"))
     with pytest.raises(dtensor.DtensorError, match="element type"):
         dtensor.save_checkpoint(str(tmp_path / "ck"),
-                                {"u": np.zeros(3, np.uint8)})
+                                {"u": np.zeros(3, np.uint16)})
     with pytest.raises(dtensor.DtensorError, match="spec"):
         dtensor.save_checkpoint(str(tmp_path / "ck"),
                                 {"a": (np.zeros(4, np.float32), "4", "[S7]")})
