@@ -58,49 +58,12 @@ static void unitSliceText(DtBuf *t, MlirType idx, int nb, const char *elem) {
   dtBufPrintf(t, "1x%s>", elem);
 }
 
-/* The template of a tensor.gather; false with `why` set when it has none. */
-static bool tensorGatherTemplate(MlirOperation op, DtBuf *t, const char **why) {
-  MlirType src = mlirValueGetType(mlirOperationGetOperand(op, 0));
-  MlirType idx = mlirValueGetType(mlirOperationGetOperand(op, 1));
-  MlirType res = mlirValueGetType(mlirOperationGetResult(op, 0));
-  MlirAttribute dimsAttr = dtGetAttr(op, "gather_dims");
-  if (!mlirShapedTypeHasStaticShape(src) ||
-      !mlirShapedTypeHasStaticShape(idx) || !mlirShapedTypeHasStaticShape(res))
-    return *why = "has dynamic sizes; only static shapes are compiled", false;
-  int n = (int)mlirShapedTypeGetRank(src), m = (int)mlirShapedTypeGetRank(idx);
-  int k = mlirAttributeIsNull(dimsAttr)
-              ? -1
-              : (int)mlirDenseArrayGetNumElements(dimsAttr);
-  int nb = m - 1;
-  if (m < 1 || k < 1 || k > DT_MAX_GATHER_INDICES ||
-      mlirShapedTypeGetDimSize(idx, m - 1) != k)
-    return *why = "has a malformed or too long gather_dims (at most 8)", false;
-  if (nb + n > 26)
-    return *why = "has more than 26 dims in its indices and source", false;
-  bool gathered[DTENSOR_MAX_TENSOR_RANK] = {false};
-  for (int j = 0; j < k; ++j) {
-    int64_t g = mlirDenseI64ArrayGetElement(dimsAttr, j);
-    if (g < 0 || g >= n)
-      return *why = "has a gather dim out of range", false;
-    gathered[g] = true;
-  }
-  int reducedRank = nb + n - k;
-  bool reduced = mlirShapedTypeGetRank(res) == reducedRank;
-  char e[64], ie[64], ty[512];
-  dtTypePrint(mlirShapedTypeGetElementType(src), e, sizeof(e));
-  /* Index elements become i64, which the runtime carries (a sharded
-   * index tensor moves like any other). */
-  bool isIndex = mlirTypeIsAIndex(mlirShapedTypeGetElementType(idx));
-  snprintf(ie, sizeof(ie), "i64");
-  if (!isIndex)
-    dtTypePrint(mlirShapedTypeGetElementType(idx), ie, sizeof(ie));
-  dtBufPrintf(t, "func.func @make(%%src: ");
-  dtTypePrint(src, ty, sizeof(ty));
-  dtBufPrintf(t, "%s, %%idx: ", ty);
-  dtTypePrint(idx, ty, sizeof(ty));
-  dtBufPrintf(t, "%s) -> ", ty);
-  dtTypePrint(res, ty, sizeof(ty));
-  dtBufPrintf(t, "%s {\n", ty);
+/* %i0.. %i<k-1>: coordinate j of the index tensor %idx ([B..., k]) as a
+ * tensor [B...] of `ie` elements (i64 when %idx holds index). */
+static void indexSlicesText(DtBuf *t, MlirType idx, int k, const char *ie,
+                            bool isIndex) {
+  int m = (int)mlirShapedTypeGetRank(idx), nb = m - 1;
+  char ty[512];
   const char *idxName = "%idx";
   if (isIndex) {
     dtTypePrint(idx, ty, sizeof(ty));
@@ -138,75 +101,278 @@ static bool tensorGatherTemplate(MlirOperation op, DtBuf *t, const char **why) {
     shapeText(t, idx, 0, nb, ie);
     dtBufPrintf(t, "\n");
   }
-  /* Letters: the batch dims a.., then the source's dims. */
-  char dims[128];
-  DtBuf dd = dtBufInit(dims, sizeof(dims));
-  for (int d = 0; d < n; ++d)
-    dtBufPrintf(&dd, "%c", 'a' + nb + d);
-  for (int j = 0; j < k; ++j) {
+}
+
+/* What tensor.gather and tensor.scatter share: the table (gather's
+ * source, scatter's destination) of rank n, the indices [B..., k] (nb
+ * batch dims), the dims they select, and the other side (gather's result,
+ * scatter's source) rank-reduced or keeping the selected dims as ones. */
+typedef struct Lookup {
+  MlirType table, idx, other;
+  int n, nb, k;
+  bool picked[DTENSOR_MAX_TENSOR_RANK];
+  bool reduced, isIndex;
+  char e[64], ie[64]; /* element types: the table's, the indices' (i64) */
+} Lookup;
+
+static const char *readLookup(MlirOperation op, MlirType table, MlirType idx,
+                              MlirType other, const char *dimsName, Lookup *l) {
+  MlirAttribute dimsAttr = dtGetAttr(op, dimsName);
+  if (!mlirShapedTypeHasStaticShape(table) ||
+      !mlirShapedTypeHasStaticShape(idx) ||
+      !mlirShapedTypeHasStaticShape(other))
+    return "has dynamic sizes; only static shapes are compiled";
+  l->table = table, l->idx = idx, l->other = other;
+  l->n = (int)mlirShapedTypeGetRank(table);
+  int m = (int)mlirShapedTypeGetRank(idx);
+  l->k = mlirAttributeIsNull(dimsAttr)
+             ? -1
+             : (int)mlirDenseArrayGetNumElements(dimsAttr);
+  l->nb = m - 1;
+  if (m < 1 || l->k < 1 || l->k > DT_MAX_GATHER_INDICES ||
+      mlirShapedTypeGetDimSize(idx, m - 1) != l->k)
+    return "has malformed or too many (more than 8) dims to index";
+  if (l->nb + l->n > 26)
+    return "has more than 26 dims in its indices and table";
+  memset(l->picked, 0, sizeof(l->picked));
+  for (int j = 0; j < l->k; ++j) {
+    int64_t g = mlirDenseI64ArrayGetElement(dimsAttr, j);
+    if (g < 0 || g >= l->n)
+      return "indexes a dim out of range";
+    l->picked[g] = true;
+  }
+  int rank = (int)mlirShapedTypeGetRank(other);
+  l->reduced = rank == l->nb + l->n - l->k;
+  if (!l->reduced && rank != l->nb + l->n)
+    return "has a result or source of neither rank the indices give";
+  dtTypePrint(mlirShapedTypeGetElementType(table), l->e, sizeof(l->e));
+  /* Index elements become i64, which the runtime carries (a sharded
+   * index tensor moves like any other). */
+  l->isIndex = mlirTypeIsAIndex(mlirShapedTypeGetElementType(idx));
+  snprintf(l->ie, sizeof(l->ie), "i64");
+  if (!l->isIndex)
+    dtTypePrint(mlirShapedTypeGetElementType(idx), l->ie, sizeof(l->ie));
+  return NULL;
+}
+
+/* `dims` of the lookup (the batch dims a.., then the table's): the table,
+ * one index tensor per selected dim, then (`scatter`) the updates and the
+ * table again, or the result. */
+static void lookupDims(const Lookup *l, bool scatter, char *out, size_t size) {
+  DtBuf dd = dtBufInit(out, size);
+  for (int d = 0; d < l->n; ++d)
+    dtBufPrintf(&dd, "%c", 'a' + l->nb + d);
+  for (int j = 0; j < l->k; ++j) {
     dtBufPrintf(&dd, ",");
-    for (int d = 0; d < nb; ++d)
+    for (int d = 0; d < l->nb; ++d)
       dtBufPrintf(&dd, "%c", 'a' + d);
   }
-  dtBufPrintf(&dd, "->");
-  for (int d = 0; d < nb; ++d)
+  dtBufPrintf(&dd, scatter ? "," : "->");
+  for (int d = 0; d < l->nb; ++d)
     dtBufPrintf(&dd, "%c", 'a' + d);
-  for (int d = 0; d < n; ++d)
-    if (!gathered[d])
-      dtBufPrintf(&dd, "%c", 'a' + nb + d);
-  char gt[512];
-  DtBuf g = dtBufInit(gt, sizeof(gt));
+  for (int d = 0; d < l->n; ++d)
+    if (!l->picked[d])
+      dtBufPrintf(&dd, "%c", 'a' + l->nb + d);
+  if (scatter) {
+    dtBufPrintf(&dd, "->");
+    for (int d = 0; d < l->n; ++d)
+      dtBufPrintf(&dd, "%c", 'a' + l->nb + d);
+  }
+}
+
+/* The rank-reduced type of the other side: [B..., unselected dims]. */
+static void reducedType(const Lookup *l, char *out, size_t size) {
+  DtBuf g = dtBufInit(out, size);
   dtBufPrintf(&g, "tensor<");
-  for (int d = 0; d < nb; ++d)
-    dtBufPrintf(&g, "%lldx", (long long)mlirShapedTypeGetDimSize(idx, d));
-  for (int d = 0; d < n; ++d)
-    if (!gathered[d])
-      dtBufPrintf(&g, "%lldx", (long long)mlirShapedTypeGetDimSize(src, d));
-  dtBufPrintf(&g, "%s>", e);
-  dtBufPrintf(t, "  %%g = \"dtensor.gather\"(%%src");
-  for (int j = 0; j < k; ++j)
-    dtBufPrintf(t, ", %%i%d", j);
-  dtBufPrintf(t, ") {dims = \"%s\"} : (", dims);
-  dtTypePrint(src, ty, sizeof(ty));
-  dtBufPrintf(t, "%s", ty);
-  for (int j = 0; j < k; ++j) {
-    dtBufPrintf(t, ", ");
-    shapeText(t, idx, 0, nb, ie);
-  }
-  dtBufPrintf(t, ") -> %s\n", gt);
-  if (reduced) {
-    dtBufPrintf(t, "  return %%g : %s\n}\n", gt);
-    return true;
-  }
-  if (mlirShapedTypeGetRank(res) != nb + n)
-    return *why = "has a result of neither rank a gather gives", false;
-  /* Each kept dim starts a group; an inserted unit dim joins the group
-   * before it (the first group when none is before). */
+  for (int d = 0; d < l->nb; ++d)
+    dtBufPrintf(&g, "%lldx", (long long)mlirShapedTypeGetDimSize(l->idx, d));
+  for (int d = 0; d < l->n; ++d)
+    if (!l->picked[d])
+      dtBufPrintf(&g, "%lldx",
+                  (long long)mlirShapedTypeGetDimSize(l->table, d));
+  dtBufPrintf(&g, "%s>", l->e);
+}
+
+/* The reassociation between the reduced type and the one with unit dims:
+ * each kept dim starts a group, a unit dim joins the group before it (the
+ * first when none is before). */
+static void unitGroupsText(DtBuf *t, const Lookup *l) {
   int groupOf[2 * DTENSOR_MAX_TENSOR_RANK];
-  int group = -1;
-  for (int r = 0; r < nb + n; ++r) {
-    if (r < nb || !gathered[r - nb])
+  int group = -1, total = l->nb + l->n, reducedRank = l->nb + l->n - l->k;
+  for (int r = 0; r < total; ++r) {
+    if (r < l->nb || !l->picked[r - l->nb])
       ++group;
     groupOf[r] = group;
   }
-  dtBufPrintf(t, "  %%r = tensor.expand_shape %%g [");
+  dtBufPrintf(t, "[");
   for (int q = 0; q < reducedRank; ++q) {
     dtBufPrintf(t, "%s[", q ? ", " : "");
     bool first = true;
-    for (int r = 0; r < nb + n; ++r)
+    for (int r = 0; r < total; ++r)
       if (groupOf[r] == q || (q == 0 && groupOf[r] < 0)) {
         dtBufPrintf(t, "%s%d", first ? "" : ", ", r);
         first = false;
       }
     dtBufPrintf(t, "]");
   }
-  dtBufPrintf(t, "] output_shape [");
-  for (int r = 0; r < nb + n; ++r)
+  dtBufPrintf(t, "]");
+}
+
+/* The index tensors' types, ", T" each, into the template. */
+static void indexTypesText(DtBuf *t, const Lookup *l) {
+  for (int j = 0; j < l->k; ++j) {
+    dtBufPrintf(t, ", ");
+    shapeText(t, l->idx, 0, l->nb, l->ie);
+  }
+}
+
+/* "func.func @make(%<names[i]>: <operand i's type>, ...) -> <result's
+ * type> {" for `op`. */
+static void headerText(DtBuf *t, MlirOperation op, const char *const *names) {
+  char ty[512];
+  dtBufPrintf(t, "func.func @make(");
+  for (intptr_t i = 0; i < mlirOperationGetNumOperands(op); ++i) {
+    dtTypePrint(mlirValueGetType(mlirOperationGetOperand(op, i)), ty,
+                sizeof(ty));
+    dtBufPrintf(t, "%s%%%s: %s", i ? ", " : "", names[i], ty);
+  }
+  dtTypePrint(mlirValueGetType(mlirOperationGetResult(op, 0)), ty, sizeof(ty));
+  dtBufPrintf(t, ") -> %s {\n", ty);
+}
+
+/* The template of a tensor.gather; NULL, or why it has none. */
+static const char *tensorGatherTemplate(MlirOperation op, DtBuf *t) {
+  MlirType src = mlirValueGetType(mlirOperationGetOperand(op, 0));
+  MlirType idx = mlirValueGetType(mlirOperationGetOperand(op, 1));
+  MlirType res = mlirValueGetType(mlirOperationGetResult(op, 0));
+  Lookup l;
+  const char *why = readLookup(op, src, idx, res, "gather_dims", &l);
+  if (why)
+    return why;
+  char ty[512], dims[128], gt[512];
+  static const char *const kNames[] = {"src", "idx"};
+  headerText(t, op, kNames);
+  indexSlicesText(t, idx, l.k, l.ie, l.isIndex);
+  lookupDims(&l, false, dims, sizeof(dims));
+  reducedType(&l, gt, sizeof(gt));
+  dtBufPrintf(t, "  %%g = \"dtensor.gather\"(%%src");
+  for (int j = 0; j < l.k; ++j)
+    dtBufPrintf(t, ", %%i%d", j);
+  dtTypePrint(src, ty, sizeof(ty));
+  dtBufPrintf(t, ") {dims = \"%s\"} : (%s", dims, ty);
+  indexTypesText(t, &l);
+  dtBufPrintf(t, ") -> %s\n", gt);
+  if (l.reduced) {
+    dtBufPrintf(t, "  return %%g : %s\n}\n", gt);
+    return NULL;
+  }
+  dtBufPrintf(t, "  %%r = tensor.expand_shape %%g ");
+  unitGroupsText(t, &l);
+  dtBufPrintf(t, " output_shape [");
+  for (int r = 0; r < l.nb + l.n; ++r)
     dtBufPrintf(t, "%s%lld", r ? ", " : "",
                 (long long)mlirShapedTypeGetDimSize(res, r));
   dtTypePrint(res, ty, sizeof(ty));
   dtBufPrintf(t, "] : %s into %s\n  return %%r : %s\n}\n", gt, ty, ty);
-  return true;
+  return NULL;
+}
+
+/* An overwriting scatter as two scatter_adds, so it shards, is
+ * differentiated and checks its indices as they do: which elements the
+ * updates hit (a scatter_add of ones into zeros), those elements of the
+ * destination zeroed, then the updates added there. The indices are
+ * unique (tensor.scatter's `unique`, tosa.scatter's rule), so each hit
+ * element takes its update; an index out of range is dropped. `%dest`,
+ * `%u` (the rank-reduced updates) and the index tensors %i0.. are defined;
+ * the result is %r. */
+static const char *overwriteText(DtBuf *t, MlirType dest, const char *updType,
+                                 const char *dims, int k,
+                                 const char *indexTypes) {
+  MlirType elem = mlirShapedTypeGetElementType(dest);
+  bool isFloat = mlirTypeIsAFloat(elem);
+  if (!isFloat &&
+      !(mlirTypeIsAInteger(elem) && mlirIntegerTypeGetWidth(elem) > 1))
+    return "overwrites elements of a type a scatter does not add (floats "
+           "and integers wider than i1)";
+  char e[64], dt[512];
+  dtTypePrint(elem, e, sizeof(e));
+  dtTypePrint(dest, dt, sizeof(dt));
+  char ids[128];
+  DtBuf ib = dtBufInit(ids, sizeof(ids));
+  for (int j = 0; j < k; ++j)
+    dtBufPrintf(&ib, ", %%i%d", j);
+  dtBufPrintf(t,
+              "  %%zc = arith.constant %s : %s\n"
+              "  %%oc = arith.constant %s : %s\n"
+              "  %%zeros = tensor.splat %%zc : %s\n"
+              "  %%ones = tensor.splat %%oc : %s\n",
+              isFloat ? "0.0" : "0", e, isFloat ? "1.0" : "1", e, dt, updType);
+  dtBufPrintf(t,
+              "  %%hit = \"dtensor.scatter_add\"(%%zeros%s, %%ones) {dims = "
+              "\"%s\"} : (%s%s, %s) -> %s\n",
+              ids, dims, dt, indexTypes, updType, dt);
+  dtBufPrintf(t, "  %%c = %s %%hit, %%zeros : %s\n",
+              isFloat ? "arith.cmpf one," : "arith.cmpi ne,", dt);
+  char mask[512];
+  snprintf(mask, sizeof(mask), "%s", dt);
+  char *x = strrchr(mask, 'x');
+  if (x)
+    snprintf(x + 1, sizeof(mask) - (size_t)(x + 1 - mask), "i1>");
+  dtBufPrintf(t, "  %%cleared = arith.select %%c, %%zeros, %%dest : %s, %s\n",
+              mask, dt);
+  dtBufPrintf(t,
+              "  %%r = \"dtensor.scatter_add\"(%%cleared%s, %%u) {dims = "
+              "\"%s\"} : (%s%s, %s) -> %s\n  return %%r : %s\n}\n",
+              ids, dims, dt, indexTypes, updType, dt, dt);
+  return NULL;
+}
+
+/* The template of a tensor.scatter (source, destination, indices). */
+static const char *tensorScatterTemplate(MlirOperation op, DtBuf *t) {
+  MlirType src = mlirValueGetType(mlirOperationGetOperand(op, 0));
+  MlirType dest = mlirValueGetType(mlirOperationGetOperand(op, 1));
+  MlirType idx = mlirValueGetType(mlirOperationGetOperand(op, 2));
+  Lookup l;
+  const char *why = readLookup(op, dest, idx, src, "scatter_dims", &l);
+  if (why)
+    return why;
+  if (mlirShapedTypeGetRank(dest) == 0)
+    return "scatters into a 0-d tensor";
+  char ty[512], dims[128], ut[512], types[1024];
+  static const char *const kNames[] = {"src", "dest", "idx"};
+  headerText(t, op, kNames);
+  indexSlicesText(t, idx, l.k, l.ie, l.isIndex);
+  lookupDims(&l, true, dims, sizeof(dims));
+  reducedType(&l, ut, sizeof(ut));
+  if (l.reduced) {
+    dtBufPrintf(t, "  %%u = tensor.cast %%src : %s to %s\n", ut, ut);
+  } else {
+    dtBufPrintf(t, "  %%u = tensor.collapse_shape %%src ");
+    unitGroupsText(t, &l);
+    dtTypePrint(src, ty, sizeof(ty));
+    dtBufPrintf(t, " : %s into %s\n", ty, ut);
+  }
+  DtBuf tb = dtBufInit(types, sizeof(types));
+  indexTypesText(&tb, &l);
+  return overwriteText(t, dest, ut, dims, l.k, types);
+}
+
+/* tosa.scatter (values_in [N, K, C], indices [N, W], input [N, W, C]). */
+static const char *tosaScatterTemplate(MlirOperation op, DtBuf *t) {
+  MlirType dest = mlirValueGetType(mlirOperationGetOperand(op, 0));
+  MlirType idx = mlirValueGetType(mlirOperationGetOperand(op, 1));
+  MlirType upd = mlirValueGetType(mlirOperationGetOperand(op, 2));
+  if (!mlirShapedTypeHasStaticShape(dest) ||
+      !mlirShapedTypeHasStaticShape(idx) || !mlirShapedTypeHasStaticShape(upd))
+    return "has dynamic sizes; only static shapes are compiled";
+  char it[512], ut[512];
+  dtTypePrint(idx, it, sizeof(it));
+  dtTypePrint(upd, ut, sizeof(ut));
+  static const char *const kNames[] = {"dest", "i0", "u"};
+  headerText(t, op, kNames);
+  char types[600];
+  snprintf(types, sizeof(types), ", %s", it);
+  return overwriteText(t, dest, ut, "nkc,nw,nwc->nkc", 1, types);
 }
 
 static bool tosaGatherTemplate(MlirOperation op, DtBuf *t, const char **why) {
@@ -227,20 +393,30 @@ static bool tosaGatherTemplate(MlirOperation op, DtBuf *t, const char **why) {
   return true;
 }
 
-/* Replaces a tensor.gather or tosa.gather by its template; false after a
- * located error. */
+/* Replaces a tensor.gather, tensor.scatter, tosa.gather or tosa.scatter
+ * by its template; false after a located error. */
 static bool makeFromOp(MlirOperation op, char *text) {
   DtBuf t = dtBufInit(text, TEXT_SIZE);
   const char *why = NULL;
-  bool ok = dtIsOp(op, "tosa.gather") ? tosaGatherTemplate(op, &t, &why)
-                                      : tensorGatherTemplate(op, &t, &why);
-  if (!ok) {
+  if (dtIsOp(op, "tosa.gather")) {
+    if (!tosaGatherTemplate(op, &t, &why))
+      why = why ? why : "cannot be made a dtensor.gather";
+  } else if (dtIsOp(op, "tensor.gather")) {
+    why = tensorGatherTemplate(op, &t);
+  } else if (dtIsOp(op, "tensor.scatter")) {
+    why = tensorScatterTemplate(op, &t);
+  } else {
+    why = tosaScatterTemplate(op, &t);
+  }
+  if (why) {
     dtOpError(op, "%s", why);
     return false;
   }
-  MlirValue args[2] = {mlirOperationGetOperand(op, 0),
-                       mlirOperationGetOperand(op, 1)};
-  return dtTemplateReplace(op, &t, "make", args, "made a dtensor.gather");
+  MlirValue args[3];
+  for (intptr_t i = 0; i < mlirOperationGetNumOperands(op) && i < 3; ++i)
+    args[i] = mlirOperationGetOperand(op, i);
+  return dtTemplateReplace(op, &t, "make", args,
+                           "made a dtensor.gather or scatter_add");
 }
 
 /* ---- lookups in linalg bodies -------------------------------------------- */
@@ -679,7 +855,8 @@ static bool readsOutside(MlirOperation g) {
 
 static MlirWalkResult collect(MlirOperation op, void *userData) {
   Found *f = userData;
-  if (dtIsOp(op, "tensor.gather") || dtIsOp(op, "tosa.gather")) {
+  if (dtIsOp(op, "tensor.gather") || dtIsOp(op, "tosa.gather") ||
+      dtIsOp(op, "tensor.scatter") || dtIsOp(op, "tosa.scatter")) {
     if (!dtOpListPush(&f->ops, op))
       return MlirWalkResultInterrupt;
   } else if (f->hoist && dtIsOp(op, "linalg.generic") && readsOutside(op) &&

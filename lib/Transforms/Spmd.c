@@ -115,14 +115,16 @@ static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
   /* Propagation's decisions go to partition in memory. */
   DtDecisions decisions = dtDecisionsInit();
   propagate.decisions = partition.decisions = &decisions;
+  /* Lookups by computed index get their table as an operand, and
+   * scatters become scatter_adds (before tosa-to-scf, which would make
+   * tosa.scatter a loop). */
+  ok = ok && dtGathersPass.run(root, &propagate);
+  ok = ok && tosaControlToScf(root);
   /* linalg.softmax has no sharding rule of its own: its generics do (rows
    * stay sharded unless the softmax dim is). */
-  ok = ok && tosaControlToScf(root);
   ok = ok && dtDecomposeSoftmaxPass.run(root, &propagate);
   /* Packs as the pad, reshape and transpose they are, which have rules. */
   ok = ok && dtDecomposePacksPass.run(root, &propagate);
-  /* Lookups by computed index get their table as an operand. */
-  ok = ok && dtGathersPass.run(root, &propagate);
   ok = ok && dtPropagatePass.run(root, &propagate);
   stepDone(ok && timing, "propagate", &last);
   ok = ok && dtPartitionPass.run(root, &partition);
@@ -185,8 +187,8 @@ MlirLogicalResult dtensorSpmdStages(MlirStringRef options, char *buffer,
   lowerOptions(&parsed, lower, sizeof(lower));
   int n =
       snprintf(buffer, capacity,
-               "dtensor-verify, dtensor-decompose-softmax, "
-               "dtensor-decompose-packs, dtensor-gathers, "
+               "dtensor-verify, dtensor-gathers, tosa-to-scf, "
+               "dtensor-decompose-softmax, dtensor-decompose-packs, "
                "dtensor-propagate{%s}, dtensor-partition, "
                "dtensor-lower-redistribute{%s}, "
                "dtensor-bucket-collectives{bucket-bytes=%s}, " DT_SPMD_CLEANUP

@@ -300,6 +300,12 @@ CASES["pick_target_logit"] = (
      "  %q = arith.mulf %v, %v : f64",
      "  linalg.yield %q : f64",
      "} -> tensor<3xf64>"], ("%y", (3,)))
+CASES["tensor_scatter"] = (
+    [("d", (5, 3)), ("u", (2, 3))],
+    ["%idx = arith.constant dense<[[3], [0]]> : tensor<2x1xi64>",
+     "%s = tensor.scatter %u into %d[%idx] scatter_dims([0]) unique : "
+     "(tensor<2x3xf64>, tensor<5x3xf64>, tensor<2x1xi64>) -> tensor<5x3xf64>",
+     "%y = math.sin %s : tensor<5x3xf64>"], ("%y", (5, 3)))
 CASES["read_at_own_loops"] = (
     [("x", (3, 4))],
     ["%e = tensor.empty() : tensor<3x4xf64>",

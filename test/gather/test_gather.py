@@ -296,3 +296,62 @@ def test_gpt2_sized_embedding_never_makes_a_tokens_by_vocab_tensor():
         dims = [int(s) for s in shape.split("x")]
         assert int(np.prod(dims)) <= 12565 * 768, shape
     assert "tensor<12565x768xf32>" in per_device
+
+
+def np_scatter(dest, idx, upd, dims):
+    """tensor.scatter's meaning (unique indices) in numpy."""
+    out = dest.copy()
+    for pos in np.ndindex(*idx.shape[:-1]):
+        index = tuple(int(idx[pos][dims.index(d)]) if d in dims else slice(None)
+                      for d in range(dest.ndim))
+        out[index] = upd[pos].reshape(out[index].shape)
+    return out
+
+
+@pytest.mark.parametrize("dest,idx,dims,src,spec,ranks", [
+    ((9, 5), (3, 1), [0], (3, 5), None, 1),
+    ((9, 5), (3, 1), [0], (3, 1, 5), "[S0, R]", 2),   # the dest's rows split
+    ((9, 5), (3, 1), [0], (3, 5), "[R, S0]", 2),
+    ((4, 9, 5), (3, 2), [0, 2], (3, 9), "[S0, R, R]", 2),
+])
+def test_tensor_scatter(dest, idx, dims, src, spec, ranks):
+    """An overwriting scatter is two scatter_adds (which elements are hit,
+    zeroed, the updates added): it shards like them."""
+    d = RNG.standard_normal(dest).astype(np.float32)
+    count = int(np.prod(idx[:-1]))  # distinct positions: the indices are unique
+    picks = RNG.permutation(np.prod([dest[k] for k in dims]))[:count]
+    coords = np.stack(np.unravel_index(picks, [dest[k] for k in dims]),
+                      axis=-1).reshape(idx).astype(np.int64)
+    u = RNG.standard_normal(src).astype(np.float32)
+    D, I, S = ("x".join(map(str, t)) for t in (dest, idx, src))
+    layout_attr = layout(spec) if spec else ""
+    text = (mesh((ranks,), ["x"]) +
+            f"func.func @f(%d: tensor<{D}xf32>{(' ' + layout_attr) if spec else ''}, "
+            f"%u: tensor<{S}xf32>, %i: tensor<{I}xi64>) -> tensor<{D}xf32> {{\n"
+            f"  %r = tensor.scatter %u into %d[%i] scatter_dims({dims}) unique : "
+            f"(tensor<{S}xf32>, tensor<{D}xf32>, tensor<{I}xi64>) -> tensor<{D}xf32>\n"
+            f"  return %r : tensor<{D}xf32>\n}}\n")
+    out, = dtensor.run(text, ranks, [d, u, coords])
+    np.testing.assert_array_equal(out, np_scatter(d, coords, u, dims))
+
+
+@pytest.mark.parametrize("ranks,spec", [(1, "[R, R, R]"), (2, "[R, S0, R]")])
+def test_tosa_scatter_and_out_of_range_indices(ranks, spec):
+    """tosa.scatter, and an index outside the table: dropped (it wrote
+    outside the buffer before, killing the process)."""
+    text = (mesh((ranks,), ["x"]) +
+            f"func.func @f(%v: tensor<2x9x4xf32> {layout(spec)}, "
+            "%i: tensor<2x3xi32>, %u: tensor<2x3x4xf32>) -> tensor<2x9x4xf32> {\n"
+            "  %r = tosa.scatter %v, %i, %u : (tensor<2x9x4xf32>, tensor<2x3xi32>,"
+            " tensor<2x3x4xf32>) -> tensor<2x9x4xf32>\n"
+            "  return %r : tensor<2x9x4xf32>\n}\n")
+    v = RNG.standard_normal((2, 9, 4)).astype(np.float32)
+    u = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+    i = np.array([[0, 8, 4], [7, -3, 100]], np.int32)
+    out, = dtensor.run(text, ranks, [v, i, u])
+    want = v.copy()
+    for n in range(2):
+        for w in range(3):
+            if 0 <= i[n, w] < 9:
+                want[n, i[n, w]] = u[n, w]
+    np.testing.assert_array_equal(out, want)
