@@ -1,7 +1,8 @@
 """Ops upstream lowers, run against numpy (test/ops): linalg.pack and
 linalg.unpack (decomposed into pad, expand_shape and transpose, so they
-also shard), tosa.mul with a shift (tosa.apply_scale), tosa.cond_if and
-tosa.while_loop (tosa-to-scf); on one device and sharded."""
+also shard), tosa.mul with a shift and tosa.rescale (tosa.apply_scale),
+tosa.cond_if and tosa.while_loop (tosa-to-scf); on one device and
+sharded."""
 
 import numpy as np
 import pytest
@@ -96,6 +97,24 @@ def test_tosa_mul_with_shift():
     r, = dtensor.run(text, 1, [a, b])
     prod = a.astype(np.int64) * b
     np.testing.assert_array_equal(r, ((prod + 4) >> 3).astype(np.int32))
+
+
+def test_tosa_rescale():
+    """tosa.rescale of i32 to i8 by 2^30 / 2^31 (a half, rounded up as
+    apply_scale rounds, saturated to i8)."""
+    text = """func.func @f(%a: tensor<16xi32>) -> tensor<16xi8> {
+  %mult = "tosa.const"() <{values = dense<1073741824> : tensor<1xi32>}> : () -> tensor<1xi32>
+  %shift = "tosa.const"() <{values = dense<31> : tensor<1xi8>}> : () -> tensor<1xi8>
+  %izp = "tosa.const"() <{values = dense<0> : tensor<1xi32>}> : () -> tensor<1xi32>
+  %ozp = "tosa.const"() <{values = dense<0> : tensor<1xi8>}> : () -> tensor<1xi8>
+  %r = tosa.rescale %a, %mult, %shift, %izp, %ozp {scale32 = true, rounding_mode = SINGLE_ROUND, per_channel = false, input_unsigned = false, output_unsigned = false} : (tensor<16xi32>, tensor<1xi32>, tensor<1xi8>, tensor<1xi32>, tensor<1xi8>) -> tensor<16xi8>
+  return %r : tensor<16xi8>
+}
+"""
+    a = RNG.integers(-300, 300, 16).astype(np.int32)
+    r, = dtensor.run(text, 1, [a])
+    want = ((a.astype(np.int64) * 2 ** 30 + 2 ** 30) >> 31).clip(-128, 127)
+    np.testing.assert_array_equal(r, want.astype(np.int8))
 
 
 COND = """func.func @f(%s: tensor<f32>, %a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {
