@@ -153,8 +153,8 @@ static const char *packTemplate(MlirOperation op, DtBuf *t, bool *withPad) {
   *withPad = mlirOperationGetNumOperands(op) > 2;
   if (l.needsPad && !*withPad)
     return "does not tile its source evenly and has no padding_value";
-  dtBufPrintf(t, "func.func @decompose(%%src: %s, %%dest: %s%s%s) -> %s {\n",
-              st, dt, *withPad ? ", %pad: " : "", *withPad ? e : "", dt);
+  static const char *const kArgs[] = {"src", "dest", "pad"};
+  dtTemplateSignature(t, "decompose", op, kArgs);
   const char *padded = "%src";
   if (l.needsPad) {
     int64_t high[DTENSOR_MAX_TENSOR_RANK] = {0},
@@ -202,8 +202,8 @@ static const char *unpackTemplate(MlirOperation op, DtBuf *t) {
   int64_t inverse[2 * DTENSOR_MAX_TENSOR_RANK] = {0};
   for (int j = 0; j < l.n + l.k; ++j)
     inverse[l.perm[j]] = j;
-  dtBufPrintf(t, "func.func @decompose(%%src: %s, %%dest: %s) -> %s {\n", st,
-              dt, dt);
+  static const char *const kArgs[] = {"src", "dest"};
+  dtTemplateSignature(t, "decompose", op, kArgs);
   dtBufPrintf(t, "  %%e = tensor.empty() : ");
   tensorText(t, l.expanded, l.n + l.k, e);
   dtBufPrintf(t, "\n  %%x = linalg.transpose ins(%%src : %s) outs(%%e : ", st);

@@ -226,20 +226,6 @@ static void indexTypesText(DtBuf *t, const Lookup *l) {
   }
 }
 
-/* "func.func @make(%<names[i]>: <operand i's type>, ...) -> <result's
- * type> {" for `op`. */
-static void headerText(DtBuf *t, MlirOperation op, const char *const *names) {
-  char ty[512];
-  dtBufPrintf(t, "func.func @make(");
-  for (intptr_t i = 0; i < mlirOperationGetNumOperands(op); ++i) {
-    dtTypePrint(mlirValueGetType(mlirOperationGetOperand(op, i)), ty,
-                sizeof(ty));
-    dtBufPrintf(t, "%s%%%s: %s", i ? ", " : "", names[i], ty);
-  }
-  dtTypePrint(mlirValueGetType(mlirOperationGetResult(op, 0)), ty, sizeof(ty));
-  dtBufPrintf(t, ") -> %s {\n", ty);
-}
-
 /* The template of a tensor.gather; NULL, or why it has none. */
 static const char *tensorGatherTemplate(MlirOperation op, DtBuf *t) {
   MlirType src = mlirValueGetType(mlirOperationGetOperand(op, 0));
@@ -251,7 +237,7 @@ static const char *tensorGatherTemplate(MlirOperation op, DtBuf *t) {
     return why;
   char ty[512], dims[128], gt[512];
   static const char *const kNames[] = {"src", "idx"};
-  headerText(t, op, kNames);
+  dtTemplateSignature(t, "make", op, kNames);
   indexSlicesText(t, idx, l.k, l.ie, l.isIndex);
   lookupDims(&l, false, dims, sizeof(dims));
   reducedType(&l, gt, sizeof(gt));
@@ -340,7 +326,7 @@ static const char *tensorScatterTemplate(MlirOperation op, DtBuf *t) {
     return "scatters into a 0-d tensor";
   char ty[512], dims[128], ut[512], types[1024];
   static const char *const kNames[] = {"src", "dest", "idx"};
-  headerText(t, op, kNames);
+  dtTemplateSignature(t, "make", op, kNames);
   indexSlicesText(t, idx, l.k, l.ie, l.isIndex);
   lookupDims(&l, true, dims, sizeof(dims));
   reducedType(&l, ut, sizeof(ut));
@@ -369,28 +355,30 @@ static const char *tosaScatterTemplate(MlirOperation op, DtBuf *t) {
   dtTypePrint(idx, it, sizeof(it));
   dtTypePrint(upd, ut, sizeof(ut));
   static const char *const kNames[] = {"dest", "i0", "u"};
-  headerText(t, op, kNames);
+  dtTemplateSignature(t, "make", op, kNames);
   char types[600];
   snprintf(types, sizeof(types), ", %s", it);
   return overwriteText(t, dest, ut, "nkc,nw,nwc->nkc", 1, types);
 }
 
-static bool tosaGatherTemplate(MlirOperation op, DtBuf *t, const char **why) {
-  char v[512], ix[512], r[512];
+/* tosa.gather (values [N, K, C], indices [N, W]): "nkc,nw->nwc". */
+static const char *tosaGatherTemplate(MlirOperation op, DtBuf *t) {
   MlirType values = mlirValueGetType(mlirOperationGetOperand(op, 0));
   if (!mlirShapedTypeHasStaticShape(values) ||
       mlirShapedTypeGetRank(values) != 3)
-    return *why = "has dynamic sizes; only static shapes are compiled", false;
+    return "has dynamic sizes; only static shapes are compiled";
+  static const char *const kNames[] = {"src", "idx"};
+  dtTemplateSignature(t, "make", op, kNames);
+  char v[512], ix[512], r[512];
   dtTypePrint(values, v, sizeof(v));
   dtTypePrint(mlirValueGetType(mlirOperationGetOperand(op, 1)), ix, sizeof(ix));
   dtTypePrint(mlirValueGetType(mlirOperationGetResult(op, 0)), r, sizeof(r));
   dtBufPrintf(t,
-              "func.func @make(%%src: %s, %%idx: %s) -> %s {\n"
               "  %%g = \"dtensor.gather\"(%%src, %%idx) "
               "{dims = \"nkc,nw->nwc\"} : (%s, %s) -> %s\n"
               "  return %%g : %s\n}\n",
-              v, ix, r, v, ix, r, r);
-  return true;
+              v, ix, r, r);
+  return NULL;
 }
 
 /* Replaces a tensor.gather, tensor.scatter, tosa.gather or tosa.scatter
@@ -399,8 +387,7 @@ static bool makeFromOp(MlirOperation op, char *text) {
   DtBuf t = dtBufInit(text, TEXT_SIZE);
   const char *why = NULL;
   if (dtIsOp(op, "tosa.gather")) {
-    if (!tosaGatherTemplate(op, &t, &why))
-      why = why ? why : "cannot be made a dtensor.gather";
+    why = tosaGatherTemplate(op, &t);
   } else if (dtIsOp(op, "tensor.gather")) {
     why = tensorGatherTemplate(op, &t);
   } else if (dtIsOp(op, "tensor.scatter")) {
@@ -555,13 +542,6 @@ static int rankIn(uint32_t loops, int d) {
   return r;
 }
 
-static int popcount(uint32_t x) {
-  int n = 0;
-  for (; x; x &= x - 1)
-    ++n;
-  return n;
-}
-
 static MlirType tensorOf(const Generic *g, uint32_t loops, MlirType elem) {
   int64_t shape[MAX_LOOPS];
   int n = 0;
@@ -588,7 +568,7 @@ static MlirAttribute projection(const Generic *g, uint32_t loops) {
 static MlirValue indexTensor(Generic *g, const Chain *c, MlirValue index) {
   MlirContext ctx = g->ctx;
   uint32_t loops = c->loops;
-  int n = popcount(loops);
+  int n = __builtin_popcount(loops);
   MlirType i64 = mlirIntegerTypeGet(ctx, 64);
   MlirType out = tensorOf(g, loops, i64);
   MlirValue operands[65];

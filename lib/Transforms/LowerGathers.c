@@ -86,22 +86,19 @@ static int position(const char *letters, char c) {
 
 /* The function header shared by both templates: the table or destination,
  * the index tensors, the updates (scatter); and the constants. */
-static void headerText(DtBuf *t, MlirOperation op, const DtGatherDims *d,
-                       MlirType result) {
-  char ty[512];
-  dtBufPrintf(t, "func.func @lower(");
-  for (intptr_t i = 0; i < mlirOperationGetNumOperands(op); ++i) {
-    dtTypePrint(mlirValueGetType(mlirOperationGetOperand(op, i)), ty,
-                sizeof(ty));
+static void headerText(DtBuf *t, MlirOperation op, const DtGatherDims *d) {
+  char names[DT_MAX_GATHER_INDICES + 2][16];
+  const char *args[DT_MAX_GATHER_INDICES + 2];
+  for (int i = 0; i < 2 + d->numIndices; ++i) {
     if (i == 0)
-      dtBufPrintf(t, "%%table: %s", ty);
+      snprintf(names[i], sizeof(names[i]), "table");
     else if (i <= d->numIndices)
-      dtBufPrintf(t, ", %%index%d: %s", (int)i - 1, ty);
+      snprintf(names[i], sizeof(names[i]), "index%d", i - 1);
     else
-      dtBufPrintf(t, ", %%updates: %s", ty);
+      snprintf(names[i], sizeof(names[i]), "updates");
+    args[i] = names[i];
   }
-  dtTypePrint(result, ty, sizeof(ty));
-  dtBufPrintf(t, ") -> %s {\n", ty);
+  dtTemplateSignature(t, "lower", op, args);
   dtBufPrintf(t, "  %%zero = arith.constant 0 : index\n"
                  "  %%one = arith.constant 1 : index\n"
                  "  %%true = arith.constant true\n");
@@ -140,7 +137,7 @@ static bool gatherTemplate(MlirOperation op, const DtGatherDims *d, DtBuf *t) {
     return false;
   dtTypePrint(elem, e, sizeof(e));
   int rank = (int)strlen(d->other);
-  headerText(t, op, d, result);
+  headerText(t, op, d);
   dtTypePrint(result, ty, sizeof(ty));
   dtBufPrintf(t, "  %%pad = arith.constant %s\n", zero);
   dtBufPrintf(t, "  %%empty = tensor.empty() : %s\n", ty);
@@ -211,7 +208,7 @@ static bool scatterTemplate(MlirOperation op, const DtGatherDims *d, DtBuf *t) {
   dtTypePrint(elem, e, sizeof(e));
   dtTypePrint(dest, ty, sizeof(ty));
   dtTypePrint(updates, ut, sizeof(ut));
-  headerText(t, op, d, dest);
+  headerText(t, op, d);
   int rank = (int)strlen(d->other);
   for (int i = 0; i < rank; ++i)
     dtBufPrintf(t, "  %%n%d = arith.constant %lld : index\n", i,

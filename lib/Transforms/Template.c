@@ -122,6 +122,19 @@ bool dtTemplateExpand(MlirOperation op, MlirBlock body, const MlirValue *args) {
   return true;
 }
 
+void dtTemplateSignature(DtBuf *t, const char *name, MlirOperation op,
+                         const char *const *args) {
+  char ty[512];
+  dtBufPrintf(t, "func.func @%s(", name);
+  for (intptr_t i = 0; i < mlirOperationGetNumOperands(op); ++i) {
+    dtTypePrint(mlirValueGetType(mlirOperationGetOperand(op, i)), ty,
+                sizeof(ty));
+    dtBufPrintf(t, "%s%%%s: %s", i ? ", " : "", args[i], ty);
+  }
+  dtTypePrint(mlirValueGetType(mlirOperationGetResult(op, 0)), ty, sizeof(ty));
+  dtBufPrintf(t, ") -> %s {\n", ty);
+}
+
 bool dtTemplateReplace(MlirOperation op, const DtBuf *t, const char *name,
                        const MlirValue *args, const char *what) {
   MlirModule tmpl =

@@ -29,6 +29,12 @@ bool dtTemplateReplace(MlirOperation op, const struct DtBuf *t,
                        const char *name, const MlirValue *args,
                        const char *what);
 
+/// Writes "func.func @`name`(%`args[0]`: <operand 0's type>, ...) ->
+/// <result 0's type> {" to `t`: the header of a template that replaces
+/// `op` (one name per operand).
+void dtTemplateSignature(struct DtBuf *t, const char *name, MlirOperation op,
+                         const char *const *args);
+
 /// Inserts a copy of `body` before `before` (at `loc`), its arguments bound
 /// to `args`, and stores the values its func.return returns in `results`
 /// (the first `maxResults`). False when out of memory.
