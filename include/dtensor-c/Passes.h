@@ -103,8 +103,11 @@ DTENSOR_EXPORT MlirLogicalResult dtensorAddSpmdPipeline(MlirOpPassManager pm,
                                                         DtensorDiag *outDiag);
 
 /// dtensor-spmd with `options` spelled out as the pipeline of its stages
-/// (dtensor-verify, dtensor-decompose-softmax, dtensor-propagate{...},
-/// dtensor-partition, dtensor-lower-redistribute{...}, canonicalize, cse),
+/// (dtensor-verify, dtensor-gathers, func.func(tosa-to-scf),
+/// dtensor-decompose-softmax, dtensor-decompose-packs,
+/// dtensor-propagate{...}, dtensor-partition,
+/// dtensor-lower-redistribute{...}, dtensor-bucket-collectives{...},
+/// canonicalize, cse, dtensor-schedule-collectives),
 /// which computes the same with propagation's decisions passed as
 /// attributes and the IR verified after each stage; dtensor-opt runs it
 /// when IR printing is asked for, so that every stage shows. Writes the
@@ -116,7 +119,9 @@ DTENSOR_EXPORT MlirLogicalResult dtensorSpmdStages(MlirStringRef options,
                                                    DtensorDiag *outDiag);
 
 /// Adds the `dtensor-to-llvm` pipeline to `pm`: dtensor-lower-to-runtime
-/// (collectives become calls of libdtensor_rt), dtensor-decompose-softmax,
+/// (collectives become calls of libdtensor_rt), dtensor-lower-gathers,
+/// tosa to scf, linalg, arith and tensor, dtensor-decompose-packs,
+/// dtensor-decompose-softmax,
 /// dtensor-widen-reductions (f16/bf16 sums accumulate in f32),
 /// dtensor-prepare-contractions,
 /// linalg-fuse-elementwise-ops,

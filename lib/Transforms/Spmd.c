@@ -187,7 +187,7 @@ MlirLogicalResult dtensorSpmdStages(MlirStringRef options, char *buffer,
   lowerOptions(&parsed, lower, sizeof(lower));
   int n =
       snprintf(buffer, capacity,
-               "dtensor-verify, dtensor-gathers, tosa-to-scf, "
+               "dtensor-verify, dtensor-gathers, func.func(tosa-to-scf), "
                "dtensor-decompose-softmax, dtensor-decompose-packs, "
                "dtensor-propagate{%s}, dtensor-partition, "
                "dtensor-lower-redistribute{%s}, "
