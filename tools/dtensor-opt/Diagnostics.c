@@ -136,8 +136,31 @@ static const char *severityName(MlirDiagnosticSeverity s) {
 
 /* The input, for printing the source line under a diagnostic. */
 
+const char *dtOptSourceText(const Source *src, size_t *length) {
+  if (!src->text && src->path && src->loaded && !src->loaded->data) {
+    FILE *f = fopen(src->path, "rb");
+    char buffer[65536];
+    size_t n;
+    dtOptTextAppend(src->loaded, "", 0);
+    while (f && (n = fread(buffer, 1, sizeof(buffer), f)) > 0)
+      dtOptTextAppend(src->loaded, buffer, n);
+    if (f)
+      fclose(f);
+  }
+  if (!src->text && src->loaded && src->loaded->data) {
+    *length = src->loaded->length;
+    return src->loaded->data;
+  }
+  *length = src->length;
+  return src->text;
+}
+
 static void printSourceLine(const Source *src, unsigned line, unsigned column) {
-  const char *p = src->text, *end = src->text + src->length;
+  size_t length;
+  const char *text = dtOptSourceText(src, &length);
+  if (!text)
+    return;
+  const char *p = text, *end = text + length;
   for (unsigned l = 1; l < line && p < end; ++l) {
     const char *nl = memchr(p, '\n', (size_t)(end - p));
     p = nl ? nl + 1 : end;

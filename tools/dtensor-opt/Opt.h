@@ -40,7 +40,17 @@ typedef struct Source {
   const char *name;
   const char *text;
   size_t length;
+  /// A regular file's text is read only when a diagnostic quotes it
+  /// (dtOptSourceText): parsing reads the file by its path. NULL when
+  /// `text` is the whole input already.
+  const char *path;
+  Text *loaded;
 } Source;
+
+/// The source's text, read now from `path` if it was not read yet (a
+/// file that cannot be read then has no text: diagnostics go without
+/// their source line).
+const char *dtOptSourceText(const Source *src, size_t *length);
 
 /// An expected-* comment of --verify-diagnostics.
 typedef struct Expected {

@@ -192,7 +192,7 @@ static void printHelp(void) {
          "objective, report (to dtensor-lower-redistribute)\n",
          "dtensor-spmd",
          "dtensor-verify, dtensor-propagate, dtensor-partition, "
-         "dtensor-lower-redistribute, canonicalize, cse");
+         "dtensor-lower-redistribute, cse, canonicalize");
   printUpstreamPasses();
 }
 
@@ -321,6 +321,23 @@ static bool readInput(const char *path, Text *out) {
   if (f != stdin)
     fclose(f);
   return ok;
+}
+
+static bool isRegularFile(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Whether `path` opens for reading (else says why, as readInput). */
+static bool canRead(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "dtensor-opt: cannot open '%s': %s\n", path,
+            strerror(errno));
+    return false;
+  }
+  fclose(f);
+  return true;
 }
 
 /* The C API's printer hands over every token on its own: they are
@@ -490,7 +507,9 @@ static bool runChunk(MlirContext ctx, const Options *o, const Source *src,
     if (mlirOperationIsNull(module) && readDiag.message[0])
       mlirEmitError(mlirLocationUnknownGet(ctx), readDiag.message);
   } else {
-    module = dtensorSourceParse(ctx, (MlirStringRef){text, length},
+    if (!text)
+      text = dtOptSourceText(src, &length);
+    module = dtensorSourceParse(ctx, (MlirStringRef){text ? text : "", length},
                                 mlirStringRefCreateFromCString(src->name));
   }
   bool ok = !mlirOperationIsNull(module);
@@ -666,11 +685,17 @@ int main(int argc, char **argv) {
     return EXIT_USAGE;
   mlirPassManagerDestroy(probe);
 
-  Text input = {0};
-  if (!readInput(o.input, &input))
+  /* A whole regular file is parsed from its path (runChunk): its text is
+   * read only if a diagnostic quotes it (on a large program, reading it
+   * ahead cost a tenth of the parse). Chunks, expectations and streams
+   * need the text now. */
+  Text input = {0}, loaded = {0};
+  bool lazy = !o.splitInputFile && !o.verifyDiagnostics &&
+              strcmp(o.input, "-") && isRegularFile(o.input);
+  if (lazy ? !canRead(o.input) : !readInput(o.input, &input))
     return EXIT_ERROR;
   Source src = {strcmp(o.input, "-") ? o.input : "<stdin>", input.data,
-                input.length};
+                input.length, lazy ? o.input : NULL, &loaded};
   /* The output file is replaced only by a complete result: a failed run
    * leaves it as it was (never empty or partial, which a build system
    * would take as up to date); a link planted there is not followed
@@ -692,6 +717,7 @@ int main(int argc, char **argv) {
   dtOptClearDiagnostics(&diags);
   free(diags.items);
   free(input.data);
+  free(loaded.data);
   free(o.pipeline.data);
   if (o.splitInputFile)
     mlirContextDestroy(ctx);
