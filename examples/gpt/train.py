@@ -86,7 +86,9 @@ def batches(cfg, steps, seed=1):
 
 
 def train(name, cfg, steps, check_first=True):
-    """The losses of `steps` Adam steps, and the seconds per step."""
+    """The losses of `steps` Adam steps, the seconds of each call, and the
+    seconds of each step inside it (the slowest rank's time in the
+    program)."""
     import dtensor  # here: the PyTorch half needs no dtensor
     mesh, axes, layouts = config(name, cfg)
     text = gpt_train_program(cfg, mesh, axes, layouts)
@@ -98,7 +100,7 @@ def train(name, cfg, steps, check_first=True):
     for n, _ in params:
         state[n + ".exp_avg"] = np.zeros_like(state[n])
         state[n + ".exp_avg_sq"] = np.zeros_like(state[n])
-    losses, seconds = [], []
+    losses, seconds, inside = [], [], []
     with dtensor.compile(ir, entry="loss_step", check=check_first) as step:
         for t, (x, y) in enumerate(batches(cfg, steps), start=1):
             start = time.perf_counter()
@@ -106,9 +108,10 @@ def train(name, cfg, steps, check_first=True):
                         "adam.step": np.array(t, np.float32)},
                        state=state if t == 1 else None)
             seconds.append(time.perf_counter() - start)
+            inside.append(step.seconds)
             losses.append(float(out["result0"]))
             step.check = False  # the first step is checked rank by rank
-    return losses, seconds
+    return losses, seconds, inside
 
 
 def torch_loss(p, x, y, cfg):
@@ -167,7 +170,8 @@ def main():
                     help="compare the first step rank by rank with the "
                     "single-device run")
     a = ap.parse_args()
-    losses, seconds = train(a.config, CFG, a.steps, check_first=a.check)
+    losses, seconds, inside = train(a.config, CFG, a.steps,
+                                    check_first=a.check)
     ref = torch_losses(CFG, a.steps) if a.torch else None
     worst = 0.0
     for t, loss in enumerate(losses):
@@ -177,8 +181,13 @@ def main():
             worst = max(worst, rel)
             line += f"  pytorch {ref[t]:.6f}  rel {rel:.1e}"
         print(line)
-    print(f"{a.config}: {a.steps} steps, median {np.median(seconds):.3f} s "
-          "per call")
+    # The first call starts the ranks (and, with --check, runs the
+    # single-device program): the loop's cost is that of the calls after.
+    loop, steps_only = sum(seconds[1:]), sum(inside[1:])
+    print(f"{a.config}: {a.steps} steps, median {1e3 * np.median(seconds):.2f}"
+          f" ms per call, {1e3 * np.median(inside):.2f} ms of it the step; "
+          f"calls 2-{a.steps}: {100 * (loop - steps_only) / max(loop, 1e-12):.1f}"
+          f" % of the time outside the steps (first call {seconds[0]:.2f} s)")
     if ref:
         print(f"largest relative difference from PyTorch: {worst:.1e} "
               f"(rtol {a.rtol:g})")

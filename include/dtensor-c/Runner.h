@@ -207,6 +207,59 @@ DTENSOR_EXPORT bool dtensorRunnerLaunch(DtensorRunner *runner,
                                         DtensorRankReport *outReports,
                                         int *outExitCode, DtensorDiag *outDiag);
 
+/// A job whose ranks stay up between steps: a training loop's calls run
+/// the entry once each without launching, compiling or checking anything,
+/// and a result that is the next step's value of an argument (the same
+/// name and layout, nothing pending: a step's new parameters and optimizer
+/// state, as dtensor-autodiff names them) stays on the ranks as that
+/// argument's block. CPU programs; no reference is computed.
+typedef struct DtensorRunSession DtensorRunSession;
+
+/// Starts the ranks (`launch->numRanks` must be the mesh's device count)
+/// in a launcher process of their own; they wait for steps. A step that
+/// takes longer than `timeoutSeconds` (<= 0: no limit) stops the job. NULL
+/// with `outDiag` (a GPU program, no memory, no process).
+DTENSOR_EXPORT DtensorRunSession *
+dtensorRunSessionStart(DtensorRunner *runner, const DtrtLaunchOptions *launch,
+                       double timeoutSeconds, DtensorDiag *outDiag);
+
+/// Where to write argument `index`'s global value (row-major, its runtime
+/// type) for the next step; the ranks take their blocks of it at that
+/// step (a carried value is replaced). The value stays for later steps
+/// until it is carried or written again. NULL for a bad index.
+DTENSOR_EXPORT void *dtensorRunSessionArgument(DtensorRunSession *session,
+                                               int index);
+
+/// The argument result `result` stays on the ranks as, or -1.
+DTENSOR_EXPORT int dtensorRunSessionCarried(const DtensorRunSession *session,
+                                            int result);
+
+/// Runs one step. Results with `wanted[k]` (NULL: those not carried) are
+/// assembled into their global values (Partial ones reduced), readable with
+/// dtensorRunSessionResult until the next command. `outSeconds` (NULL: not
+/// wanted) gets the slowest rank's time in the program. False with
+/// `outDiag` (an argument never given, a rank that failed: the job is then
+/// over).
+DTENSOR_EXPORT bool dtensorRunSessionStep(DtensorRunSession *session,
+                                          const bool *wanted,
+                                          double *outSeconds,
+                                          DtensorDiag *outDiag);
+
+/// Result `k`'s global value after the last step that wanted it.
+DTENSOR_EXPORT const void *
+dtensorRunSessionResult(const DtensorRunSession *session, int k);
+
+/// Argument `index`'s current global value, assembled from the ranks'
+/// blocks (a carried one: the last step's result). NULL with `outDiag`.
+DTENSOR_EXPORT const void *dtensorRunSessionFetch(DtensorRunSession *session,
+                                                  int index,
+                                                  DtensorDiag *outDiag);
+
+/// Stops the ranks and frees the session (NULL: nothing). False with
+/// `outDiag` when the job had failed or did not end cleanly.
+DTENSOR_EXPORT bool dtensorRunSessionClose(DtensorRunSession *session,
+                                           DtensorDiag *outDiag);
+
 /// Times the runtime's all_gather, all_reduce, reduce_scatter and all_to_all
 /// (f32, 1 KiB to 2 MiB per device, the slowest rank's best batch) on every
 /// group of `mesh`'s axes of more than one device, this process being one

@@ -50,6 +50,13 @@ typedef struct Fill {
  * that let padding into a result differs from the reference. */
 static void fillElement(void *user, int64_t e, int64_t g) {
   Fill *f = user;
+  if (g >= 0 && !f->neutral) {
+    /* The same type on both sides: the bytes. */
+    size_t size = dtrtDtypeSize(f->dtype);
+    memcpy((char *)f->block + (size_t)e * size,
+           (const char *)f->global + (size_t)g * size, size);
+    return;
+  }
   double padding = dtRunIsFloat(f->dtype) ? NAN : 1e9;
   dtRunStore(f->block, f->dtype, e,
              g < 0        ? padding
@@ -97,32 +104,58 @@ static bool ownsPartial(const DtensorRunner *r, const DtensorRunTensor *t,
   return true;
 }
 
+bool dtRunFillBlock(const DtensorRunner *r, const DtensorRunTensor *t, int rank,
+                    const void *global, int64_t **desc, DtensorDiag *outDiag) {
+  DtensorLayout l;
+  layoutOf(r, t, &l);
+  int64_t padded[DTENSOR_MAX_TENSOR_RANK];
+  dtensorLayoutGetMaxLocalShape(&l, padded);
+  DtensorReduceKind kind;
+  if (!partialKind(r, t, &kind, outDiag))
+    return false;
+  void *block = *desc ? (void *)(intptr_t)(*desc)[1]
+                      : dtRunAlloc(t, dtRunCount(l.rank, padded),
+                                   "the block of argument", outDiag);
+  if (!block)
+    return false;
+  Fill f = {block, global, t->dtype, !ownsPartial(r, t, rank),
+            kind == DTENSOR_REDUCE_PROD ? 1.0 : 0.0};
+  forBlock(r, t, rank, fillElement, &f);
+  if (!*desc && !(*desc = dtRunDescriptor(block, l.rank, padded))) {
+    free(block);
+    return dtDiag(outDiag, -1, "out of memory");
+  }
+  return true;
+}
+
 /* This rank's blocks of the arguments (descriptors of padded blocks). */
 static bool makeBlocks(const DtensorRunner *r, int rank, int64_t **descs,
                        DtensorDiag *outDiag) {
-  for (int a = 0; a < r->numArgs; ++a) {
-    const DtensorRunTensor *t = &r->args[a];
-    DtensorLayout l;
-    layoutOf(r, t, &l);
-    int64_t padded[DTENSOR_MAX_TENSOR_RANK];
-    dtensorLayoutGetMaxLocalShape(&l, padded);
-    DtensorReduceKind kind;
-    if (!partialKind(r, t, &kind, outDiag))
+  for (int a = 0; a < r->numArgs; ++a)
+    if (!dtRunFillBlock(r, &r->args[a], rank, r->globals[a], &descs[a],
+                        outDiag))
       return false;
-    Fill f = {dtRunAlloc(t, dtRunCount(l.rank, padded), "the block of argument",
-                         outDiag),
-              r->globals[a], t->dtype, !ownsPartial(r, t, rank),
-              kind == DTENSOR_REDUCE_PROD ? 1.0 : 0.0};
-    if (!f.block)
-      return false;
-    forBlock(r, t, rank, fillElement, &f);
-    descs[a] = dtRunDescriptor(f.block, l.rank, padded);
-    if (!descs[a]) {
-      free(f.block);
-      return dtDiag(outDiag, -1, "out of memory");
-    }
-  }
   return true;
+}
+
+typedef struct Place {
+  void *global;
+  const void *block;
+  DtrtDtype dtype;
+} Place;
+
+static void placeElement(void *user, int64_t e, int64_t g) {
+  Place *p = user;
+  size_t size = dtrtDtypeSize(p->dtype);
+  if (g >= 0)
+    memcpy((char *)p->global + (size_t)g * size,
+           (const char *)p->block + (size_t)e * size, size);
+}
+
+void dtRunPlaceBlock(const DtensorRunner *r, const DtensorRunTensor *t,
+                     int rank, const void *block, void *global) {
+  Place p = {global, block, t->dtype};
+  forBlock(r, t, rank, placeElement, &p);
 }
 
 /* A GPU program takes device buffers: each block moves to the device (the
@@ -190,10 +223,8 @@ static bool checkpointIo(const DtensorRunner *r, const char *dir,
   return true;
 }
 
-/* Resolves a Partial result block in place: one all_reduce per pending
- * mesh axis, so every rank holds the value the check compares. */
-static bool resolvePartial(const DtensorRunner *r, const DtensorRunTensor *t,
-                           void *block, int rank, DtensorDiag *outDiag) {
+bool dtRunResolvePartial(const DtensorRunner *r, const DtensorRunTensor *t,
+                         void *block, int rank, DtensorDiag *outDiag) {
   DtensorReduceKind kind;
   if (!partialKind(r, t, &kind, outDiag))
     return false;
@@ -372,7 +403,7 @@ static bool checkedRun(DtensorRunner *r, int rank, const DtensorRankOptions *o,
   /* Partial results: each rank holds a contribution; reduced here, so the
    * check sees the value the layout stands for. */
   for (int k = 0; k < r->numResults; ++k)
-    if (!resolvePartial(r, &r->results[k], out[k], rank, outDiag))
+    if (!dtRunResolvePartial(r, &r->results[k], out[k], rank, outDiag))
       return false;
   compareResults(r, rank, out, o->tolerance, report);
   return true;

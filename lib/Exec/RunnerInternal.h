@@ -65,6 +65,24 @@ int64_t *dtRunDescriptor(void *data, int rank, const int64_t *shape);
 bool dtRunInvoke(const DtensorRunner *r, bool spmd, int64_t **argDescs,
                  void **outData, void **outAlloc, DtensorDiag *outDiag);
 
+/// Fills this rank's padded block of `t` from its global value `global`
+/// (padding NaN or 1e9; a pending sum's or product's neutral element where
+/// the rank does not own it): into `*desc`'s buffer, or a new one with its
+/// descriptor when `*desc` is NULL. False with `outDiag`.
+bool dtRunFillBlock(const DtensorRunner *r, const DtensorRunTensor *t, int rank,
+                    const void *global, int64_t **desc, DtensorDiag *outDiag);
+
+/// Writes the elements of this rank's block of `t` (padding aside) into
+/// their places in the global value `global`.
+void dtRunPlaceBlock(const DtensorRunner *r, const DtensorRunTensor *t,
+                     int rank, const void *block, void *global);
+
+/// Resolves a Partial block of `t` in place (one all_reduce per pending
+/// mesh axis, each with its kind), so every rank holds the value. False
+/// with `outDiag`.
+bool dtRunResolvePartial(const DtensorRunner *r, const DtensorRunTensor *t,
+                         void *block, int rank, DtensorDiag *outDiag);
+
 /// Room for the entry's `numArgs` arguments and `numResults` results (at
 /// least one), their inputs and the reference's. False with `outDiag`.
 bool dtRunAllocSignature(DtensorRunner *r, int numArgs, int numResults,

@@ -13,6 +13,7 @@
 #include "Support/Support.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const size_t kElementSizes[] = {4, 8, 2, 2, 1, 1, 2, 4, 8, 1};
@@ -278,9 +279,52 @@ void dtensorLayoutForEachElement(const DtensorLayout *layout, int64_t device,
   dtensorLayoutGetMaxLocalShape(layout, padded);
   dtensorLayoutGetLocalShape(layout, device, real);
   int rank = layout->rank;
-  int64_t n = 1;
-  for (int d = 0; d < rank; ++d)
+  int64_t n = 1, rows = 0;
+  for (int d = 0; d < rank; ++d) {
     n *= padded[d];
+    rows += padded[d];
+  }
+  /* Each dim maps on its own (dtensorLayoutLocalToGlobal): a table per
+   * dim of the global coordinate of each local one (-1: padding), then
+   * one odometer over the block, instead of a division per dim and
+   * element. Without memory for the tables, element by element. */
+  int64_t *table = rank && n ? malloc(sizeof(int64_t) * (size_t)rows) : NULL;
+  if (table) {
+    int64_t coords[DTENSOR_MAX_MESH_RANK], *map[DTENSOR_MAX_TENSOR_RANK];
+    int64_t stride[DTENSOR_MAX_TENSOR_RANK];
+    dtensorMeshGetCoords(layout->mesh, device, coords);
+    int64_t *at = table;
+    int64_t s = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      stride[d] = s;
+      s *= layout->shape[d];
+    }
+    for (int d = 0; d < rank; ++d) {
+      map[d] = at;
+      DtensorRange r =
+          chunkOf(layout, d, shardIndexFromCoords(layout, coords, d));
+      int64_t size = r.end - r.begin;
+      int64_t groupSize = layout->shape[d] / groups(layout, d);
+      for (int64_t i = 0; i < padded[d]; ++i)
+        map[d][i] = i >= real[d] ? -1
+                                 : (size ? i / size : 0) * groupSize + r.begin +
+                                       (size ? i % size : 0);
+      at += padded[d];
+    }
+    int64_t idx[DTENSOR_MAX_TENSOR_RANK] = {0}, last = padded[rank - 1];
+    for (int64_t e = 0; e < n;) {
+      int64_t base = 0;
+      for (int d = 0; d + 1 < rank && base >= 0; ++d)
+        base = map[d][idx[d]] < 0 ? -1 : base + map[d][idx[d]] * stride[d];
+      for (int64_t i = 0; i < last; ++i, ++e)
+        visit(user, e,
+              base < 0 || map[rank - 1][i] < 0 ? -1 : base + map[rank - 1][i]);
+      for (int d = rank - 2; d >= 0 && ++idx[d] == padded[d]; --d)
+        idx[d] = 0;
+    }
+    free(table);
+    return;
+  }
   for (int64_t e = 0; e < n; ++e) {
     int64_t idx[DTENSOR_MAX_TENSOR_RANK], g[DTENSOR_MAX_TENSOR_RANK];
     dtUnravel(e, rank, padded, idx);

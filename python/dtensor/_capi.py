@@ -285,6 +285,21 @@ runnerLaunch = _declare(lib, "dtensorRunnerLaunch", c_bool, c_void_p,
                         POINTER(LaunchOptions), POINTER(RankOptions),
                         POINTER(RankReport), POINTER(c_int), POINTER(Diag))
 
+runSessionStart = _declare(lib, "dtensorRunSessionStart", c_void_p, c_void_p,
+                           POINTER(LaunchOptions), c_double, POINTER(Diag))
+runSessionArgument = _declare(lib, "dtensorRunSessionArgument", c_void_p,
+                              c_void_p, c_int)
+runSessionCarried = _declare(lib, "dtensorRunSessionCarried", c_int, c_void_p,
+                             c_int)
+runSessionStep = _declare(lib, "dtensorRunSessionStep", c_bool, c_void_p,
+                          c_void_p, POINTER(c_double), POINTER(Diag))
+runSessionResult = _declare(lib, "dtensorRunSessionResult", c_void_p,
+                            c_void_p, c_int)
+runSessionFetch = _declare(lib, "dtensorRunSessionFetch", c_void_p, c_void_p,
+                           c_int, POINTER(Diag))
+runSessionClose = _declare(lib, "dtensorRunSessionClose", c_bool, c_void_p,
+                           POINTER(Diag))
+
 # ---- collectives on this rank's block (what compiled programs call) ------------------
 # The kinds, in the ABI's order (DTRT_MLIR_COLLECTIVE_LIST), and the
 # reductions (DTRT_REDUCE_LIST: the compiler's kinds without "none").

@@ -1,15 +1,53 @@
 """A program compiled once and run one step per call (docs/python.md)."""
 
+import ctypes
 import os
 import shutil
 import tempfile
 import time
-from ctypes import byref, c_int, pointer
+from ctypes import byref, c_bool, c_double, c_int, pointer
+
+import numpy as np
 
 from . import _capi as C
-from ._core import (DtensorError, MAX_TIMEOUT_S, _bytes, _check_int,
-                    _check_real, _diag_text, _named_inputs, _program_text,
-                    _Program, load_checkpoint, save_checkpoint)
+from ._core import (DtensorError, MAX_TIMEOUT_S, _BY_NAME, _NAMES, _bytes,
+                    _check_int, _check_real, _diag_text, _named_inputs,
+                    _program_text, _Program, load_checkpoint,
+                    save_checkpoint)
+
+
+def _bf16_bits(a):
+    """float values as bfloat16 bits, rounded to nearest even."""
+    x = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    x = x.astype(np.uint64)
+    bits = (x + 0x7FFF + ((x >> 16) & 1)) >> 16
+    nan = np.isnan(np.asarray(a, dtype=np.float32))
+    return np.where(nan, 0x7FC0, bits).astype(np.uint16)
+
+
+class _State(dict):
+    """step.state: the values the next call starts from, by argument name;
+    a value the ranks hold (a carried result) is fetched when read."""
+
+    def __init__(self, step):
+        super().__init__()
+        self._step = step
+
+    def __getitem__(self, name):
+        value = super().__getitem__(name)
+        return self._step._fetch(name) if value is _ON_RANKS else value
+
+    def get(self, name, default=None):
+        return self[name] if name in self else default
+
+    def items(self):
+        return [(k, self[k]) for k in self]
+
+    def values(self):
+        return [self[k] for k in self]
+
+
+_ON_RANKS = object()
 
 
 class Step:
@@ -65,9 +103,50 @@ class Step:
                           for i in range(C.runnerGetNumArguments(runner))]
         self.results = [C.runnerGetResult(runner, k).contents.name.decode()
                         for k in range(C.runnerGetNumResults(runner))]
-        self.state = {}
+        self.state = _State(self)
         self.seconds = None
         self._calls = 0
+        self._tensors = [C.runnerGetArgument(runner, i).contents
+                         for i in range(len(self.arguments))]
+        self._result_tensors = [C.runnerGetResult(runner, k).contents
+                                for k in range(len(self.results))]
+        # Without check the ranks stay up between calls (a CPU program):
+        # started now, or at the first unchecked call; the state stays on
+        # them.
+        self._session = None
+        self._sessions = True
+        self._carried = {}
+        if not self.check:
+            self._start_session()
+
+    def _start_session(self):
+        """Ranks that stay up, given the state so far; False where the
+        program cannot have them (a GPU program: launched per call)."""
+        diag = C.Diag()
+        launch = C.LaunchOptions(self.n, b"shm", float(self.timeout or 0),
+                                 None)
+        self._session = C.runSessionStart(self._runner, byref(launch),
+                                          float(self.timeout or 0),
+                                          byref(diag))
+        if not self._session:
+            self._sessions = False
+            return False
+        self._carried = {}
+        for k in range(len(self.results)):
+            a = C.runSessionCarried(self._session, k)
+            if a >= 0:
+                self._carried[k] = a
+        for name in list(self.state):
+            self._give(self._index(name), self.state[name])
+        return True
+
+    def _end_session(self):
+        """Back to a launch per call (check=True): the state comes home."""
+        held = {k: self.state[k] for k in self.state}
+        C.runSessionClose(self._session, None)
+        self._session = None
+        self.state = _State(self)
+        self.state.update(held)
 
     def __call__(self, inputs=None, state=None):
         """Runs one step on `inputs` ({name: array}, or a list for the
@@ -75,9 +154,15 @@ class Step:
         replaces it); returns {result name: array}."""
         if self._runner is None:
             raise DtensorError("this step was closed")
+        if self.check and self._session:
+            self._end_session()
+        if not self.check and (self._session or self._sessions and
+                               self._start_session()):
+            return self._session_call(inputs, state)
         if state is not None:
-            self.state = dict(_named_inputs(state))
-        named = dict(self.state)
+            self.state = _State(self)
+            self.state.update(_named_inputs(state))
+        named = {k: self.state[k] for k in self.state}
         if inputs is not None:
             given = _named_inputs(inputs)
             for k in given:
@@ -140,7 +225,95 @@ class Step:
                 self.state[k] = v
         return out
 
+    def _index(self, name):
+        """The argument `name` gives (a name, or the positional arg<i>)."""
+        if name in self.arguments:
+            return self.arguments.index(name)
+        if name.startswith("arg") and name[3:].isdigit() and \
+                int(name[3:]) < len(self.arguments):
+            return int(name[3:])
+        raise DtensorError(
+            f"input {name!r} not an argument of the entry (its arguments: "
+            f"{', '.join(self.arguments)})")
+
+    def _give(self, i, value):
+        """Writes argument i's global value for the next step."""
+        t, name = self._tensors[i], self.arguments[i]
+        shape = tuple(t.shape[:t.rank])
+        a = np.asarray(value)
+        if a.shape != shape:
+            raise DtensorError(f"'{name}': shape {a.shape}, where the "
+                               f"argument's is {shape}")
+        kind = _NAMES[t.dtype]
+        if kind == "bf16":
+            data = _bf16_bits(a)
+        else:
+            want = _BY_NAME[kind]
+            if a.dtype != want and not np.can_cast(a.dtype, want,
+                                                   "same_kind"):
+                raise DtensorError(f"'{name}': element type {a.dtype}, "
+                                   f"where the argument's is {kind}")
+            data = np.ascontiguousarray(a, dtype=want)
+        ctypes.memmove(C.runSessionArgument(self._session, i),
+                       data.ctypes.data, data.nbytes)
+        dict.__setitem__(self.state, name, a)
+
+    def _array(self, address, t):
+        """A copy of the global value at `address` of tensor `t`."""
+        shape = tuple(t.shape[:t.rank])
+        kind = _NAMES[t.dtype]
+        dtype = np.dtype(np.uint16) if kind == "bf16" else _BY_NAME[kind]
+        count = int(np.prod(shape, dtype=np.int64))
+        raw = (ctypes.c_char * (count * dtype.itemsize)).from_address(address)
+        a = np.frombuffer(raw, dtype=dtype).copy().reshape(shape)
+        if kind == "bf16":
+            a = (a.astype(np.uint32) << 16).view(np.float32)
+        return a
+
+    def _fetch(self, name):
+        """Argument `name`'s value as the ranks hold it."""
+        i = self.arguments.index(name)
+        diag = C.Diag()
+        address = C.runSessionFetch(self._session, i, byref(diag))
+        if not address:
+            raise DtensorError(_diag_text(diag))
+        return self._array(address, self._tensors[i])
+
+    def _session_call(self, inputs, state):
+        given = {}
+        for values in (state, inputs):
+            if values is not None:
+                for k, v in _named_inputs(values).items():
+                    given[self._index(k)] = v
+        missing = [a for i, a in enumerate(self.arguments)
+                   if i not in given and a not in self.state]
+        if missing:
+            raise DtensorError(f"no value for argument"
+                               f"{'s' if len(missing) > 1 else ''} "
+                               f"{', '.join(repr(m) for m in missing)}")
+        for i, v in given.items():
+            self._give(i, v)
+        diag = C.Diag()
+        seconds = c_double()
+        self._calls += 1
+        if not C.runSessionStep(self._session, None, byref(seconds),
+                                byref(diag)):
+            raise DtensorError(_diag_text(diag))
+        self.seconds = seconds.value
+        out = {}
+        for k, name in enumerate(self.results):
+            if k in self._carried:
+                dict.__setitem__(self.state, self.arguments[self._carried[k]],
+                                 _ON_RANKS)
+            else:
+                out[name] = self._array(C.runSessionResult(self._session, k),
+                                        self._result_tensors[k])
+        return out
+
     def close(self):
+        if getattr(self, "_session", None):
+            C.runSessionClose(self._session, None)
+            self._session = None
         if getattr(self, "_runner", None):
             C.runnerDestroy(self._runner)
             self._runner = None

@@ -101,3 +101,42 @@ def test_a_one_device_program_needs_no_mesh():
         np.testing.assert_array_equal(out["result0"], (a + 1) ** 2)
     with pytest.raises(dtensor.DtensorError, match="mesh has 1 devices"):
         dtensor.run(text, 2, {"a": a})
+
+
+def test_ranks_stay_up_and_keep_the_state():
+    """Unchecked, the ranks are started once and the carried state stays on
+    them: a call returns only what is not carried (the loss), step.state
+    fetches the rest from the ranks, and a checked call in between (check
+    switched on and off) takes the state home and back."""
+    rng = np.random.default_rng(2)
+    x, w1, w2 = (rng.standard_normal(s) for s in ((B, D), (D, H), (H, O)))
+    ir = dtensor.compile(mlp("2", {"w1": "[R, S0]", "w2": "[S0, R]"}),
+                         f"dtensor-autodiff{{function=f wrt=1,2 "
+                         f"optimizer=adam lr={LR}}}")
+    state = {"arg0": x, "arg1": w1, "arg2": w2}
+    for k in ("arg1", "arg2"):
+        state[k + ".exp_avg"] = np.zeros_like(state[k])
+        state[k + ".exp_avg_sq"] = np.zeros_like(state[k])
+    with dtensor.compile(ir, entry="f_step") as step:
+        assert step._session, "an unchecked CPU step keeps its ranks"
+        losses = []
+        for t in range(1, 7):
+            step.check = t == 4  # one call checked rank by rank
+            out = step({"adam.step": np.array(float(t))},
+                       state=state if t == 1 else None)
+            if t != 4:
+                assert set(out) == {"result0"}, out.keys()
+            losses.append(float(out["result0"]))
+        want, params = numpy_adam_steps(x, w1, w2, 6)
+        np.testing.assert_allclose(losses, want, rtol=1e-10)
+        np.testing.assert_allclose(step.state["arg1"], params[0], rtol=1e-9)
+        np.testing.assert_allclose(step.state["arg2"], params[1], rtol=1e-9)
+        # A new value replaces the carried one on the ranks.
+        step({"arg1": w1, "adam.step": np.array(7.0)})
+        np.testing.assert_allclose(step.state["arg1"].shape, w1.shape)
+        with pytest.raises(dtensor.DtensorError, match=r"'arg1': shape \(3,\)"):
+            step({"arg1": np.zeros(3)})
+        with pytest.raises(dtensor.DtensorError,
+                           match="'arg0': element type complex64, where the "
+                                 "argument's is f64"):
+            step({"arg0": np.zeros((B, D), np.complex64)})
