@@ -238,14 +238,15 @@ static bool notPropagated(Part *p, MlirOperation op, MlirAttribute layouts) {
   for (MlirOperation up = mlirOperationGetParentOperation(op);
        !mlirOperationIsNull(up) && !mlirOperationEqual(up, p->func);
        up = mlirOperationGetParentOperation(up)) {
-    if (dtIsOp(up, "scf.for") || dtIsOp(up, "scf.if"))
+    if (dtIsOp(up, "scf.for") || dtIsOp(up, "scf.if") ||
+        dtIsOp(up, "scf.while"))
       continue;
     MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(up));
     dtPartError(p, op,
                 "has no %s layout: it is inside '%.*s', which "
                 "dtensor-propagate does not enter (it handles regions of "
-                "scf.for and scf.if; a linalg body must not read whole "
-                "tensors)",
+                "scf.for, scf.if and scf.while; a linalg body must not read "
+                "whole tensors)",
                 what, (int)name.length, name.data);
     return false;
   }
@@ -294,12 +295,19 @@ static MlirWalkResult collect(MlirOperation op, void *userData) {
     return MlirWalkResultInterrupt;
   for (intptr_t j = 0; j < mlirOperationGetNumResults(op); ++j)
     record(p, op, mlirOperationGetResult(op, j), listElement(layouts, j));
-  /* A loop's iteration arguments have its result layouts. */
+  /* A loop's iteration arguments have its result layouts (a while loop's
+   * arguments in both regions: it carries replicated values). */
   if (dtIsOp(op, "scf.for")) {
     MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0));
     for (intptr_t k = 0; k + 1 < mlirBlockGetNumArguments(body); ++k)
       record(p, op, mlirBlockGetArgument(body, k + 1), listElement(layouts, k));
   }
+  if (dtIsOp(op, "scf.while"))
+    for (intptr_t r = 0; r < 2; ++r) {
+      MlirBlock b = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, r));
+      for (intptr_t k = 0; k < mlirBlockGetNumArguments(b); ++k)
+        record(p, op, mlirBlockGetArgument(b, k), listElement(layouts, k));
+    }
   return p->failed ? MlirWalkResultInterrupt : MlirWalkResultAdvance;
 }
 
@@ -653,9 +661,12 @@ static void rewriteOp(Part *p, MlirOperation op) {
           op, mlirStringRefCreateFromCString("global_shape"),
           i64Array(p, v->rank, v->shape));
   }
-  if (dtIsOp(op, "scf.for")) {
-    MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0));
-    for (intptr_t k = 1; k < mlirBlockGetNumArguments(body); ++k) {
+  for (intptr_t r = 0; r < mlirOperationGetNumRegions(op) &&
+                       (dtIsOp(op, "scf.for") || dtIsOp(op, "scf.while"));
+       ++r) {
+    MlirBlock body = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, r));
+    for (intptr_t k = dtIsOp(op, "scf.for"); k < mlirBlockGetNumArguments(body);
+         ++k) {
       MlirValue arg = mlirBlockGetArgument(body, k);
       const Value *v = dtPartValueOf(p, arg);
       if (v)

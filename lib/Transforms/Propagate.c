@@ -82,6 +82,10 @@ static void decideOp(Prop *p, MlirOperation op, DtRule *r) {
     dtPropDecideIf(p, op, r, operands, results);
     return;
   }
+  if (dtIsOp(op, "scf.while")) {
+    dtPropDecideWhile(p, op, r, operands, results);
+    return;
+  }
   switch (r->kind) {
   case DT_RULE_FACTORS:
     dtPropDecideFactors(p, op, r, operands, results);

@@ -496,6 +496,8 @@ void dtPropDecideFor(Prop *p, MlirOperation op, DtRule *r, Info **operands,
                      Info **results);
 void dtPropDecideIf(Prop *p, MlirOperation op, DtRule *r, Info **operands,
                     Info **results);
+void dtPropDecideWhile(Prop *p, MlirOperation op, DtRule *r, Info **operands,
+                       Info **results);
 
 /* ---- Propagate.c --------------------------------------------------------- */
 

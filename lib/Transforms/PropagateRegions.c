@@ -1,6 +1,7 @@
 /* dtensor-propagate: ops whose decision propagates other code first:
  * func.call (the callee), scf.for (its body, to a fixed point of the
- * iteration arguments' layouts) and scf.if (both branches). */
+ * iteration arguments' layouts), scf.if (both branches) and scf.while (its
+ * regions, from replicated carried values). */
 #include "PropagateInternal.h"
 #include "Table.h"
 #include "Util.h"
@@ -282,5 +283,72 @@ __attribute__((noinline)) void dtPropDecideIf(Prop *p, MlirOperation op,
   if (!p->failed)
     dtPropRecord(p, op, r, operands, results, c,
                  originOf("the branches' results"));
+  free(c);
+}
+
+/* scf.while: the loop runs replicated. Every value it carries (the inits,
+ * the before region's arguments, what the condition forwards, the after
+ * region's arguments and yield, the results) is replicated, so every
+ * device evaluates the same condition and runs the same iterations, and
+ * the collectives its regions need meet. The regions are propagated from
+ * there (they may split what they compute inside); what the condition
+ * forwards and the body yields is redistributed to replicated. Splitting a
+ * while loop's carried values would need its condition agreed among the
+ * devices every iteration: not done. */
+__attribute__((noinline)) void dtPropDecideWhile(Prop *p, MlirOperation op,
+                                                 DtRule *r, Info **operands,
+                                                 Info **results) {
+  MlirBlock before = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0));
+  MlirBlock after = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 1));
+  int n = r->numOperands, m = r->numResults;
+  if (mlirBlockIsNull(before) || mlirBlockIsNull(after) ||
+      mlirBlockGetNumArguments(before) != n ||
+      mlirBlockGetNumArguments(after) != m || m + 1 > DT_MAX_RULE_VALUES) {
+    dtPropError(p, op, "has a form dtensor-propagate does not know");
+    return;
+  }
+  Choice *c = malloc(sizeof(Choice));
+  DtensorShardingSpec *forwarded =
+      malloc(sizeof(DtensorShardingSpec) * DT_MAX_RULE_VALUES);
+  if (!c || !forwarded) {
+    free(c);
+    free(forwarded);
+    dtPropError(p, op, "out of memory");
+    return;
+  }
+  for (int i = 0; i < n; ++i)
+    if (operands[i])
+      initSpec(operands[i]->rank, &c->operands[i]);
+  for (int j = 0; j < m; ++j) {
+    if (results[j])
+      initSpec(results[j]->rank, &c->results[j]);
+    forwarded[j + 1] = c->results[j];
+  }
+  MlirBlock blocks[2] = {before, after};
+  for (int b = 0; b < 2 && !p->failed; ++b) {
+    for (intptr_t k = 0; k < mlirBlockGetNumArguments(blocks[b]); ++k) {
+      Info *arg = dtPropInfo(p, mlirBlockGetArgument(blocks[b], k));
+      if (!arg || !arg->isTensor)
+        continue;
+      DtensorShardingSpec rep;
+      initSpec(arg->rank, &rep);
+      arg->known = true;
+      setSpec(arg, &rep);
+      arg->origin = originOf("a while loop's carried value (replicated)");
+    }
+    dtPropBlock(p, blocks[b]);
+  }
+  if (!p->failed) {
+    MlirOperation condition = mlirBlockGetTerminator(before);
+    decideYield(p, condition, forwarded,
+                (int)mlirOperationGetNumOperands(condition));
+    decideYield(p, mlirBlockGetTerminator(after), c->operands, n);
+  }
+  r->kind = DT_RULE_FACTORS; /* as in dtPropDecideIf */
+  r->family = "scf.while";
+  if (!p->failed)
+    dtPropRecord(p, op, r, operands, results, c,
+                 originOf("a while loop runs replicated"));
+  free(forwarded);
   free(c);
 }

@@ -403,8 +403,8 @@ void dtPropDescribeRedistribution(Prop *p, MlirOperation op, int i,
 /* Whether a decision is the op's own factor rule's (not an annotation's,
  * a redistribute's, a callee's or a region's, which propagation fixes). */
 static bool decidedByRule(const DtRule *r) {
-  static const char *const fixed[] = {"annotation", "redistribute", "call",
-                                      "scf.for", "scf.if"};
+  static const char *const fixed[] = {
+      "annotation", "redistribute", "call", "scf.for", "scf.if", "scf.while"};
   if (r->kind != DT_RULE_FACTORS)
     return false;
   for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); ++i)

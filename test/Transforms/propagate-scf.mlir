@@ -59,3 +59,30 @@ func.func @annotated_body(%x: tensor<16x64xf32>, %n: index) -> tensor<16x64xf32>
   }
   return %r : tensor<16x64xf32>
 }
+
+// -----
+
+// scf.while runs replicated: the init is needed replicated, the body's
+// matmul still splits its columns, and what the body yields and the
+// condition forwards is replicated (so every device runs the same
+// iterations).
+"dtensor.mesh"() {sym_name = "tp", shape = array<i64: 4>, axis_names = ["tp"]} : () -> ()
+// CHECK-LABEL: func.func @while(
+func.func @while(%x: tensor<16x64xf32> {dtensor.layout = #dtensor.layout<@tp, "[S0, R]">},
+                 %w: tensor<64x64xf32> {dtensor.layout = #dtensor.layout<@tp, "[R, S0]">}, %go: i1) -> tensor<16x64xf32> {
+  %z = arith.constant 0.0 : f32
+  %r = scf.while (%v = %x) : (tensor<16x64xf32>) -> tensor<16x64xf32> {
+    // CHECK: scf.condition(%{{.*}}) {dtensor.operand_layouts = [unit, #dtensor.layout<@tp, "[R, R]">]}
+    scf.condition(%go) %v : tensor<16x64xf32>
+  } do {
+  ^bb0(%v1: tensor<16x64xf32>):
+    %e = tensor.empty() : tensor<16x64xf32>
+    %f = linalg.fill ins(%z : f32) outs(%e : tensor<16x64xf32>) -> tensor<16x64xf32>
+    // CHECK: linalg.matmul {dtensor.layout = #dtensor.layout<@tp, "[R, S0]">
+    %h = linalg.matmul ins(%v1, %w : tensor<16x64xf32>, tensor<64x64xf32>) outs(%f : tensor<16x64xf32>) -> tensor<16x64xf32>
+    // CHECK: scf.yield {dtensor.operand_layouts = [#dtensor.layout<@tp, "[R, R]">]}
+    scf.yield %h : tensor<16x64xf32>
+  // CHECK: } attributes {dtensor.layout = #dtensor.layout<@tp, "[R, R]">, dtensor.operand_layouts = [#dtensor.layout<@tp, "[R, R]">]}
+  }
+  return %r : tensor<16x64xf32>
+}

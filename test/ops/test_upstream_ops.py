@@ -1,8 +1,8 @@
 """Ops upstream lowers, run against numpy (test/ops): linalg.pack and
 linalg.unpack (decomposed into pad, expand_shape and transpose, so they
 also shard), tosa.mul with a shift and tosa.rescale (tosa.apply_scale),
-tosa.cond_if and tosa.while_loop (tosa-to-scf); on one device and
-sharded."""
+tosa.cond_if and tosa.while_loop (tosa-to-scf), scf.while (run
+replicated); on one device and sharded."""
 
 import numpy as np
 import pytest
@@ -148,9 +148,13 @@ def test_tosa_cond_if(sign, ranks):
     np.testing.assert_array_equal(r, a + b if sign > 0 else a - b)
 
 
-def test_tosa_while_loop():
-    """Doubles x until its first element exceeds 100."""
-    text = """func.func @f(%x: tensor<3xf32>) -> tensor<3xf32> {
+@pytest.mark.parametrize("ranks,spec", [(1, None), (2, "[S0]"), (4, "[S0]")])
+def test_tosa_while_loop(ranks, spec):
+    """Doubles x until its first element exceeds 100; sharded, the loop
+    runs replicated (every device the same iterations) and the result is
+    split again."""
+    S = "4xf32" if ranks > 1 else "3xf32"
+    text = (mesh(ranks) if spec else "") + """func.func @f(%x: tensor<3xf32>LAY) -> tensor<3xf32> {
   %r = tosa.while_loop (%v = %x) : (tensor<3xf32>) -> tensor<3xf32> {
     %lim = "tosa.const"() <{values = dense<100.0> : tensor<f32>}> : () -> tensor<f32>
     %st = tosa.const_shape {values = dense<[0]> : tensor<1xindex>} : () -> !tosa.shape<1>
@@ -165,12 +169,56 @@ def test_tosa_while_loop():
     %d = tosa.add %v1, %v1 : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
     tosa.yield %d : tensor<3xf32>
   }
-  return %r : tensor<3xf32>
+  %o = tosa.add %r, %x : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return %o : tensor<3xf32>
 }
-"""
-    x = np.array([3.0, 1.0, -2.0], np.float32)
-    r, = dtensor.run(text, 1, [x])
+""".replace("3xf32", S).replace("LAY", lay(spec))
+    x = np.array([3.0, 1.0, -2.0, 5.0][:int(S[0])], np.float32)
+    r, = dtensor.run(text, ranks, [x])
     want = x.copy()
     while want[0] <= 100:
         want = want * 2
-    np.testing.assert_array_equal(r, want)
+    np.testing.assert_array_equal(r, want + x)
+
+
+def test_scf_while_on_a_2x2_mesh():
+    """A while loop whose body multiplies by a weight split over the mesh
+    (a matmul with its collectives inside the loop) until the norm passes
+    a bound: the carried value is replicated, the body's matmul runs on
+    the split weight, and every device runs the same iterations."""
+    text = """"dtensor.mesh"() {sym_name = "m", shape = array<i64: 2, 2>, axis_names = ["a", "b"]} : () -> ()
+func.func @f(%x: tensor<4x8xf32> {dtensor.layout = #dtensor.layout<@m, "[S(a), R]">},
+             %w: tensor<8x8xf32> {dtensor.layout = #dtensor.layout<@m, "[R, S(b)]">}) -> tensor<4x8xf32> {
+  %bound = arith.constant 1.0e4 : f32
+  %zero = arith.constant 0.0 : f32
+  %r = scf.while (%v = %x) : (tensor<4x8xf32>) -> tensor<4x8xf32> {
+    %e = tensor.empty() : tensor<f32>
+    %z = linalg.fill ins(%zero : f32) outs(%e : tensor<f32>) -> tensor<f32>
+    %sq = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> ()>],
+                          iterator_types = ["reduction", "reduction"]}
+        ins(%v : tensor<4x8xf32>) outs(%z : tensor<f32>) {
+    ^bb0(%a: f32, %acc: f32):
+      %m = arith.mulf %a, %a : f32
+      %s = arith.addf %acc, %m : f32
+      linalg.yield %s : f32
+    } -> tensor<f32>
+    %n = tensor.extract %sq[] : tensor<f32>
+    %c = arith.cmpf olt, %n, %bound : f32
+    scf.condition(%c) %v : tensor<4x8xf32>
+  } do {
+  ^bb0(%v1: tensor<4x8xf32>):
+    %e2 = tensor.empty() : tensor<4x8xf32>
+    %z2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<4x8xf32>) -> tensor<4x8xf32>
+    %y = linalg.matmul ins(%v1, %w : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z2 : tensor<4x8xf32>) -> tensor<4x8xf32>
+    scf.yield %y : tensor<4x8xf32>
+  }
+  return %r : tensor<4x8xf32>
+}
+"""
+    x = RNG.uniform(0.5, 1.0, (4, 8)).astype(np.float32)
+    w = RNG.uniform(0.2, 0.4, (8, 8)).astype(np.float32)
+    r, = dtensor.run(text, 4, [x, w])
+    want = x.astype(np.float64)
+    while (want * want).sum() < 1e4:
+        want = want @ w.astype(np.float64)
+    np.testing.assert_allclose(r, want, rtol=1e-4)
