@@ -73,6 +73,8 @@ typedef enum DtensorElementType {
   DTENSOR_I32,
   DTENSOR_I64,
   DTENSOR_UI8,
+  DTENSOR_F8E4M3FN,
+  DTENSOR_F8E5M2,
 } DtensorElementType;
 
 /// Returns the size in bytes of one element (1 for i1, stored as a byte).

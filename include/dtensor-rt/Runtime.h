@@ -62,10 +62,16 @@ DTRT_EXPORT const char *dtrtStatusString(DtrtStatus status);
   X(DTRT_I8, "i8", 1)                                                          \
   X(DTRT_I16, "i16", 2)                                                        \
   X(DTRT_I1, "i1", 1)                                                          \
-  X(DTRT_UI8, "ui8", 1)
+  X(DTRT_UI8, "ui8", 1)                                                        \
+  X(DTRT_F8E4M3FN, "f8E4M3FN", 1)                                              \
+  X(DTRT_F8E5M2, "f8E5M2", 1)
 
 /// Element types. i1 is one byte per element (0 or 1); it reduces by max
-/// (or), min (and) and prod (and), and a sum or avg of it is refused.
+/// (or), min (and) and prod (and), and a sum or avg of it is refused. The
+/// f8 types (f8E4M3FN: 4 exponent bits, 3 mantissa bits, no infinities;
+/// f8E5M2: 5 and 2, IEEE's specials) are MLIR's: they reduce in f32,
+/// each result rounded to nearest even as arith.truncf rounds (past the
+/// largest finite value f8E4M3FN gives NaN, f8E5M2 infinity).
 typedef enum DtrtDtype {
 #define DTRT_DTYPE_ENUM(e, name, size) e,
   DTRT_DTYPE_LIST(DTRT_DTYPE_ENUM)
@@ -389,10 +395,12 @@ DTRT_EXPORT DtrtContext *dtrtProcessContext(void);
   X(i8, DTRT_I8)                                                               \
   X(i16, DTRT_I16)                                                             \
   X(i1, DTRT_I1)                                                               \
-  X(ui8, DTRT_UI8)
+  X(ui8, DTRT_UI8)                                                             \
+  X(f8E4M3FN, DTRT_F8E4M3FN)                                                   \
+  X(f8E5M2, DTRT_F8E5M2)
 
 /// The same, one symbol per element type (f32, f64, f16, bf16, i32, i64,
-/// i8, i16, i1, ui8),
+/// i8, i16, i1, ui8, f8E4M3FN, f8E5M2),
 /// as dtensor-lower-to-runtime declares them.
 #define DTRT_DECLARE_TYPED(suffix, code)                                       \
   DTRT_EXPORT void dtrt_mlir_collective_##suffix(                              \

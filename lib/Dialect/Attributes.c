@@ -297,6 +297,10 @@ bool dtensorElementTypeFromMlir(MlirType type, DtensorElementType *outType) {
     *outType = DTENSOR_F16;
   else if (mlirTypeIsABF16(type))
     *outType = DTENSOR_BF16;
+  else if (mlirTypeIsAFloat8E4M3FN(type))
+    *outType = DTENSOR_F8E4M3FN;
+  else if (mlirTypeIsAFloat8E5M2(type))
+    *outType = DTENSOR_F8E5M2;
   else if (mlirTypeIsAInteger(type) && mlirIntegerTypeIsUnsigned(type)) {
     /* Unsigned integers are not their signless kin: a max differs. */
     if (mlirIntegerTypeGetWidth(type) != 8)

@@ -18,7 +18,8 @@
 /* ---- elements and buffers ------------------------------------------------ */
 
 bool dtRunIsFloat(DtrtDtype t) {
-  return t == DTRT_F32 || t == DTRT_F64 || t == DTRT_F16 || t == DTRT_BF16;
+  return t == DTRT_F32 || t == DTRT_F64 || t == DTRT_F16 || t == DTRT_BF16 ||
+         t == DTRT_F8E4M3FN || t == DTRT_F8E5M2;
 }
 
 double dtRunLoad(const void *data, DtrtDtype t, int64_t i) {
@@ -301,17 +302,28 @@ const char *dtRunArgumentName(const DtrtCheckpoint *c,
   return hasTensor(c, t->name) ? t->name : positional;
 }
 
+/* Types numpy has no dtype of (bf16, the f8 types): an argument of one is
+ * given as f32 or f64 values and rounded to it. */
+static bool givenAsFloat(DtrtDtype saved, DtrtDtype arg) {
+  return (saved == DTRT_F32 || saved == DTRT_F64) &&
+         (arg == DTRT_BF16 || arg == DTRT_F8E4M3FN || arg == DTRT_F8E5M2);
+}
+
 static bool readArgument(const char *dir, const DtrtCheckpoint *c, int index,
                          const DtensorRunTensor *t, void *out,
                          DtensorDiag *outDiag) {
   char err[512], want[128], have[128] = "", positional[32];
   const char *name = dtRunArgumentName(c, t, index, positional);
   bool found = false, same = false;
+  DtrtDtype savedType = t->dtype;
   for (int i = 0; i < dtrtCheckpointNumTensors(c) && !found; ++i) {
     DtrtTensor saved;
     dtrtCheckpointGetTensor(c, i, &saved, NULL, NULL);
     found = !strcmp(saved.name, name);
-    same = found && saved.dtype == t->dtype && saved.rank == t->rank;
+    savedType = found ? saved.dtype : savedType;
+    same = found &&
+           (saved.dtype == t->dtype || givenAsFloat(saved.dtype, t->dtype)) &&
+           saved.rank == t->rank;
     for (int d = 0; same && d < t->rank; ++d)
       same = saved.shape[d] == t->shape[d];
     if (found)
@@ -327,12 +339,18 @@ static bool readArgument(const char *dir, const DtrtCheckpoint *c, int index,
     return dtDiag(outDiag, -1,
                   "%s/%s: '%s' is %s, but argument %d of the entry is %s", dir,
                   DTRT_CHECKPOINT_METADATA, name, have, index, want);
-  size_t bytes =
-      dtrtDtypeSize(t->dtype) * (size_t)dtRunCount(t->rank, t->shape);
-  if (dtrtCheckpointReadTensor(dir, name, out, bytes, err, sizeof(err)) !=
-      DTRT_OK)
-    return dtDiag(outDiag, -1, "%s", err);
-  return true;
+  size_t count = (size_t)dtRunCount(t->rank, t->shape);
+  size_t bytes = dtrtDtypeSize(savedType) * count;
+  void *read = savedType == t->dtype ? out : malloc(bytes ? bytes : 1);
+  if (!read)
+    return dtDiag(outDiag, -1, "out of memory");
+  bool ok = dtrtCheckpointReadTensor(dir, name, read, bytes, err,
+                                     sizeof(err)) == DTRT_OK;
+  if (ok && read != out)
+    dtrtConvert(read, savedType, out, t->dtype, count);
+  if (read != out)
+    free(read);
+  return ok || dtDiag(outDiag, -1, "%s", err);
 }
 
 /* A positional tensor (arg<i>, as the Python package writes a list of

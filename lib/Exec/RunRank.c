@@ -288,9 +288,13 @@ static void compareElement(void *user, int64_t e, int64_t g) {
   /* Within 1e-4 relative, or 1e-5 of the result's scale (sums of many
    * terms near zero keep the rounding of the large ones); f16 and bf16
    * (11 and 8 significant bits, partial sums rounded to them in
-   * collectives) within 2e-2 and 1e-2. */
+   * collectives) within 2e-2 and 1e-2; f8E4M3FN and f8E5M2 (4 and 3
+   * significant bits: one rounding of another order is a step of 1/8 or
+   * 1/4) within two steps. */
   bool half = c->dtype == DTRT_F16 || c->dtype == DTRT_BF16;
-  double rtol = half ? 2e-2 : 1e-4, stol = half ? 1e-2 : 1e-5;
+  bool e4 = c->dtype == DTRT_F8E4M3FN, e5 = c->dtype == DTRT_F8E5M2;
+  double rtol = e4 ? 0.25 : e5 ? 0.5 : half ? 2e-2 : 1e-4;
+  double stol = e4 ? 0.125 : e5 ? 0.25 : half ? 1e-2 : 1e-5;
   c->bad += err > rtol * fabs(want) + stol * (c->scale > 1 ? c->scale : 1);
 }
 

@@ -100,8 +100,9 @@ static bool readTensor(DtensorRunner *r, MlirOperation func, bool isResult,
       !dtRtTypeName(mlirShapedTypeGetElementType(type), &code))
     return dtDiag(outDiag, -1,
                   "the entry's %s %d is not a ranked tensor of f32, f64, "
-                  "f16, bf16, i32, i64, i8, i16, i1 or ui8, the types "
-                  "dtensor-run builds inputs for and compares",
+                  "f16, bf16, f8E4M3FN, f8E5M2, i32, i64, i8, i16, i1 or "
+                  "ui8, the types dtensor-run builds inputs for and "
+                  "compares",
                   isResult ? "result" : "argument", pos);
   t->dtype = (DtrtDtype)code;
   MlirAttribute list = mlirOperationGetAttributeByName(

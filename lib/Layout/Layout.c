@@ -16,9 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const size_t kElementSizes[] = {4, 8, 2, 2, 1, 1, 2, 4, 8, 1};
-static const char *const kElementNames[] = {"f32", "f64", "f16", "bf16", "i1",
-                                            "i8",  "i16", "i32", "i64",  "ui8"};
+static const size_t kElementSizes[] = {4, 8, 2, 2, 1, 1, 2, 4, 8, 1, 1, 1};
+static const char *const kElementNames[] = {"f32", "f64", "f16",      "bf16",
+                                            "i1",  "i8",  "i16",      "i32",
+                                            "i64", "ui8", "f8E4M3FN", "f8E5M2"};
 #define NUM_ELEMENT_TYPES (sizeof(kElementSizes) / sizeof(kElementSizes[0]))
 
 size_t dtensorElementTypeGetSize(DtensorElementType type) {

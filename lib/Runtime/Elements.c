@@ -94,6 +94,59 @@ static uint16_t floatToBf16(float f) {
   return (uint16_t)(u >> 16);
 }
 
+/* The f8 types as MLIR's arith.extf and arith.truncf convert them (and
+ * lib/Transforms/MathLib.mlir's code for compiled programs): `mant`
+ * mantissa bits, exponent `bias`, `ieee` for IEEE's infinities and NaNs
+ * (f8E5M2) rather than one NaN pattern and no infinity (f8E4M3FN). */
+static float f8ToFloat(uint8_t b, int mant, int bias, bool ieee) {
+  int top = (1 << (7 - mant)) - 1, mmask = (1 << mant) - 1;
+  int e = (b >> mant) & top, m = b & mmask;
+  float v;
+  if (ieee && e == top)
+    v = m ? NAN : INFINITY;
+  else if (!ieee && e == top && m == mmask)
+    v = NAN;
+  else if (e == 0)
+    v = ldexpf((float)m, 1 - bias - mant);
+  else
+    v = ldexpf((float)(m | (1 << mant)), e - bias - mant);
+  return b & 0x80 ? -v : v;
+}
+
+/* Rounded to nearest, ties to even; past the largest finite value NaN
+ * (f8E4M3FN) or infinity (f8E5M2). */
+static uint8_t floatToF8(float f, int mant, int bias, bool ieee) {
+  uint8_t sign = signbit(f) ? 0x80 : 0;
+  if (isnan(f))
+    return sign | (ieee ? 0x7e : 0x7f);
+  int top = (1 << (7 - mant)) - 1;
+  uint32_t largest = ieee ? (uint32_t)((top - 1) << mant | ((1 << mant) - 1))
+                          : (uint32_t)(top << mant | ((1 << mant) - 2));
+  float a = fabsf(f);
+  uint32_t code;
+  if (a < ldexpf(1.0f, 1 - bias)) {
+    /* Below the smallest normal: units of the subnormals (exact products),
+     * rounded as the current (default: to nearest even) mode rounds. */
+    code = (uint32_t)nearbyintf(ldexpf(a, bias - 1 + mant));
+  } else if (isinf(a)) {
+    code = UINT32_MAX;
+  } else {
+    uint32_t u;
+    memcpy(&u, &a, 4);
+    int shift = 23 - mant;
+    u += (1u << (shift - 1)) - 1 + ((u >> shift) & 1);
+    code = (u >> shift) - ((uint32_t)(127 - bias) << mant);
+  }
+  if (code > largest)
+    code = ieee ? largest + 1 : 0x7f;
+  return sign | (uint8_t)code;
+}
+
+static float f8e4m3fnToFloat(uint8_t b) { return f8ToFloat(b, 3, 7, false); }
+static float f8e5m2ToFloat(uint8_t b) { return f8ToFloat(b, 2, 15, true); }
+static uint8_t floatToF8e4m3fn(float f) { return floatToF8(f, 3, 7, false); }
+static uint8_t floatToF8e5m2(float f) { return floatToF8(f, 2, 15, true); }
+
 /* The switch is outside the loops so that each loop vectorizes. */
 #define COMBINE_LOOP(T, a, b, n, expr)                                         \
   for (size_t i_ = 0; i_ < (n); ++i_) {                                        \
@@ -175,6 +228,19 @@ void dtrtCombine(void *acc, const void *in, size_t n, DtrtDtype dtype,
     }
     break;
   }
+  case DTRT_F8E4M3FN:
+  case DTRT_F8E5M2: {
+    uint8_t *a = acc;
+    const uint8_t *b = in;
+    bool e4 = dtype == DTRT_F8E4M3FN;
+    for (size_t i = 0; i < n; ++i) {
+      float x = e4 ? f8e4m3fnToFloat(a[i]) : f8e5m2ToFloat(a[i]);
+      float y = e4 ? f8e4m3fnToFloat(b[i]) : f8e5m2ToFloat(b[i]);
+      float r = combineFloat(x, y, op);
+      a[i] = e4 ? floatToF8e4m3fn(r) : floatToF8e5m2(r);
+    }
+    break;
+  }
   }
 }
 
@@ -200,6 +266,10 @@ static double loadAny(const void *p, DtrtDtype t, size_t i) {
     return halfToFloat(((const uint16_t *)p)[i]);
   case DTRT_BF16:
     return bf16ToFloat(((const uint16_t *)p)[i]);
+  case DTRT_F8E4M3FN:
+    return f8e4m3fnToFloat(((const uint8_t *)p)[i]);
+  case DTRT_F8E5M2:
+    return f8e5m2ToFloat(((const uint8_t *)p)[i]);
   }
   return 0;
 }
@@ -243,6 +313,12 @@ static void storeAny(void *p, DtrtDtype t, size_t i, double v) {
     break;
   case DTRT_BF16:
     ((uint16_t *)p)[i] = floatToBf16((float)v);
+    break;
+  case DTRT_F8E4M3FN:
+    ((uint8_t *)p)[i] = floatToF8e4m3fn((float)v);
+    break;
+  case DTRT_F8E5M2:
+    ((uint8_t *)p)[i] = floatToF8e5m2((float)v);
     break;
   }
 }
@@ -295,6 +371,16 @@ void dtrtScale(void *buf, size_t n, DtrtDtype dtype, int divisor) {
     case DTRT_BF16: {
       uint16_t *h = buf;
       h[i] = floatToBf16(bf16ToFloat(h[i]) / (float)divisor);
+      break;
+    }
+    case DTRT_F8E4M3FN: {
+      uint8_t *q = buf;
+      q[i] = floatToF8e4m3fn(f8e4m3fnToFloat(q[i]) / (float)divisor);
+      break;
+    }
+    case DTRT_F8E5M2: {
+      uint8_t *q = buf;
+      q[i] = floatToF8e5m2(f8e5m2ToFloat(q[i]) / (float)divisor);
       break;
     }
     }

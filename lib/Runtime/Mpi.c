@@ -220,18 +220,27 @@ static MPI_Datatype mpiType(DtrtDtype t) {
   case DTRT_F16: /* 16-bit floats: reduced by our own ops */
   case DTRT_BF16:
     return MPI_UINT16_T;
+  case DTRT_F8E4M3FN: /* 8-bit floats: the same */
+  case DTRT_F8E5M2:
+    return MPI_UINT8_T;
   }
   return MPI_DATATYPE_NULL;
 }
 
-/* 16-bit floats travel as MPI types named "dtensor_f16"/"dtensor_bf16"
- * (so an MPI op can tell them apart without global state), reduced by one
- * op function per reduce kind. */
+/* 16- and 8-bit floats travel as MPI types named "dtensor_<type>" (so an
+ * MPI op can tell them apart without global state), reduced by one op
+ * function per reduce kind. */
+static bool ownFloat(DtrtDtype t) {
+  return t == DTRT_F16 || t == DTRT_BF16 || t == DTRT_F8E4M3FN ||
+         t == DTRT_F8E5M2;
+}
+
 static DtrtDtype halfTypeOf(MPI_Datatype *t) {
   char name[MPI_MAX_OBJECT_NAME];
   int n = 0;
   MPI_Type_get_name(*t, name, &n);
-  return n >= 11 && name[8] == 'b' ? DTRT_BF16 : DTRT_F16;
+  DtrtDtype d;
+  return n > 8 && dtrtDtypeParse(name + 8, &d) ? d : DTRT_F16;
 }
 
 #define HALF_OP(fn, kind)                                                      \
@@ -247,11 +256,13 @@ HALF_OP(halfProd, DTRT_PROD)
  * frees (`*owned`). */
 static MPI_Datatype typeFor(DtrtDtype t, bool *owned) {
   *owned = false;
-  if (t != DTRT_F16 && t != DTRT_BF16)
+  if (!ownFloat(t))
     return mpiType(t);
   MPI_Datatype d;
-  MPI_Type_contiguous(1, MPI_UINT16_T, &d);
-  MPI_Type_set_name(d, t == DTRT_F16 ? "dtensor_f16" : "dtensor_bf16");
+  char name[32];
+  snprintf(name, sizeof(name), "dtensor_%s", dtrtDtypeName(t));
+  MPI_Type_contiguous(1, mpiType(t), &d);
+  MPI_Type_set_name(d, name);
   MPI_Type_commit(&d);
   *owned = true;
   return d;
@@ -259,7 +270,7 @@ static MPI_Datatype typeFor(DtrtDtype t, bool *owned) {
 
 static DtrtStatus reduceOp(DtrtComm *comm, DtrtDtype t, DtrtReduce op,
                            MPI_Op *out, bool *custom) {
-  *custom = t == DTRT_F16 || t == DTRT_BF16;
+  *custom = ownFloat(t);
   if (*custom) {
     MPI_User_function *fn = op == DTRT_MAX    ? halfMax
                             : op == DTRT_MIN  ? halfMin

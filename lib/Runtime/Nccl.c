@@ -283,14 +283,30 @@ static ncclDataType_t ncclType(DtrtDtype t) {
   case DTRT_UI8:
   case DTRT_I1: /* bytes of 0 or 1: max, min and prod are or, and */
     return ncclUint8;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 24, 0)
+  case DTRT_F8E4M3FN: /* NCCL's e4m3 is the finite one (no infinities) */
+    return ncclFloat8e4m3;
+  case DTRT_F8E5M2:
+    return ncclFloat8e5m2;
+#else
+  case DTRT_F8E4M3FN:
+  case DTRT_F8E5M2:
+#endif
   case DTRT_I16: /* refused before (ncclHasType) */
     break;
   }
   return ncclFloat32;
 }
 
-/* NCCL has no 16-bit integers. */
-static bool ncclHasType(DtrtDtype t) { return t != DTRT_I16; }
+/* NCCL has no 16-bit integers, and 8-bit floats from 2.24 on (whose
+ * reductions need sm_90). */
+static bool ncclHasType(DtrtDtype t) {
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 24, 0)
+  if (t == DTRT_F8E4M3FN || t == DTRT_F8E5M2)
+    return false;
+#endif
+  return t != DTRT_I16;
+}
 
 static ncclRedOp_t ncclOp(DtrtReduce op) {
   switch (op) {

@@ -37,7 +37,8 @@ static MlirWalkResult check(MlirOperation op, void *userData) {
     return MlirWalkResultAdvance;
   char message[512];
   /* An op left on an element type the code generation has no arithmetic
-   * for (f8 floats, integers narrower than i8 but i1): name the type. */
+   * for (f8 floats but f8E4M3FN and f8E5M2, integers narrower than i8 but
+   * i1): name the type. */
   char unsupported[64] = "";
   for (intptr_t i = 0;
        i < mlirOperationGetNumOperands(op) + mlirOperationGetNumResults(op) &&
@@ -49,7 +50,9 @@ static MlirWalkResult check(MlirOperation op, void *userData) {
             : mlirOperationGetResult(op, i - mlirOperationGetNumOperands(op)));
     if (mlirTypeIsAShaped(t))
       t = mlirShapedTypeGetElementType(t);
-    bool narrowFloat = mlirTypeIsAFloat(t) && mlirFloatTypeGetWidth(t) < 16;
+    /* f8E4M3FN and f8E5M2 are bytes by then (dtensor-expand-f8). */
+    bool narrowFloat = mlirTypeIsAFloat(t) && mlirFloatTypeGetWidth(t) < 16 &&
+                       !mlirTypeIsAFloat8E4M3FN(t) && !mlirTypeIsAFloat8E5M2(t);
     bool narrowInt = mlirTypeIsAInteger(t) && mlirIntegerTypeGetWidth(t) > 1 &&
                      mlirIntegerTypeGetWidth(t) < 8;
     if (narrowFloat || narrowInt)
@@ -59,7 +62,7 @@ static MlirWalkResult check(MlirOperation op, void *userData) {
     snprintf(message, sizeof(message),
              "'%.*s' op computes on %s, an element type the CPU code "
              "generation does not support (floats of 16 to 64 bits, "
-             "integers i1 and i8 to i64)",
+             "f8E4M3FN and f8E5M2, integers i1 and i8 to i64)",
              (int)name.length, name.data, unsupported);
   else if (dtIsOp(op, "builtin.unrealized_conversion_cast"))
     snprintf(message, sizeof(message),

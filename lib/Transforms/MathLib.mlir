@@ -119,3 +119,170 @@ func.func private @tanh(%x: f32) -> f32 {
   %v = arith.divf %p, %q fastmath<arcp,ninf> : f32
   return %v : f32
 }
+
+// ---- f8 conversions (dtensor-expand-f8) -----------------------------------
+// f8 values travel as their bytes (LLVM has no f8 type): arith.extf from
+// and arith.truncf to f8E4M3FN and f8E5M2 are these functions on the bits.
+// Decoding is exact. Encoding rounds to nearest, ties to even, as
+// arith.truncf (APFloat) does: below the smallest normal by scaling into
+// the integers (2^23 added and taken away rounds there), above by adding
+// the rounding bias to the f32 bits; past the largest finite value
+// f8E4M3FN (no infinity) gives NaN and f8E5M2 infinity; NaN stays NaN,
+// signs and zeros stay.
+
+// f8E4M3FN: sign, 4 exponent bits (bias 7), 3 mantissa bits; S.1111.111 is
+// NaN; subnormals m * 2^-9.
+func.func private @extf_f8E4M3FN(%x: f8E4M3FN) -> f32 {
+  %b8 = arith.bitcast %x : f8E4M3FN to i8
+  %b = arith.extui %b8 : i8 to i32
+  %c0 = arith.constant 0 : i32
+  %c3 = arith.constant 3 : i32
+  %c7 = arith.constant 7 : i32
+  %c15 = arith.constant 15 : i32
+  %c20 = arith.constant 20 : i32
+  %c23 = arith.constant 23 : i32
+  %c120 = arith.constant 120 : i32
+  %scale = arith.constant 1.953125e-03 : f32
+  %nan = arith.constant 0x7FC00000 : f32
+  %s = arith.shrui %b, %c7 : i32
+  %es = arith.shrui %b, %c3 : i32
+  %e = arith.andi %es, %c15 : i32
+  %m = arith.andi %b, %c7 : i32
+  %en = arith.addi %e, %c120 : i32
+  %eb = arith.shli %en, %c23 : i32
+  %mb = arith.shli %m, %c20 : i32
+  %nb = arith.ori %eb, %mb : i32
+  %normal = arith.bitcast %nb : i32 to f32
+  %mf = arith.uitofp %m : i32 to f32
+  %sub = arith.mulf %mf, %scale : f32
+  %isSub = arith.cmpi eq, %e, %c0 : i32
+  %mag = arith.select %isSub, %sub, %normal : f32
+  %eTop = arith.cmpi eq, %e, %c15 : i32
+  %mTop = arith.cmpi eq, %m, %c7 : i32
+  %isNan = arith.andi %eTop, %mTop : i1
+  %v = arith.select %isNan, %nan, %mag : f32
+  %neg = arith.negf %v : f32
+  %isNeg = arith.cmpi ne, %s, %c0 : i32
+  %r = arith.select %isNeg, %neg, %v : f32
+  return %r : f32
+}
+
+func.func private @truncf_f8E4M3FN(%x: f32) -> f8E4M3FN {
+  %c7 = arith.constant 7 : i32
+  %c20 = arith.constant 20 : i32
+  %c24 = arith.constant 24 : i32
+  %c1 = arith.constant 1 : i32
+  %bias = arith.constant 524287 : i32
+  %rebias = arith.constant 960 : i32
+  %top = arith.constant 126 : i32
+  %nanCode = arith.constant 127 : i32
+  %minNormal = arith.constant 1.562500e-02 : f32
+  %toUnits = arith.constant 512.0 : f32
+  %magic = arith.constant 8388608.0 : f32
+  %xb = arith.bitcast %x : f32 to i32
+  %sign = arith.shrui %xb, %c24 : i32
+  %signBit = arith.andi %sign, %nanCode : i32
+  %s = arith.xori %sign, %signBit : i32
+  %a = math.absf %x : f32
+  %y = arith.mulf %a, %toUnits : f32
+  %y1 = arith.addf %y, %magic : f32
+  %y2 = arith.subf %y1, %magic : f32
+  %subCode = arith.fptoui %y2 : f32 to i32
+  %u = arith.bitcast %a : f32 to i32
+  %odd0 = arith.shrui %u, %c20 : i32
+  %odd = arith.andi %odd0, %c1 : i32
+  %r0 = arith.addi %u, %bias : i32
+  %r1 = arith.addi %r0, %odd : i32
+  %r2 = arith.shrui %r1, %c20 : i32
+  %normCode = arith.subi %r2, %rebias : i32
+  %isSub = arith.cmpf olt, %a, %minNormal : f32
+  %code0 = arith.select %isSub, %subCode, %normCode : i32
+  %over = arith.cmpi ugt, %code0, %top : i32
+  %isNan = arith.cmpf uno, %x, %x : f32
+  %bad = arith.ori %over, %isNan : i1
+  %code = arith.select %bad, %nanCode, %code0 : i32
+  %withSign = arith.ori %code, %s : i32
+  %b = arith.trunci %withSign : i32 to i8
+  %r = arith.bitcast %b : i8 to f8E4M3FN
+  return %r : f8E4M3FN
+}
+
+// f8E5M2: sign, 5 exponent bits (bias 15), 2 mantissa bits, IEEE's
+// infinities and NaNs; subnormals m * 2^-16.
+func.func private @extf_f8E5M2(%x: f8E5M2) -> f32 {
+  %b8 = arith.bitcast %x : f8E5M2 to i8
+  %b = arith.extui %b8 : i8 to i32
+  %c0 = arith.constant 0 : i32
+  %c2 = arith.constant 2 : i32
+  %c3 = arith.constant 3 : i32
+  %c7 = arith.constant 7 : i32
+  %c31 = arith.constant 31 : i32
+  %c21 = arith.constant 21 : i32
+  %c23 = arith.constant 23 : i32
+  %c112 = arith.constant 112 : i32
+  %scale = arith.constant 1.52587890625e-05 : f32
+  %nan = arith.constant 0x7FC00000 : f32
+  %inf = arith.constant 0x7F800000 : f32
+  %s = arith.shrui %b, %c7 : i32
+  %es = arith.shrui %b, %c2 : i32
+  %e = arith.andi %es, %c31 : i32
+  %m = arith.andi %b, %c3 : i32
+  %en = arith.addi %e, %c112 : i32
+  %eb = arith.shli %en, %c23 : i32
+  %mb = arith.shli %m, %c21 : i32
+  %nb = arith.ori %eb, %mb : i32
+  %normal = arith.bitcast %nb : i32 to f32
+  %mf = arith.uitofp %m : i32 to f32
+  %sub = arith.mulf %mf, %scale : f32
+  %isSub = arith.cmpi eq, %e, %c0 : i32
+  %mag = arith.select %isSub, %sub, %normal : f32
+  %eTop = arith.cmpi eq, %e, %c31 : i32
+  %mZero = arith.cmpi eq, %m, %c0 : i32
+  %special = arith.select %mZero, %inf, %nan : f32
+  %v = arith.select %eTop, %special, %mag : f32
+  %neg = arith.negf %v : f32
+  %isNeg = arith.cmpi ne, %s, %c0 : i32
+  %r = arith.select %isNeg, %neg, %v : f32
+  return %r : f32
+}
+
+func.func private @truncf_f8E5M2(%x: f32) -> f8E5M2 {
+  %c21 = arith.constant 21 : i32
+  %c24 = arith.constant 24 : i32
+  %c1 = arith.constant 1 : i32
+  %c127 = arith.constant 127 : i32
+  %bias = arith.constant 1048575 : i32
+  %rebias = arith.constant 448 : i32
+  %top = arith.constant 123 : i32
+  %infCode = arith.constant 124 : i32
+  %nanCode = arith.constant 126 : i32
+  %minNormal = arith.constant 6.103515625e-05 : f32
+  %toUnits = arith.constant 65536.0 : f32
+  %magic = arith.constant 8388608.0 : f32
+  %xb = arith.bitcast %x : f32 to i32
+  %sign = arith.shrui %xb, %c24 : i32
+  %signBit = arith.andi %sign, %c127 : i32
+  %s = arith.xori %sign, %signBit : i32
+  %a = math.absf %x : f32
+  %y = arith.mulf %a, %toUnits : f32
+  %y1 = arith.addf %y, %magic : f32
+  %y2 = arith.subf %y1, %magic : f32
+  %subCode = arith.fptoui %y2 : f32 to i32
+  %u = arith.bitcast %a : f32 to i32
+  %odd0 = arith.shrui %u, %c21 : i32
+  %odd = arith.andi %odd0, %c1 : i32
+  %r0 = arith.addi %u, %bias : i32
+  %r1 = arith.addi %r0, %odd : i32
+  %r2 = arith.shrui %r1, %c21 : i32
+  %normCode = arith.subi %r2, %rebias : i32
+  %isSub = arith.cmpf olt, %a, %minNormal : f32
+  %code0 = arith.select %isSub, %subCode, %normCode : i32
+  %over = arith.cmpi ugt, %code0, %top : i32
+  %code1 = arith.select %over, %infCode, %code0 : i32
+  %isNan = arith.cmpf uno, %x, %x : f32
+  %code = arith.select %isNan, %nanCode, %code1 : i32
+  %withSign = arith.ori %code, %s : i32
+  %b = arith.trunci %withSign : i32 to i8
+  %r = arith.bitcast %b : i8 to f8E5M2
+  return %r : f8E5M2
+}

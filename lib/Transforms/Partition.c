@@ -261,8 +261,9 @@ static bool notPropagated(Part *p, MlirOperation op, MlirAttribute layouts) {
       dtTypePrint(mlirShapedTypeGetElementType(t), name, sizeof(name));
       dtPartError(p, op,
                   "has a result of element type %s, which dtensor-propagate "
-                  "does not lay out (it lays out f32, f64, f16, bf16, i1, "
-                  "i8, i16, i32, i64 and ui8): a program on sharded %s "
+                  "does not lay out (it lays out f32, f64, f16, bf16, "
+                  "f8E4M3FN, f8E5M2, i1, i8, i16, i32, i64 and ui8): a "
+                  "program on sharded %s "
                   "values is not supported",
                   name, name);
       return false;

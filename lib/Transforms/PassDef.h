@@ -36,6 +36,12 @@ typedef struct DtPassDef {
   MlirDialectHandle (*dependentDialects[4])(void);
 } DtPassDef;
 
+/// Runs the upstream textual `pipeline` (nested as the root op's name
+/// allows, e.g. "func.func(cse)") on `root` by a pass manager of its own
+/// that does not verify between its passes (the outer one verifies the
+/// calling pass's result); false when it does not parse or a pass failed.
+bool dtRunUpstream(MlirOperation root, const char *pipeline);
+
 /// As dtensorPassCreate, with `context` handed to the pass body through
 /// its options.
 MlirPass dtPassCreateWithContext(MlirStringRef argument, MlirStringRef options,
@@ -76,6 +82,7 @@ extern const DtPassDef dtLowerToRuntimePass;
 extern const DtPassDef dtLowerContractionsPass;
 extern const DtPassDef dtPrepareContractionsPass;
 extern const DtPassDef dtApproximateMathPass;
+extern const DtPassDef dtExpandF8Pass;
 extern const DtPassDef dtReassociateReductionsPass;
 extern const DtPassDef dtWidenReductionsPass;
 extern const DtPassDef dtDecomposeSoftmaxPass;

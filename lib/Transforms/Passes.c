@@ -26,6 +26,7 @@ static const DtPassDef *const kPasses[] = {
     &dtLowerContractionsPass,
     &dtPrepareContractionsPass,
     &dtApproximateMathPass,
+    &dtExpandF8Pass,
     &dtReassociateReductionsPass,
     &dtWidenReductionsPass,
     &dtDecomposeSoftmaxPass,
@@ -339,4 +340,17 @@ MlirPass dtPassCreateFromDef(const DtPassDef *def, MlirStringRef options,
       mlirStringRefCreateFromCString(def->info.summary),
       mlirStringRefCreateFromCString(""), def->numDependentDialects, dialects,
       callbacks, state);
+}
+
+bool dtRunUpstream(MlirOperation root, const char *pipeline) {
+  MlirContext ctx = mlirOperationGetContext(root);
+  MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(root));
+  MlirPassManager pm = mlirPassManagerCreateOnOperation(ctx, name);
+  mlirPassManagerEnableVerifier(pm, false);
+  bool ok = mlirLogicalResultIsSuccess(mlirOpPassManagerAddPipeline(
+      mlirPassManagerGetAsOpPassManager(pm),
+      mlirStringRefCreateFromCString(pipeline), NULL, NULL));
+  ok = ok && mlirLogicalResultIsSuccess(mlirPassManagerRunOnOp(pm, root));
+  mlirPassManagerDestroy(pm);
+  return ok;
 }

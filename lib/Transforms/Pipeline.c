@@ -299,7 +299,7 @@ MlirLogicalResult dtensorAddToLLVMPipelineWithOptions(MlirOpPassManager pm,
   snprintf(pipeline, sizeof(pipeline),
            TO_LINALG_STEPS
            "func.func(convert-elementwise-to-linalg), " BUFFERIZE_STEPS
-           "dtensor-approximate-math, %s"
+           "dtensor-expand-f8, dtensor-approximate-math, %s"
            "convert-linalg-to-loops, expand-strided-metadata, lower-affine, "
            "convert-scf-to-cf, "
            "finalize-memref-to-llvm{use-generic-functions}, convert-to-llvm, "
@@ -353,7 +353,7 @@ MlirLogicalResult dtensorAddToNVVMPipeline(MlirOpPassManager pm,
            "dtensor-lower-to-runtime, " TO_LINALG_STEPS
            "func.func(convert-elementwise-to-linalg, "
            "linalg-generalize-named-ops), " BUFFERIZE_STEPS
-           "dtensor-gpu-memory{boundary=%s}, "
+           "dtensor-expand-f8, dtensor-gpu-memory{boundary=%s}, "
            "func.func(convert-linalg-to-parallel-loops), "
            "dtensor-gpu-loop-order, "
            "func.func(scf-parallel-loop-tiling{parallel-loop-tile-sizes=32,8 "

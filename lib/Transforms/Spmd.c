@@ -22,27 +22,13 @@
  * program of test/, examples/ and bench/. */
 #define DT_SPMD_CLEANUP "cse, canonicalize{region-simplify=disabled}"
 
-/* canonicalize and cse on the result, by a pass manager of their own that
+/* cse and canonicalize on the result, by a pass manager of their own that
  * does not verify in between (the outer one verifies this pass's result).
  * canonicalize leaves regions' blocks alone: the steps before make no
  * blocks, and simplifying them took a third of canonicalize's time on a
  * 1,000-block Megatron chain (callgrind). */
-/* Runs the upstream `pipeline` on `root`. */
-static bool runUpstream(MlirOperation root, const char *pipeline) {
-  MlirContext ctx = mlirOperationGetContext(root);
-  MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(root));
-  MlirPassManager pm = mlirPassManagerCreateOnOperation(ctx, name);
-  mlirPassManagerEnableVerifier(pm, false);
-  bool ok = mlirLogicalResultIsSuccess(mlirOpPassManagerAddPipeline(
-      mlirPassManagerGetAsOpPassManager(pm),
-      mlirStringRefCreateFromCString(pipeline), NULL, NULL));
-  ok = ok && mlirLogicalResultIsSuccess(mlirPassManagerRunOnOp(pm, root));
-  mlirPassManagerDestroy(pm);
-  return ok;
-}
-
 static bool cleanUp(MlirOperation root) {
-  return runUpstream(root, DT_SPMD_CLEANUP);
+  return dtRunUpstream(root, DT_SPMD_CLEANUP);
 }
 
 static MlirWalkResult findTosaControl(MlirOperation op, void *userData) {
@@ -58,7 +44,7 @@ static MlirWalkResult findTosaControl(MlirOperation op, void *userData) {
 static bool tosaControlToScf(MlirOperation root) {
   bool found = false;
   mlirOperationWalk(root, findTosaControl, &found, MlirWalkPreOrder);
-  return !found || runUpstream(root, "func.func(tosa-to-scf)");
+  return !found || dtRunUpstream(root, "func.func(tosa-to-scf)");
 }
 
 /* With the timing option: the time since `*last`, printed for `step`

@@ -333,6 +333,8 @@ def memref_descriptor(array):
 
 # ---- element types (libdtensor_rt's one list) ---------------------------------------
 dtypeName = _declare(rt, "dtrtDtypeName", c_char_p, c_int)
+convert = _declare(rt, "dtrtConvert", None, c_void_p, c_int, c_void_p, c_int,
+                   c_size_t)
 dtypeParse = _declare(rt, "dtrtDtypeParse", c_int, c_char_p, POINTER(c_int))
 
 # ---- checkpoints (libdtensor_rt, offline) ------------------------------------------

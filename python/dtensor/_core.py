@@ -142,7 +142,8 @@ class Layout:
         et = c_int()
         if not C.elementTypeParse(_bytes(dtype, "dtype"), byref(et)):
             raise DtensorError(f"element type '{dtype}' is not one of f32, "
-                               "f64, f16, bf16, i1, i8, i16, i32, i64, ui8")
+                               "f64, f16, bf16, f8E4M3FN, f8E5M2, i1, i8, "
+                               "i16, i32, i64, ui8")
         if not isinstance(shape, (tuple, list)):
             raise TypeError(f"shape must be a tuple of ints, not "
                             f"{type(shape).__name__}")
@@ -397,11 +398,32 @@ def _dtype_names():
 _NAMES = _dtype_names()
 _CODES = {name: code for code, name in _NAMES.items()}
 # numpy's types of the runtime's (bf16 has none: it travels as uint16 bits;
+# nor have f8E4M3FN and f8E5M2: bytes, read as float32 through the
+# runtime's own conversion, _from_f8;
 # i1 is numpy's bool, a byte of 0 or 1 as the runtime keeps it)
 _BY_NAME = {name: np.dtype(bool) if name == "i1" else
             np.dtype(name.replace("f", "float").replace("i", "int"))
-            for name in _NAMES.values() if name != "bf16"}
+            for name in _NAMES.values()
+            if name != "bf16" and not name.startswith("f8")}
 _DTYPES = {dt: _CODES[name] for name, dt in _BY_NAME.items()}
+
+
+def _to_f8(values, kind):
+    """float values as f8 `kind` bytes (rounded as arith.truncf rounds)."""
+    a = np.ascontiguousarray(values, dtype=np.float32)
+    out = np.empty(a.shape, dtype=np.uint8)
+    C.convert(a.ctypes.data, _CODES["f32"], out.ctypes.data, _CODES[kind],
+              a.size)
+    return out
+
+
+def _from_f8(bits, kind):
+    """f8 `kind` bytes as float32 values (exact)."""
+    b = np.ascontiguousarray(bits, dtype=np.uint8)
+    out = np.empty(b.shape, dtype=np.float32)
+    C.convert(b.ctypes.data, _CODES[kind], out.ctypes.data, _CODES["f32"],
+              b.size)
+    return out
 
 
 def _err():
@@ -444,7 +466,7 @@ def verify_checkpoint(path):
 
 def load_checkpoint(path, names=None):
     """Reads tensors whole: {name: numpy array} for `names` (default all).
-    bf16 tensors come back as float32 (exactly)."""
+    bf16, f8E4M3FN and f8E5M2 tensors come back as float32 (exactly)."""
     info = {t["name"]: t for t in checkpoint_info(path)}
     wanted = list(info) if names is None else list(names)
     out = {}
@@ -453,8 +475,8 @@ def load_checkpoint(path, names=None):
             raise DtensorError(f"{path}: no tensor '{name}' (it has "
                                f"{', '.join(info) or 'none'})")
         t = info[name]
-        bf16 = t["dtype"] == "bf16"
-        dtype = np.uint16 if bf16 else _BY_NAME[t["dtype"]]
+        bf16, f8 = t["dtype"] == "bf16", t["dtype"].startswith("f8")
+        dtype = np.uint16 if bf16 else np.uint8 if f8 else _BY_NAME[t["dtype"]]
         array = np.empty(t["shape"], dtype=dtype)
         err = _err()
         _check(C.ckptReadTensor(_bytes(path, "path"), _bytes(name, "names"),
@@ -462,6 +484,8 @@ def load_checkpoint(path, names=None):
                                 err, len(err)), err)
         if bf16:
             array = (array.astype(np.uint32) << 16).view(np.float32)
+        if f8:
+            array = _from_f8(array, t["dtype"])
         out[name] = array
     return out
 

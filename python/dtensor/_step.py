@@ -11,9 +11,9 @@ import numpy as np
 
 from . import _capi as C
 from ._core import (DtensorError, MAX_TIMEOUT_S, _BY_NAME, _NAMES, _bytes,
-                    _check_int, _check_real, _diag_text, _named_inputs,
-                    _program_text, _Program, load_checkpoint,
-                    save_checkpoint)
+                    _check_int, _check_real, _diag_text, _from_f8,
+                    _named_inputs, _program_text, _Program, _to_f8,
+                    load_checkpoint, save_checkpoint)
 
 
 def _bf16_bits(a):
@@ -247,6 +247,8 @@ class Step:
         kind = _NAMES[t.dtype]
         if kind == "bf16":
             data = _bf16_bits(a)
+        elif kind.startswith("f8"):
+            data = _to_f8(a, kind)
         else:
             want = _BY_NAME[kind]
             if a.dtype != want and not np.can_cast(a.dtype, want,
@@ -262,12 +264,15 @@ class Step:
         """A copy of the global value at `address` of tensor `t`."""
         shape = tuple(t.shape[:t.rank])
         kind = _NAMES[t.dtype]
-        dtype = np.dtype(np.uint16) if kind == "bf16" else _BY_NAME[kind]
+        dtype = np.dtype(np.uint16) if kind == "bf16" else \
+            np.dtype(np.uint8) if kind.startswith("f8") else _BY_NAME[kind]
         count = int(np.prod(shape, dtype=np.int64))
         raw = (ctypes.c_char * (count * dtype.itemsize)).from_address(address)
         a = np.frombuffer(raw, dtype=dtype).copy().reshape(shape)
         if kind == "bf16":
             a = (a.astype(np.uint32) << 16).view(np.float32)
+        if kind.startswith("f8"):
+            a = _from_f8(a, kind)
         return a
 
     def _fetch(self, name):

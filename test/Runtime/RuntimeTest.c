@@ -65,6 +65,10 @@ static void set(void *buf, DtrtDtype t, size_t k, double v) {
     memcpy(&u, &f, 4);
     ((uint16_t *)buf)[k] = (uint16_t)(u >> 16);
     break;
+  case DTRT_F8E4M3FN: /* the conversions are dtype-test's */
+  case DTRT_F8E5M2:
+    dtrtConvert(&f, DTRT_F32, (uint8_t *)buf + k, t, 1);
+    break;
   }
 }
 
@@ -93,19 +97,37 @@ static double get(const void *buf, DtrtDtype t, size_t k) {
     u = (uint32_t)((const uint16_t *)buf)[k] << 16;
     memcpy(&f, &u, 4);
     return f;
+  case DTRT_F8E4M3FN:
+  case DTRT_F8E5M2:
+    dtrtConvert((const uint8_t *)buf + k, t, &f, DTRT_F32, 1);
+    return f;
   }
   return NAN;
 }
 
+/* `v` as type `t` holds it. */
+static double rounded(DtrtDtype t, double v) {
+  char cell[8];
+  set(cell, t, 0, v);
+  return get(cell, t, 0);
+}
+
+/* f8 types (2 or 3 mantissa bits) get values of 1 and 2, whose sums and
+ * products over up to 4 members are exact in every order. */
+static bool gEightBit;
+
 /* The value global rank `r` contributes at index `k`. */
 static double value(int r, size_t k, DtrtReduce op) {
+  if (gEightBit)
+    return 1.0 + (double)((r + (int)k) % 2);
   if (op == DTRT_PROD)
     return 1.0 + (double)((r + k) % 2);
   return (r + 1) * 10.0 + (double)(k % 7);
 }
 
-static const char *kTypes[] = {"f32", "f64", "f16", "bf16", "i32",
-                               "i64", "i8",  "i16", "i1",   "ui8"};
+static const char *kTypes[] = {"f32", "f64", "f16",      "bf16",
+                               "i32", "i64", "i8",       "i16",
+                               "i1",  "ui8", "f8E4M3FN", "f8E5M2"};
 
 static bool isInteger(int t) {
   return t == DTRT_I32 || t == DTRT_I64 || t == DTRT_I8 || t == DTRT_I16 ||
@@ -120,9 +142,10 @@ static void testComm(DtrtContext *ctx, DtrtComm *comm, const int *members,
   size_t counts[4] = {1, 7, 300, 40000};
   /* Every type but i1 (booleans, below); the values' sums over 4 members
    * stay under 127 (i8). */
-  for (int t = 0; t <= DTRT_UI8; ++t)
+  for (int t = 0; t <= DTRT_F8E5M2; ++t)
     for (int c = 0; c < 4 && t != DTRT_I1; ++c) {
       DtrtDtype dt = (DtrtDtype)t;
+      gEightBit = dt == DTRT_F8E4M3FN || dt == DTRT_F8E5M2;
       size_t count = counts[c], es = dtrtDtypeSize(dt);
       char *send = malloc(es * count * (size_t)n);
       char *recv = malloc(es * count * (size_t)n);
@@ -154,7 +177,7 @@ static void testComm(DtrtContext *ctx, DtrtComm *comm, const int *members,
                                      : want + v;
           }
           if (op == DTRT_AVG)
-            want = isInteger(t) ? floor(want / n) : want / n;
+            want = isInteger(t) ? floor(want / n) : rounded(dt, want / n);
           CHECK(get(recv, dt, k) == want,
                 "%s all_reduce op %d %s count %zu "
                 "elem %zu: %g, want %g",
@@ -210,6 +233,7 @@ static void testComm(DtrtContext *ctx, DtrtComm *comm, const int *members,
       free(send);
       free(recv);
     }
+  gEightBit = false;
   /* i1: booleans reduce by max (or), min and prod (and); a sum or an
    * average of them is refused with a message, on every member. */
   uint8_t bits[3] = {(uint8_t)(me == 0), 1, 0}, out[3];

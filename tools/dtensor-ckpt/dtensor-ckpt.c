@@ -29,24 +29,30 @@ static int usage(FILE *out, int code) {
           "           block by block; OUT may be DIR; tensors without a "
           "--spec (NAME=SPEC,\n"
           "           or a SPEC for all) are replicated\n"
-          "  export   writes one tensor whole as a .npy file (bf16 as "
-          "float32, exactly)\n"
+          "  export   writes one tensor whole as a .npy file (bf16, "
+          "f8E4M3FN and f8E5M2\n"
+          "           as float32, exactly)\n"
           "  import   adds (or replaces) a tensor from a .npy file under a "
           "layout; creates\n"
-          "           DIR if needed; --dtype bf16 stores a float32 array as "
-          "bf16\n");
+          "           DIR if needed; --dtype bf16 (f8E4M3FN, f8E5M2) "
+          "stores a float32\n"
+          "           array as that type, rounded to nearest even\n");
   return code;
 }
 
-/* numpy's spelling of each element type (bf16 travels as float32, which
- * holds it exactly). */
+/* numpy's spelling of each element type (the types numpy lacks, bf16 and
+ * the f8 types, travel as float32, which holds them exactly). */
 static const struct {
   DtrtDtype dtype;
   const char *descr;
-} kTypes[] = {{DTRT_F32, "<f4"},  {DTRT_F64, "<f8"}, {DTRT_F16, "<f2"},
-              {DTRT_BF16, "<f4"}, {DTRT_I32, "<i4"}, {DTRT_I64, "<i8"},
-              {DTRT_I8, "|i1"},   {DTRT_I16, "<i2"}, {DTRT_I1, "|b1"},
-              {DTRT_UI8, "|u1"}};
+} kTypes[] = {{DTRT_F32, "<f4"},  {DTRT_F64, "<f8"},      {DTRT_F16, "<f2"},
+              {DTRT_BF16, "<f4"}, {DTRT_I32, "<i4"},      {DTRT_I64, "<i8"},
+              {DTRT_I8, "|i1"},   {DTRT_I16, "<i2"},      {DTRT_I1, "|b1"},
+              {DTRT_UI8, "|u1"},  {DTRT_F8E4M3FN, "<f4"}, {DTRT_F8E5M2, "<f4"}};
+
+static bool viaFloat32(DtrtDtype t) {
+  return t == DTRT_BF16 || t == DTRT_F8E4M3FN || t == DTRT_F8E5M2;
+}
 
 static void shapeText(int rank, const int64_t *shape, char *out, size_t n) {
   int k = snprintf(out, n, rank ? "" : "scalar");
@@ -65,7 +71,7 @@ static int info(const char *dir, bool layouts) {
   int n = dtrtCheckpointNumTensors(c);
   printf("%s: %d tensor%s (format version %d)\n", dir, n, n == 1 ? "" : "s",
          DTRT_CHECKPOINT_VERSION);
-  printf("%-24s %-5s %-16s %-12s %-20s %7s %12s\n", "name", "type", "shape",
+  printf("%-24s %-8s %-16s %-12s %-20s %7s %12s\n", "name", "type", "shape",
          "mesh", "spec", "shards", "bytes");
   for (int i = 0; i < n; ++i) {
     DtrtTensor t;
@@ -74,7 +80,7 @@ static int info(const char *dir, bool layouts) {
     dtrtCheckpointGetTensor(c, i, &t, &shards, &bytes);
     char shape[128];
     shapeText(t.rank, t.shape, shape, sizeof(shape));
-    printf("%-24s %-5s %-16s %-12s %-20s %7d %12lld\n", t.name,
+    printf("%-24s %-8s %-16s %-12s %-20s %7d %12lld\n", t.name,
            dtrtDtypeName(t.dtype), shape, t.mesh, t.spec, shards,
            (long long)bytes);
   }
@@ -257,9 +263,9 @@ static int exportTensor(const char *dir, const char *name, const char *out) {
   }
   const char *descr = "<f4";
   void *outData = data;
-  if (dtype == DTRT_BF16) { /* numpy has no bf16: float32 holds it exactly */
+  if (viaFloat32(dtype)) { /* numpy has no such type: float32 holds it */
     float *f = malloc(sizeof(float) * (size_t)elems + 1);
-    dtrtConvert(data, DTRT_BF16, f, DTRT_F32, (size_t)elems);
+    dtrtConvert(data, dtype, f, DTRT_F32, (size_t)elems);
     outData = f;
     es = 4;
   } else {
@@ -298,7 +304,7 @@ static int importTensor(const char *dir, const char *name, const char *in,
   for (size_t k = 0; k < sizeof(kTypes) / sizeof(kTypes[0]); ++k)
     if (dtypeName
             ? !strcmp(dtrtDtypeName(kTypes[k].dtype), dtypeName)
-            : !strcmp(kTypes[k].descr, descr) && kTypes[k].dtype != DTRT_BF16) {
+            : !strcmp(kTypes[k].descr, descr) && !viaFloat32(kTypes[k].dtype)) {
       dtype = kTypes[k].dtype;
       known = !dtypeName || !strcmp(kTypes[k].descr, descr);
       break;
@@ -306,14 +312,15 @@ static int importTensor(const char *dir, const char *name, const char *in,
   if (!known) {
     fprintf(stderr,
             "dtensor-ckpt: %s: element type '%s'%s%s (valid: <f4, "
-            "<f8, <f2, <i4, <i8; --dtype bf16 takes <f4)\n",
+            "<f8, <f2, <i4, <i8, <i2, |i1, |u1, |b1; --dtype bf16, "
+            "f8E4M3FN or f8E5M2 takes <f4)\n",
             in, descr, dtypeName ? " cannot be stored as " : "",
             dtypeName ? dtypeName : "");
     free(data);
     return 1;
   }
-  if (dtype == DTRT_BF16) /* narrowing in place, front to back */
-    dtrtConvert(data, DTRT_F32, data, DTRT_BF16, bytes / 4);
+  if (viaFloat32(dtype)) /* narrowing in place, front to back */
+    dtrtConvert(data, DTRT_F32, data, dtype, bytes / 4);
   DtrtTensor t = {name, dtype, rank, shape, mesh, spec, data};
   DtrtStatus s = dtrtCheckpointWriteTensor(dir, &t, err, sizeof(err));
   free(data);
