@@ -26,6 +26,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -151,8 +152,11 @@ typedef struct DtensorRankOptions {
   const char *saveDir; /* the results' blocks into this checkpoint */
   int repeat;          /* timed runs after the checked one (0: none) */
   const DtensorTolerance *tolerance; /* NULL: the defaults below */
-  bool unchecked; /* no reference: run and save, compare nothing (a step
-                     of a training loop; the report's `compared` is 0) */
+  bool unchecked;      /* no reference: run and save, compare nothing (a step
+                          of a training loop; the report's `compared` is 0) */
+  const char *profile; /* a program compiled with profile=true: the rank
+                          writes its events to "<profile>.rank<N>" at the
+                          end (dtensorRunnerProfileReport merges them) */
 } DtensorRankOptions;
 
 /// What one rank found: the result elements it compared (padding aside),
@@ -259,6 +263,19 @@ DTENSOR_EXPORT const void *dtensorRunSessionFetch(DtensorRunSession *session,
 /// `outDiag` when the job had failed or did not end cleanly.
 DTENSOR_EXPORT bool dtensorRunSessionClose(DtensorRunSession *session,
                                            DtensorDiag *outDiag);
+
+/// The per-op profile of a run whose program was compiled with
+/// "profile=true" among its target options and whose ranks had
+/// `options.profile` = `path`: merges the ranks' events ("<path>.rank<N>",
+/// removed) into a Chrome trace at `path` (chrome://tracing or Perfetto:
+/// one track per rank, each event an op with its shapes and source
+/// location) and prints to `table` (NULL: not) each op kind's calls, total
+/// and mean time and share, summed over the ranks, the largest first
+/// (torch.profiler's key_averages). False with `outDiag`.
+DTENSOR_EXPORT bool dtensorRunnerProfileReport(const DtensorRunner *runner,
+                                               const char *path, int numRanks,
+                                               FILE *table,
+                                               DtensorDiag *outDiag);
 
 /// Times the runtime's all_gather, all_reduce, reduce_scatter and all_to_all
 /// (f32, 1 KiB to 2 MiB per device, the slowest rank's best batch) on every

@@ -468,6 +468,20 @@ DTRT_TYPED_SUFFIXES(DTRT_DECLARE_TYPED_ASYNC)
 /// all of its communication.
 DTRT_EXPORT double dtrtCompiledCommSeconds(void);
 
+/// The per-op profile (lib/Runtime/Profile.c): a program compiled with
+/// dtensor-to-llvm{profile=true} calls these around each op that costs
+/// time, numbered by dtensor-profile (the module's `dtensor.profile_ops`
+/// names them); this process keeps one event (start, seconds) per call.
+DTRT_EXPORT void dtrt_profile_begin(int64_t id);
+DTRT_EXPORT void dtrt_profile_end(int64_t id);
+
+/// Forgets the events so far (a forked rank: the parent's are not its).
+DTRT_EXPORT void dtrtProfileReset(void);
+
+/// Writes this process's events to `path`, a line each: "ID START
+/// SECONDS" (monotonic seconds). DTRT_ERR_SYSTEM when it cannot.
+DTRT_EXPORT DtrtStatus dtrtProfileWrite(const char *path);
+
 /// What a function using a mesh starts with (dtensor-lower-to-runtime):
 /// sets up the process's context and checks that the mesh (1-D i64 shape)
 /// has as many devices as the job has ranks; on a mismatch prints what to

@@ -237,6 +237,9 @@ void dtensorRunnerDestroy(DtensorRunner *r) {
   free(r->referenceInputs);
   free(r->args);
   free(r->results);
+  for (int k = 0; k < r->numProfileOps; ++k)
+    free(r->profileOps[k]);
+  free(r->profileOps);
   dtensorMeshDestroy(r->mesh);
   free(r);
 }

@@ -429,6 +429,10 @@ bool dtensorRunnerRunRank(DtensorRunner *r, int rank,
   bool ok = descs && saved && out && outAlloc;
   if (!ok)
     dtDiag(outDiag, -1, "out of memory");
+  /* A profiled program's events are this rank's from here (the parent's
+   * came with the fork). */
+  if (o->profile)
+    dtrtProfileReset();
   ok = ok && makeBlocks(r, rank, descs, outDiag);
   /* From a checkpoint: each rank reads its blocks (the padding stays as
    * filled). */
@@ -440,6 +444,12 @@ bool dtensorRunnerRunRank(DtensorRunner *r, int rank,
   ok = ok && checkedRun(r, rank, o, descs, out, outAlloc, outReport, outDiag);
   if (ok && !outReport->different && o->repeat > 0)
     ok = timeSteps(r, rank, o->repeat, descs, saved, outReport, outDiag);
+  if (ok && o->profile) {
+    char path[4096];
+    snprintf(path, sizeof(path), "%s.rank%d", o->profile, rank);
+    if (dtrtProfileWrite(path) != DTRT_OK)
+      ok = dtDiag(outDiag, -1, "rank %d: cannot write '%s'", rank, path);
+  }
   /* The caller owns results (buffer-deallocation-pipeline clones what it
    * returns), so none is an argument's block. */
   for (int k = 0; outAlloc && k < r->numResults; ++k) {

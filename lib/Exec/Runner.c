@@ -54,8 +54,28 @@ static MlirOperation findMesh(MlirOperation module) {
   return (MlirOperation){NULL};
 }
 
-/* Where runPipeline lowers the program to after `pipeline`. */
-typedef enum Lowering { LOWER_NONE, LOWER_CPU, LOWER_GPU } Lowering;
+/* Where runPipeline lowers the program to after `pipeline` (the reference:
+ * for the CPU, never profiled). */
+typedef enum Lowering {
+  LOWER_NONE,
+  LOWER_CPU,
+  LOWER_GPU,
+  LOWER_REFERENCE
+} Lowering;
+
+/* The runner's CPU options without profile=...: the reference is not
+ * profiled (its events would be the parent's, and in the way). */
+static void referenceOptions(const char *options, char *out, size_t size) {
+  DtBuf b = dtBufInit(out, size);
+  const char *p = options;
+  while (*p) {
+    size_t n = strcspn(p, " ");
+    if (n && strncmp(p, "profile", 7))
+      dtBufPrintf(&b, "%s%.*s", b.length ? " " : "", (int)n, p);
+    p += n + (p[n] == ' ');
+  }
+  out[b.length < size ? b.length : size - 1] = '\0';
+}
 
 /* Runs `pipeline` (dtensorPassManagerAddPipeline's text), then
  * dtensor-to-llvm (LOWER_CPU) or dtensor-to-nvvm with device buffers at
@@ -71,14 +91,21 @@ static bool runPipeline(const DtensorRunner *r, MlirOperation module,
   char gpuOptions[160];
   snprintf(gpuOptions, sizeof(gpuOptions), "boundary=device %s",
            r ? r->gpuOptions : "");
-  if (ok && lower == LOWER_CPU)
+  char cpuOptions[160];
+  referenceOptions(r && !r->gpu ? r->gpuOptions : "", cpuOptions,
+                   sizeof(cpuOptions));
+  if (ok && (lower == LOWER_CPU || lower == LOWER_REFERENCE))
     ok = mlirLogicalResultIsSuccess(dtensorAddToLLVMPipelineWithOptions(
-        opm, mlirStringRefCreateFromCString(r && !r->gpu ? r->gpuOptions : ""),
+        opm,
+        mlirStringRefCreateFromCString(lower == LOWER_REFERENCE ? cpuOptions
+                                       : r && !r->gpu           ? r->gpuOptions
+                                                                : ""),
         outDiag));
   else if (ok && lower == LOWER_GPU)
     ok = mlirLogicalResultIsSuccess(dtensorAddToNVVMPipeline(
         opm, mlirStringRefCreateFromCString(gpuOptions), outDiag));
-  const char *target = lower == LOWER_CPU   ? "dtensor-to-llvm"
+  const char *target = lower == LOWER_CPU || lower == LOWER_REFERENCE
+                           ? "dtensor-to-llvm"
                        : lower == LOWER_GPU ? "dtensor-to-nvvm"
                                             : "";
   if (ok && mlirLogicalResultIsFailure(mlirPassManagerRunOnOp(pm, module)))
@@ -282,6 +309,28 @@ static bool findEntryAndMesh(DtensorRunner *r, MlirOperation module,
   return true;
 }
 
+/* What each op a profiled program times is (dtensor-profile's
+ * dtensor.profile_ops), kept to name the events. */
+static bool readProfileOps(DtensorRunner *r, MlirOperation module,
+                           DtensorDiag *outDiag) {
+  MlirAttribute ops = mlirOperationGetAttributeByName(
+      module, mlirStringRefCreateFromCString("dtensor.profile_ops"));
+  if (mlirAttributeIsNull(ops) || !mlirAttributeIsAArray(ops))
+    return true;
+  intptr_t n = mlirArrayAttrGetNumElements(ops);
+  r->profileOps = calloc((size_t)n + 1, sizeof(char *));
+  if (!r->profileOps)
+    return dtDiag(outDiag, -1, "out of memory");
+  for (intptr_t k = 0; k < n; ++k) {
+    MlirStringRef s = mlirStringAttrGetValue(mlirArrayAttrGetElement(ops, k));
+    r->profileOps[k] = strndup(s.data, s.length);
+    if (!r->profileOps[k])
+      return dtDiag(outDiag, -1, "out of memory");
+    r->numProfileOps = (int)k + 1;
+  }
+  return true;
+}
+
 /* Compiles the reference (a copy without annotations) and the SPMD program
  * (partitioned, its signature read, then lowered). */
 /* What becomes of a lowered program (`which`: 0 the reference, 1 the SPMD
@@ -317,11 +366,12 @@ static bool compile(DtensorRunner *r, MlirOperation module, Finish finish,
   /* Both are finished once the signature is known (a bundle's shared
    * objects carry it). */
   bool ok =
-      runPipeline(r, ref, "", LOWER_CPU, outDiag) &&
+      runPipeline(r, ref, "", LOWER_REFERENCE, outDiag) &&
       runPipeline(r, module, "dtensor-spmd", LOWER_NONE, outDiag) &&
       readSignature(r, findEntry(module, r->entry), outDiag) &&
       runPipeline(r, module, "", r->gpu ? LOWER_GPU : LOWER_CPU, outDiag) &&
-      finish(r, 0, ref, user, outDiag) && finish(r, 1, module, user, outDiag);
+      readProfileOps(r, module, outDiag) && finish(r, 0, ref, user, outDiag) &&
+      finish(r, 1, module, user, outDiag);
   mlirOperationDestroy(ref);
   return ok;
 }

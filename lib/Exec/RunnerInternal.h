@@ -30,8 +30,10 @@ struct DtensorRunner {
   int numArgs, numResults;
   DtensorRunTensor *args, *results; /* numArgs and numResults of each */
   void **globals;                   /* each argument's global value */
-  void **referenceData;   /* each result's first element, once computed */
-  void **referenceAlloc;  /* and the buffers the reference allocated */
+  void **referenceData;  /* each result's first element, once computed */
+  void **referenceAlloc; /* and the buffers the reference allocated */
+  char **profileOps;     /* what each profiled op is (dtensor.profile_ops) */
+  int numProfileOps;
   void **referenceInputs; /* the reference's copies of the arguments (a
                              result may be one of them) */
 };

@@ -83,6 +83,7 @@ extern const DtPassDef dtLowerContractionsPass;
 extern const DtPassDef dtPrepareContractionsPass;
 extern const DtPassDef dtApproximateMathPass;
 extern const DtPassDef dtExpandF8Pass;
+extern const DtPassDef dtProfilePass;
 extern const DtPassDef dtReassociateReductionsPass;
 extern const DtPassDef dtWidenReductionsPass;
 extern const DtPassDef dtDecomposeSoftmaxPass;

@@ -27,6 +27,7 @@ static const DtPassDef *const kPasses[] = {
     &dtPrepareContractionsPass,
     &dtApproximateMathPass,
     &dtExpandF8Pass,
+    &dtProfilePass,
     &dtReassociateReductionsPass,
     &dtWidenReductionsPass,
     &dtDecomposeSoftmaxPass,

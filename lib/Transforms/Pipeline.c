@@ -272,7 +272,7 @@ MlirLogicalResult dtensorAddToLLVMPipeline(MlirOpPassManager pm,
 MlirLogicalResult dtensorAddToLLVMPipelineWithOptions(MlirOpPassManager pm,
                                                       MlirStringRef options,
                                                       DtensorDiag *outDiag) {
-  bool exact = false;
+  bool exact = false, profile = false;
   char text[256];
   snprintf(text, sizeof(text), "%.*s", (int)options.length, options.data);
   for (char *save = NULL, *tok = strtok_r(text, " ", &save); tok;
@@ -282,10 +282,14 @@ MlirLogicalResult dtensorAddToLLVMPipelineWithOptions(MlirOpPassManager pm,
       exact = true;
     else if (!strcmp(tok, "exact-reductions=false"))
       exact = false;
+    else if (!strcmp(tok, "profile=true") || !strcmp(tok, "profile"))
+      profile = true;
+    else if (!strcmp(tok, "profile=false"))
+      profile = false;
     else
       return dtDiag(outDiag, 0,
                     "'dtensor-to-llvm' option '%s': expected "
-                    "exact-reductions=true|false",
+                    "exact-reductions=true|false or profile=true|false",
                     tok),
              mlirLogicalResultFailure();
   }
@@ -299,13 +303,14 @@ MlirLogicalResult dtensorAddToLLVMPipelineWithOptions(MlirOpPassManager pm,
   snprintf(pipeline, sizeof(pipeline),
            TO_LINALG_STEPS
            "func.func(convert-elementwise-to-linalg), " BUFFERIZE_STEPS
-           "dtensor-expand-f8, dtensor-approximate-math, %s"
+           "dtensor-expand-f8, dtensor-approximate-math, %s%s"
            "convert-linalg-to-loops, expand-strided-metadata, lower-affine, "
            "convert-scf-to-cf, "
            "finalize-memref-to-llvm{use-generic-functions}, convert-to-llvm, "
            "convert-math-to-libm, convert-to-llvm, reconcile-unrealized-casts, "
            "dtensor-check-lowered",
-           exact ? "" : "dtensor-reassociate-reductions, ");
+           exact ? "" : "dtensor-reassociate-reductions, ",
+           profile ? "dtensor-profile, " : "");
   return dtensorPassManagerAddPipeline(
       pm, mlirStringRefCreateFromCString(pipeline), outDiag);
 }

@@ -163,7 +163,7 @@ class Tolerance(Structure):
 class RankOptions(Structure):
     _fields_ = [("loadDir", c_char_p), ("saveDir", c_char_p),
                 ("repeat", c_int), ("tolerance", POINTER(Tolerance)),
-                ("unchecked", c_bool)]
+                ("unchecked", c_bool), ("profile", c_char_p)]
 
 
 class RankReport(Structure):

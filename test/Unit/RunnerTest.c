@@ -106,7 +106,7 @@ static void testMatmul(MlirContext ctx) {
         want += av[i * 3 + k] * bv[k * 2 + j];
       CHECK(fabsf(ref[i * 2 + j] - want) < 1e-5f);
     }
-  DtensorRankOptions o = {NULL, NULL, 2, NULL, false};
+  DtensorRankOptions o = {NULL, NULL, 2, NULL, false, NULL};
   DtensorRankReport rep;
   CHECK(dtensorRunnerRunRank(r, 0, &o, &rep, &diag));
   CHECK(rep.compared == 8 && rep.different == 0 && rep.maxAbsError < 1e-5);
@@ -161,7 +161,7 @@ static void testLaunch(MlirContext ctx) {
   if (!r)
     return;
   DtrtLaunchOptions launch = {2, "shm", 30, NULL, 0, 0, NULL, 0};
-  DtensorRankOptions o = {NULL, NULL, 0, NULL, false};
+  DtensorRankOptions o = {NULL, NULL, 0, NULL, false, NULL};
   DtensorRankReport reps[2];
   int code = -1;
   /* Before the reference, and with a count that is not the mesh's. */
@@ -219,7 +219,7 @@ static void testGpu(MlirContext ctx) {
   CHECK(r != NULL && dtensorRunnerComputeReference(r, &diag));
   char why[512];
   if (r && dtrtCudaProbe(why, sizeof(why))) {
-    DtensorRankOptions o = {NULL, NULL, 3, NULL, false};
+    DtensorRankOptions o = {NULL, NULL, 3, NULL, false, NULL};
     DtensorRankReport rep;
     CHECK(dtensorRunnerRunRank(r, 0, &o, &rep, &diag));
     CHECK(rep.compared == 8 && rep.different == 0 && rep.steps == 3);

@@ -123,8 +123,9 @@ static int runRank(const Args *a) {
     fprintf(stderr, "dtensor-check: %s\n", diag.message);
     return 1;
   }
-  DtensorRankOptions o = {a->loadDir, a->saveDir, a->repeat,
-                          a->tolerance ? &a->tol : NULL, false};
+  DtensorRankOptions o = {a->loadDir, a->saveDir,
+                          a->repeat,  a->tolerance ? &a->tol : NULL,
+                          false,      NULL};
   DtensorRankReport rep;
   bool ok = (!a->loadDir || dtensorRunnerLoadArguments(r, a->loadDir, &diag)) &&
             dtensorRunnerComputeReference(r, &diag) &&

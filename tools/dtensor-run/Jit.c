@@ -88,9 +88,12 @@ static DtensorRunner *prepare(MlirContext ctx, const char *path,
     return NULL;
   }
   bool gpu = !strcmp(o->backend, "nccl");
-  const char *targetOptions = gpu ? (o->gpuOptions ? o->gpuOptions : "")
-                              : o->exactReductions ? "exact-reductions=true"
-                                                   : "";
+  char cpuOptions[64];
+  snprintf(cpuOptions, sizeof(cpuOptions), "%s%s",
+           o->exactReductions ? "exact-reductions=true " : "",
+           o->profile ? "profile=true" : "");
+  const char *targetOptions =
+      gpu ? (o->gpuOptions ? o->gpuOptions : "") : cpuOptions;
   DtensorRunner *r = dtensorRunnerCreateForTarget(
       module, o->entry, gpu ? "cuda" : "cpu", targetOptions, &diag);
   if (!r) {
@@ -135,8 +138,8 @@ static int compileAndRun(const char *path, const DtRunOptions *o, int mpiRank) {
   int status;
   DtensorRunner *runner = prepare(ctx, path, o, &status);
   DtensorTolerance tol;
-  DtensorRankOptions ro = {o->loadDir, o->saveDir, o->repeat,
-                           tolerance(o, &tol), false};
+  DtensorRankOptions ro = {o->loadDir,         o->saveDir, o->repeat,
+                           tolerance(o, &tol), false,      o->profile};
   if (runner && mpiRank <= 0)
     printf("dtensor-run: %s compiled for %d ranks; single-device reference "
            "computed\n",
@@ -148,6 +151,13 @@ static int compileAndRun(const char *path, const DtRunOptions *o, int mpiRank) {
     status = launchRanks(runner, o, &ro);
   if (runner && mpiRank < 0 && !status)
     printf("dtensor-run: every rank's result equals the single-device run\n");
+  if (runner && mpiRank < 0 && !status && o->profile) {
+    DtensorDiag diag;
+    if (!dtensorRunnerProfileReport(runner, o->profile, o->n, stdout, &diag)) {
+      fprintf(stderr, "dtensor-run: --profile: %s\n", diag.message);
+      status = 1;
+    }
+  }
   dtensorRunnerDestroy(runner);
   mlirContextDestroy(ctx);
   return status;

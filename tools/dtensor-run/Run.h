@@ -45,6 +45,7 @@ typedef struct DtRunOptions {
   const char *gpuOptions;  /* dtensor-to-nvvm's options under nccl */
   const char *rtol, *atol; /* --rtol, --atol (checked), or NULL */
   bool exactReductions;    /* --exact-reductions */
+  const char *profile;     /* --profile FILE, or NULL */
 } DtRunOptions;
 
 /// Compiles PROG.mlir, runs it on N ranks (shm; nccl: compiled for the GPU,

@@ -30,7 +30,7 @@ static int usage(void) {
       "[--load DIR] [--save DIR]\n"
       "                   [--repeat R] [--threads T] [--gpu-options OPTS] "
       "[--rtol R] [--atol A]\n"
-      "                   [--exact-reductions]\n"
+      "                   [--exact-reductions] [--profile FILE]\n"
       "                   PROG.mlir\n"
       "       dtensor-run -n N --calibrate FILE [--mesh SHAPE]\n"
       "  PROG.mlir: compiles the annotated program with dtensor-spmd, "
@@ -44,6 +44,9 @@ static int usage(void) {
       "magnitude; NaN and infinities must match exactly)\n"
       "  --exact-reductions: float sums keep the program's order (the "
       "default lets them\n  be reordered so that they vectorize)\n"
+      "  --profile FILE: times every op of the per-device program on each "
+      "rank (shm):\n  a Chrome trace in FILE and a table by op, the "
+      "largest total first\n"
       "  runs PROGRAM on N ranks with RANK, WORLD_SIZE, LOCAL_RANK, "
       "MASTER_ADDR,\n  MASTER_PORT, DTENSOR_JOB and DTENSOR_BACKEND set; "
       "with --nnodes K, this host's\n  N ranks (-n or --nproc-per-node) of "
@@ -116,6 +119,7 @@ typedef struct Args {
   const char *gpuOptions;       /* --gpu-options OPTS */
   const char *rtol, *atol;      /* --rtol R, --atol A */
   bool exactReductions;         /* --exact-reductions */
+  const char *profile;          /* --profile FILE */
   DtRunNodes nodes;             /* --nnodes, --node-rank, --master-* */
   int repeat;
   bool mpiRank; /* started by mpirun as one rank of a .mlir run */
@@ -157,6 +161,8 @@ static int parseOptions(int argc, char **argv, Args *a) {
       a->mesh = argv[++i];
     else if (!strcmp(arg, "--gpu-options") && value)
       a->gpuOptions = argv[++i];
+    else if (!strcmp(arg, "--profile") && value)
+      a->profile = argv[++i];
     else if ((!strcmp(arg, "--rtol") || !strcmp(arg, "--atol")) && value) {
       *(arg[2] == 'r' ? &a->rtol : &a->atol) = argv[++i];
       if (isnan(dtRealNumber(argv[i], 0, 1e300))) {
@@ -222,6 +228,11 @@ static int checkOptions(int argc, const Args *a, bool isMlir) {
             "dtensor-run: unknown backend '%s' (valid: shm, mpi, "
             "nccl)\n",
             a->backend);
+    return 2;
+  }
+  if (a->profile && (!isMlir || strcmp(a->backend, "shm"))) {
+    fprintf(stderr, "dtensor-run: --profile times a PROG.mlir run on the "
+                    "shm backend\n");
     return 2;
   }
   if (a->calibrate && (a->first < argc || strcmp(a->backend, "shm"))) {
@@ -368,8 +379,9 @@ static int runUnderMpirun(int argc, char **argv, const Args *a, bool isMlir) {
 DT_TUNE_ALLOCATOR;
 
 int main(int argc, char **argv) {
-  Args a = {0,    "shm", NULL, NULL, NULL, NULL,  NULL,
-            NULL, NULL,  NULL, NULL, NULL, false, {0, 0, NULL, 0},
+  Args a = {0,    "shm", NULL,  NULL, NULL,
+            NULL, NULL,  NULL,  NULL, NULL,
+            NULL, NULL,  false, NULL, {0, 0, NULL, 0},
             0,    false, 1};
   int status = parseOptions(argc, argv, &a);
   if (status >= 0)
@@ -379,9 +391,9 @@ int main(int argc, char **argv) {
   bool isMlir = len > 5 && !strcmp(prog + len - 5, ".mlir");
   if ((status = checkOptions(argc, &a, isMlir)) >= 0)
     return status;
-  DtRunOptions opts = {a.n,       a.entry,   a.backend,        a.timeout,
-                       a.loadDir, a.saveDir, a.repeat,         a.gpuOptions,
-                       a.rtol,    a.atol,    a.exactReductions};
+  DtRunOptions opts = {a.n,       a.entry,   a.backend,         a.timeout,
+                       a.loadDir, a.saveDir, a.repeat,          a.gpuOptions,
+                       a.rtol,    a.atol,    a.exactReductions, a.profile};
   /* Each rank's compute threads (libdtensor_rt reads DTENSOR_THREADS;
    * without it, the cores shared among the ranks). */
   if (a.threads)
