@@ -259,6 +259,14 @@ DTENSOR_EXPORT const void *dtensorRunSessionFetch(DtensorRunSession *session,
                                                   int index,
                                                   DtensorDiag *outDiag);
 
+/// The profile of the steps since the last one (a program compiled with
+/// "profile=true"): the ranks write their events and forget them, merged as
+/// dtensorRunnerProfileReport does (a Chrome trace at `path`, the table to
+/// `table` unless NULL). False with `outDiag`.
+DTENSOR_EXPORT bool dtensorRunSessionProfile(DtensorRunSession *session,
+                                             const char *path, FILE *table,
+                                             DtensorDiag *outDiag);
+
 /// Stops the ranks and frees the session (NULL: nothing). False with
 /// `outDiag` when the job had failed or did not end cleanly.
 DTENSOR_EXPORT bool dtensorRunSessionClose(DtensorRunSession *session,

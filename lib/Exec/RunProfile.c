@@ -22,6 +22,16 @@ static int byTime(const void *a, const void *b) {
   return x < y ? 1 : x > y ? -1 : 0;
 }
 
+/* The kind of profiled op `name` ("linalg.generic ... at f.mlir:3:1" ->
+ * "linalg.generic"; "call dtrt_mlir_wait_f32 ..." -> "dtrt_mlir_wait_f32"):
+ * its length from `*start`. */
+static size_t kindOf(const char *name, const char **start) {
+  if (!strncmp(name, "call ", 5))
+    name += 5;
+  *start = name;
+  return strcspn(name, " ");
+}
+
 /* `s` as the body of a JSON string. */
 static void jsonText(FILE *f, const char *s) {
   for (; *s; ++s) {
@@ -76,11 +86,9 @@ bool dtensorRunnerProfileReport(const DtensorRunner *r, const char *path,
       totals[id].id = id;
       totals[id].calls += 1;
       totals[id].seconds += seconds;
-      /* The event's name: the op's (a call: the callee's). */
-      const char *name = r->profileOps[id];
-      if (!strncmp(name, "call ", 5))
-        name += 5;
-      size_t kind = strcspn(name, " ");
+      /* The event's name: the op's kind (a call: the callee). */
+      const char *name;
+      size_t kind = kindOf(r->profileOps[id], &name);
       fprintf(f,
               ",\n{\"name\": \"%.*s\", \"ph\": \"X\", \"pid\": %d, "
               "\"tid\": 0, \"ts\": %.3f, \"dur\": %.3f, "
@@ -113,6 +121,32 @@ bool dtensorRunnerProfileReport(const DtensorRunner *r, const char *path,
               1e6 * totals[i].seconds / (double)totals[i].calls,
               all > 0 ? 100 * totals[i].seconds / all : 0,
               r->profileOps[totals[i].id]);
+    }
+    /* By kind: every op of a kind together (torch.profiler's
+     * key_averages), in the order of their first, largest op. */
+    fprintf(table, "by kind:\n");
+    for (int i = 0; i < r->numProfileOps; ++i) {
+      const char *name, *other;
+      size_t n = kindOf(r->profileOps[totals[i].id], &name);
+      bool seen = !totals[i].calls;
+      for (int j = 0; j < i && !seen; ++j)
+        seen = totals[j].calls &&
+               kindOf(r->profileOps[totals[j].id], &other) == n &&
+               !strncmp(other, name, n);
+      if (seen)
+        continue;
+      double seconds = 0;
+      long long calls = 0;
+      for (int j = i; j < r->numProfileOps; ++j)
+        if (totals[j].calls &&
+            kindOf(r->profileOps[totals[j].id], &other) == n &&
+            !strncmp(other, name, n)) {
+          seconds += totals[j].seconds;
+          calls += totals[j].calls;
+        }
+      fprintf(table, "%10.3f %7lld %10.1f %5.1f%%  %.*s\n", 1e3 * seconds,
+              calls, 1e6 * seconds / (double)calls,
+              all > 0 ? 100 * seconds / all : 0, (int)n, name);
     }
   }
   free(totals);

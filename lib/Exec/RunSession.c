@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { CMD_STEP = 1, CMD_FETCH, CMD_QUIT };
+enum { CMD_STEP = 1, CMD_FETCH, CMD_PROFILE, CMD_QUIT };
 
 /* What a rank says of the last command. */
 typedef struct RankStatus {
@@ -37,6 +37,7 @@ typedef struct RankStatus {
  * values follow at the offsets the session keeps. */
 typedef struct Shared {
   int command, fetchArg;
+  char path[4096]; /* CMD_PROFILE's file prefix */
   sem_t done;
   DtrtLaunchResult launch; /* written by the launcher when the job ends */
 } Shared;
@@ -154,6 +155,7 @@ static int rankLoop(int rank, void *arg) {
   DtrtContext *c = dtrtProcessContext();
   if (c)
     dtrtBarrier(dtrtCommWorld(c));
+  dtrtProfileReset(); /* a profiled program's events are this rank's */
   for (;;) {
     while (sem_wait(&s->go[rank]) != 0 && errno == EINTR)
       ;
@@ -170,7 +172,13 @@ static int rankLoop(int rank, void *arg) {
     }
     if (ok && command == CMD_STEP)
       ok = step(s, rank, descs, resident, out, outAlloc, st);
-    else if (ok && command == CMD_FETCH) {
+    else if (ok && command == CMD_PROFILE) {
+      char path[4200];
+      snprintf(path, sizeof(path), "%s.rank%d", s->shared->path, rank);
+      ok = dtrtProfileWrite(path) == DTRT_OK ||
+           dtDiag(&st->diag, -1, "cannot write '%s'", path);
+      dtrtProfileReset();
+    } else if (ok && command == CMD_FETCH) {
       int a = s->shared->fetchArg;
       if (descs[a])
         dtRunPlaceBlock(r, &r->args[a], rank, (void *)(intptr_t)descs[a][1],
@@ -419,6 +427,15 @@ const void *dtensorRunSessionFetch(DtensorRunSession *s, int index,
   }
   s->shared->fetchArg = index;
   return command(s, CMD_FETCH, outDiag) ? s->argData[index] : NULL;
+}
+
+bool dtensorRunSessionProfile(DtensorRunSession *s, const char *path,
+                              FILE *table, DtensorDiag *outDiag) {
+  if (strlen(path) >= sizeof(s->shared->path))
+    return dtDiag(outDiag, -1, "the profile's path is too long");
+  snprintf(s->shared->path, sizeof(s->shared->path), "%s", path);
+  return command(s, CMD_PROFILE, outDiag) &&
+         dtensorRunnerProfileReport(s->runner, path, s->n, table, outDiag);
 }
 
 bool dtensorRunSessionClose(DtensorRunSession *s, DtensorDiag *outDiag) {

@@ -203,6 +203,8 @@ static void registerRuntime(MlirExecutionEngine jit) {
 #undef DT_RUN_TYPED
           {"dtrt_mlir_mesh_coord", (void *)dtrt_mlir_mesh_coord},
       {"dtrt_mlir_init", (void *)dtrt_mlir_init},
+      {"dtrt_profile_begin", (void *)dtrt_profile_begin},
+      {"dtrt_profile_end", (void *)dtrt_profile_end},
       {"_mlir_memref_to_llvm_alloc", (void *)_mlir_memref_to_llvm_alloc},
       {"_mlir_memref_to_llvm_aligned_alloc",
        (void *)_mlir_memref_to_llvm_aligned_alloc},

@@ -268,6 +268,9 @@ passManagerRunOnOp = _declare(lib, "mlirPassManagerRunOnOp", c_int8, Handle,
 runnerCreate = _declare(lib, "dtensorRunnerCreate", c_void_p, Handle,
                         c_char_p, POINTER(Diag))
 runnerDestroy = _declare(lib, "dtensorRunnerDestroy", None, c_void_p)
+runnerCreateForTarget = _declare(lib, "dtensorRunnerCreateForTarget",
+                                 c_void_p, Handle, c_char_p, c_char_p,
+                                 c_char_p, POINTER(Diag))
 runnerGetMesh = _declare(lib, "dtensorRunnerGetMesh", c_void_p, c_void_p)
 runnerGetNumArguments = _declare(lib, "dtensorRunnerGetNumArguments", c_int,
                                  c_void_p)
@@ -299,6 +302,8 @@ runSessionFetch = _declare(lib, "dtensorRunSessionFetch", c_void_p, c_void_p,
                            c_int, POINTER(Diag))
 runSessionClose = _declare(lib, "dtensorRunSessionClose", c_bool, c_void_p,
                            POINTER(Diag))
+runSessionProfile = _declare(lib, "dtensorRunSessionProfile", c_bool,
+                             c_void_p, c_char_p, c_void_p, POINTER(Diag))
 
 # ---- collectives on this rank's block (what compiled programs call) ------------------
 # The kinds, in the ABI's order (DTRT_MLIR_COLLECTIVE_LIST), and the

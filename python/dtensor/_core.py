@@ -345,7 +345,8 @@ class _Program:
 
 
 def compile(text, pipeline="dtensor-spmd", name="<string>", *, entry=None,
-            n=None, check=False, timeout=None, rtol=None, atol=None):
+            n=None, check=False, timeout=None, rtol=None, atol=None,
+            profile=False):
     """Runs `pipeline` (dtensor and upstream passes, as dtensor-opt
     --pass-pipeline takes them without the anchor, e.g. "dtensor-propagate,
     dtensor-partition" or "dtensor-spmd, dtensor-to-llvm") on the program
@@ -355,11 +356,12 @@ def compile(text, pipeline="dtensor-spmd", name="<string>", *, entry=None,
     With `entry` or `n`: compiles the annotated program (`text`, or a path)
     once for its mesh and returns a dtensor.Step, a callable that runs
     `entry` once per call on the ranks (no recompile; the single-device
-    check only with `check=True`), results by name (docs/python.md)."""
+    check only with `check=True`), results by name (docs/python.md); with
+    `profile=True` every op is timed on the ranks (Step.profile)."""
     if entry is not None or n is not None:
         from ._step import Step
         return Step(text, entry=entry, n=n, check=check, timeout=timeout,
-                    rtol=rtol, atol=atol)
+                    rtol=rtol, atol=atol, profile=profile)
     with _Program(text, name) as prog:
         pm = C.passManagerCreate(prog.ctx)
         try:

@@ -69,7 +69,7 @@ class Step:
     the last rank's exit); `state` the values carried to the next call."""
 
     def __init__(self, program, entry=None, n=None, check=False,
-                 timeout=None, rtol=None, atol=None):
+                 timeout=None, rtol=None, atol=None, profile=False):
         text, name = _program_text(program)
         self.check = bool(check)
         self.timeout = timeout
@@ -86,9 +86,11 @@ class Step:
         self._runner = None
         self._tmp = tempfile.mkdtemp(prefix="dtensor-step-")
         diag = C.Diag()
-        runner = C.runnerCreate(self._prog.take_module(),
-                                _bytes(entry, "entry") if entry else None,
-                                byref(diag))
+        self._profiled = bool(profile)
+        runner = C.runnerCreateForTarget(
+            self._prog.take_module(),
+            _bytes(entry, "entry") if entry else None, b"cpu",
+            b"profile=true" if profile else b"", byref(diag))
         if not runner:
             err = self._prog.error(f"{name}: {_diag_text(diag)}")
             self.close()
@@ -314,6 +316,36 @@ class Step:
                 out[name] = self._array(C.runSessionResult(self._session, k),
                                         self._result_tensors[k])
         return out
+
+    def profile(self, path):
+        """With profile=True: the ops the ranks ran since the last call
+        (or the start), as a Chrome trace written to `path` (a track per
+        rank) and returned as a table: one dict per op (its kind, shapes
+        and source line) with calls, total and mean time and share,
+        summed over the ranks, the largest total first."""
+        import json
+        if not self._profiled:
+            raise DtensorError("this step was not compiled with profile=True")
+        if not self._session:
+            raise DtensorError("the profile is kept by ranks that stay up "
+                               "(check=False)")
+        diag = C.Diag()
+        if not C.runSessionProfile(self._session, _bytes(path, "path"), None,
+                                   byref(diag)):
+            raise DtensorError(_diag_text(diag))
+        with open(path) as f:
+            events = [e for e in json.load(f)["traceEvents"]
+                      if e.get("ph") == "X"]
+        totals = {}
+        for e in events:
+            t = totals.setdefault(e["args"]["op"], [0, 0.0])
+            t[0] += 1
+            t[1] += e["dur"] * 1e-3
+        whole = sum(t[1] for t in totals.values()) or 1.0
+        return [{"op": op, "calls": c, "total_ms": ms,
+                 "mean_us": 1e3 * ms / c, "share": ms / whole}
+                for op, (c, ms) in sorted(totals.items(),
+                                          key=lambda kv: -kv[1][1])]
 
     def close(self):
         if getattr(self, "_session", None):

@@ -140,3 +140,40 @@ def test_ranks_stay_up_and_keep_the_state():
                            match="'arg0': element type complex64, where the "
                                  "argument's is f64"):
             step({"arg0": np.zeros((B, D), np.complex64)})
+
+
+def test_profile_of_the_steps(tmp_path):
+    """compile(..., profile=True): every op the ranks run is timed; the
+    profile is a Chrome trace (a track per rank) and a table by op, one
+    call per rank and step, the largest total first; the results are those
+    of the unprofiled step."""
+    import json
+    rng = np.random.default_rng(3)
+    x, w1, w2 = (rng.standard_normal(s) for s in ((B, D), (D, H), (H, O)))
+    ir = dtensor.compile(mlp("2", {"w1": "[R, S0]", "w2": "[S0, R]"}),
+                         f"dtensor-autodiff{{function=f wrt=1,2 "
+                         f"optimizer=adam lr={LR}}}")
+    state = {"arg0": x, "arg1": w1, "arg2": w2}
+    for k in ("arg1", "arg2"):
+        state[k + ".exp_avg"] = np.zeros_like(state[k])
+        state[k + ".exp_avg_sq"] = np.zeros_like(state[k])
+    losses = []
+    with dtensor.compile(ir, entry="f_step", profile=True) as step:
+        for t in range(1, 4):
+            losses.append(float(step({"adam.step": np.array(float(t))},
+                                     state=state if t == 1 else None)
+                                ["result0"]))
+        table = step.profile(str(tmp_path / "trace.json"))
+        with pytest.raises(dtensor.DtensorError, match="not compiled with"):
+            dtensor.compile(ir, entry="f_step").profile("x.json")
+    want, _ = numpy_adam_steps(x, w1, w2, 3)
+    np.testing.assert_allclose(losses, want, rtol=1e-10)
+    assert table and all(r["calls"] == 2 * 3 for r in table), table[:3]
+    totals = [r["total_ms"] for r in table]
+    assert totals == sorted(totals, reverse=True)
+    ops = " ".join(r["op"] for r in table)
+    assert "dtrt_mlir_contract" in ops and "linalg.generic" in ops, ops
+    assert "dtrt_mlir_collective_start" in ops, ops
+    with open(tmp_path / "trace.json") as f:
+        trace = json.load(f)["traceEvents"]
+    assert {e["pid"] for e in trace if e["ph"] == "X"} == {0, 1}

@@ -2,17 +2,21 @@
 // is timed on each rank: the table names each op (the BLAS contraction
 // calls, the fused tanh loop, the all_reduce's start and wait) with its
 // shapes and source line, and counts one call per rank and run (2 ranks x
-// 3 runs); the Chrome trace has a track per rank. A run on mpi is refused.
+// 3 runs), then sums each kind (two contractions: 12 calls); the Chrome
+// trace has a track per rank. A run on mpi is refused.
 // RUN: dtensor-run -n 2 --repeat 2 --profile %t.json %s | FileCheck %s
 // RUN: FileCheck %s --check-prefix=TRACE < %t.json
 // RUN: not dtensor-run -n 2 --backend mpi --profile %t.json %s 2>&1 | FileCheck %s --check-prefix=MPI
 // CHECK: every rank's result equals the single-device run
 // CHECK: profile: 2 ranks, summed over them (trace: {{.*}}.json)
 // CHECK: total ms calls mean us share op
-// CHECK-DAG: {{^ *[0-9.]+ +6 +[0-9.]+ +[0-9.]+%}} call dtrt_mlir_contract_f32_f32_f32 {{.*}} at {{.*}}profile.mlir:[[# @LINE + 18]]:8
-// CHECK-DAG: {{^ *[0-9.]+ +6 +[0-9.]+ +[0-9.]+%}} linalg.generic memref<16x128xf32>{{.*}} at {{.*}}profile.mlir:[[# @LINE + 18]]:8
+// CHECK-DAG: {{^ *[0-9.]+ +6 +[0-9.]+ +[0-9.]+%}} call dtrt_mlir_contract_f32_f32_f32 {{.*}} at {{.*}}profile.mlir:[[# @LINE + 21]]:8
+// CHECK-DAG: {{^ *[0-9.]+ +6 +[0-9.]+ +[0-9.]+%}} linalg.generic memref<16x128xf32>{{.*}} at {{.*}}profile.mlir:[[# @LINE + 21]]:8
 // CHECK-DAG: {{^ *[0-9.]+ +6 +[0-9.]+ +[0-9.]+%}} call dtrt_mlir_collective_start_f32
 // CHECK-DAG: {{^ *[0-9.]+ +6 +[0-9.]+ +[0-9.]+%}} call dtrt_mlir_wait_f32
+// CHECK: by kind:
+// CHECK-DAG: {{^ *[0-9.]+ +12 +[0-9.]+ +[0-9.]+%}} dtrt_mlir_contract_f32_f32_f32{{$}}
+// CHECK-DAG: {{^ *[0-9.]+ +6 +[0-9.]+ +[0-9.]+%}} linalg.generic{{$}}
 // TRACE: "traceEvents"
 // TRACE-DAG: "args": {"name": "rank 0"}
 // TRACE-DAG: "args": {"name": "rank 1"}
