@@ -103,12 +103,10 @@ def test_a_one_device_program_needs_no_mesh():
         dtensor.run(text, 2, {"a": a})
 
 
-def test_ranks_stay_up_and_keep_the_state():
-    """Unchecked, the ranks are started once and the carried state stays on
-    them: a call returns only what is not carried (the loss), step.state
-    fetches the rest from the ranks, and a checked call in between (check
-    switched on and off) takes the state home and back."""
-    rng = np.random.default_rng(2)
+def tensor_parallel_adam(seed):
+    """The MLP's inputs, its Adam step on 2 ranks (tensor parallel) and the
+    step's initial state."""
+    rng = np.random.default_rng(seed)
     x, w1, w2 = (rng.standard_normal(s) for s in ((B, D), (D, H), (H, O)))
     ir = dtensor.compile(mlp("2", {"w1": "[R, S0]", "w2": "[S0, R]"}),
                          f"dtensor-autodiff{{function=f wrt=1,2 "
@@ -117,6 +115,15 @@ def test_ranks_stay_up_and_keep_the_state():
     for k in ("arg1", "arg2"):
         state[k + ".exp_avg"] = np.zeros_like(state[k])
         state[k + ".exp_avg_sq"] = np.zeros_like(state[k])
+    return x, w1, w2, ir, state
+
+
+def test_ranks_stay_up_and_keep_the_state():
+    """Unchecked, the ranks are started once and the carried state stays on
+    them: a call returns only what is not carried (the loss), step.state
+    fetches the rest from the ranks, and a checked call in between (check
+    switched on and off) takes the state home and back."""
+    x, w1, w2, ir, state = tensor_parallel_adam(2)
     with dtensor.compile(ir, entry="f_step") as step:
         assert step._session, "an unchecked CPU step keeps its ranks"
         losses = []
@@ -148,15 +155,7 @@ def test_profile_of_the_steps(tmp_path):
     call per rank and step, the largest total first; the results are those
     of the unprofiled step."""
     import json
-    rng = np.random.default_rng(3)
-    x, w1, w2 = (rng.standard_normal(s) for s in ((B, D), (D, H), (H, O)))
-    ir = dtensor.compile(mlp("2", {"w1": "[R, S0]", "w2": "[S0, R]"}),
-                         f"dtensor-autodiff{{function=f wrt=1,2 "
-                         f"optimizer=adam lr={LR}}}")
-    state = {"arg0": x, "arg1": w1, "arg2": w2}
-    for k in ("arg1", "arg2"):
-        state[k + ".exp_avg"] = np.zeros_like(state[k])
-        state[k + ".exp_avg_sq"] = np.zeros_like(state[k])
+    x, w1, w2, ir, state = tensor_parallel_adam(3)
     losses = []
     with dtensor.compile(ir, entry="f_step", profile=True) as step:
         for t in range(1, 4):
