@@ -29,9 +29,13 @@ process, and data parallel on 2 ranks against DDP (gloo), one thread each.
 Then the same GPT trained from Python in a loop of 100 steps
 (dtensor.compile's Step): the share of the loop's time outside the steps.
 
-usage: bench/train/run.py [--reps R] [--pairs P] [--gpt-only | --loop]
+Then where its step spends its time: the profile (dtensor.compile(...,
+profile=True)) by op kind, and the profile's own cost.
+
+usage: bench/train/run.py [--reps R] [--pairs P] [--gpt-only | --loop |
+                           --profile]
 (P alternating runs with and without the overlap, R steps each; --loop:
-only the Python loop)
+only the Python loop; --profile: only the profile)
 """
 import math
 import os
@@ -225,6 +229,59 @@ def loop(steps=100):
               f"call; target < 5 %)")
 
 
+def profile(steps=40):
+    """Where the small GPT's step spends its time (dtensor.compile(...,
+    profile=True) on 1 rank): the ten largest op kinds per step, and the
+    profile's own cost (the same steps unprofiled, interleaved)."""
+    sys.path.insert(0, os.path.join(ROOT, "bench", "train"))
+    sys.path.insert(0, os.path.join(ROOT, "examples", "gpt"))
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    from programs import gpt_parameters, gpt_train_program
+    import train
+    from torch_train import GPT
+    import dtensor
+    import numpy as np
+    cfg = dict(GPT, batch=8)
+    mesh, axes, layouts = train.config("single", cfg)
+    wrt = ",".join(str(i) for i in range(len(gpt_parameters(cfg))))
+    ir = dtensor.compile(gpt_train_program(cfg, mesh, axes, layouts),
+                         f"dtensor-autodiff{{function=loss wrt={wrt} "
+                         f"optimizer=adam lr={train.LR}}}")
+    state = train.initial(cfg)
+    for n, _ in gpt_parameters(cfg):
+        state[n + ".exp_avg"] = np.zeros_like(state[n])
+        state[n + ".exp_avg_sq"] = np.zeros_like(state[n])
+    runs = {p: dtensor.compile(ir, entry="loss_step", profile=p)
+            for p in (False, True)}
+    times = {False: [], True: []}
+    for t, (x, y) in enumerate(train.batches(cfg, steps), start=1):
+        for p, step in runs.items():
+            step({"tokens": x, "targets": y,
+                  "adam.step": np.array(t, np.float32)},
+                 state=state if t == 1 else None)
+            times[p].append(step.seconds)
+    table = runs[True].profile(os.path.join(TMP, "gpt-profile.json"))
+    for step in runs.values():
+        step.close()
+    plain, profiled = (1e3 * float(np.min(times[p][3:]))
+                       for p in (False, True))
+    kinds = {}
+    for row in table:
+        op = row["op"][5:] if row["op"].startswith("call ") else row["op"]
+        k = kinds.setdefault(op.split(" ")[0], [0, 0.0])
+        k[0] += row["calls"]
+        k[1] += row["total_ms"]
+    whole = sum(v[1] for v in kinds.values())
+    print(f"small GPT step on 1 rank (fastest), profiled: {profiled:.2f} ms "
+          f"against {plain:.2f} ms unprofiled "
+          f"({100 * (profiled / plain - 1):+.1f} %; issue 36: <= 5 %); the "
+          "ten largest op kinds per step:")
+    for name, (calls, ms) in sorted(kinds.items(),
+                                    key=lambda kv: -kv[1][1])[:10]:
+        print(f"  {ms / steps:8.3f} ms {100 * ms / whole:5.1f} %  "
+              f"{calls // steps:4d} calls  {name}")
+
+
 def main():
     print(f"bench/train: {os.cpu_count()} cores, OPENBLAS_CORETYPE="
           f"{os.environ.get('OPENBLAS_CORETYPE', '(unset)')}, {REPS} repeats; "
@@ -232,9 +289,13 @@ def main():
     if "--loop" in sys.argv:
         loop()
         return
+    if "--profile" in sys.argv:
+        profile()
+        return
     if "--gpt-only" in sys.argv:
         gpt()
         loop()
+        profile()
         return
     print(f"MLP training step f32 ({T}x{D} @ {D}x{F}, gelu, @ {F}x{D}, "
           "sum of squares, SGD), 2 ranks")
@@ -282,6 +343,7 @@ def main():
         print(f"  PyTorch, 1 process, whole batch: {local:.2f}")
     gpt()
     loop()
+    profile()
 
 
 if __name__ == "__main__":

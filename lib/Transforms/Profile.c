@@ -65,7 +65,20 @@ static void describe(MlirOperation op, DtBuf *t) {
   }
   int shown = 0;
   for (intptr_t i = 0; i < mlirOperationGetNumOperands(op) && shown < 4; ++i) {
-    MlirType type = mlirValueGetType(mlirOperationGetOperand(op, i));
+    /* A runtime call's buffers are cast to unranked memrefs: the shapes are
+     * the casts' sources'; a constant global (a contraction's maps) is not
+     * data. */
+    MlirValue v = mlirOperationGetOperand(op, i);
+    MlirOperation def = mlirValueIsAOpResult(v) ? mlirOpResultGetOwner(v)
+                                                : (MlirOperation){NULL};
+    if (!mlirOperationIsNull(def) && dtIsOp(def, "memref.cast")) {
+      v = mlirOperationGetOperand(def, 0);
+      def = mlirValueIsAOpResult(v) ? mlirOpResultGetOwner(v)
+                                    : (MlirOperation){NULL};
+    }
+    if (!mlirOperationIsNull(def) && dtIsOp(def, "memref.get_global"))
+      continue;
+    MlirType type = mlirValueGetType(v);
     if (!mlirTypeIsAShaped(type))
       continue;
     dtBufAppend(t, shown ? ", " : " ", shown ? 2 : 1);
