@@ -163,8 +163,9 @@ def test_profile_of_the_steps(tmp_path):
                                      state=state if t == 1 else None)
                                 ["result0"]))
         table = step.profile(str(tmp_path / "trace.json"))
-        with pytest.raises(dtensor.DtensorError, match="not compiled with"):
-            dtensor.compile(ir, entry="f_step").profile("x.json")
+        with dtensor.compile(ir, entry="f_step") as plain, \
+                pytest.raises(dtensor.DtensorError, match="not compiled with"):
+            plain.profile("x.json")
     want, _ = numpy_adam_steps(x, w1, w2, 3)
     np.testing.assert_allclose(losses, want, rtol=1e-10)
     assert table and all(r["calls"] == 2 * 3 for r in table), table[:3]
@@ -176,3 +177,41 @@ def test_profile_of_the_steps(tmp_path):
     with open(tmp_path / "trace.json") as f:
         trace = json.load(f)["traceEvents"]
     assert {e["pid"] for e in trace if e["ph"] == "X"} == {0, 1}
+
+
+def _children(pid):
+    """The processes whose parent is `pid`."""
+    out = []
+    for p in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                if p.isdigit() and int(f.read().rsplit(") ", 1)[1]
+                                       .split()[1]) == pid:
+                    out.append(int(p))
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+def test_a_rank_that_dies_is_an_error_not_a_hang():
+    """A rank of the ranks that stay up killed between calls: the next call
+    fails at once naming it (the launcher stops the others), so does every
+    later one, and close() leaves no process behind."""
+    import signal
+    _, _, _, ir, state = tensor_parallel_adam(4)
+    before = set(_children(os.getpid()))  # other tests' steps not yet freed
+    step = dtensor.compile(ir, entry="f_step")
+    step({"adam.step": np.array(1.0)}, state=state)
+    launcher, = set(_children(os.getpid())) - before
+    ranks = _children(launcher)
+    assert len(ranks) == 2
+    os.kill(ranks[1], signal.SIGKILL)
+    for t in (2.0, 3.0):
+        with pytest.raises(dtensor.DtensorError,
+                           match="rank 1 was killed by signal 9"):
+            step({"adam.step": np.array(t)})
+    step.close()
+    assert launcher not in _children(os.getpid())
+    assert not any(os.path.exists(f"/proc/{r}") and
+                   open(f"/proc/{r}/stat").read().rsplit(") ", 1)[1][0] != "Z"
+                   for r in ranks)
