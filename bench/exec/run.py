@@ -83,6 +83,17 @@ if kind == "copy":
     x = rng.standard_normal((4096, 1024), dtype=np.float32)
     y = np.empty_like(x)
     print(best(lambda: np.copyto(y, x)))
+elif kind == "copy-threads":
+    # the same copy by as many threads as cores, each its block of rows
+    # (numpy lets go of the GIL while it copies)
+    from concurrent.futures import ThreadPoolExecutor
+    import os
+    n = os.cpu_count()
+    x = rng.standard_normal((4096, 1024), dtype=np.float32)
+    y = np.empty_like(x)
+    parts = [(y[r], x[r]) for r in np.array_split(np.arange(4096), n)]
+    pool = ThreadPoolExecutor(n)
+    print(best(lambda: list(pool.map(lambda p: np.copyto(*p), parts))))
 elif kind == "layernorm":
     x = rng.standard_normal((4096, 1024), dtype=np.float32)
     g = rng.standard_normal(1024, dtype=np.float32)
@@ -154,6 +165,17 @@ def main():
           f"{bound:.3f} ms (copy bandwidth {2 * 16 * 1.048576 / copy:.1f} GB/s)")
     print(f"  bound/compiled = {bound / ours:.2f}x (target 0.5), "
           f"numpy/compiled = {npy / ours:.2f}x (target 2)")
+    cores = os.cpu_count()
+    if cores > 1:
+        # One process on every core: generated loops in threads
+        # (threads=true, OpenMP), against the copy by as many threads.
+        many, _ = compiled_step(layernorm_gelu_program(), "layernorm-gelu",
+                                1, threads=cores)
+        bound_many = numpy_ms("copy-threads", 10 * REPS)
+        print(f"  {cores} threads: compiled {many:.3f} ms ({ours / many:.2f}x "
+              f"one thread's speed), memory bound {bound_many:.3f} ms "
+              f"(copy by {cores} threads); bound/compiled = "
+              f"{bound_many / many:.2f}x (issue 36 target 0.5)")
     print("\nMegatron MLP f32 (512x1024 @ 1024x4096, gelu, @ 4096x1024), one "
           "thread per rank")
     one, one_med = compiled_step(mlp_program(1), "mlp-1", 1)

@@ -547,6 +547,12 @@ DTRT_EXPORT void memrefCopy(int64_t elemSize, void *src, void *dst);
 /// (at least 1); what DTENSOR_THREADS sets at the first contraction.
 DTRT_EXPORT void dtrtSetComputeThreads(int threads);
 
+/// Sets this process's compute threads (BLAS's and, with loops in threads,
+/// OpenMP's) from DTENSOR_THREADS or its share of the cores, once per
+/// process (a forked rank sets its own); compiled programs call it at their
+/// start (dtrt_mlir_init) and before their first contraction.
+DTRT_EXPORT void dtrtEnsureComputeThreads(void);
+
 #ifdef __cplusplus
 }
 #endif

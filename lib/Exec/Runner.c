@@ -256,9 +256,18 @@ static void jitRelease(DtensorRunner *r) {
     }
 }
 
-static MlirExecutionEngine jitCompile(MlirOperation module) {
+/* A program with loops in threads (threads=true among the CPU options)
+ * calls LLVM's OpenMP runtime, which the JIT loads. */
+static MlirExecutionEngine jitCompile(const DtensorRunner *r,
+                                      MlirOperation module) {
+  int numLibs = 0;
+  MlirStringRef libs[1];
+#ifdef DTENSOR_LIBOMP
+  if (strstr(r->gpuOptions, "threads=true"))
+    libs[numLibs++] = mlirStringRefCreateFromCString(DTENSOR_LIBOMP);
+#endif
   MlirExecutionEngine jit = mlirExecutionEngineCreate(
-      mlirModuleFromOperation(module), 2, 0, NULL, false, false);
+      mlirModuleFromOperation(module), 2, numLibs, libs, false, false);
   if (!mlirExecutionEngineIsNull(jit))
     registerRuntime(jit);
   return jit;
@@ -343,7 +352,7 @@ typedef bool (*Finish)(DtensorRunner *r, int which, MlirOperation lowered,
 static bool jitFinish(DtensorRunner *r, int which, MlirOperation lowered,
                       void *user, DtensorDiag *outDiag) {
   (void)user;
-  MlirExecutionEngine jit = jitCompile(lowered);
+  MlirExecutionEngine jit = jitCompile(r, lowered);
   r->programs[which] = jit.ptr;
   if (!r->programs[which])
     return dtDiag(outDiag, -1,
@@ -398,6 +407,16 @@ static DtensorRunner *newRunner(MlirOperation module, const char *target,
                     : "the GPU options are too long");
     return NULL;
   }
+#ifndef DTENSOR_LIBOMP
+  if (strstr(gpuOptions ? gpuOptions : "", "threads=true")) {
+    mlirOperationDestroy(module);
+    free(r);
+    dtDiag(outDiag, -1,
+           "threads=true needs LLVM's OpenMP runtime, which this build did "
+           "not find (install libomp-22-dev and build again)");
+    return NULL;
+  }
+#endif
   r->gpu = !strcmp(target, "cuda");
   r->call = jitCall;
   r->release = jitRelease;

@@ -472,6 +472,7 @@ static int64_t meshShapeOf(void *meshDesc, int64_t *outRank,
 
 void dtrt_mlir_init(int64_t meshRank, void *meshDesc) {
   (void)meshRank;
+  dtrtEnsureComputeThreads();
   DtrtContext *c = dtrtProcessContext();
   int64_t axes;
   const int64_t *shape;

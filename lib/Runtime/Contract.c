@@ -16,8 +16,10 @@
 #include "RuntimeInternal.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
 #include <limits.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +40,18 @@ static void fatal(const char *format, const char *detail) {
 
 void dtrtSetComputeThreads(int threads) {
   openblas_set_num_threads(threads > 0 ? threads : 1);
+  /* Loops in threads (dtensor-to-llvm{threads=true}) run on LLVM's OpenMP
+   * runtime, loaded with such a program: the same count, and workers that
+   * sleep at once after a loop rather than spin (200 ms by default) on the
+   * cores BLAS and the other ranks use. */
+  void (*ompThreads)(int) =
+      (void (*)(int))(uintptr_t)dlsym(RTLD_DEFAULT, "omp_set_num_threads");
+  void (*blockTime)(int) =
+      (void (*)(int))(uintptr_t)dlsym(RTLD_DEFAULT, "kmp_set_blocktime");
+  if (ompThreads)
+    ompThreads(threads > 0 ? threads : 1);
+  if (blockTime)
+    blockTime(0);
 }
 
 /* DTENSOR_THREADS, else this rank's share of the cores it may run on
@@ -70,6 +84,13 @@ static void initThreads(void) {
 /* The process the thread count was set for: a rank forked from a process
  * that already ran a contraction (dtensor-run's reference) sets its own. */
 static pid_t threadsSetFor;
+
+void dtrtEnsureComputeThreads(void) {
+  if (threadsSetFor != getpid()) {
+    threadsSetFor = getpid();
+    initThreads();
+  }
+}
 
 /* ---- BLAS in one compute type -------------------------------------------- */
 
@@ -489,10 +510,7 @@ static void contract(DtrtDtype ta, DtrtDtype tb, DtrtDtype tc,
                      int64_t overwrite, void *mapsDesc, int64_t aRank,
                      void *aDesc, int64_t bRank, void *bDesc, int64_t cRank,
                      void *cDesc) {
-  if (threadsSetFor != getpid()) {
-    threadsSetFor = getpid();
-    initThreads();
-  }
+  dtrtEnsureComputeThreads();
   const Descriptor *md = mapsDesc;
   const int64_t *maps = (const int64_t *)md->aligned + md->offset;
   int64_t ranks[3] = {aRank, bRank, cRank};

@@ -32,7 +32,9 @@ static bool seen(Check *c, MlirStringRef name) {
 static MlirWalkResult check(MlirOperation op, void *userData) {
   Check *c = userData;
   MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
+  /* OpenMP's ops (threads=true) are translated to LLVM IR as they are. */
   if ((name.length > 5 && !memcmp(name.data, "llvm.", 5)) ||
+      (name.length > 4 && !memcmp(name.data, "omp.", 4)) ||
       dtIsOp(op, "builtin.module") || seen(c, name))
     return MlirWalkResultAdvance;
   char message[512];

@@ -267,12 +267,23 @@ MlirLogicalResult dtensorAddToLLVMPipeline(MlirOpPassManager pm,
       pm, mlirStringRefCreateFromCString(""), outDiag);
 }
 
-/* dtensor-to-llvm{exact-reductions=true|false}: runtime calls, tosa to
- * linalg, then bufferization and LLVM conversion. */
+/* With threads=true, loops in threads: affine loops, whose outermost loop
+ * that upstream's dependence analysis finds parallel becomes an OpenMP
+ * worksharing loop (LLVM's libomp), the loops inside it sequential, so that
+ * LLVM still vectorizes the innermost. A reduction's outer dims are
+ * parallel (each iteration its own output row); a loop that carries a
+ * value stays sequential. */
+#define THREADED_LOOPS                                                         \
+  "func.func(convert-linalg-to-affine-loops), "                                \
+  "func.func(affine-parallelize{max-nested=1}), lower-affine, "                \
+  "convert-scf-to-openmp, canonicalize"
+
+/* dtensor-to-llvm{exact-reductions=true|false profile=... threads=...}:
+ * runtime calls, tosa to linalg, then bufferization and LLVM conversion. */
 MlirLogicalResult dtensorAddToLLVMPipelineWithOptions(MlirOpPassManager pm,
                                                       MlirStringRef options,
                                                       DtensorDiag *outDiag) {
-  bool exact = false, profile = false;
+  bool exact = false, profile = false, threads = false;
   char text[256];
   snprintf(text, sizeof(text), "%.*s", (int)options.length, options.data);
   for (char *save = NULL, *tok = strtok_r(text, " ", &save); tok;
@@ -286,10 +297,15 @@ MlirLogicalResult dtensorAddToLLVMPipelineWithOptions(MlirOpPassManager pm,
       profile = true;
     else if (!strcmp(tok, "profile=false"))
       profile = false;
+    else if (!strcmp(tok, "threads=true") || !strcmp(tok, "threads"))
+      threads = true;
+    else if (!strcmp(tok, "threads=false"))
+      threads = false;
     else
       return dtDiag(outDiag, 0,
                     "'dtensor-to-llvm' option '%s': expected "
-                    "exact-reductions=true|false or profile=true|false",
+                    "exact-reductions=true|false, profile=true|false or "
+                    "threads=true|false",
                     tok),
              mlirLogicalResultFailure();
   }
@@ -304,13 +320,14 @@ MlirLogicalResult dtensorAddToLLVMPipelineWithOptions(MlirOpPassManager pm,
            TO_LINALG_STEPS
            "func.func(convert-elementwise-to-linalg), " BUFFERIZE_STEPS
            "dtensor-expand-f8, dtensor-approximate-math, %s%s"
-           "convert-linalg-to-loops, expand-strided-metadata, lower-affine, "
+           "%s, expand-strided-metadata, lower-affine, "
            "convert-scf-to-cf, "
            "finalize-memref-to-llvm{use-generic-functions}, convert-to-llvm, "
            "convert-math-to-libm, convert-to-llvm, reconcile-unrealized-casts, "
            "dtensor-check-lowered",
            exact ? "" : "dtensor-reassociate-reductions, ",
-           profile ? "dtensor-profile, " : "");
+           profile ? "dtensor-profile, " : "",
+           threads ? THREADED_LOOPS : "convert-linalg-to-loops");
   return dtensorPassManagerAddPipeline(
       pm, mlirStringRefCreateFromCString(pipeline), outDiag);
 }

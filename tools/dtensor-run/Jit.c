@@ -4,6 +4,7 @@
  * --backend nccl the program compiled for the GPU, one per rank; under
  * --backend mpi, one process per rank started by mpirun, each compiling
  * the program and running its own rank), one line per rank. */
+#define _GNU_SOURCE /* sched_getaffinity */
 #include "Run.h"
 
 #include "dtensor-c/Dialect.h"
@@ -11,6 +12,7 @@
 #include "dtensor-c/Runner.h"
 #include "mlir-c/Diagnostics.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +77,26 @@ static int launchRanks(DtensorRunner *r, const DtRunOptions *o,
   return status;
 }
 
+/* Each rank's compute threads, as the runtime will set them
+ * (dtrtEnsureComputeThreads): DTENSOR_THREADS, else the cores it may run
+ * on shared among the `n` ranks. Above one, the generated loops run in
+ * threads too (threads=true), when the build has LLVM's OpenMP runtime. */
+static long threadsPerRank(int n) {
+#ifdef DTENSOR_LIBOMP
+  const char *t = getenv("DTENSOR_THREADS");
+  if (t && *t)
+    return strtol(t, NULL, 10);
+  cpu_set_t set;
+  long cores = sched_getaffinity(0, sizeof(set), &set) == 0
+                   ? CPU_COUNT(&set)
+                   : sysconf(_SC_NPROCESSORS_ONLN);
+  return cores / (n > 0 ? n : 1);
+#else
+  (void)n;
+  return 1;
+#endif
+}
+
 /* Reads and compiles PROG.mlir and computes the reference; NULL after a
  * message (`*outStatus`: 2 for a mesh of another size, else 1). */
 static DtensorRunner *prepare(MlirContext ctx, const char *path,
@@ -89,9 +111,10 @@ static DtensorRunner *prepare(MlirContext ctx, const char *path,
   }
   bool gpu = !strcmp(o->backend, "nccl");
   char cpuOptions[64];
-  snprintf(cpuOptions, sizeof(cpuOptions), "%s%s",
+  snprintf(cpuOptions, sizeof(cpuOptions), "%s%s%s",
            o->exactReductions ? "exact-reductions=true " : "",
-           o->profile ? "profile=true" : "");
+           o->profile ? "profile=true " : "",
+           threadsPerRank(o->n) > 1 ? "threads=true" : "");
   const char *targetOptions =
       gpu ? (o->gpuOptions ? o->gpuOptions : "") : cpuOptions;
   DtensorRunner *r = dtensorRunnerCreateForTarget(
