@@ -110,7 +110,8 @@ def spawn(rank_main, ranks, *args):
 
 
 def init(rank, ranks, port):
-    torch.set_num_threads(1)
+    # one thread per process unless the caller asks for more
+    torch.set_num_threads(int(os.environ.get("BENCH_TORCH_THREADS", "1")))
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     if ranks > 1:
         dist.init_process_group("gloo", rank=rank, world_size=ranks)

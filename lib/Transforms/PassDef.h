@@ -84,6 +84,7 @@ extern const DtPassDef dtPrepareContractionsPass;
 extern const DtPassDef dtApproximateMathPass;
 extern const DtPassDef dtExpandF8Pass;
 extern const DtPassDef dtProfilePass;
+extern const DtPassDef dtOuterParallelPass;
 extern const DtPassDef dtReassociateReductionsPass;
 extern const DtPassDef dtWidenReductionsPass;
 extern const DtPassDef dtDecomposeSoftmaxPass;

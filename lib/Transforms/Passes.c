@@ -28,6 +28,7 @@ static const DtPassDef *const kPasses[] = {
     &dtApproximateMathPass,
     &dtExpandF8Pass,
     &dtProfilePass,
+    &dtOuterParallelPass,
     &dtReassociateReductionsPass,
     &dtWidenReductionsPass,
     &dtDecomposeSoftmaxPass,

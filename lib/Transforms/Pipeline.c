@@ -270,13 +270,14 @@ MlirLogicalResult dtensorAddToLLVMPipeline(MlirOpPassManager pm,
 /* With threads=true, loops in threads: affine loops, whose outermost loop
  * that upstream's dependence analysis finds parallel becomes an OpenMP
  * worksharing loop (LLVM's libomp), the loops inside it sequential, so that
- * LLVM still vectorizes the innermost. A reduction's outer dims are
+ * LLVM still vectorizes the innermost; a parallel loop inside another loop
+ * stays sequential (dtensor-outer-parallel). A reduction's outer dims are
  * parallel (each iteration its own output row); a loop that carries a
  * value stays sequential. */
 #define THREADED_LOOPS                                                         \
   "func.func(convert-linalg-to-affine-loops), "                                \
   "func.func(affine-parallelize{max-nested=1}), lower-affine, "                \
-  "convert-scf-to-openmp, canonicalize"
+  "dtensor-outer-parallel, convert-scf-to-openmp, canonicalize"
 
 /* dtensor-to-llvm{exact-reductions=true|false profile=... threads=...}:
  * runtime calls, tosa to linalg, then bufferization and LLVM conversion. */
