@@ -58,7 +58,9 @@ DTENSOR_EXPORT DtensorRunner *dtensorRunnerCreate(MlirOperation module,
 
 /// As dtensorRunnerCreate, with the SPMD program compiled for `target`:
 /// "cpu" (dtensor-to-llvm with `gpuOptions` as its options, e.g.
-/// "exact-reductions=true", which the reference gets too), or "cuda"
+/// "exact-reductions=true", which the reference gets too; "threads=auto":
+/// loops in threads when each of the mesh's ranks has more than one
+/// compute thread, DTENSOR_THREADS or the cores shared among them), or "cuda"
 /// (dtensor-to-nvvm with `gpuOptions`, e.g. "chip=sm_90"; its entry takes
 /// and returns device buffers, so each rank copies its blocks to the GPU,
 /// and the results back to compare them; the ranks run on the nccl

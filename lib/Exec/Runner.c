@@ -3,6 +3,7 @@
  * the dtensor-spmd program — and reads the entry's signature; the runner's
  * `call` invokes them. What needs no MLIR (inputs, the reference, buffers)
  * is in RunData.c, one rank's run in RunRank.c. */
+#define _GNU_SOURCE /* sched_getaffinity */
 #include "RunnerInternal.h"
 
 #include "Dialect/DialectInternal.h"
@@ -20,6 +21,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,18 +65,48 @@ typedef enum Lowering {
   LOWER_REFERENCE
 } Lowering;
 
-/* The runner's CPU options without profile=...: the reference is not
- * profiled (its events would be the parent's, and in the way). */
-static void referenceOptions(const char *options, char *out, size_t size) {
+/* `options` without the options that start with `drop`. */
+static void withoutOption(const char *options, const char *drop, char *out,
+                          size_t size) {
   DtBuf b = dtBufInit(out, size);
   const char *p = options;
   while (*p) {
     size_t n = strcspn(p, " ");
-    if (n && strncmp(p, "profile", 7))
+    if (n && strncmp(p, drop, strlen(drop)))
       dtBufPrintf(&b, "%s%.*s", b.length ? " " : "", (int)n, p);
     p += n + (p[n] == ' ');
   }
   out[b.length < size ? b.length : size - 1] = '\0';
+}
+
+/* The runner's CPU options without profile=...: the reference is not
+ * profiled (its events would be the parent's, and in the way). */
+static void referenceOptions(const char *options, char *out, size_t size) {
+  withoutOption(options, "profile", out, size);
+}
+
+/* threads=auto among the CPU options: threads=true when each of the mesh's
+ * ranks will have more than one compute thread (DTENSOR_THREADS, else the
+ * cores this process may run on shared among them, as the runtime counts)
+ * and the build has LLVM's OpenMP runtime; else no threads. */
+static void resolveThreads(DtensorRunner *r) {
+  if (r->gpu || !strstr(r->gpuOptions, "threads=auto"))
+    return;
+  char rest[sizeof(r->gpuOptions)];
+  withoutOption(r->gpuOptions, "threads=auto", rest, sizeof(rest));
+  long perRank = 1;
+#ifdef DTENSOR_LIBOMP
+  const char *t = getenv("DTENSOR_THREADS");
+  cpu_set_t set;
+  long cores = sched_getaffinity(0, sizeof(set), &set) == 0
+                   ? CPU_COUNT(&set)
+                   : sysconf(_SC_NPROCESSORS_ONLN);
+  perRank =
+      t && *t ? strtol(t, NULL, 10) : cores / dtensorMeshGetNumDevices(r->mesh);
+#endif
+  DtBuf b = dtBufInit(r->gpuOptions, sizeof(r->gpuOptions));
+  dtBufPrintf(&b, "%s%s%s", rest, *rest && perRank > 1 ? " " : "",
+              perRank > 1 ? "threads=true" : "");
 }
 
 /* Runs `pipeline` (dtensorPassManagerAddPipeline's text), then
@@ -434,9 +466,11 @@ DtensorRunner *dtensorRunnerCreateForTarget(MlirOperation module,
   DtensorRunner *r = newRunner(module, target, gpuOptions, outDiag);
   if (!r)
     return NULL;
-  bool ok = findEntryAndMesh(r, module, entry, outDiag) &&
-            compile(r, module, jitFinish, NULL, outDiag) &&
-            dtRunMakeInputs(r, outDiag);
+  bool ok = findEntryAndMesh(r, module, entry, outDiag);
+  if (ok)
+    resolveThreads(r);
+  ok = ok && compile(r, module, jitFinish, NULL, outDiag) &&
+       dtRunMakeInputs(r, outDiag);
   mlirOperationDestroy(module);
   if (!ok) {
     dtensorRunnerDestroy(r);

@@ -90,7 +90,8 @@ class Step:
         runner = C.runnerCreateForTarget(
             self._prog.take_module(),
             _bytes(entry, "entry") if entry else None, b"cpu",
-            b"profile=true" if profile else b"", byref(diag))
+            b"threads=auto profile=true" if profile else b"threads=auto",
+            byref(diag))
         if not runner:
             err = self._prog.error(f"{name}: {_diag_text(diag)}")
             self.close()

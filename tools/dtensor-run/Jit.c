@@ -4,7 +4,6 @@
  * --backend nccl the program compiled for the GPU, one per rank; under
  * --backend mpi, one process per rank started by mpirun, each compiling
  * the program and running its own rank), one line per rank. */
-#define _GNU_SOURCE /* sched_getaffinity */
 #include "Run.h"
 
 #include "dtensor-c/Dialect.h"
@@ -12,7 +11,6 @@
 #include "dtensor-c/Runner.h"
 #include "mlir-c/Diagnostics.h"
 
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,26 +75,6 @@ static int launchRanks(DtensorRunner *r, const DtRunOptions *o,
   return status;
 }
 
-/* Each rank's compute threads, as the runtime will set them
- * (dtrtEnsureComputeThreads): DTENSOR_THREADS, else the cores it may run
- * on shared among the `n` ranks. Above one, the generated loops run in
- * threads too (threads=true), when the build has LLVM's OpenMP runtime. */
-static long threadsPerRank(int n) {
-#ifdef DTENSOR_LIBOMP
-  const char *t = getenv("DTENSOR_THREADS");
-  if (t && *t)
-    return strtol(t, NULL, 10);
-  cpu_set_t set;
-  long cores = sched_getaffinity(0, sizeof(set), &set) == 0
-                   ? CPU_COUNT(&set)
-                   : sysconf(_SC_NPROCESSORS_ONLN);
-  return cores / (n > 0 ? n : 1);
-#else
-  (void)n;
-  return 1;
-#endif
-}
-
 /* Reads and compiles PROG.mlir and computes the reference; NULL after a
  * message (`*outStatus`: 2 for a mesh of another size, else 1). */
 static DtensorRunner *prepare(MlirContext ctx, const char *path,
@@ -113,8 +91,7 @@ static DtensorRunner *prepare(MlirContext ctx, const char *path,
   char cpuOptions[64];
   snprintf(cpuOptions, sizeof(cpuOptions), "%s%s%s",
            o->exactReductions ? "exact-reductions=true " : "",
-           o->profile ? "profile=true " : "",
-           threadsPerRank(o->n) > 1 ? "threads=true" : "");
+           o->profile ? "profile=true " : "", "threads=auto");
   const char *targetOptions =
       gpu ? (o->gpuOptions ? o->gpuOptions : "") : cpuOptions;
   DtensorRunner *r = dtensorRunnerCreateForTarget(
