@@ -20,7 +20,7 @@ static bool layoutOf(const DtensorRunner *r, const DtensorRunTensor *t,
 }
 
 /* The elements of `t`'s padded block (every rank's is the largest). */
-static int64_t blockCount(const DtensorRunner *r, const DtensorRunTensor *t) {
+int64_t dtRunBlockCount(const DtensorRunner *r, const DtensorRunTensor *t) {
   DtensorLayout l;
   layoutOf(r, t, &l);
   int64_t padded[DTENSOR_MAX_TENSOR_RANK];
@@ -167,8 +167,8 @@ static bool blocksToDevice(const DtensorRunner *r, int64_t **descs,
   if (!hosts)
     return dtDiag(outDiag, -1, "out of memory");
   for (int a = 0; a < r->numArgs; ++a) {
-    size_t bytes =
-        (size_t)blockCount(r, &r->args[a]) * dtrtDtypeSize(r->args[a].dtype);
+    size_t bytes = (size_t)dtRunBlockCount(r, &r->args[a]) *
+                   dtrtDtypeSize(r->args[a].dtype);
     void *host = (void *)(intptr_t)descs[a][0];
     void *device = mgpuMemAlloc(bytes, NULL, false);
     mgpuMemcpy(device, host, bytes, NULL);
@@ -241,7 +241,8 @@ bool dtRunResolvePartial(const DtensorRunner *r, const DtensorRunTensor *t,
     DtrtComm *comm;
     /* Axis by axis, each with its own kind. */
     if (dtrtCommForMeshAxes(c, meshRank, shape, 1, &a, &comm) != DTRT_OK ||
-        dtrtAllReduce(comm, block, block, (size_t)blockCount(r, t), t->dtype,
+        dtrtAllReduce(comm, block, block, (size_t)dtRunBlockCount(r, t),
+                      t->dtype,
                       (DtrtReduce)(t->spec.partial[a] - 1)) != DTRT_OK)
       return dtDiag(outDiag, -1, "rank %d: resolving '%s': %s", rank, t->name,
                     dtrtLastError(c));
@@ -381,7 +382,7 @@ static bool saveBlocks(const DtensorRunner *r, int64_t **descs, Saved *saved,
                        DtensorDiag *outDiag) {
   for (int a = 0; a < r->numArgs; ++a) {
     const DtensorRunTensor *t = &r->args[a];
-    int64_t count = blockCount(r, t);
+    int64_t count = dtRunBlockCount(r, t);
     saved[a].bytes = (size_t)count * dtrtDtypeSize(t->dtype);
     saved[a].data =
         dtRunAlloc(t, count, "the saved block of argument", outDiag);

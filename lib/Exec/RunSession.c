@@ -104,37 +104,33 @@ static bool step(DtensorRunSession *s, int rank, int64_t **descs,
       if (ok)
         dtRunPlaceBlock(r, &r->results[k], rank, out[k], s->resData[k]);
     }
-  /* Carried results become their arguments' blocks; the rest are freed
-   * (a buffer returned twice once). */
-  for (int k = 0; k < r->numResults; ++k) {
-    bool seen = false;
-    for (int j = 0; j < k && !seen; ++j)
-      seen = outAlloc[j] == outAlloc[k];
+  /* Carried results become their arguments' blocks (a buffer carried
+   * twice: the second argument gets a copy in its own block); then every
+   * buffer no argument took is freed, once. */
+  for (int k = 0; k < r->numResults && ok; ++k) {
     int a = s->carry[k];
-    if (ok && a >= 0) {
-      if (seen) {
-        /* The same buffer is an argument's already: a copy of its own. */
-        DtensorLayout l;
-        int64_t padded[DTENSOR_MAX_TENSOR_RANK];
-        dtensorLayoutInit(r->mesh, &r->args[a].spec, r->args[a].rank,
-                          r->args[a].shape, DTENSOR_F32, &l, NULL);
-        dtensorLayoutGetMaxLocalShape(&l, padded);
-        memcpy((void *)(intptr_t)descs[a][1], out[k],
-               (size_t)dtRunCount(l.rank, padded) *
-                   dtrtDtypeSize(r->args[a].dtype));
-      } else {
-        free((void *)(intptr_t)descs[a][0]);
-        descs[a][0] = (int64_t)(intptr_t)outAlloc[k];
-        descs[a][1] = (int64_t)(intptr_t)out[k];
-      }
-      resident[a] = true;
-    } else if (!seen) {
-      bool kept = false;
-      for (int j = 0; j < r->numResults && !kept; ++j)
-        kept = ok && s->carry[j] >= 0 && j != k && outAlloc[j] == outAlloc[k];
-      if (!kept)
-        free(outAlloc[k]);
+    if (a < 0)
+      continue;
+    bool taken = false;
+    for (int j = 0; j < k && !taken; ++j)
+      taken = s->carry[j] >= 0 && outAlloc[j] == outAlloc[k];
+    if (taken) {
+      memcpy((void *)(intptr_t)descs[a][1], out[k],
+             (size_t)dtRunBlockCount(r, &r->args[a]) *
+                 dtrtDtypeSize(r->args[a].dtype));
+    } else {
+      free((void *)(intptr_t)descs[a][0]);
+      descs[a][0] = (int64_t)(intptr_t)outAlloc[k];
+      descs[a][1] = (int64_t)(intptr_t)out[k];
     }
+    resident[a] = true;
+  }
+  for (int k = 0; k < r->numResults; ++k) {
+    bool done = false;
+    for (int j = 0; j < r->numResults && !done; ++j)
+      done = outAlloc[j] == outAlloc[k] && (j < k || (ok && s->carry[j] >= 0));
+    if (!done)
+      free(outAlloc[k]);
   }
   return ok;
 }

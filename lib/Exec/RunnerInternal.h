@@ -67,6 +67,9 @@ int64_t *dtRunDescriptor(void *data, int rank, const int64_t *shape);
 bool dtRunInvoke(const DtensorRunner *r, bool spmd, int64_t **argDescs,
                  void **outData, void **outAlloc, DtensorDiag *outDiag);
 
+/// The elements of `t`'s padded block (every rank's is the largest).
+int64_t dtRunBlockCount(const DtensorRunner *r, const DtensorRunTensor *t);
+
 /// Fills this rank's padded block of `t` from its global value `global`
 /// (padding NaN or 1e9; a pending sum's or product's neutral element where
 /// the rank does not own it): into `*desc`'s buffer, or a new one with its

@@ -399,29 +399,33 @@ def _dtype_names():
 
 _NAMES = _dtype_names()
 _CODES = {name: code for code, name in _NAMES.items()}
-# numpy's types of the runtime's (bf16 has none: it travels as uint16 bits;
-# nor have f8E4M3FN and f8E5M2: bytes, read as float32 through the
-# runtime's own conversion, _from_f8;
-# i1 is numpy's bool, a byte of 0 or 1 as the runtime keeps it)
+# numpy's types of the runtime's (bf16, f8E4M3FN and f8E5M2 have none: they
+# travel as their bits, _BITS; i1 is numpy's bool, a byte of 0 or 1 as the
+# runtime keeps it)
 _BY_NAME = {name: np.dtype(bool) if name == "i1" else
             np.dtype(name.replace("f", "float").replace("i", "int"))
             for name in _NAMES.values()
-            if name != "bf16" and not name.startswith("f8")}
+            if name not in ("bf16", "f8E4M3FN", "f8E5M2")}
 _DTYPES = {dt: _CODES[name] for name, dt in _BY_NAME.items()}
 
 
-def _to_f8(values, kind):
-    """float values as f8 `kind` bytes (rounded as arith.truncf rounds)."""
+# The types numpy has no dtype of: their bits in unsigned integers of
+# their size, converted by the runtime's own conversions (dtrtConvert).
+_BITS = {"bf16": np.uint16, "f8E4M3FN": np.uint8, "f8E5M2": np.uint8}
+
+
+def _to_bits(values, kind):
+    """float values as `kind`'s bits (rounded to nearest even)."""
     a = np.ascontiguousarray(values, dtype=np.float32)
-    out = np.empty(a.shape, dtype=np.uint8)
+    out = np.empty(a.shape, dtype=_BITS[kind])
     C.convert(a.ctypes.data, _CODES["f32"], out.ctypes.data, _CODES[kind],
               a.size)
     return out
 
 
-def _from_f8(bits, kind):
-    """f8 `kind` bytes as float32 values (exact)."""
-    b = np.ascontiguousarray(bits, dtype=np.uint8)
+def _from_bits(bits, kind):
+    """`kind`'s bits as float32 values (exact)."""
+    b = np.ascontiguousarray(bits, dtype=_BITS[kind])
     out = np.empty(b.shape, dtype=np.float32)
     C.convert(b.ctypes.data, _CODES[kind], out.ctypes.data, _CODES["f32"],
               b.size)
@@ -477,18 +481,14 @@ def load_checkpoint(path, names=None):
             raise DtensorError(f"{path}: no tensor '{name}' (it has "
                                f"{', '.join(info) or 'none'})")
         t = info[name]
-        bf16, f8 = t["dtype"] == "bf16", t["dtype"].startswith("f8")
-        dtype = np.uint16 if bf16 else np.uint8 if f8 else _BY_NAME[t["dtype"]]
+        narrow = t["dtype"] in _BITS
+        dtype = _BITS[t["dtype"]] if narrow else _BY_NAME[t["dtype"]]
         array = np.empty(t["shape"], dtype=dtype)
         err = _err()
         _check(C.ckptReadTensor(_bytes(path, "path"), _bytes(name, "names"),
                                 array.ctypes.data_as(c_void_p), array.nbytes,
                                 err, len(err)), err)
-        if bf16:
-            array = (array.astype(np.uint32) << 16).view(np.float32)
-        if f8:
-            array = _from_f8(array, t["dtype"])
-        out[name] = array
+        out[name] = _from_bits(array, t["dtype"]) if narrow else array
     return out
 
 

@@ -10,19 +10,10 @@ from ctypes import byref, c_bool, c_double, c_int, pointer
 import numpy as np
 
 from . import _capi as C
-from ._core import (DtensorError, MAX_TIMEOUT_S, _BY_NAME, _NAMES, _bytes,
-                    _check_int, _check_real, _diag_text, _from_f8,
-                    _named_inputs, _program_text, _Program, _to_f8,
+from ._core import (DtensorError, MAX_TIMEOUT_S, _BITS, _BY_NAME, _NAMES,
+                    _bytes, _check_int, _check_real, _diag_text, _from_bits,
+                    _named_inputs, _program_text, _Program, _to_bits,
                     load_checkpoint, save_checkpoint)
-
-
-def _bf16_bits(a):
-    """float values as bfloat16 bits, rounded to nearest even."""
-    x = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
-    x = x.astype(np.uint64)
-    bits = (x + 0x7FFF + ((x >> 16) & 1)) >> 16
-    nan = np.isnan(np.asarray(a, dtype=np.float32))
-    return np.where(nan, 0x7FC0, bits).astype(np.uint16)
 
 
 class _State(dict):
@@ -248,10 +239,8 @@ class Step:
             raise DtensorError(f"'{name}': shape {a.shape}, where the "
                                f"argument's is {shape}")
         kind = _NAMES[t.dtype]
-        if kind == "bf16":
-            data = _bf16_bits(a)
-        elif kind.startswith("f8"):
-            data = _to_f8(a, kind)
+        if kind in _BITS:
+            data = _to_bits(a, kind)
         else:
             want = _BY_NAME[kind]
             if a.dtype != want and not np.can_cast(a.dtype, want,
@@ -267,16 +256,11 @@ class Step:
         """A copy of the global value at `address` of tensor `t`."""
         shape = tuple(t.shape[:t.rank])
         kind = _NAMES[t.dtype]
-        dtype = np.dtype(np.uint16) if kind == "bf16" else \
-            np.dtype(np.uint8) if kind.startswith("f8") else _BY_NAME[kind]
+        dtype = np.dtype(_BITS.get(kind, _BY_NAME.get(kind)))
         count = int(np.prod(shape, dtype=np.int64))
         raw = (ctypes.c_char * (count * dtype.itemsize)).from_address(address)
         a = np.frombuffer(raw, dtype=dtype).copy().reshape(shape)
-        if kind == "bf16":
-            a = (a.astype(np.uint32) << 16).view(np.float32)
-        if kind.startswith("f8"):
-            a = _from_f8(a, kind)
-        return a
+        return _from_bits(a, kind) if kind in _BITS else a
 
     def _fetch(self, name):
         """Argument `name`'s value as the ranks hold it."""
