@@ -9,9 +9,12 @@ fastest of R) and numpy's matmul, both on one OpenBLAS thread.
 
 Layer norm + gelu over 4096x1024 f32 (row sums, centered square sums, the
 normalization and the tanh gelu, as a transformer block writes them): the
-compiled program against numpy on one thread and against the memory
-bound -- the bytes it must read and write (x once, the result once) at the
-copy bandwidth numpy's copyto reaches in the same run.
+compiled program against numpy on one thread, PyTorch's own kernels
+(F.layer_norm, F.gelu(approximate="tanh")) and the memory bound -- the
+bytes it must read and write (x once, the result once) at the copy
+bandwidth numpy's copyto reaches in the same run; and its compute bound:
+the same program on 128 rows (1 MiB, in cache) times 32, which says how
+close to the memory bound its arithmetic lets it come.
 
 Megatron MLP (x 512x1024, W1 1024x4096, gelu, W2 4096x1024; W1 split by
 columns, W2 by rows, one all_reduce) and a GPT block (batch 4, sequence
@@ -165,6 +168,20 @@ def main():
           f"{bound:.3f} ms (copy bandwidth {2 * 16 * 1.048576 / copy:.1f} GB/s)")
     print(f"  bound/compiled = {bound / ours:.2f}x (target 0.5), "
           f"numpy/compiled = {npy / ours:.2f}x (target 2)")
+    peer = torch_ms("layernorm-gelu", 1)
+    if peer:
+        print(f"  PyTorch's layer_norm + gelu kernels {peer:.3f} ms: "
+              f"compiled/PyTorch = {ours / peer:.2f}x")
+    # The arithmetic alone: 128 rows stay in cache, so their time is what
+    # the loops cost without memory traffic.
+    rows = 128
+    small, _ = compiled_step(layernorm_gelu_program(t=rows),
+                             f"layernorm-gelu-{rows}", 1, reps=20 * REPS)
+    compute = small * 4096 / rows
+    print(f"  compute bound {compute:.3f} ms (the same loops on {rows} rows, "
+          f"in cache, x {4096 // rows}): the loops are compute bound; "
+          f"bound/compiled can reach at most {bound / compute:.2f}x with "
+          "this arithmetic")
     cores = os.cpu_count()
     if cores > 1:
         # One process on every core: generated loops in threads

@@ -7,12 +7,15 @@ by hand and tensor parallel as Megatron does it, on torch.distributed
   all_reduces its partial output;
 - gpt: one pre-norm GPT block (batch 4, sequence 512, hidden 1024, 16
   heads, causal attention, tanh-gelu MLP of 4096, no biases): q, k, v and
-  W1 split by columns (heads), Wo and W2 by rows, two all_reduces.
+  W1 split by columns (heads), Wo and W2 by rows, two all_reduces;
+- layernorm-gelu: layer norm (with weight and bias) and the tanh gelu over
+  4096x1024, as PyTorch's own kernels do them (F.layer_norm,
+  F.gelu(approximate="tanh")), one process.
 
 Prints the fastest step (ms) of rank 0, each step starting after a
 barrier, as dtensor-run --repeat does.
 
-usage: torch_models.py mlp|gpt RANKS REPEATS   (starts the ranks itself)
+usage: torch_models.py mlp|gpt|layernorm-gelu RANKS REPEATS   (starts the ranks itself)
 """
 import os
 import socket
@@ -78,6 +81,14 @@ def gpt_step(rank, ranks, g, b=4, s=512, h=1024, nh=16, f=4096):
     return step
 
 
+def layernorm_gelu_step(rank, ranks, g, t=4096, d=1024):
+    x = torch.randn(t, d, generator=g)
+    w, b = torch.randn(d, generator=g), torch.randn(d, generator=g)
+    F = torch.nn.functional
+    return lambda: F.gelu(F.layer_norm(x, (d,), w, b, 1e-5),
+                          approximate="tanh")
+
+
 def fastest_step(step, ranks, reps):
     """The fastest of `reps` steps (ms, after one warm-up), each starting
     after a barrier, as dtensor-run --repeat times them."""
@@ -139,7 +150,8 @@ def time_step(make_step, ranks, reps, *args, grad=False):
 
 def main():
     model, ranks, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    make_step = mlp_step if model == "mlp" else gpt_step
+    make_step = {"mlp": mlp_step, "layernorm-gelu": layernorm_gelu_step}.get(
+        model, gpt_step)
     print(f"{time_step(make_step, ranks, reps):.4f}")
 
 

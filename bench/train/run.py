@@ -246,14 +246,22 @@ def loop(steps=100):
               f"call; target < 5 %)")
 
 
+CONTRACTIONS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm",
+                "aten::addbmm", "aten::dot", "aten::mv")
+
+
 def profile(steps=40):
-    """Where the small GPT's step spends its time (dtensor.compile(...,
-    profile=True) on 1 rank): the ten largest op kinds per step, and the
-    profile's own cost (the same steps unprofiled, interleaved)."""
+    """Where the small GPT's step spends its time, one thread each side:
+    our profile (dtensor.compile(..., profile=True) on 1 rank) by op kind,
+    PyTorch's (torch.profiler's self times, bench/train/torch_train.py
+    gpt-profile) by op, and both split into contractions (BLAS) and
+    everything else; and the profile's own cost (the same steps
+    unprofiled, interleaved)."""
     sys.path.insert(0, os.path.join(ROOT, "bench", "train"))
     sys.path.insert(0, os.path.join(ROOT, "examples", "gpt"))
     sys.path.insert(0, os.path.join(ROOT, "python"))
     from programs import gpt_parameters, gpt_train_program
+    import json
     import train
     from torch_train import GPT
     import dtensor
@@ -268,6 +276,8 @@ def profile(steps=40):
     for n, _ in gpt_parameters(cfg):
         state[n + ".exp_avg"] = np.zeros_like(state[n])
         state[n + ".exp_avg_sq"] = np.zeros_like(state[n])
+    threads = os.environ.get("DTENSOR_THREADS")
+    os.environ["DTENSOR_THREADS"] = "1"  # the ranks it launches inherit it
     runs = {p: dtensor.compile(ir, entry="loss_step", profile=p)
             for p in (False, True)}
     times = {False: [], True: []}
@@ -280,23 +290,53 @@ def profile(steps=40):
     table = runs[True].profile(os.path.join(TMP, "gpt-profile.json"))
     for step in runs.values():
         step.close()
+    if threads is None:
+        del os.environ["DTENSOR_THREADS"]
+    else:
+        os.environ["DTENSOR_THREADS"] = threads
     plain, profiled = (1e3 * float(np.min(times[p][3:]))
                        for p in (False, True))
     kinds = {}
     for row in table:
         op = row["op"][5:] if row["op"].startswith("call ") else row["op"]
         k = kinds.setdefault(op.split(" ")[0], [0, 0.0])
-        k[0] += row["calls"]
-        k[1] += row["total_ms"]
-    whole = sum(v[1] for v in kinds.values())
-    print(f"small GPT step on 1 rank (fastest), profiled: {profiled:.2f} ms "
-          f"against {plain:.2f} ms unprofiled "
-          f"({100 * (profiled / plain - 1):+.1f} %; issue 36: <= 5 %); the "
-          "ten largest op kinds per step:")
+        k[0] += row["calls"] / steps
+        k[1] += row["total_ms"] / steps
+    out = subprocess.run([PYTHON, os.path.join(ROOT, "bench", "train",
+                                               "torch_train.py"),
+                          "gpt-profile", "1", "20", str(cfg["batch"])],
+                         capture_output=True, text=True, env=ONE_THREAD)
+    peer = json.loads(out.stdout) if out.returncode == 0 else None
+    print(f"small GPT step on 1 rank, 1 thread each side (fastest step): "
+          f"compiled {plain:.2f} ms, profiled {profiled:.2f} ms "
+          f"({100 * (profiled / plain - 1):+.1f} %; issue 36: <= 5 %)"
+          + (f"; PyTorch {peer['step_ms']:.2f} ms" if peer else
+             f"; PyTorch's profile did not run: {out.stderr.strip()[-200:]}"))
+    ours_blas = sum(ms for name, (_, ms) in kinds.items()
+                    if name.startswith("dtrt_mlir_contract"))
+    ours_all = sum(ms for _, ms in kinds.values())
+    if peer:
+        peer_blas = sum(ms for name, ms, _ in peer["ops"]
+                        if name in CONTRACTIONS)
+        peer_all = sum(ms for _, ms, _ in peer["ops"])
+        print("  mean ms per step       compiled    PyTorch  (ours: the "
+              "profile's ops; PyTorch: torch.profiler self times)")
+        for label, a, b in (("contractions (BLAS)", ours_blas, peer_blas),
+                            ("everything else", ours_all - ours_blas,
+                             peer_all - peer_blas),
+                            ("the whole step", ours_all, peer_all)):
+            print(f"  {label:20s} {a:10.2f} {b:10.2f}  compiled/PyTorch = "
+                  f"{a / b:.2f}x")
+    print("  compiled, the ten largest op kinds per step:")
     for name, (calls, ms) in sorted(kinds.items(),
                                     key=lambda kv: -kv[1][1])[:10]:
-        print(f"  {ms / steps:8.3f} ms {100 * ms / whole:5.1f} %  "
-              f"{calls // steps:4d} calls  {name}")
+        print(f"  {ms:8.3f} ms {100 * ms / ours_all:5.1f} %  "
+              f"{round(calls):4d} calls  {name}")
+    if peer:
+        print("  PyTorch, the ten largest ops per step (self time):")
+        for name, ms, calls in sorted(peer["ops"], key=lambda r: -r[1])[:10]:
+            print(f"  {ms:8.3f} ms {100 * ms / peer_all:5.1f} %  "
+                  f"{calls:4d} calls  {name}")
 
 
 def main():

@@ -12,12 +12,15 @@ W2 4096x1024, and an SGD step (lr 1e-4), the batch split over the ranks.
 - local: one process, the whole batch (the single-device step);
 - gpt: the small GPT of examples/gpt/train.py (bench/train/run.py's size)
   and its Adam step, data parallel with DistributedDataParallel on RANKS
-  > 1 (BATCH is its batch of sequences).
+  > 1 (BATCH is its batch of sequences);
+- gpt-profile: that step on one process under torch.profiler: prints one
+  JSON object, the fastest step (ms) and each op's self time per step
+  (what bench/train/run.py --profile sets beside our profile).
 
 Prints the fastest step of rank 0 (ms); each step starts after a barrier,
 as dtensor-run --repeat does.
 
-usage: torch_train.py ddp|fsdp|local|gpt RANKS REPEATS [BATCH]
+usage: torch_train.py ddp|fsdp|local|gpt|gpt-profile RANKS REPEATS [BATCH]
 """
 import os
 import sys
@@ -27,7 +30,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "exec"))
-from torch_models import time_step  # noqa: E402
+from torch_models import init, time_step  # noqa: E402
 
 D, F, LR = 1024, 4096, 1e-4
 
@@ -127,9 +130,35 @@ def gpt_step(rank, ranks, g, batch):
     return step
 
 
+def gpt_profile(reps, batch):
+    """The GPT step's ops under torch.profiler over `reps` steps (after 5
+    unprofiled): {"step_ms": fastest unprofiled step, "ops": [[name, self
+    ms per step, calls per step], ...]}, self times (an op's own time, not
+    its children's), so that they add up to the step."""
+    import json
+    import time
+    from torch.profiler import ProfilerActivity, profile
+    init(0, 1, 0)
+    step = gpt_step(0, 1, torch.Generator().manual_seed(0), batch)
+    best = float("inf")
+    for _ in range(5 + reps):
+        t = time.perf_counter()
+        step()
+        best = min(best, time.perf_counter() - t)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(reps):
+            step()
+    ops = [[e.key, e.self_cpu_time_total / 1e3 / reps, e.count // reps]
+           for e in prof.key_averages() if e.self_cpu_time_total > 0]
+    print(json.dumps({"step_ms": 1e3 * best, "ops": ops}))
+
+
 def main():
     kind, ranks, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     batch = int(sys.argv[4]) if len(sys.argv) > 4 else 512
+    if kind == "gpt-profile":
+        gpt_profile(reps, batch)
+        return
     make_step = {"fsdp": fsdp_step, "gpt": gpt_step}.get(kind, ddp_step)
     print(f"{time_step(make_step, ranks, reps, batch, grad=True):.3f}")
 
