@@ -147,11 +147,17 @@ static bool readManifest(DtensorRunner *r, const char *dir,
   int numArgs = 0, numResults = 0, lineNo = 0;
   bool ok =
       fgets(line, sizeof(line), f) && !strcmp(line, DTENSOR_BUNDLE_MAGIC "\n");
+  int numProfileOps = 0;
   while (ok && fgets(line, sizeof(line), f)) {
     numArgs += !strncmp(line, "argument ", 9);
     numResults += !strncmp(line, "result ", 7);
+    numProfileOps += !strncmp(line, "profile ", 8);
   }
   ok = ok && dtRunAllocSignature(r, numArgs, numResults, outDiag);
+  if (ok && numProfileOps) {
+    r->profileOps = calloc((size_t)numProfileOps + 1, sizeof(char *));
+    ok = r->profileOps || dtDiag(outDiag, -1, "out of memory");
+  }
   rewind(f);
   int arg = 0, result = 0;
   char target[16] = "";
@@ -175,6 +181,11 @@ static bool readManifest(DtensorRunner *r, const char *dir,
       ok = readTensorLine(r, line, &r->args[arg++], outDiag);
     } else if (!strncmp(line, "result ", 7) && r->mesh) {
       ok = readTensorLine(r, line, &r->results[result++], outDiag);
+    } else if (!strncmp(line, "profile ", 8) &&
+               r->numProfileOps < numProfileOps) {
+      r->profileOps[r->numProfileOps] = strdup(line + 8);
+      ok = r->profileOps[r->numProfileOps++] != NULL ||
+           dtDiag(outDiag, -1, "out of memory");
     } else {
       ok = false;
     }

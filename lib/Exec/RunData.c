@@ -117,6 +117,10 @@ static void resultsToHost(const DtensorRunner *r, int64_t *packed, bool keep) {
 
 bool dtRunInvoke(const DtensorRunner *r, bool spmd, int64_t **argDescs,
                  void **outData, void **outAlloc, DtensorDiag *outDiag) {
+  /* This process's compute threads (BLAS's and, in a program with loops in
+   * threads, OpenMP's) before the program runs: one without collectives or
+   * contractions never asks the runtime, and OpenMP would take every core. */
+  dtrtEnsureComputeThreads();
   size_t words = 0;
   for (int k = 0; k < r->numResults; ++k)
     words += 3 + 2 * (size_t)r->results[k].rank;
@@ -466,6 +470,8 @@ static void shapeText(const DtensorRunTensor *t, char *out, size_t size) {
 
 char *dtRunManifestText(const DtensorRunner *r, DtensorDiag *outDiag) {
   size_t capacity = 1024 + 1024 * (size_t)(r->numArgs + r->numResults);
+  for (int k = 0; k < r->numProfileOps; ++k)
+    capacity += 16 + strlen(r->profileOps[k]);
   char *text = malloc(capacity);
   if (!text) {
     dtDiag(outDiag, -1, "out of memory");
@@ -488,6 +494,16 @@ char *dtRunManifestText(const DtensorRunner *r, DtensorDiag *outDiag) {
     }
     dtBufPrintf(&b, "%s %s %s %s %s\n", isArg ? "argument" : "result", t->name,
                 dtrtDtypeName(t->dtype), shape, spec);
+  }
+  /* A profiled program's ops, in its event ids' order (dtensor-check
+   * --profile names the events with them). */
+  for (int k = 0; k < r->numProfileOps; ++k) {
+    if (strchr(r->profileOps[k], '\n')) {
+      free(text);
+      dtDiag(outDiag, -1, "a profiled op's name holds a line break");
+      return NULL;
+    }
+    dtBufPrintf(&b, "profile %s\n", r->profileOps[k]);
   }
   if (b.length >= capacity) {
     free(text);

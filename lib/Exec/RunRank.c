@@ -434,6 +434,11 @@ bool dtensorRunnerRunRank(DtensorRunner *r, int rank,
    * came with the fork). */
   if (o->profile)
     dtrtProfileReset();
+  if (ok && o->profile && r->numProfileOps == 0)
+    ok = dtDiag(outDiag, -1,
+                "a profile needs a program compiled for one "
+                "(dtensor-to-llvm{profile=true}; a bundle: dtensor-compile "
+                "--bundle --profile)");
   ok = ok && makeBlocks(r, rank, descs, outDiag);
   /* From a checkpoint: each rank reads its blocks (the padding stays as
    * filled). */

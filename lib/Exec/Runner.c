@@ -596,8 +596,24 @@ static bool exportFinish(DtensorRunner *r, int which, MlirOperation lowered,
                       DTENSOR_EMIT_OBJECT, 2, outDiag)))
     return false;
   const char *cc = getenv("CC");
-  char *argv[] = {
+  char *argv[8] = {
       (char *)(cc && *cc ? cc : "cc"), "-shared", "-o", shared, object, NULL};
+  /* Loops in threads call LLVM's OpenMP runtime: the shared object needs
+   * it, found where this library found it. */
+  char rpath[4200];
+  if (strstr(r->gpuOptions, "threads=true")) {
+#ifdef DTENSOR_LIBOMP
+    snprintf(rpath, sizeof(rpath), "-Wl,-rpath,%s", DTENSOR_LIBOMP);
+    *strrchr(rpath, '/') = 0;
+    argv[5] = DTENSOR_LIBOMP;
+    argv[6] = rpath;
+#else
+    unlink(object);
+    return dtDiag(outDiag, -1,
+                  "loops in threads need LLVM's OpenMP runtime, which this "
+                  "build did not find (libomp-22-dev)");
+#endif
+  }
   bool ok = runCommand(argv, outDiag);
   unlink(object);
   return ok;

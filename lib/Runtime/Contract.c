@@ -38,16 +38,27 @@ static void fatal(const char *format, const char *detail) {
 
 /* ---- threads ------------------------------------------------------------- */
 
+/* `name` in LLVM's OpenMP runtime if a program loaded it: among the
+ * process's global symbols (the JIT loads it so), else in the library a
+ * bundle's shared object, loaded locally, brought in. */
+static void (*ompFunction(const char *name))(int) {
+  void *f = dlsym(RTLD_DEFAULT, name);
+  void *lib = f ? NULL : dlopen("libomp.so.5", RTLD_NOW | RTLD_NOLOAD);
+  if (lib) {
+    f = dlsym(lib, name);
+    dlclose(lib); /* NOLOAD took a reference; the program keeps its own */
+  }
+  return (void (*)(int))(uintptr_t)f;
+}
+
 void dtrtSetComputeThreads(int threads) {
   openblas_set_num_threads(threads > 0 ? threads : 1);
   /* Loops in threads (dtensor-to-llvm{threads=true}) run on LLVM's OpenMP
    * runtime, loaded with such a program: the same count, and workers that
    * sleep at once after a loop rather than spin (200 ms by default) on the
    * cores BLAS and the other ranks use. */
-  void (*ompThreads)(int) =
-      (void (*)(int))(uintptr_t)dlsym(RTLD_DEFAULT, "omp_set_num_threads");
-  void (*blockTime)(int) =
-      (void (*)(int))(uintptr_t)dlsym(RTLD_DEFAULT, "kmp_set_blocktime");
+  void (*ompThreads)(int) = ompFunction("omp_set_num_threads");
+  void (*blockTime)(int) = ompFunction("kmp_set_blocktime");
   if (ompThreads)
     ompThreads(threads > 0 ? threads : 1);
   if (blockTime)

@@ -4,10 +4,16 @@
 // 1024-element fill) and keeps the rest sequential; without the option
 // there is no OpenMP. dtensor-run turns it on when a rank has more
 // than one compute thread (--threads, or the cores shared among the ranks):
-// the result equals the single-device run's.
+// the result equals the single-device run's. A bundle compiled with
+// --threads links LLVM's OpenMP runtime and runs on dtensor-check (as many
+// OpenMP threads as the runtime gives BLAS: DTENSOR_THREADS).
 // RUN: dtensor-opt %s --dtensor-spmd --dtensor-to-llvm=threads=true | FileCheck %s --check-prefix=OMP
 // RUN: dtensor-opt %s --dtensor-spmd --dtensor-to-llvm | FileCheck %s --check-prefix=SERIAL
 // RUN: dtensor-run -n 1 --threads 2 --repeat 2 %s | FileCheck %s
+// RUN: rm -rf %t && dtensor-compile %s --bundle --threads -o %t
+// RUN: readelf -d %t/spmd.so | FileCheck %s --check-prefix=NEEDED
+// RUN: env DTENSOR_THREADS=2 dtensor-check --repeat 2 %t | FileCheck %s
+// NEEDED: libomp
 // OMP-COUNT-2: omp.parallel
 // OMP-NOT: omp.parallel
 // SERIAL-NOT: omp.

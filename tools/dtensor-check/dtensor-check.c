@@ -28,7 +28,7 @@ static int usage(FILE *out, int code) {
           "SECONDS]\n"
           "                     [--repeat R] [--load DIR] [--save DIR] "
           "[--rtol R] [--atol A]\n"
-          "                     BUNDLE\n"
+          "                     [--profile FILE] BUNDLE\n"
           "  runs a bundle made by dtensor-compile --bundle (no MLIR needed):"
           " every rank's\n  result against the single-device reference, and "
           "with --repeat R, R timed\n  steps. Alone it is one rank of the job "
@@ -36,13 +36,17 @@ static int usage(FILE *out, int code) {
           "torchrun set them; a job of one rank without\n  them); -n N "
           "launches N ranks of this tool on this host. --rtol/--atol:\n"
           "  a float result element passes within atol + rtol * |reference| "
-          "(as dtensor-run).\n");
+          "(as dtensor-run).\n"
+          "  --profile FILE (a bundle compiled with --profile): every op timed "
+          "on each rank,\n  a Chrome trace in FILE and a table by op, as "
+          "dtensor-run --profile (under\n  another launcher each rank writes "
+          "FILE.rank<N> instead).\n");
   return code;
 }
 
 typedef struct Args {
   int n, repeat;
-  const char *backend, *timeout, *loadDir, *saveDir, *bundle;
+  const char *backend, *timeout, *loadDir, *saveDir, *bundle, *profile;
   bool tolerance; /* --rtol or --atol given */
   DtensorTolerance tol;
 } Args;
@@ -86,6 +90,8 @@ static int parseArgs(int argc, char **argv, Args *a) {
       }
       *(arg[2] == 'r' ? &a->tol.rtol : &a->tol.atol) = t;
       a->tolerance = true;
+    } else if (!strcmp(arg, "--profile") && value) {
+      a->profile = argv[++i];
     } else if (!strcmp(arg, "--load") && value) {
       a->loadDir = argv[++i];
     } else if (!strcmp(arg, "--save") && value) {
@@ -111,7 +117,9 @@ static int parseArgs(int argc, char **argv, Args *a) {
 
 /* This process as one rank: the reference, the rank's run, its lines. */
 static int runRank(const Args *a) {
-  if (!getenv("RANK") && !getenv("WORLD_SIZE")) {
+  /* Alone (no launcher): this process is the job, and reports its profile. */
+  bool alone = !getenv("RANK") && !getenv("WORLD_SIZE");
+  if (alone) {
     setenv("RANK", "0", 1);
     setenv("WORLD_SIZE", "1", 1);
     setenv("LOCAL_RANK", "0", 1);
@@ -125,7 +133,7 @@ static int runRank(const Args *a) {
   }
   DtensorRankOptions o = {a->loadDir, a->saveDir,
                           a->repeat,  a->tolerance ? &a->tol : NULL,
-                          false,      NULL};
+                          false,      a->profile};
   DtensorRankReport rep;
   bool ok = (!a->loadDir || dtensorRunnerLoadArguments(r, a->loadDir, &diag)) &&
             dtensorRunnerComputeReference(r, &diag) &&
@@ -136,6 +144,11 @@ static int runRank(const Args *a) {
     fputs(text, stdout);
   } else {
     fprintf(stderr, "dtensor-check: rank %d: %s\n", rank, diag.message);
+  }
+  if (ok && alone && a->profile &&
+      !dtensorRunnerProfileReport(r, a->profile, 1, stdout, &diag)) {
+    fprintf(stderr, "dtensor-check: --profile: %s\n", diag.message);
+    ok = false;
   }
   dtensorRunnerDestroy(r);
   return !ok ? 1 : rep.different ? 1 : 0;
@@ -184,11 +197,21 @@ static int launch(const Args *a, int argc, char **argv) {
   if (result.message[0])
     fprintf(stderr, "dtensor-check: %s\n", result.message);
   free(rankArgv);
-  return result.exitCode;
+  if (result.exitCode || !a->profile)
+    return result.exitCode;
+  /* The ranks wrote their events: merged here, named from the manifest
+   * (the bundle is a CPU one: its ranks refused a profile otherwise). */
+  DtensorDiag diag;
+  DtensorRunner *r = dtensorRunnerOpenBundle(a->bundle, &diag);
+  bool ok = r && dtensorRunnerProfileReport(r, a->profile, a->n, stdout, &diag);
+  if (!ok)
+    fprintf(stderr, "dtensor-check: --profile: %s\n", diag.message);
+  dtensorRunnerDestroy(r);
+  return ok ? 0 : 1;
 }
 
 int main(int argc, char **argv) {
-  Args a = {0, 0, "shm", NULL, NULL, NULL, NULL, false, {0, 0}};
+  Args a = {.backend = "shm"};
   int status = parseArgs(argc, argv, &a);
   if (status >= 0)
     return status;

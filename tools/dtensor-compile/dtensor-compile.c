@@ -28,7 +28,7 @@ static int usage(FILE *out, int code) {
       "format=bin|isa boundary=host|device']\n"
       "       dtensor-compile PROG.mlir --bundle -o DIR [--target cpu|cuda] "
       "[--gpu-options OPTS]\n"
-      "                       [--entry FUNC]\n"
+      "                       [--entry FUNC] [--threads] [--profile]\n"
       "  compiles the annotated program with dtensor-spmd (options as "
       "the pipeline's,\n  e.g. 'strict=true'; --no-spmd for a program "
       "already partitioned) and\n  dtensor-to-llvm, then writes an "
@@ -46,7 +46,12 @@ static int usage(FILE *out, int code) {
       "single-device\n  reference and the SPMD program as shared objects "
       "and a manifest in DIR.\n"
       "  --exact-reductions (cpu): float sums keep the program's order "
-      "(by default they\n  may be reordered so that they vectorize).\n");
+      "(by default they\n  may be reordered so that they vectorize).\n"
+      "  --threads (cpu): loops in threads (dtensor-to-llvm{threads=true}:"
+      " LLVM's OpenMP\n  runtime, as many threads as the runtime gives BLAS);"
+      " link an object with\n  -lomp too (a bundle links it itself).\n"
+      "  --profile (cpu, --bundle): every op timed, for dtensor-check "
+      "--profile.\n");
   return code;
 }
 
@@ -65,7 +70,7 @@ static MlirLogicalResult report(MlirDiagnostic d, void *user) {
 typedef struct Args {
   const char *input, *output, *emit, *spmdOptions, *target, *gpuOptions;
   const char *entry; /* --entry FUNC (a bundle's) */
-  bool bundle, exactReductions;
+  bool bundle, exactReductions, threads, profile;
   int opt;
   bool spmd;
   DtensorEmitKind kind;
@@ -92,6 +97,10 @@ static int parseArgs(int argc, char **argv, Args *a) {
       a->bundle = true;
     else if (!strcmp(arg, "--exact-reductions"))
       a->exactReductions = true;
+    else if (!strcmp(arg, "--threads"))
+      a->threads = true;
+    else if (!strcmp(arg, "--profile"))
+      a->profile = true;
     else if (!strcmp(arg, "--entry") && i + 1 < argc)
       a->entry = argv[++i];
     else if (arg[0] == '-' && arg[1] == 'O' && arg[2] >= '0' && arg[2] <= '3' &&
@@ -132,6 +141,17 @@ static int parseArgs(int argc, char **argv, Args *a) {
                     "--emit)\n");
     return 2;
   }
+  if ((a->threads || a->profile) && !strcmp(a->target, "cuda")) {
+    fprintf(stderr, "dtensor-compile: --%s applies to --target cpu\n",
+            a->threads ? "threads" : "profile");
+    return 2;
+  }
+  if (a->profile && !a->bundle) {
+    fprintf(stderr, "dtensor-compile: --profile applies to --bundle (its "
+                    "manifest names the ops that dtensor-check --profile "
+                    "times)\n");
+    return 2;
+  }
   if (a->entry && !a->bundle) {
     fprintf(stderr, "dtensor-compile: --entry applies to --bundle\n");
     return 2;
@@ -144,15 +164,19 @@ static int parseArgs(int argc, char **argv, Args *a) {
   return -1;
 }
 
-/* dtensor-to-llvm's options. */
-static const char *cpuOptions(const Args *a) {
-  return a->exactReductions ? "exact-reductions=true" : "";
+/* dtensor-to-llvm's options, in `out`. */
+static const char *cpuOptions(const Args *a, char *out, size_t size) {
+  snprintf(out, size, "%s%s%s",
+           a->exactReductions ? "exact-reductions=true " : "",
+           a->threads ? "threads=true " : "", a->profile ? "profile=true" : "");
+  return out;
 }
 
 /* dtensor-spmd (unless --no-spmd) and dtensor-to-llvm (or dtensor-to-nvvm
  * for --target cuda) on `module`. */
 static int lower(MlirContext ctx, MlirOperation module, const Args *a) {
   DtensorDiag diag;
+  char options[128];
   MlirPassManager pm = mlirPassManagerCreate(ctx);
   MlirOpPassManager opm = mlirPassManagerGetAsOpPassManager(pm);
   if ((a->spmd &&
@@ -161,7 +185,10 @@ static int lower(MlirContext ctx, MlirOperation module, const Args *a) {
       mlirLogicalResultIsFailure(
           strcmp(a->target, "cuda")
               ? dtensorAddToLLVMPipelineWithOptions(
-                    opm, mlirStringRefCreateFromCString(cpuOptions(a)), &diag)
+                    opm,
+                    mlirStringRefCreateFromCString(
+                        cpuOptions(a, options, sizeof(options))),
+                    &diag)
               : dtensorAddToNVVMPipeline(
                     opm, mlirStringRefCreateFromCString(a->gpuOptions),
                     &diag))) {
@@ -203,9 +230,13 @@ static int writeOutput(MlirOperation module, const Args *a) {
 DT_TUNE_ALLOCATOR;
 
 int main(int argc, char **argv) {
-  Args a = {NULL, NULL,  "obj", "", "cpu", "",
-            NULL, false, false, 2,  true,  DTENSOR_EMIT_OBJECT,
-            false};
+  Args a = {.emit = "obj",
+            .spmdOptions = "",
+            .target = "cpu",
+            .gpuOptions = "",
+            .opt = 2,
+            .spmd = true,
+            .kind = DTENSOR_EMIT_OBJECT};
   int status = parseArgs(argc, argv, &a);
   if (status >= 0)
     return status;
@@ -222,12 +253,15 @@ int main(int argc, char **argv) {
   if (a.bundle) {
     /* The runner's compilation (reference and SPMD program), written as
      * shared objects and a manifest for dtensor-check. */
-    status = dtensorRunnerExportBundle(module, a.entry, a.target,
-                                       strcmp(a.target, "cuda") ? cpuOptions(&a)
-                                                                : a.gpuOptions,
-                                       a.output, &diag)
-                 ? 0
-                 : 1;
+    char options[128];
+    status =
+        dtensorRunnerExportBundle(module, a.entry, a.target,
+                                  strcmp(a.target, "cuda")
+                                      ? cpuOptions(&a, options, sizeof(options))
+                                      : a.gpuOptions,
+                                  a.output, &diag)
+            ? 0
+            : 1;
     if (status)
       fprintf(stderr, "dtensor-compile: %s\n", diag.message);
     mlirContextDestroy(ctx);
