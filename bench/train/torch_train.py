@@ -13,6 +13,10 @@ W2 4096x1024, and an SGD step (lr 1e-4), the batch split over the ranks.
 - gpt: the small GPT of examples/gpt/train.py (bench/train/run.py's size)
   and its Adam step, data parallel with DistributedDataParallel on RANKS
   > 1 (BATCH is its batch of sequences);
+- gpt-fsdp: that step with the model in PyTorch's FullyShardedDataParallel
+  (gloo, CPU) where it runs: Debian's python3-torch 1.13 on Python 3.11
+  fails to import torch.distributed.fsdp (a dataclass with a mutable
+  default), and then this kind exits with status 3 and the reason;
 - gpt-profile: that step on one process under torch.profiler: prints one
   JSON object, the fastest step (ms) and each op's self time per step
   (what bench/train/run.py --profile sets beside our profile).
@@ -20,7 +24,8 @@ W2 4096x1024, and an SGD step (lr 1e-4), the batch split over the ranks.
 Prints the fastest step of rank 0 (ms); each step starts after a barrier,
 as dtensor-run --repeat does.
 
-usage: torch_train.py ddp|fsdp|local|gpt|gpt-profile RANKS REPEATS [BATCH]
+usage: torch_train.py ddp|fsdp|local|gpt|gpt-fsdp|gpt-profile RANKS REPEATS
+                      [BATCH]
 """
 import os
 import sys
@@ -97,7 +102,7 @@ def fsdp_step(rank, ranks, g, batch):
 GPT = dict(layers=2, heads=4, width=128, vocab=512, block=64)
 
 
-def gpt_step(rank, ranks, g, batch):
+def gpt_step(rank, ranks, g, batch, wrap=None):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
         os.path.dirname(os.path.abspath(__file__)))), "examples", "gpt"))
     import train
@@ -115,7 +120,9 @@ def gpt_step(rank, ranks, g, batch):
             return train.torch_loss(dict(zip(names, self.p)), x, y, cfg)
 
     model = Gpt()
-    if ranks > 1:
+    if wrap:
+        model = wrap(model)
+    elif ranks > 1:
         model = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.Adam(model.parameters(), lr=train.LR)
     x, y = train.batches(cfg, 1)[0]
@@ -153,11 +160,25 @@ def gpt_profile(reps, batch):
     print(json.dumps({"step_ms": 1e3 * best, "ops": ops}))
 
 
+def gpt_fsdp_step(rank, ranks, g, batch):
+    from torch.distributed.fsdp import FullyShardedDataParallel
+    return gpt_step(rank, ranks, g, batch, wrap=FullyShardedDataParallel)
+
+
 def main():
     kind, ranks, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     batch = int(sys.argv[4]) if len(sys.argv) > 4 else 512
     if kind == "gpt-profile":
         gpt_profile(reps, batch)
+        return
+    if kind == "gpt-fsdp":
+        try:
+            import torch.distributed.fsdp  # noqa: F401
+        except Exception as e:  # what this PyTorch build says about itself
+            print(f"torch.distributed.fsdp does not import here: "
+                  f"{type(e).__name__}: {e}", file=sys.stderr)
+            sys.exit(3)
+        print(f"{time_step(gpt_fsdp_step, ranks, reps, batch, grad=True):.3f}")
         return
     make_step = {"fsdp": fsdp_step, "gpt": gpt_step}.get(kind, ddp_step)
     print(f"{time_step(make_step, ranks, reps, batch, grad=True):.3f}")

@@ -448,7 +448,11 @@ bool dtensorRunnerRunRank(DtensorRunner *r, int rank,
   bool onDevice = ok && r->gpu && blocksToDevice(r, descs, outDiag);
   ok = ok && (!r->gpu || onDevice);
   ok = ok && checkedRun(r, rank, o, descs, out, outAlloc, outReport, outDiag);
-  if (ok && !outReport->different && o->repeat > 0)
+  /* Timed even when this rank's result differs: the other ranks, which
+   * cannot know, run the steps and their collectives (a rank that stopped
+   * here left them waiting, and the job ended in a collective mismatch
+   * instead of this rank's report). */
+  if (ok && o->repeat > 0)
     ok = timeSteps(r, rank, o->repeat, descs, saved, outReport, outDiag);
   if (ok && o->profile) {
     char path[4096];

@@ -118,6 +118,12 @@ static void testMatmul(MlirContext ctx) {
   CHECK(dtensorRunnerRunRank(r, 0, &o, &rep, &diag));
   CHECK(rep.compared == 8 && rep.different == 1 && rep.steps == 0);
   CHECK(fabs(rep.maxAbsError - 1.0) < 1e-5);
+  /* ... and still times its steps: the other ranks of a job, which cannot
+   * know, run theirs and wait for its collectives. */
+  o.repeat = 2;
+  CHECK(dtensorRunnerRunRank(r, 0, &o, &rep, &diag));
+  CHECK(rep.different == 1 && rep.steps == 2);
+  o.repeat = 0;
   /* One infinity in the reference neither passes nor widens the tolerance
    * of the other elements (its scale was the largest magnitude: inf). */
   float kept = ref[0];
