@@ -61,7 +61,7 @@ void dtrtSetComputeThreads(int threads) {
   void (*blockTime)(int) = ompFunction("kmp_set_blocktime");
   if (ompThreads)
     ompThreads(threads > 0 ? threads : 1);
-  if (blockTime)
+  if (blockTime && !getenv("KMP_BLOCKTIME"))
     blockTime(0);
 }
 

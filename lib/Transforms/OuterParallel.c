@@ -1,14 +1,17 @@
 /* dtensor-outer-parallel: of the scf.parallel loops affine-parallelize
  * found (dtensor-to-llvm{threads=true}), only those at the top of a
- * function body over at least kMinIterations iterations (the nest's, as
- * far as its bounds are constants) stay parallel; the others become scf.for
- * again. Each parallel loop is one OpenMP region, whose start and end cost
- * tens of microseconds on a busy machine: one inside another loop (a
- * column sum's columns, inside its rows) is entered once per outer
- * iteration (a 512 x 128 column sum took 10 ms instead of 20 us), and a
- * small nest does not pay it back (the small GPT's 512 x 128 loops: the
- * step 13.6-14.9 ms with serial loops, 16.5-23.4 ms with them in 2
- * threads; a 4096 x 1024 layer norm: 2.1x faster in 2 threads). */
+ * function body with at least kMinWork ops to run (the nest's iterations
+ * times the ops each runs, as far as its bounds are constants) stay
+ * parallel; the others become scf.for again. Each parallel loop is one
+ * OpenMP region, whose start and end cost tens of microseconds on a busy
+ * machine (workers that sleep at once after a loop, so that they leave
+ * the cores to BLAS, must be woken: 50-80 us on the 2-core VM): one inside
+ * another loop (a column sum's columns, inside its rows) is entered once
+ * per outer iteration (a 512 x 128 column sum took 10 ms instead of
+ * 20 us), and a small nest does not pay it back: a 512 x 512 add (about
+ * 1.3 M ops, 36 us on one thread) took 104-120 us in 2 threads, while a
+ * 512 x 512 tanh gelu (about 5 M ops) and a 4096 x 1024 layer norm + gelu
+ * gain (the latter 1.8-2.1x in 2 threads). */
 #include "PassDef.h"
 #include "Table.h"
 #include "Util.h"
@@ -20,7 +23,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-enum { kMinIterations = 1 << 18 };
+enum { kMinWork = 1 << 22 };
 
 /* The constant value of `v` (an arith.constant index), or -1. */
 static int64_t constantOf(MlirValue v) {
@@ -45,23 +48,25 @@ static int64_t tripCount(MlirOperation op) {
   return hi > lo ? (hi - lo + step - 1) / step : 0;
 }
 
-/* The iterations of the loops in `block` and under them (the sum over the
- * loops there of each one's trip count times its body's), at least 1; a
- * loop with bounds that are not constants counts as kMinIterations. */
-static int64_t iterations(MlirBlock block) {
+/* The ops `block` runs: each op in it once, a loop's body as many times
+ * as the loop's trip count (kMinWork, for a loop whose bounds are not
+ * constants), at least 1. */
+static int64_t work(MlirBlock block) {
   int64_t total = 0;
   for (MlirOperation op = mlirBlockGetFirstOperation(block);
        !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op)) {
-    if (!dtIsOp(op, "scf.for") && !dtIsOp(op, "scf.parallel"))
+    if (!dtIsOp(op, "scf.for") && !dtIsOp(op, "scf.parallel")) {
+      ++total;
       continue;
+    }
     int64_t trips = tripCount(op);
     if (trips < 0)
-      trips = kMinIterations;
+      trips = kMinWork;
     int64_t inner =
-        iterations(mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0)));
-    total += trips > INT64_MAX / inner ? INT64_MAX / 2 : trips * inner;
-    if (total > INT64_MAX / 2)
-      return INT64_MAX / 2;
+        work(mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0)));
+    total += trips > INT64_MAX / 4 / inner ? INT64_MAX / 4 : trips * inner;
+    if (total > INT64_MAX / 4)
+      return INT64_MAX / 4;
   }
   return total > 0 ? total : 1;
 }
@@ -76,8 +81,8 @@ static MlirWalkResult collect(MlirOperation op, void *userData) {
       mlirOperationGetNumOperands(op) == 3 ? tripCount(op) : (int64_t)-1;
   if (trips >= 0) {
     int64_t inner =
-        iterations(mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0)));
-    if (trips < kMinIterations / inner + 1 && trips * inner < kMinIterations) {
+        work(mlirRegionGetFirstBlock(mlirOperationGetRegion(op, 0)));
+    if (trips < kMinWork / inner + 1 && trips * inner < kMinWork) {
       dtOpListPush(nested, op);
       return MlirWalkResultAdvance;
     }
