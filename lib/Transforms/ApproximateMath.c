@@ -5,7 +5,6 @@
  * scalar calls LLVM cannot vectorize). Ops of other types (f64, vectors,
  * f16/bf16) stay as they are. Accuracy: docs/runtime.md. */
 #include "PassDef.h"
-#include "Table.h"
 #include "Template.h"
 #include "Util.h"
 

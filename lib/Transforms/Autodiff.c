@@ -39,7 +39,6 @@
 #include "Dialect/DialectInternal.h"
 #include "Gathers.h"
 #include "PassDef.h"
-#include "Table.h"
 #include "Template.h"
 #include "Util.h"
 

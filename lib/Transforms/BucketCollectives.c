@@ -26,7 +26,6 @@
 #include "Dialect/DialectInternal.h"
 #include "PassDef.h"
 #include "RuntimeCall.h"
-#include "Table.h"
 #include "Util.h"
 
 #include "mlir-c/BuiltinAttributes.h"

@@ -7,7 +7,6 @@
 #include "Dialect/DialectInternal.h"
 #include "PassDef.h"
 #include "Support/Support.h"
-#include "Table.h"
 #include "Template.h"
 #include "Util.h"
 

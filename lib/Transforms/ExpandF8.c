@@ -7,7 +7,6 @@
  * through f32: exact from f8 and from f16/bf16; from f64 rounded twice.
  * In dtensor-to-llvm and dtensor-to-nvvm (the bit code is plain arith). */
 #include "PassDef.h"
-#include "Table.h"
 #include "Template.h"
 #include "Util.h"
 

@@ -18,7 +18,6 @@
 #include "Gathers.h"
 #include "Dialect/DialectInternal.h"
 #include "PassDef.h"
-#include "Table.h"
 #include "Template.h"
 #include "Util.h"
 

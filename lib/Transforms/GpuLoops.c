@@ -10,7 +10,6 @@
  * reading 16 rows), and a 4-d one (attention's scores) tiled only its two
  * outer dims. */
 #include "PassDef.h"
-#include "Table.h"
 #include "Util.h"
 
 #include "mlir-c/BuiltinTypes.h"

@@ -22,7 +22,6 @@
  * address arrays, the mesh's shape for the runtime) stay host memory. */
 #include "Dialect/DialectInternal.h"
 #include "PassDef.h"
-#include "Table.h"
 #include "Util.h"
 
 #include "mlir-c/AffineMap.h"

@@ -14,7 +14,6 @@
  * MoveInitOperandsToInput pattern does the same; it is not a pass. */
 #include "PassDef.h"
 #include "RuntimeCall.h"
-#include "Table.h"
 #include "Util.h"
 
 #include "mlir-c/BuiltinAttributes.h"

@@ -9,7 +9,6 @@
 #include "Contraction.h"
 #include "PassDef.h"
 #include "RuntimeCall.h"
-#include "Table.h"
 #include "Util.h"
 
 #include "dtensor-rt/Runtime.h"

@@ -2,7 +2,6 @@
  * the collectives of its plan (the LayoutConverter), each with its padded
  * per-device result type. One planner (and its cache) per run. */
 #include "PassDef.h"
-#include "Table.h"
 #include "Util.h"
 
 #include "Planner/PlannerInternal.h"

@@ -11,7 +11,6 @@
  * conversion apply (pipeline dtensor-to-llvm, docs/runtime.md). */
 #include "PassDef.h"
 #include "RuntimeCall.h"
-#include "Table.h"
 #include "Util.h"
 
 #include "dtensor-c/Dialect.h"

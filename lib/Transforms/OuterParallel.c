@@ -13,7 +13,6 @@
  * 512 x 512 tanh gelu (about 5 M ops) and a 4096 x 1024 layer norm + gelu
  * gain (the latter 1.8-2.1x in 2 threads). */
 #include "PassDef.h"
-#include "Table.h"
 #include "Util.h"
 
 #include "mlir-c/BuiltinTypes.h"

@@ -22,7 +22,7 @@
  * A sharded non-splat constant is an error at the op. */
 #include "PassDef.h"
 #include "Rules.h"
-#include "Table.h"
+#include "Decisions.h"
 #include "Util.h"
 
 #include "Support/Support.h"

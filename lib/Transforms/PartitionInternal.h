@@ -4,7 +4,7 @@
 #ifndef DTENSOR_LIB_TRANSFORMS_PARTITIONINTERNAL_H
 #define DTENSOR_LIB_TRANSFORMS_PARTITIONINTERNAL_H
 
-#include "Table.h"
+#include "Decisions.h"
 
 #include "Dialect/DialectInternal.h"
 

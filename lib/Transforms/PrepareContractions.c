@@ -17,7 +17,6 @@
 #include "Contraction.h"
 #include "PassDef.h"
 #include "RuntimeCall.h"
-#include "Table.h"
 #include "Util.h"
 
 #include "mlir-c/BuiltinAttributes.h"

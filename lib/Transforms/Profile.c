@@ -8,7 +8,6 @@
  * after the contractions became calls. */
 #include "PassDef.h"
 #include "RuntimeCall.h"
-#include "Table.h"
 #include "Util.h"
 
 #include "mlir-c/BuiltinAttributes.h"

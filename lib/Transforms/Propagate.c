@@ -22,7 +22,7 @@
  *    each tensor operand must have (`unit` for the others);
  *  - `dtensor.loop_axes` on linalg ops: the mesh axes of each loop. */
 #include "PropagateInternal.h"
-#include "Table.h"
+#include "Decisions.h"
 #include "Util.h"
 
 #include "mlir-c/BuiltinAttributes.h"

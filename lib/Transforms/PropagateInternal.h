@@ -19,7 +19,7 @@
 
 #include "PassDef.h"
 #include "Rules.h"
-#include "Table.h"
+#include "Decisions.h"
 
 #include "Support/Support.h"
 #include "dtensor-c/Dialect.h"

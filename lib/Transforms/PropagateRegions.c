@@ -3,7 +3,7 @@
  * iteration arguments' layouts), scf.if (both branches) and scf.while (its
  * regions, from replicated carried values). */
 #include "PropagateInternal.h"
-#include "Table.h"
+#include "Decisions.h"
 #include "Util.h"
 
 #include "mlir-c/BuiltinAttributes.h"

@@ -2,7 +2,7 @@
  * of layout attributes, conversion costs, layout fits and rules (a model
  * repeats the same few of each), and message text. */
 #include "PropagateInternal.h"
-#include "Table.h"
+#include "Decisions.h"
 #include "Util.h"
 
 #include "mlir-c/BuiltinAttributes.h"

@@ -3,7 +3,7 @@
  * that has a rule (the cheapest strategy, replicated, a free op's demand,
  * an annotation or an explicit redistribute). */
 #include "PropagateInternal.h"
-#include "Table.h"
+#include "Decisions.h"
 #include "Util.h"
 
 #include "mlir-c/BuiltinAttributes.h"

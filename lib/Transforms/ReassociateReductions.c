@@ -9,7 +9,6 @@
  * exact in any order and are left alone. */
 #include "Dialect/DialectInternal.h"
 #include "PassDef.h"
-#include "Table.h"
 #include "Util.h"
 
 #include "mlir-c/AffineMap.h"

@@ -9,7 +9,6 @@
  * = {...}` on the function; dtensorReportPrint (which `dtensor-opt
  * --dtensor-report` calls) prints them (docs/partition.md). */
 #include "PassDef.h"
-#include "Table.h"
 #include "Util.h"
 
 #include "dtensor-c/Dialect.h"

@@ -2,7 +2,6 @@
  * partitioned (layouts and global shapes, the calling convention); the
  * removal of their dtensor attributes; and from an annotated global program
  * to the single-device program it stands for. */
-#include "Table.h"
 #include "Util.h"
 
 #include "dtensor-c/Passes.h"

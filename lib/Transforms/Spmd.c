@@ -7,7 +7,7 @@
  * attributes. Its options go to the steps that take them. */
 #include "PassDef.h"
 #include "Support/Support.h"
-#include "Table.h"
+#include "Decisions.h"
 
 #include "mlir-c/Pass.h"
 

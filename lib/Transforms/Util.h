@@ -8,7 +8,17 @@
 #include "mlir-c/IR.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
+
+/// A growing list of operations (what a walk collects to change after it).
+typedef struct DtOpList {
+  MlirOperation *ops;
+  size_t count, capacity;
+} DtOpList;
+
+/// Appends `op`; false when out of memory (Util.c). Free `ops` when done.
+bool dtOpListPush(DtOpList *list, MlirOperation op);
 
 /// The attribute `name` of `op` (inherent or discardable), or null.
 static inline MlirAttribute dtGetAttr(MlirOperation op, const char *name) {

@@ -9,7 +9,6 @@
  * FILE ending in .svg is rendered by Graphviz's `dot` (Debian's graphviz),
  * or refused with a message where `dot` is not installed. */
 #include "PassDef.h"
-#include "Table.h"
 #include "Util.h"
 
 #include "Support/Support.h"

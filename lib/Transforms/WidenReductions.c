@@ -15,7 +15,6 @@
  * yielded, is widened; others keep their type. */
 #include "Dialect/DialectInternal.h"
 #include "PassDef.h"
-#include "Table.h"
 #include "Util.h"
 
 #include "mlir-c/AffineMap.h"

@@ -1,8 +1,8 @@
-/* The passes' tables, over the support hash table (Support/Support.h):
- * the decisions of dtensor-propagate, op lists (the layout cache is the
- * dialect's, DialectInternal.h). */
-#ifndef DTENSOR_LIB_TRANSFORMS_TABLE_H
-#define DTENSOR_LIB_TRANSFORMS_TABLE_H
+/* The decisions of dtensor-propagate that dtensor-partition reads: a table
+ * over the support hash table (Support/Support.h), or the ops' attributes
+ * when the passes run alone. */
+#ifndef DTENSOR_LIB_TRANSFORMS_DECISIONS_H
+#define DTENSOR_LIB_TRANSFORMS_DECISIONS_H
 
 #include "Dialect/DialectInternal.h"
 #include "Support/Support.h"
@@ -45,14 +45,5 @@ const char *dtDecidedName(DtDecided kind);
 
 /// Frees the table.
 void dtDecisionsFree(DtDecisions *d);
-
-/// A growing list of operations (what a walk collects to change after it).
-typedef struct DtOpList {
-  MlirOperation *ops;
-  size_t count, capacity;
-} DtOpList;
-
-/// Appends `op`; false when out of memory. Free `ops` when done.
-bool dtOpListPush(DtOpList *list, MlirOperation op);
 
 #endif

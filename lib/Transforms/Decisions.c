@@ -1,5 +1,5 @@
 /* The passes' tables over the support hash table (Table.h). */
-#include "Table.h"
+#include "Decisions.h"
 
 #include "Dialect/DialectInternal.h"
 
@@ -61,11 +61,3 @@ MlirAttribute dtDecisionGet(const DtDecisions *d, MlirOperation op,
 }
 
 void dtDecisionsFree(DtDecisions *d) { dtTableFree(&d->table); }
-
-bool dtOpListPush(DtOpList *list, MlirOperation op) {
-  MlirOperation *slot = dtArrayPush((void **)&list->ops, &list->count,
-                                    &list->capacity, sizeof(MlirOperation));
-  if (slot)
-    *slot = op;
-  return slot != NULL;
-}
