@@ -8,7 +8,7 @@
 
 #include "Dialect/DialectInternal.h"
 #include "Support/Support.h"
-#include "Transforms/RuntimeCall.h"
+#include "Transforms/Lower/RuntimeCall.h"
 
 #include "dtensor-c/Dialect.h"
 #include "dtensor-c/Passes.h"

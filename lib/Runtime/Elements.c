@@ -95,7 +95,7 @@ static uint16_t floatToBf16(float f) {
 }
 
 /* The f8 types as MLIR's arith.extf and arith.truncf convert them (and
- * lib/Transforms/MathLib.mlir's code for compiled programs): `mant`
+ * lib/Transforms/Codegen/MathLib.mlir's code for compiled programs): `mant`
  * mantissa bits, exponent `bias`, `ieee` for IEEE's infinities and NaNs
  * (f8E5M2) rather than one NaN pattern and no infinity (f8E4M3FN). */
 static float f8ToFloat(uint8_t b, int mant, int bias, bool ieee) {

@@ -5,9 +5,9 @@
  * step (on large programs the verifier costs as much as a step), and
  * propagation's decisions reach partition in a table instead of as
  * attributes. Its options go to the steps that take them. */
+#include "Decisions.h"
 #include "PassDef.h"
 #include "Support/Support.h"
-#include "Decisions.h"
 
 #include "mlir-c/Pass.h"
 

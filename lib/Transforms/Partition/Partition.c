@@ -20,9 +20,9 @@
  *    coordinate 0, the neutral element elsewhere).
  *  - adds the device's block offset to linalg.index of sharded loops.
  * A sharded non-splat constant is an error at the op. */
-#include "PassDef.h"
-#include "Rules.h"
 #include "Decisions.h"
+#include "PassDef.h"
+#include "Propagate/Rules.h"
 #include "Util.h"
 
 #include "Support/Support.h"

@@ -37,8 +37,8 @@
  * way (a data-parallel one reduced where the propagation decides). */
 #include "Autodiff.h"
 #include "Dialect/DialectInternal.h"
-#include "Gathers.h"
 #include "PassDef.h"
+#include "Prepare/Gathers.h"
 #include "Template.h"
 #include "Util.h"
 

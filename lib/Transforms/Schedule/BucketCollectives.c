@@ -24,8 +24,8 @@
  * the group, so it is the same on every run (deterministic), and two
  * ranks' sums are the same either way. */
 #include "Dialect/DialectInternal.h"
+#include "Lower/RuntimeCall.h"
 #include "PassDef.h"
-#include "RuntimeCall.h"
 #include "Util.h"
 
 #include "mlir-c/BuiltinAttributes.h"

@@ -1,25 +1,16 @@
-/* What dtensor-propagate's files share: the per-function state (Prop), a
- * value's packed layout and demand (Info), and the functions each file
- * gives the others.
- *
- *  - PropagateState.c: the value table, the caches of layout attributes,
- *    conversion costs, layout fits and rules, and message text;
- *  - PropagateStrategy.c: factor strategies of a rule, and deciding an op
- *    that has a rule (factors, replicated, free, annotate/redistribute);
- *  - PropagateRegions.c: func.call, scf.for and scf.if, whose regions or
- *    callees are propagated as part of deciding them;
- *  - PropagateInits.c: values that only initialize, one per use;
- *  - PropagateRefine.c: the whole function's choice after program order,
- *    and PropagateExact.c its exact search on small functions (sharing
- *    PropagateRefine.h);
- *  - Propagate.c: seeding from annotations and signatures, the walk over a
- *    function's blocks, the module's call order and the pass. */
-#ifndef DTENSOR_LIB_TRANSFORMS_PROPAGATEINTERNAL_H
-#define DTENSOR_LIB_TRANSFORMS_PROPAGATEINTERNAL_H
+/* dtensor-propagate's state, which every file of the pass uses: the
+ * per-function state (Prop), a value's packed layout and demand (Info),
+ * the caches, and what PropagateState.c gives the others (the value table,
+ * the caches of layout attributes, conversion costs, layout fits and
+ * rules, and message text). The other files' headers: PropagateStrategy.h
+ * (an op's strategies), PropagateRegions.h (calls, loops, branches),
+ * PropagateRefine.h (the whole function's choice), Propagate.h (the walk). */
+#ifndef DTENSOR_LIB_TRANSFORMS_PROPAGATE_STATE_H
+#define DTENSOR_LIB_TRANSFORMS_PROPAGATE_STATE_H
 
+#include "Decisions.h"
 #include "PassDef.h"
 #include "Rules.h"
-#include "Decisions.h"
 
 #include "Support/Support.h"
 #include "dtensor-c/Dialect.h"
@@ -315,38 +306,6 @@ typedef struct AttrCache {
   int rank;
 } AttrCache;
 
-typedef struct Strategy {
-  int numAxes[DT_MAX_FACTORS];
-  int axes[DT_MAX_FACTORS][DTENSOR_MAX_MESH_RANK];
-  /* Interleaved groups of a factor that is a whole dim (S0i3); 0: none.
-   * (A compound dim whose leading factors are whole and a later one
-   * sharded is interleaved by the leading factors' size instead.) */
-  int64_t interleave[DT_MAX_FACTORS];
-  unsigned used; /* mesh axes taken by factors */
-  int seed;      /* which known value it started from (-1: none) */
-} Strategy;
-
-typedef struct Known {
-  bool isResult;
-  int index;
-  DtensorShardingSpec spec;
-  const Info *info;
-  Origin origin; /* text NULL for a demand: formatted if it wins */
-  bool noSeed;   /* merged into candidates, but seeds none */
-  /* An operand: layouts other users of the value need, whose conversion
-   * is made anyway (the same redistribute serves every user). */
-  const CSpec *shared;
-  int numShared;
-} Known;
-
-typedef struct Choice {
-  Strategy strategy;
-  DtensorShardingSpec operands[DT_MAX_RULE_VALUES];
-  DtensorShardingSpec results[DT_MAX_RULE_VALUES];
-  double cost;    /* conversions + compute */
-  double compute; /* of it, the per-device compute (dtPropComputeUs) */
-} Choice;
-
 /* An entry of the value table (a value's index in infos), and of the
  * decided set. */
 typedef struct ValueSlot {
@@ -418,129 +377,5 @@ void dtPropRule(Prop *p, MlirOperation op, DtRule *out);
 /// all uniqued pointers), and its length; -1 when the rule depends on more
 /// (a body, a registry) and is not cached.
 int dtPropRuleKey(Prop *p, MlirOperation op, const void **key);
-
-/* ---- PropagateStrategy.c ------------------------------------------------- */
-
-/// A value nobody has decided takes the layout `want` its user needs.
-void dtPropAdopt(Prop *p, Info *in, const DtensorShardingSpec *want,
-                 MlirOperation user);
-
-/// Explains (into `why`) or, in strict mode, refuses the redistribution of
-/// operand `i` to `want`.
-void dtPropDescribeRedistribution(Prop *p, MlirOperation op, int i,
-                                  const Info *in,
-                                  const DtensorShardingSpec *want, DtBuf *why);
-
-/// Writes the decision `c` of an op and sets its results.
-void dtPropRecord(Prop *p, MlirOperation op, const DtRule *r, Info **operands,
-                  Info **results, const Choice *c, Origin origin);
-
-/// The op's operand and result specs under `st`, the Partial(sum) axes
-/// `pass` flowing through operand `passOperand` (every input for
-/// DT_FLOW_ALL_SUM; -1: none); false if they are not valid layouts.
-bool dtPropSpecsWith(Prop *p, const DtRule *r, Info **operands, Info **results,
-                     const Strategy *st, unsigned pass, int passOperand,
-                     Choice *c);
-
-/// The modelled time per device of a contraction's multiply-adds under
-/// choice `c`: its loop points (the product of its factors' extents) over
-/// the devices that share them (the sizes of the mesh axes on a dim of
-/// each factor in `c`'s layouts), times DT_PROP_POINT_US. 0 for every other op:
-/// their work is a pass over memory that costs little next to moving the same
-/// data, so communication alone decides them. Counting it keeps a data parallel
-/// batch split (the gradients reduced) where gathering the batch would move
-/// fewer bytes but repeat every device's matmuls.
-double dtPropComputeUs(Prop *p, const DtRule *r, Info **operands,
-                       Info **results, const Choice *c);
-
-/// The modelled cost of one loop point of a contraction (a multiply-add):
-/// 40 ps, 25 G per second per device (a CPU core's sustained FMA rate with
-/// BLAS is 20-50 G/s).
-#define DT_PROP_POINT_US 4e-5
-
-/// The modelled cost of choice `c`: each known operand converted to what
-/// `c` needs, each result converted to what each known use wants.
-double dtPropChoiceCost(Prop *p, Info **operands, Info **results,
-                        const Known *known, int numKnown, const Choice *c);
-
-/// The cheapest candidate seeded by each known value (merged with the
-/// others) and by none, using `choices` (3) as scratch: `*best` (NULL if no
-/// candidate is valid) and, when `alt` is given, the cheapest other one.
-/// Returns the winning seed (-1: none).
-int dtPropBestChoice(Prop *p, const DtRule *r, Info **operands, Info **results,
-                     const Known *known, int numKnown, Choice *choices,
-                     Choice **best, Choice **alt);
-
-/// Decide an op by its rule's kind: the cheapest factor strategy, all
-/// replicated, a free op's demand, an annotate or a redistribute.
-void dtPropDecideFactors(Prop *p, MlirOperation op, const DtRule *r,
-                         Info **operands, Info **results);
-void dtPropDecideReplicated(Prop *p, MlirOperation op, const DtRule *r,
-                            Info **operands, Info **results);
-void dtPropDecideFree(Prop *p, MlirOperation op, const DtRule *r,
-                      Info **operands, Info **results);
-void dtPropDecideExplicit(Prop *p, MlirOperation op, const DtRule *r,
-                          Info **operands, Info **results);
-
-/* ---- PropagateRegions.c -------------------------------------------------- */
-
-/// The `dtensor.layout` of argument or result `i` of `func`, if it has one.
-bool dtPropFuncLayout(Prop *p, MlirOperation func, bool result, intptr_t i,
-                      DtensorShardingSpec *out);
-
-/// Decide func.call (propagating the callee first), scf.for (a fixed point
-/// over its body) and scf.if (both branches).
-void dtPropDecideCall(Prop *p, MlirOperation op, const DtRule *r,
-                      Info **operands, Info **results);
-void dtPropDecideFor(Prop *p, MlirOperation op, DtRule *r, Info **operands,
-                     Info **results);
-void dtPropDecideIf(Prop *p, MlirOperation op, DtRule *r, Info **operands,
-                    Info **results);
-void dtPropDecideWhile(Prop *p, MlirOperation op, DtRule *r, Info **operands,
-                       Info **results);
-
-/* ---- Propagate.c --------------------------------------------------------- */
-
-/// Decides one op (and, backwards, the producers it adopts).
-void dtPropDecide(Prop *p, MlirOperation op);
-
-/// Decides the ops of a block.
-void dtPropBlock(Prop *p, MlirBlock block);
-
-/// Whether `f` is in `list`.
-bool dtPropFuncListed(void *const *list, int count, MlirOperation f);
-
-/// Whether `func` is a func.func with a body.
-bool dtPropHasBody(MlirOperation func);
-
-/// Propagates one function with the shared state of `base`; false after an
-/// error. A function is propagated once.
-bool dtPropFunction(const Prop *base, MlirOperation func);
-
-/* PropagateRefine.c */
-
-/// Notes what `op` needs of its operands (`need[i]`; NULL entries for
-/// non-tensor operands), whether its factor rule decided it, and, when a
-/// need differs from the operand's layout, that the op is worth
-/// revisiting.
-void dtPropNoteNeeds(Prop *p, MlirOperation op, int count,
-                     const DtensorShardingSpec *const *need, bool byRule);
-
-/// The whole function's choice after the program-order one: revisits the
-/// ops around each conversion until no single op's change lowers the
-/// modelled cost, then, on functions of few ops, searches every
-/// combination of strategies for the optimum (p->choice).
-void dtPropRefine(Prop *p, MlirOperation func);
-
-/// The modelled cost of every conversion the function's decisions need.
-double dtPropModelledCost(Prop *p);
-
-/* PropagateInits.c */
-
-/// Gives every use of a value that only initializes (tensor.empty, tensor
-/// constants and splats, linalg ops on such values alone) after the first
-/// its own copy of it, so each user's layout is its own; false when out of
-/// memory.
-bool dtPropSplitInits(MlirOperation func);
 
 #endif

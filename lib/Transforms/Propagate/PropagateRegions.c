@@ -2,8 +2,11 @@
  * func.call (the callee), scf.for (its body, to a fixed point of the
  * iteration arguments' layouts), scf.if (both branches) and scf.while (its
  * regions, from replicated carried values). */
-#include "PropagateInternal.h"
+#include "PropagateRegions.h"
 #include "Decisions.h"
+#include "Propagate.h"
+#include "PropagateRefine.h"
+#include "PropagateStrategy.h"
 #include "Util.h"
 
 #include "mlir-c/BuiltinAttributes.h"

@@ -5,7 +5,23 @@
 #ifndef DTENSOR_LIB_TRANSFORMS_PROPAGATEREFINE_H
 #define DTENSOR_LIB_TRANSFORMS_PROPAGATEREFINE_H
 
-#include "PropagateInternal.h"
+#include "PropagateStrategy.h"
+
+/// Notes what `op` needs of its operands (`need[i]`; NULL entries for
+/// non-tensor operands), whether its factor rule decided it, and, when a
+/// need differs from the operand's layout, that the op is worth
+/// revisiting.
+void dtPropNoteNeeds(Prop *p, MlirOperation op, int count,
+                     const DtensorShardingSpec *const *need, bool byRule);
+
+/// The whole function's choice after the program-order one: revisits the
+/// ops around each conversion until no single op's change lowers the
+/// modelled cost, then, on functions of few ops, searches every
+/// combination of strategies for the optimum (p->choice).
+void dtPropRefine(Prop *p, MlirOperation func);
+
+/// The modelled cost of every conversion the function's decisions need.
+double dtPropModelledCost(Prop *p);
 
 /* Functions with at most this many ops with a strategy get the exact
  * search; choice=enumerate refuses more. */

@@ -21,8 +21,11 @@
  *  - `dtensor.operand_layouts` on every op with tensor operands: the layout
  *    each tensor operand must have (`unit` for the others);
  *  - `dtensor.loop_axes` on linalg ops: the mesh axes of each loop. */
-#include "PropagateInternal.h"
+#include "Propagate.h"
 #include "Decisions.h"
+#include "PropagateRefine.h"
+#include "PropagateRegions.h"
+#include "PropagateStrategy.h"
 #include "Util.h"
 
 #include "mlir-c/BuiltinAttributes.h"

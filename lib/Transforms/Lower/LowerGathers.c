@@ -6,8 +6,8 @@
  * tensor.gather is made a dtensor.gather first (dtensor-gathers).
  * Dynamic sizes are refused with a located error. */
 #include "Dialect/DialectInternal.h"
-#include "Gathers.h"
 #include "PassDef.h"
+#include "Prepare/Gathers.h"
 #include "Template.h"
 #include "Util.h"
 

@@ -6,8 +6,8 @@
  * memref<64x128xf32>, ... at prog.mlir:12:5"), for the runner to name the
  * events (dtensor-run --profile). dtensor-to-llvm{profile=true} runs it
  * after the contractions became calls. */
+#include "Lower/RuntimeCall.h"
 #include "PassDef.h"
-#include "RuntimeCall.h"
 #include "Util.h"
 
 #include "mlir-c/BuiltinAttributes.h"

@@ -7,7 +7,7 @@
  * it wants instead of the first user's layout reaching the others through
  * a collective. Clones that end up alike are merged again by the
  * canonicalization after partition. */
-#include "PropagateInternal.h"
+#include "Propagate.h"
 
 #include <stdlib.h>
 

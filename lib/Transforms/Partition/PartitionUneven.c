@@ -4,7 +4,7 @@
  * block offset; the index values they need (shard index, block offset,
  * real extent) are computed once per function. */
 #include "PartitionInternal.h"
-#include "Rules.h"
+#include "Propagate/Rules.h"
 #include "Util.h"
 
 #include "Support/Support.h"

@@ -1,5 +1,5 @@
 // The math functions dtensor-approximate-math expands in place of the math
-// dialect's f32 ops (lib/Transforms/ApproximateMath.c): straight-line
+// dialect's f32 ops (lib/Transforms/Codegen/ApproximateMath.c): straight-line
 // arith/math code with no calls, so that LLVM vectorizes the loops that use
 // them (libm's expf and tanhf are scalar calls). One function per op,
 // named after it; the argument and the single result are the op's. A

@@ -18,7 +18,7 @@
  * Which Partial operands an op passes through is read from its body
  * (RulesLinear.c). */
 #include "Rules.h"
-#include "PartitionInternal.h"
+#include "Partition/PartitionInternal.h"
 #include "Util.h"
 
 #include "mlir-c/AffineExpr.h"

@@ -12,8 +12,8 @@
  * its input) was silently wrong after dtensor-to-llvm. With the init read
  * as an input, fusion has nothing to accumulate into. Upstream's
  * MoveInitOperandsToInput pattern does the same; it is not a pass. */
+#include "Lower/RuntimeCall.h"
 #include "PassDef.h"
-#include "RuntimeCall.h"
 #include "Util.h"
 
 #include "mlir-c/BuiltinAttributes.h"

@@ -1,7 +1,7 @@
 /* dtensor-propagate's state: the value table and decided set, the caches
  * of layout attributes, conversion costs, layout fits and rules (a model
  * repeats the same few of each), and message text. */
-#include "PropagateInternal.h"
+#include "PropagateState.h"
 #include "Decisions.h"
 #include "Util.h"
 

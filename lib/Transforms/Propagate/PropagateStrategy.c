@@ -2,8 +2,11 @@
  * its known operands and its results' demands, and the decision of an op
  * that has a rule (the cheapest strategy, replicated, a free op's demand,
  * an annotation or an explicit redistribute). */
-#include "PropagateInternal.h"
+#include "PropagateStrategy.h"
 #include "Decisions.h"
+#include "Propagate.h"
+#include "PropagateRefine.h"
+#include "PropagateRegions.h"
 #include "Util.h"
 
 #include "mlir-c/BuiltinAttributes.h"
