@@ -20,7 +20,7 @@
  * publishing their buffer addresses in the table. Whether the kernel allows
  * it is probed once per communicator and agreed by all members. */
 #define _GNU_SOURCE
-#include "RuntimeInternal.h"
+#include "ShmInternal.h"
 #include "Support/Support.h"
 
 #include <dirent.h>
@@ -40,62 +40,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DEFAULT_SLOT_BYTES (1u << 20)
-
-/* Blocks of at least this many bytes per member go member to member. */
-#define DEFAULT_DIRECT_BYTES (64u << 10)
-/* Reductions read peers' data through a scratch buffer of this size. */
-#define SCRATCH_BYTES (256u << 10)
-
-/* What the creator writes into `ready` once the header is complete. */
-#define SEGMENT_MAGIC 0x64547368u /* "dTsh" */
-
-typedef struct Header {
-  _Atomic unsigned arrived;
-  _Atomic unsigned generation;
-  _Atomic int failed;     /* 1 + the member position that failed */
-  _Atomic int noDirect;   /* a member could not read a peer's memory */
-  _Atomic uint32_t ready; /* SEGMENT_MAGIC once the fields below are set */
-  uint32_t size;          /* members */
-  uint64_t members;       /* hashMembers */
-  uint64_t totalBytes;
-  _Atomic int sleepers; /* members asleep in a barrier (futex) */
-  int32_t creator;      /* the creating process (dtrtShmRemoveStale) */
-  char pad[16];
-} Header;
-_Static_assert(sizeof(Header) == 64, "the header is one cache line");
-
-/* A member's entry in the table (two cache lines). */
-typedef struct Meta {
-  _Atomic int dest; /* permute destination */
-  int pid;
-  uint64_t send, recv;      /* published buffer addresses, in its own memory */
-  _Atomic unsigned entered; /* barriers this member has entered */
-  char pad[64 - 3 * sizeof(int) - 2 * sizeof(uint64_t)];
-  /* What it calls, by the parity of its collective count: a member that
-   * has passed a collective's first barrier may write the next one's
-   * before a slow member has compared this one, but not the one after
-   * (that needs the slow member at a barrier). */
-  DtrtCallSig call[2];
-  char pad2[64 - 2 * sizeof(DtrtCallSig)];
-} Meta;
-_Static_assert(sizeof(Meta) == 128, "a member's entry is two cache lines");
-
-typedef struct Shm {
-  char name[200];
-  size_t slotBytes, totalBytes;
-  size_t directBytes; /* SIZE_MAX when direct reads are off */
-  Header *header;
-  Meta *meta;
-  char *slots;
-  char *scratch;
-  unsigned smallCount;     /* small collectives so far: picks the half */
-  bool lastSmall;          /* the last collective was a small one */
-  uint32_t calls;          /* collectives so far (DtrtCallSig.seq) */
-  bool checkCall;          /* the next barrier is a collective's first */
-  volatile uint64_t probe; /* what peers read to test direct access */
-} Shm;
-
 static size_t metaBytes(int size) { return (size_t)size * sizeof(Meta); }
 
 static uint64_t hashMembers(const DtrtComm *comm) {
@@ -106,9 +50,6 @@ static uint64_t hashMembers(const DtrtComm *comm) {
   }
   return h ^ (uint64_t)comm->size << 40;
 }
-
-static DtrtStatus shmBarrier(DtrtComm *comm, const char *what);
-static DtrtStatus probeDirect(DtrtComm *comm);
 
 static void pause1ms(void) {
   struct timespec t = {0, 1000 * 1000};
@@ -345,12 +286,12 @@ static DtrtStatus shmCommInit(DtrtComm *comm) {
   s->meta[comm->rank].send = (uint64_t)(uintptr_t)&s->probe;
   /* Everyone has mapped it (and published its probe) before anyone uses
    * it; then the name goes, whatever the outcome. */
-  st = shmBarrier(comm, "communicator set-up");
+  st = dtShmBarrier(comm, "communicator set-up");
   if (creator)
     shm_unlink(s->name);
   if (st != DTRT_OK)
     return st;
-  return probeDirect(comm);
+  return dtShmProbeDirect(comm);
 }
 
 /* Nothing to remove either way (`clean`): the creator unlinked the name
@@ -375,7 +316,7 @@ static void *slot(DtrtComm *comm, int member) {
   return s->slots + (size_t)member * s->slotBytes;
 }
 
-static void markFailed(DtrtComm *comm) {
+void dtShmMarkFailed(DtrtComm *comm) {
   Shm *s = comm->backend;
   int expected = 0;
   atomic_compare_exchange_strong(&s->header->failed, &expected, comm->rank + 1);
@@ -440,7 +381,7 @@ static DtrtStatus checkCalls(DtrtComm *comm) {
 
 static DtrtStatus barrierWait(DtrtComm *comm, const char *what);
 
-static DtrtStatus shmBarrier(DtrtComm *comm, const char *what) {
+DtrtStatus dtShmBarrier(DtrtComm *comm, const char *what) {
   Shm *s = comm->backend;
   DtrtStatus st = barrierWait(comm, what);
   return st == DTRT_OK && s->checkCall ? checkCalls(comm) : st;
@@ -478,7 +419,7 @@ static DtrtStatus barrierWait(DtrtComm *comm, const char *what) {
     else
       sched_yield();
     if ((asleep || (spins & 1023) == 0) && dtrtNow() - start > c->timeoutS) {
-      markFailed(comm);
+      dtShmMarkFailed(comm);
       return dtrtFail(c, DTRT_ERR_TIMEOUT,
                       "rank %d: timed out after %g s in "
                       "%s waiting for %s of a group of %d",
@@ -504,11 +445,11 @@ static DtrtStatus slotAllGather(DtrtComm *comm, const void *send, void *recv,
   for (size_t off = 0; off < bytes || (off == 0 && bytes == 0); off += step) {
     size_t n = bytes - off < step ? bytes - off : step;
     memcpy(slot(comm, comm->rank), (const char *)send + off, n);
-    if ((s = shmBarrier(comm, "all_gather")))
+    if ((s = dtShmBarrier(comm, "all_gather")))
       return s;
     for (int j = 0; j < comm->size; ++j)
       memcpy((char *)recv + (size_t)j * bytes + off, slot(comm, j), n);
-    if ((s = shmBarrier(comm, "all_gather")))
+    if ((s = dtShmBarrier(comm, "all_gather")))
       return s;
     if (bytes == 0)
       break;
@@ -539,7 +480,7 @@ static DtrtStatus slotAllReduce(DtrtComm *comm, const void *send, void *recv,
   for (size_t off = 0; off < bytes; off += step) {
     size_t n = bytes - off < step ? bytes - off : step;
     memcpy(slot(comm, comm->rank), (const char *)send + off, n);
-    if ((s = shmBarrier(comm, "all_reduce")))
+    if ((s = dtShmBarrier(comm, "all_reduce")))
       return s;
     size_t elems = n / es,
            part = (elems + (size_t)comm->size - 1) / (size_t)comm->size;
@@ -556,7 +497,7 @@ static DtrtStatus slotAllReduce(DtrtComm *comm, const void *send, void *recv,
        * before overwriting it with the result. */
       if (mine)
         memcpy((char *)slot(comm, comm->rank) + first * es, out, mine * es);
-      if ((s = shmBarrier(comm, "all_reduce")))
+      if ((s = dtShmBarrier(comm, "all_reduce")))
         return s;
       for (int j = 0; j < comm->size; ++j) {
         size_t f = part * (size_t)j;
@@ -567,7 +508,7 @@ static DtrtStatus slotAllReduce(DtrtComm *comm, const void *send, void *recv,
                m * es);
       }
     }
-    if ((s = shmBarrier(comm, "all_reduce")))
+    if ((s = dtShmBarrier(comm, "all_reduce")))
       return s;
   }
   return DTRT_OK;
@@ -602,7 +543,7 @@ static DtrtStatus slotBlockwise(DtrtComm *comm, const void *send, void *recv,
   for (size_t off = 0; off < bytes; off += step) {
     size_t n = bytes - off < step ? bytes - off : step;
     packBlocks(comm, send, bytes, off, n);
-    if ((s = shmBarrier(comm, what)))
+    if ((s = dtShmBarrier(comm, what)))
       return s;
     if (reduce)
       reduceSlots(comm, (char *)recv + off, n, dtype, op,
@@ -611,7 +552,7 @@ static DtrtStatus slotBlockwise(DtrtComm *comm, const void *send, void *recv,
       for (int j = 0; j < comm->size; ++j)
         memcpy((char *)recv + (size_t)j * bytes + off,
                (char *)slot(comm, j) + (size_t)comm->rank * n, n);
-    if ((s = shmBarrier(comm, what)))
+    if ((s = dtShmBarrier(comm, what)))
       return s;
   }
   return DTRT_OK;
@@ -626,11 +567,11 @@ static DtrtStatus slotBroadcast(DtrtComm *comm, void *buffer, size_t count,
     size_t n = bytes - off < step ? bytes - off : step;
     if (comm->rank == root)
       memcpy(slot(comm, root), (char *)buffer + off, n);
-    if ((s = shmBarrier(comm, "broadcast")))
+    if ((s = dtShmBarrier(comm, "broadcast")))
       return s;
     if (comm->rank != root)
       memcpy((char *)buffer + off, slot(comm, root), n);
-    if ((s = shmBarrier(comm, "broadcast")))
+    if ((s = dtShmBarrier(comm, "broadcast")))
       return s;
   }
   return DTRT_OK;
@@ -651,12 +592,12 @@ static DtrtStatus slotPermute(DtrtComm *comm, const void *send, void *recv,
     atomic_store(&sh->meta[comm->rank].dest, sendTo);
     if (sendTo >= 0 && n)
       memcpy(slot(comm, comm->rank), (const char *)send + off, n);
-    if ((s = shmBarrier(comm, "permute")))
+    if ((s = dtShmBarrier(comm, "permute")))
       return s;
     if (recvFrom >= 0) {
       int dest = atomic_load(&sh->meta[recvFrom].dest);
       if (dest != comm->rank) {
-        markFailed(comm);
+        dtShmMarkFailed(comm);
         return dtrtFail(comm->context, DTRT_ERR_INVALID,
                         "permute: member %d "
                         "receives from member %d, which sends to %d",
@@ -666,7 +607,7 @@ static DtrtStatus slotPermute(DtrtComm *comm, const void *send, void *recv,
     } else {
       memset((char *)recv + off, 0, n);
     }
-    if ((s = shmBarrier(comm, "permute")))
+    if ((s = dtShmBarrier(comm, "permute")))
       return s;
     first = false;
   }
@@ -715,7 +656,7 @@ static DtrtStatus smallCollective(DtrtComm *comm, const DtrtCollective *op) {
     memcpy(mine, op->recv, bytes);
   ++sh->smallCount;
   sh->lastSmall = true;
-  DtrtStatus s = shmBarrier(comm, dtrtCollectiveName(op->kind));
+  DtrtStatus s = dtShmBarrier(comm, dtrtCollectiveName(op->kind));
   if (s != DTRT_OK)
     return s;
   switch (op->kind) {
@@ -746,198 +687,6 @@ static DtrtStatus smallCollective(DtrtComm *comm, const DtrtCollective *op) {
   return DTRT_OK;
 }
 
-/* ---- direct (cross-memory) collectives ----------------------------------- */
-
-/* Reads `n` bytes at `remote` in member `j`'s memory into `local`. */
-static DtrtStatus readPeer(DtrtComm *comm, int j, uint64_t remote, void *local,
-                           size_t n) {
-  Shm *sh = comm->backend;
-  if (j == comm->rank) {
-    memmove(local, (const void *)(uintptr_t)remote, n);
-    return DTRT_OK;
-  }
-  pid_t pid = sh->meta[j].pid;
-  while (n) {
-    struct iovec l = {local, n}, r = {(void *)(uintptr_t)remote, n};
-    ssize_t got = process_vm_readv(pid, &l, 1, &r, 1, 0);
-    if (got <= 0) {
-      if (got < 0 && errno == EINTR)
-        continue;
-      /* The peer is gone (ESRCH) or its buffer is: it failed. */
-      int e = got < 0 ? errno : EIO;
-      markFailed(comm);
-      return dtrtFail(comm->context,
-                      e == ESRCH ? DTRT_ERR_PEER : DTRT_ERR_SYSTEM,
-                      "rank %d: reading the buffer of rank %d: %s",
-                      comm->context->rank, comm->members[j], strerror(e));
-    }
-    local = (char *)local + got;
-    remote += (uint64_t)got;
-    n -= (size_t)got;
-  }
-  return DTRT_OK;
-}
-
-/* Whether every member can read every other's memory (ptrace rules may
- * forbid it): each reads its successor's probe; one failure turns direct
- * reads off for all. */
-static DtrtStatus probeDirect(DtrtComm *comm) {
-  Shm *sh = comm->backend;
-  const char *env = getenv("DTENSOR_SHM_DIRECT");
-  bool off = env && !strcmp(env, "0");
-  if (comm->size > 1 && !off) {
-    int next = (comm->rank + 1) % comm->size;
-    uint64_t got = 0;
-    struct iovec l = {&got, sizeof(got)};
-    struct iovec r = {(void *)(uintptr_t)sh->meta[next].send, sizeof(got)};
-    if (process_vm_readv(sh->meta[next].pid, &l, 1, &r, 1, 0) !=
-            (ssize_t)sizeof(got) ||
-        got != 0x5eed0000u + (uint64_t)next)
-      atomic_store(&sh->header->noDirect, 1);
-  }
-  DtrtStatus st = shmBarrier(comm, "communicator set-up");
-  if (st != DTRT_OK)
-    return st;
-  sh->directBytes = SIZE_MAX;
-  if (!off && comm->size > 1 && !atomic_load(&sh->header->noDirect)) {
-    sh->directBytes = DEFAULT_DIRECT_BYTES;
-    const char *at = getenv("DTENSOR_SHM_DIRECT_BYTES");
-    if (at && *at)
-      sh->directBytes = (size_t)strtoull(at, NULL, 10);
-  }
-  /* Nobody reads a probe any more once everyone has passed this. */
-  return shmBarrier(comm, "communicator set-up");
-}
-
-static void publish(DtrtComm *comm, const void *send, const void *recv) {
-  Shm *sh = comm->backend;
-  sh->meta[comm->rank].send = (uint64_t)(uintptr_t)send;
-  sh->meta[comm->rank].recv = (uint64_t)(uintptr_t)recv;
-}
-
-static uint64_t sendOf(DtrtComm *comm, int j) {
-  return ((Shm *)comm->backend)->meta[j].send;
-}
-
-static uint64_t recvOf(DtrtComm *comm, int j) {
-  return ((Shm *)comm->backend)->meta[j].recv;
-}
-
-/* Every direct collective: publish, wait, move, wait (no member returns
- * while another may still read its buffers). */
-static DtrtStatus directAllGather(DtrtComm *comm, const void *send, void *recv,
-                                  size_t bytes) {
-  publish(comm, send, recv);
-  DtrtStatus s = shmBarrier(comm, "all_gather");
-  for (int k = 0; k < comm->size && s == DTRT_OK; ++k) {
-    int j = (comm->rank + k) % comm->size; /* spread the readers */
-    s = readPeer(comm, j, sendOf(comm, j), (char *)recv + (size_t)j * bytes,
-                 bytes);
-  }
-  DtrtStatus w = shmBarrier(comm, "all_gather");
-  return s != DTRT_OK ? s : w;
-}
-
-static DtrtStatus directAllToAll(DtrtComm *comm, const void *send, void *recv,
-                                 size_t bytes) {
-  publish(comm, send, recv);
-  DtrtStatus s = shmBarrier(comm, "all_to_all");
-  for (int k = 0; k < comm->size && s == DTRT_OK; ++k) {
-    int j = (comm->rank + k) % comm->size;
-    s = readPeer(comm, j, sendOf(comm, j) + (uint64_t)comm->rank * bytes,
-                 (char *)recv + (size_t)j * bytes, bytes);
-  }
-  DtrtStatus w = shmBarrier(comm, "all_to_all");
-  return s != DTRT_OK ? s : w;
-}
-
-/* out = reduction over every member j of the `n` bytes at offset `off` of
- * j's published send buffer; through the scratch buffer, chunk by chunk. */
-static DtrtStatus reduceFromPeers(DtrtComm *comm, void *out, uint64_t off,
-                                  size_t n, DtrtDtype dtype, DtrtReduce op) {
-  Shm *sh = comm->backend;
-  size_t es = dtrtDtypeSize(dtype);
-  if (!sh->scratch && !(sh->scratch = malloc(SCRATCH_BYTES)))
-    return dtrtFail(comm->context, DTRT_ERR_NOMEM, "out of memory");
-  size_t step = SCRATCH_BYTES / es * es;
-  for (size_t at = 0; at < n; at += step) {
-    size_t m = n - at < step ? n - at : step;
-    char *dst = (char *)out + at;
-    const char *own =
-        (const char *)(uintptr_t)(sendOf(comm, comm->rank) + off + at);
-    DtrtStatus s = DTRT_OK;
-    if (own != dst) /* in place, the own part is there already */
-      memcpy(dst, own, m);
-    for (int k = 1; k < comm->size && s == DTRT_OK; ++k) {
-      int j = (comm->rank + k) % comm->size;
-      if ((s = readPeer(comm, j, sendOf(comm, j) + off + at, sh->scratch, m)))
-        return s;
-      dtrtCombine(dst, sh->scratch, m / es, dtype, op);
-    }
-    if (s != DTRT_OK)
-      return s;
-    if (op == DTRT_AVG)
-      dtrtScale(dst, m / es, dtype, comm->size);
-  }
-  return DTRT_OK;
-}
-
-static DtrtStatus directReduceScatter(DtrtComm *comm, const void *send,
-                                      void *recv, size_t count, DtrtDtype dtype,
-                                      DtrtReduce op) {
-  size_t bytes = count * dtrtDtypeSize(dtype);
-  publish(comm, send, recv);
-  DtrtStatus s = shmBarrier(comm, "reduce_scatter");
-  if (s == DTRT_OK)
-    s = reduceFromPeers(comm, recv, (uint64_t)comm->rank * bytes, bytes, dtype,
-                        op);
-  DtrtStatus w = shmBarrier(comm, "reduce_scatter");
-  return s != DTRT_OK ? s : w;
-}
-
-/* Each member reduces its 1/size part from everyone's input into its own
- * output, then reads the other parts from the other members' outputs. In
- * place works: a member writes only its part, which no one reads before
- * the middle wait. */
-static DtrtStatus directAllReduce(DtrtComm *comm, const void *send, void *recv,
-                                  size_t count, DtrtDtype dtype,
-                                  DtrtReduce op) {
-  size_t es = dtrtDtypeSize(dtype), n = (size_t)comm->size;
-  size_t part = (count + n - 1) / n;
-  publish(comm, send, recv);
-  DtrtStatus s = shmBarrier(comm, "all_reduce");
-  size_t first = part * (size_t)comm->rank;
-  size_t mine =
-      first >= count ? 0 : (count - first < part ? count - first : part);
-  if (s == DTRT_OK && mine)
-    s = reduceFromPeers(comm, (char *)recv + first * es, first * es, mine * es,
-                        dtype, op);
-  DtrtStatus w = shmBarrier(comm, "all_reduce");
-  if (s == DTRT_OK)
-    s = w;
-  for (int k = 1; k < comm->size && s == DTRT_OK; ++k) {
-    int j = (comm->rank + k) % comm->size;
-    size_t f = part * (size_t)j;
-    if (f >= count)
-      continue;
-    size_t m = count - f < part ? count - f : part;
-    s = readPeer(comm, j, recvOf(comm, j) + f * es, (char *)recv + f * es,
-                 m * es);
-  }
-  w = shmBarrier(comm, "all_reduce");
-  return s != DTRT_OK ? s : w;
-}
-
-static DtrtStatus directBroadcast(DtrtComm *comm, void *buffer, size_t bytes,
-                                  int root) {
-  publish(comm, buffer, buffer);
-  DtrtStatus s = shmBarrier(comm, "broadcast");
-  if (s == DTRT_OK && comm->rank != root)
-    s = readPeer(comm, root, sendOf(comm, root), buffer, bytes);
-  DtrtStatus w = shmBarrier(comm, "broadcast");
-  return s != DTRT_OK ? s : w;
-}
-
 static DtrtStatus shmRun(DtrtComm *comm, const DtrtCollective *op) {
   Shm *sh = comm->backend;
   /* Said before anything else: every path's first barrier comes before
@@ -953,31 +702,16 @@ static DtrtStatus shmRun(DtrtComm *comm, const DtrtCollective *op) {
     return smallCollective(comm, op);
   if (op->kind == DTRT_COLL_BARRIER) {
     sh->lastSmall = false; /* everyone has read what came before */
-    return shmBarrier(comm, "barrier");
+    return dtShmBarrier(comm, "barrier");
   }
-  if (op->kind != DTRT_COLL_PERMUTE && block >= sh->directBytes) {
-    switch (op->kind) {
-    case DTRT_COLL_ALL_GATHER:
-      return directAllGather(comm, op->send, op->recv, bytes);
-    case DTRT_COLL_ALL_TO_ALL:
-      return directAllToAll(comm, op->send, op->recv, bytes);
-    case DTRT_COLL_REDUCE_SCATTER:
-      return directReduceScatter(comm, op->send, op->recv, op->count, op->dtype,
-                                 op->reduce);
-    case DTRT_COLL_ALL_REDUCE:
-      return directAllReduce(comm, op->send, op->recv, op->count, op->dtype,
-                             op->reduce);
-    case DTRT_COLL_BROADCAST:
-      return directBroadcast(comm, op->recv, bytes, op->root);
-    default:
-      break;
-    }
-  }
+  if (op->kind != DTRT_COLL_PERMUTE && op->kind != DTRT_COLL_BARRIER &&
+      block >= sh->directBytes)
+    return dtShmRunDirect(comm, op);
   /* Whole slots are written below: the readers of the last small
    * collective must be done. */
   if (sh->lastSmall) {
     sh->lastSmall = false;
-    DtrtStatus s = shmBarrier(comm, "collective");
+    DtrtStatus s = dtShmBarrier(comm, "collective");
     if (s != DTRT_OK)
       return s;
   }
@@ -999,7 +733,7 @@ static DtrtStatus shmRun(DtrtComm *comm, const DtrtCollective *op) {
     return slotPermute(comm, op->send, op->recv, op->count, op->dtype,
                        op->sendTo, op->recvFrom);
   case DTRT_COLL_BARRIER:
-    return shmBarrier(comm, "barrier");
+    return dtShmBarrier(comm, "barrier");
   }
   return dtrtFail(comm->context, DTRT_ERR_INVALID, "unknown collective %d",
                   (int)op->kind);

@@ -7,7 +7,7 @@
  * checksums of the shards it needs whole) on every rank, and reads into
  * the blocks only when every rank's checks passed. */
 #include "CkptInternal.h"
-#include "RuntimeInternal.h"
+#include "Runtime/RuntimeInternal.h"
 
 #include <errno.h>
 #include <stdio.h>
