@@ -87,7 +87,7 @@ bool dtOptParseExpectations(const Source *src, const char *text, size_t length,
 bool dtOptCheckExpectations(const Source *src, const DiagList *diags,
                             ExpectedList *expected);
 
-/* ---- pipeline text (Pipeline.c) ----------------------------------------- */
+/* ---- pipeline text (PipelineText.c) ------------------------------------- */
 
 /// One top-level element of a pipeline: its text and the length of its
 /// pass name.
