@@ -65,3 +65,28 @@ double dtRealNumber(const char *text, double lo, double hi) {
   double v = strtod(text, &end);
   return *text && !*end && isfinite(v) && v >= lo && v <= hi ? v : NAN;
 }
+
+int64_t dtByteCount(const char *text) {
+  static const struct {
+    const char *unit;
+    double scale;
+  } kUnits[] = {{"", 1},         {"B", 1},        {"KiB", 0x1p10},
+                {"MiB", 0x1p20}, {"GiB", 0x1p30}, {"TiB", 0x1p40},
+                {"KB", 1e3},     {"MB", 1e6},     {"GB", 1e9},
+                {"TB", 1e12}};
+  char *end;
+  double v = strtod(text, &end);
+  if (end == text || !isfinite(v) || v < 0)
+    return -1;
+  while (*end == ' ')
+    ++end;
+  for (size_t i = 0; i < sizeof(kUnits) / sizeof(kUnits[0]); ++i)
+    if (!strcmp(end, kUnits[i].unit)) {
+      double bytes = v * kUnits[i].scale;
+      /* A fraction only with a unit: "1.5" bytes is no count. */
+      if (bytes >= 0x1p63 || (!*end && bytes != (double)(int64_t)bytes))
+        return -1;
+      return (int64_t)bytes;
+    }
+  return -1;
+}

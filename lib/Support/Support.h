@@ -128,6 +128,12 @@ long dtWholeNumber(const char *text, long lo, long hi);
 /// command line's seconds and tolerances).
 double dtRealNumber(const char *text, double lo, double hi);
 
+/// The bytes `text` spells: a whole number, optionally followed by KiB,
+/// MiB, GiB, TiB (powers of 1024), KB, MB, GB, TB (powers of 1000) or B,
+/// as "16GiB" or "1.5 GB" (a fraction allowed before a unit); -1 when it
+/// spells none or more than an int64 holds (a memory budget).
+int64_t dtByteCount(const char *text);
+
 /// Starts a builder on `data` (may be NULL when `capacity` is 0).
 DtBuf dtBufInit(char *data, size_t capacity);
 

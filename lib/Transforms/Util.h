@@ -4,12 +4,19 @@
 #define DTENSOR_LIB_TRANSFORMS_UTIL_H
 
 #include "Dialect/DialectInternal.h"
+#include "Support/Support.h"
 #include "mlir-c/BuiltinAttributes.h"
 #include "mlir-c/IR.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
+
+/// An MlirStringCallback that appends to the DtBuf `user` points to (to
+/// print types, attributes, locations into a bounded buffer).
+static inline void dtBufAppendCallback(MlirStringRef s, void *user) {
+  dtBufAppend((DtBuf *)user, s.data, s.length);
+}
 
 /// A growing list of operations (what a walk collects to change after it).
 typedef struct DtOpList {

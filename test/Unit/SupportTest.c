@@ -152,6 +152,20 @@ static void testHashing(void) {
         memcmp(r1, r2, sizeof(r1)));
 }
 
+/* Byte counts as budgets are written: binary and decimal units, a
+ * fraction only with a unit, nothing negative, too large or unknown. */
+static void testByteCount(void) {
+  CHECK(dtByteCount("1048576") == 1048576);
+  CHECK(dtByteCount("16GiB") == 17179869184LL);
+  CHECK(dtByteCount("512MB") == 512000000);
+  CHECK(dtByteCount("1.5 GB") == 1500000000);
+  CHECK(dtByteCount("2KiB") == 2048 && dtByteCount("3B") == 3);
+  CHECK(dtByteCount("1.5") == -1 && dtByteCount("lots") == -1);
+  CHECK(dtByteCount("-1") == -1 && dtByteCount("") == -1);
+  CHECK(dtByteCount("16 PiB") == -1 && dtByteCount("9.3e6 TB") == -1);
+  CHECK(dtByteCount("nan") == -1 && dtByteCount("1GiBs") == -1);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--tunables")) {
     const char *t = getenv("GLIBC_TUNABLES");
@@ -231,6 +245,7 @@ int main(int argc, char **argv) {
         !strcmp(diag.message, "at 3"));
   testTuneAllocator();
   testHashing();
+  testByteCount();
   printf("support-test: %d passed, %d failed\n", checks - failures, failures);
   return failures != 0;
 }

@@ -46,10 +46,6 @@ static bool cheap(MlirOperation op) {
   return false;
 }
 
-static void sink(MlirStringRef s, void *user) {
-  dtBufAppend((DtBuf *)user, s.data, s.length);
-}
-
 /* What the event of `op` is called: its name (a call: the callee), its
  * operands' types and its location. */
 static void describe(MlirOperation op, DtBuf *t) {
@@ -81,7 +77,7 @@ static void describe(MlirOperation op, DtBuf *t) {
     if (!mlirTypeIsAShaped(type))
       continue;
     dtBufAppend(t, shown ? ", " : " ", shown ? 2 : 1);
-    mlirTypePrint(type, sink, t);
+    mlirTypePrint(type, dtBufAppendCallback, t);
     ++shown;
   }
   MlirLocation loc = mlirOperationGetLocation(op);

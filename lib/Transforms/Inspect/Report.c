@@ -1,6 +1,9 @@
 /* dtensor-report: the seed's "DProxy" estimate on a per-device program. Per
  * function: the bytes of each device's arguments, results and largest
- * tensor, and every collective with the bytes it moves per device and its
+ * tensor, its peak (Memory.c: arguments plus the values live at the op
+ * where their sum is largest, the largest of them named; with
+ * memory=BYTES a function over that budget is a located error), and every
+ * collective with the bytes it moves per device and its
  * modelled time under the mesh's link model (the planner's cost formulas).
  * Only ops that communicate count (a local split moves nothing), and a
  * function's totals include its callees' once per call site. The MLIR C
@@ -8,8 +11,11 @@
  * `dtensor.cost = {bytes, modelled_us}` on each collective and `dtensor.report
  * = {...}` on the function; dtensorReportPrint (which `dtensor-opt
  * --dtensor-report` calls) prints them (docs/partition.md). */
+#include "Memory.h"
 #include "PassDef.h"
 #include "Util.h"
+
+#include "Support/Support.h"
 
 #include "dtensor-c/Dialect.h"
 #include "dtensor-c/Planner.h"
@@ -21,17 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int64_t tensorBytes(MlirType t) {
-  DtensorElementType et;
-  if (!mlirTypeIsARankedTensor(t) || !mlirShapedTypeHasStaticShape(t) ||
-      !dtensorElementTypeFromMlir(mlirShapedTypeGetElementType(t), &et))
-    return 0;
-  int64_t bytes = (int64_t)dtensorElementTypeGetSize(et);
-  for (intptr_t d = 0; d < mlirShapedTypeGetRank(t); ++d)
-    bytes *= mlirShapedTypeGetDimSize(t, d);
-  return bytes;
-}
 
 typedef struct Totals {
   int64_t largest, moved, count;
@@ -81,8 +76,8 @@ static void priceCollective(MlirOperation op, Totals *t) {
        i < mlirDenseArrayGetNumElements(axesAttr) && n < DTENSOR_MAX_MESH_RANK;
        ++i)
     axes[n++] = (int)mlirDenseI64ArrayGetElement(axesAttr, i);
-  int64_t in = tensorBytes(mlirValueGetType(mlirOperationGetOperand(op, 0)));
-  int64_t out = tensorBytes(mlirValueGetType(mlirOperationGetResult(op, 0)));
+  int64_t in = dtTensorBytes(mlirValueGetType(mlirOperationGetOperand(op, 0)));
+  int64_t out = dtTensorBytes(mlirValueGetType(mlirOperationGetResult(op, 0)));
   DtensorPlanOptions options;
   dtensorPlanOptionsInit(&options);
   DtensorCommCost c =
@@ -108,7 +103,7 @@ static void priceCollective(MlirOperation op, Totals *t) {
 static MlirWalkResult visit(MlirOperation op, void *userData) {
   Totals *t = userData;
   for (intptr_t j = 0; j < mlirOperationGetNumResults(op); ++j) {
-    int64_t b = tensorBytes(mlirValueGetType(mlirOperationGetResult(op, j)));
+    int64_t b = dtTensorBytes(mlirValueGetType(mlirOperationGetResult(op, j)));
     if (b > t->largest)
       t->largest = b;
   }
@@ -187,21 +182,119 @@ static bool ownTotals(MlirOperation f, Totals *t, int64_t *args,
   }
   MlirBlock entry = mlirRegionGetFirstBlock(mlirOperationGetRegion(f, 0));
   for (intptr_t i = 0; i < mlirBlockGetNumArguments(entry); ++i) {
-    int64_t b = tensorBytes(mlirValueGetType(mlirBlockGetArgument(entry, i)));
+    int64_t b = dtTensorBytes(mlirValueGetType(mlirBlockGetArgument(entry, i)));
     *args += b;
     if (b > t->largest)
       t->largest = b;
   }
   MlirType fnType = mlirTypeAttrGetValue(dtGetAttr(f, "function_type"));
   for (intptr_t j = 0; j < mlirFunctionTypeGetNumResults(fnType); ++j)
-    *results += tensorBytes(mlirFunctionTypeGetResult(fnType, j));
+    *results += dtTensorBytes(mlirFunctionTypeGetResult(fnType, j));
   mlirOperationWalk(f, visit, t, MlirWalkPreOrder);
   return !t->failed;
 }
 
+/* "argument 2 'w1' tensor<64x256xf32>" or "linalg.matmul at f.mlir:12
+ * tensor<16x256xf32>": what a value is, for messages. */
+static void describe(MlirValue v, char *out, size_t size) {
+  DtBuf b = dtBufInit(out, size);
+  if (mlirValueIsABlockArgument(v)) {
+    intptr_t n = mlirBlockArgumentGetArgNumber(v);
+    MlirOperation f = mlirBlockGetParentOperation(mlirBlockArgumentGetOwner(v));
+    MlirAttribute args = dtGetAttr(f, "arg_attrs");
+    MlirAttribute name =
+        mlirAttributeIsNull(args) || !mlirAttributeIsAArray(args) ||
+                n >= mlirArrayAttrGetNumElements(args)
+            ? mlirAttributeGetNull()
+            : mlirDictionaryAttrGetElementByName(
+                  mlirArrayAttrGetElement(args, n),
+                  mlirStringRefCreateFromCString("dtensor.name"));
+    dtBufPrintf(&b, "argument %ld", (long)n);
+    if (!mlirAttributeIsNull(name) && mlirAttributeIsAString(name)) {
+      MlirStringRef text = mlirStringAttrGetValue(name);
+      dtBufPrintf(&b, " '%.*s'", (int)text.length, text.data);
+    }
+  } else {
+    MlirOperation op = mlirOpResultGetOwner(v);
+    MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
+    MlirLocation loc = mlirOperationGetLocation(op);
+    dtBufPrintf(&b, "%.*s", (int)name.length, name.data);
+    if (mlirLocationIsAFileLineColRange(loc)) {
+      MlirStringRef file =
+          mlirIdentifierStr(mlirLocationFileLineColRangeGetFilename(loc));
+      dtBufPrintf(&b, " at %.*s:%d", (int)file.length, file.data,
+                  mlirLocationFileLineColRangeGetStartLine(loc));
+    }
+  }
+  dtBufAppend(&b, " ", 1);
+  mlirTypePrint(mlirValueGetType(v), dtBufAppendCallback, &b);
+}
+
+/* The peak's fields of the report: its bytes, its collectives' share,
+ * where it is and its largest values (for dtensorReportPrint). */
+static void peakFields(MlirContext ctx, const DtMemoryPeak *m,
+                       MlirNamedAttribute *fields) {
+  MlirType i64 = mlirIntegerTypeGet(ctx, 64);
+  fields[0] = named(ctx, "peak_bytes", mlirIntegerAttrGet(i64, m->peakBytes));
+  fields[1] = named(ctx, "peak_collective_bytes",
+                    mlirIntegerAttrGet(i64, m->collectiveBytes));
+  MlirAttribute largest[DT_MEMORY_LARGEST];
+  for (int k = 0; k < m->numLargest; ++k) {
+    char text[400];
+    int n = snprintf(text, sizeof(text),
+                     "%lld bytes: ", (long long)m->largestBytes[k]);
+    describe(m->largest[k], text + n, sizeof(text) - (size_t)n);
+    largest[k] = mlirStringAttrGet(ctx, mlirStringRefCreateFromCString(text));
+  }
+  fields[2] =
+      named(ctx, "peak_largest", mlirArrayAttrGet(ctx, m->numLargest, largest));
+  MlirLocation at = mlirOperationIsNull(m->at)
+                        ? mlirLocationUnknownGet(ctx)
+                        : mlirOperationGetLocation(m->at);
+  fields[3] = named(
+      ctx, "peak_line",
+      mlirIntegerAttrGet(i64, mlirLocationIsAFileLineColRange(at)
+                                  ? mlirLocationFileLineColRangeGetStartLine(at)
+                                  : 0));
+}
+
+/* A located error when `m` is over `budget` bytes, naming its largest
+ * values; false then. */
+static bool withinBudget(MlirOperation f, const DtMemoryPeak *m,
+                         int64_t budget) {
+  if (budget < 0 || m->peakBytes <= budget)
+    return true;
+  char message[2048];
+  DtBuf b = dtBufInit(message, sizeof(message));
+  MlirStringRef name = mlirStringAttrGetValue(dtGetAttr(f, "sym_name"));
+  dtBufPrintf(&b,
+              "@%.*s needs %lld bytes per device at its peak, over the "
+              "memory budget of %lld bytes (arguments %lld); the largest "
+              "values live there:",
+              (int)name.length, name.data, (long long)m->peakBytes,
+              (long long)budget, (long long)m->argumentBytes);
+  for (int k = 0; k < m->numLargest; ++k) {
+    char text[400];
+    describe(m->largest[k], text, sizeof(text));
+    dtBufPrintf(&b, "%s %lld bytes (%s)", k ? "," : "",
+                (long long)m->largestBytes[k], text);
+  }
+  mlirEmitError(
+      mlirOperationGetLocation(mlirOperationIsNull(m->at) ? f : m->at),
+      message);
+  return false;
+}
+
 static bool runReport(MlirOperation root, const DtPassOptions *options) {
-  (void)options;
+  const char *memory = dtPassOptionsGet(options, "memory");
+  int64_t budget = memory && *memory ? dtByteCount(memory) : -1;
   MlirContext ctx = mlirOperationGetContext(root);
+  if (memory && *memory && budget < 0) {
+    mlirEmitError(mlirOperationGetLocation(root),
+                  "dtensor-report: memory='...' needs a byte count such as "
+                  "16GiB, 512MB or 1048576");
+    return false;
+  }
   MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0));
   DtOpList funcs = {0};
   for (MlirOperation f = mlirBlockIsNull(top) ? (MlirOperation){NULL}
@@ -233,8 +326,14 @@ static bool runReport(MlirOperation root, const DtPassOptions *options) {
     if (!valid[i])
       continue;
     const Totals *t = &totals[i];
+    DtMemoryPeak m;
+    if (!dtMemoryPeakOf(funcs.ops[i], &m)) {
+      ok = false;
+      break;
+    }
+    allValid &= withinBudget(funcs.ops[i], &m, budget);
     MlirType i64 = mlirIntegerTypeGet(ctx, 64);
-    MlirNamedAttribute fields[8] = {
+    MlirNamedAttribute fields[12] = {
         named(ctx, "argument_bytes", mlirIntegerAttrGet(i64, bytes[2 * i])),
         named(ctx, "result_bytes", mlirIntegerAttrGet(i64, bytes[2 * i + 1])),
         named(ctx, "largest_tensor_bytes", mlirIntegerAttrGet(i64, t->largest)),
@@ -249,9 +348,10 @@ static bool runReport(MlirOperation root, const DtPassOptions *options) {
                                      t->us + t->calleeUs)),
         named(ctx, "calls", mlirIntegerAttrGet(i64, (int64_t)t->calls.count)),
     };
+    peakFields(ctx, &m, fields + 8);
     mlirOperationSetDiscardableAttributeByName(
         funcs.ops[i], mlirStringRefCreateFromCString(DT_ATTR_REPORT),
-        mlirDictionaryAttrGet(ctx, 8, fields));
+        mlirDictionaryAttrGet(ctx, 12, fields));
   }
   for (size_t i = 0; totals && i < n; ++i)
     free(totals[i].calls.ops);
@@ -263,11 +363,18 @@ static bool runReport(MlirOperation root, const DtPassOptions *options) {
   return ok && allValid;
 }
 
+static const DtensorPassOptionInfo kOptions[] = {
+    {"memory", DTENSOR_OPTION_STRING, "", NULL,
+     "the bytes a device has (16GiB, 512MB, 1048576): a function whose peak "
+     "needs more is an error naming its largest values (default: no "
+     "budget)"},
+};
+
 const DtPassDef dtReportPass = {
     .info = {"dtensor-report",
              "Estimate per-device memory and communication of a per-device "
              "program (attributes dtensor.report and dtensor.cost)",
-             0, NULL},
+             1, kOptions},
     .verifyFirst = true,
     .run = runReport,
 };
@@ -348,13 +455,27 @@ int dtensorReportPrint(MlirOperation module, MlirStringRef sourceName,
          "dtensor report: @%.*s, per device\n"
          "  arguments %lld bytes, results %lld bytes, largest tensor %lld "
          "bytes\n"
-         "  %lld collective%s%s, %lld bytes moved, %.3f us modelled\n",
+         "  peak %lld bytes at %.*s:%lld (arguments and the values live "
+         "there; collective results %lld bytes), the largest:\n",
          (int)fname.length, fname.data,
          (long long)intField(r, "argument_bytes"),
          (long long)intField(r, "result_bytes"),
-         (long long)intField(r, "largest_tensor_bytes"), (long long)count,
-         count == 1 ? "" : "s", callees, (long long)intField(r, "bytes_moved"),
-         floatField(r, "modelled_us"));
+         (long long)intField(r, "largest_tensor_bytes"),
+         (long long)intField(r, "peak_bytes"), (int)p.source.length,
+         p.source.data, (long long)intField(r, "peak_line"),
+         (long long)intField(r, "peak_collective_bytes"));
+    MlirAttribute largest = mlirDictionaryAttrGetElementByName(
+        r, mlirStringRefCreateFromCString("peak_largest"));
+    for (intptr_t k = 0; !mlirAttributeIsNull(largest) &&
+                         k < mlirArrayAttrGetNumElements(largest);
+         ++k) {
+      MlirStringRef text =
+          mlirStringAttrGetValue(mlirArrayAttrGetElement(largest, k));
+      emit(&p, "    %.*s\n", (int)text.length, text.data);
+    }
+    emit(&p, "  %lld collective%s%s, %lld bytes moved, %.3f us modelled\n",
+         (long long)count, count == 1 ? "" : "s", callees,
+         (long long)intField(r, "bytes_moved"), floatField(r, "modelled_us"));
     mlirOperationWalk(f, printCollective, &p, MlirWalkPreOrder);
   }
   return reported;

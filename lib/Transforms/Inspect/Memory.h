@@ -1,0 +1,42 @@
+/* The bytes a per-device function holds at its peak (Memory.c): what
+ * dtensor-report prints and checks against a budget, and what automatic
+ * sharding will weigh. */
+#ifndef DTENSOR_LIB_TRANSFORMS_INSPECT_MEMORY_H
+#define DTENSOR_LIB_TRANSFORMS_INSPECT_MEMORY_H
+
+#include "mlir-c/IR.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum { DT_MEMORY_LARGEST = 4 };
+
+/// A function's peak: its arguments (parameters, optimizer state, inputs:
+/// the caller holds them throughout) plus the tensors its ops made that
+/// are still to be used, at the op where their sum is largest. A
+/// destination-style op (linalg) whose init dies there writes its result
+/// into the init's buffer, as bufferization does; a collective's result is
+/// a buffer of its own (counted in `collectiveBytes` too); values made
+/// inside a loop or branch count while its op runs. The runtime's own
+/// staging (the shm backend's exchange slots) is not a value and does not
+/// count.
+typedef struct DtMemoryPeak {
+  int64_t peakBytes;       /* arguments + live values at the peak */
+  int64_t argumentBytes;   /* the function's tensor arguments */
+  int64_t collectiveBytes; /* of the live values: collectives' results */
+  MlirOperation at;        /* the op at the peak; null: arguments alone */
+  /* The largest values live at the peak (arguments included), largest
+   * first. */
+  int numLargest;
+  MlirValue largest[DT_MEMORY_LARGEST];
+  int64_t largestBytes[DT_MEMORY_LARGEST];
+} DtMemoryPeak;
+
+/// The peak of func.func `func` (with a body); false when out of memory.
+bool dtMemoryPeakOf(MlirOperation func, DtMemoryPeak *out);
+
+/// The bytes of a value of type `t`: a ranked tensor of static shape and
+/// a known element type; 0 otherwise.
+int64_t dtTensorBytes(MlirType t);
+
+#endif
