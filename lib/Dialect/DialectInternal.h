@@ -11,10 +11,13 @@
 
 /// The dialect's discardable attribute names, one spelling for every file:
 /// a value's layout, a partitioned argument's or result's global shape,
-/// an argument's name.
+/// an argument's name, and what an argument of a training step is
+/// ("parameter", "optimizer_state" or "input": dtensor-autodiff sets it,
+/// dtensor-report sums memory by it).
 #define DT_ATTR_LAYOUT "dtensor.layout"
 #define DT_ATTR_GLOBAL_SHAPE "dtensor.global_shape"
 #define DT_ATTR_NAME "dtensor.name"
+#define DT_ATTR_ROLE "dtensor.role"
 
 /// The dialect's op names, one spelling for every file (macros, so dtIsOp
 /// sees literals).

@@ -148,22 +148,27 @@ static void updateText(DtBuf *t, MlirType type, bool adam, const double *h) {
   dtBufPrintf(t, "\n}\n");
 }
 
-/* `dict` (an argument's or result's attributes) with dtensor.name `name`. */
-static MlirAttribute withName(MlirContext ctx, MlirAttribute dict,
-                              const char *name) {
+/* `dict` (an argument's or result's attributes) with the string attribute
+ * `key` = `value`. */
+static MlirAttribute withString(MlirContext ctx, MlirAttribute dict,
+                                const char *key, const char *value) {
   MlirNamedAttribute elems[64];
   intptr_t n = 0;
   for (intptr_t i = 0; i < mlirDictionaryAttrGetNumElements(dict) && n < 63;
        ++i) {
     MlirNamedAttribute e = mlirDictionaryAttrGetElement(dict, i);
-    MlirStringRef key = mlirIdentifierStr(e.name);
-    if (!mlirStringRefEqual(key, mlirStringRefCreateFromCString(DT_ATTR_NAME)))
+    if (!mlirStringRefEqual(mlirIdentifierStr(e.name),
+                            mlirStringRefCreateFromCString(key)))
       elems[n++] = e;
   }
-  elems[n++] =
-      dtNamedAttr(ctx, DT_ATTR_NAME,
-                  mlirStringAttrGet(ctx, mlirStringRefCreateFromCString(name)));
+  elems[n++] = dtNamedAttr(
+      ctx, key, mlirStringAttrGet(ctx, mlirStringRefCreateFromCString(value)));
   return mlirDictionaryAttrGet(ctx, n, elems);
+}
+
+static MlirAttribute withName(MlirContext ctx, MlirAttribute dict,
+                              const char *name) {
+  return withString(ctx, dict, DT_ATTR_NAME, name);
 }
 
 bool dtAdBuildStep(MlirOperation module, MlirOperation f, MlirOperation grad,
@@ -319,6 +324,13 @@ bool dtAdBuildStep(MlirOperation module, MlirOperation f, MlirOperation grad,
   }
   if (adam)
     argAttrs[numArgs + 2 * n] = withName(ctx, empty, "adam.step");
+  /* What each argument is, for memory reports: the parameters updated,
+   * the optimizer's state, and the rest (the batch). */
+  for (intptr_t i = 0; i < numIns; ++i)
+    argAttrs[i] = withString(ctx, argAttrs[i], DT_ATTR_ROLE,
+                             i >= numArgs ? "optimizer_state"
+                             : chosen[i]  ? "parameter"
+                                          : "input");
   mlirOperationSetAttributeByName(step,
                                   mlirStringRefCreateFromCString("res_attrs"),
                                   mlirArrayAttrGet(ctx, numOuts, resAttrs));

@@ -103,7 +103,10 @@ static void analyze(MlirBlock block, Live *l) {
     MlirOperation op = l->ops[i];
     for (intptr_t r = 0; r < mlirOperationGetNumResults(op); ++r) {
       MlirValue v = mlirOperationGetResult(op, r);
-      int64_t bytes = dtTensorBytes(mlirValueGetType(v));
+      /* A tensor.empty holds nothing: each op that writes into it gets a
+       * buffer of its own (its result counts), however many share it. */
+      int64_t bytes =
+          dtIsOp(op, "tensor.empty") ? 0 : dtTensorBytes(mlirValueGetType(v));
       if (!bytes)
         continue;
       size_t end = i;
@@ -212,10 +215,26 @@ bool dtMemoryPeakOf(MlirOperation func, DtMemoryPeak *out) {
   MlirBlock entry = mlirRegionGetFirstBlock(mlirOperationGetRegion(func, 0));
   if (mlirBlockIsNull(entry))
     return true;
+  MlirAttribute attrs = dtGetAttr(func, "arg_attrs");
   for (intptr_t i = 0; i < mlirBlockGetNumArguments(entry); ++i) {
     MlirValue a = mlirBlockGetArgument(entry, i);
     int64_t bytes = dtTensorBytes(mlirValueGetType(a));
     out->argumentBytes += bytes;
+    MlirAttribute role =
+        mlirAttributeIsNull(attrs) || !mlirAttributeIsAArray(attrs) ||
+                i >= mlirArrayAttrGetNumElements(attrs)
+            ? mlirAttributeGetNull()
+            : mlirDictionaryAttrGetElementByName(
+                  mlirArrayAttrGetElement(attrs, i),
+                  mlirStringRefCreateFromCString(DT_ATTR_ROLE));
+    if (!mlirAttributeIsNull(role) && mlirAttributeIsAString(role)) {
+      MlirStringRef r = mlirStringAttrGetValue(role);
+      if (mlirStringRefEqual(r, mlirStringRefCreateFromCString("parameter")))
+        out->parameterBytes += bytes;
+      else if (mlirStringRefEqual(
+                   r, mlirStringRefCreateFromCString("optimizer_state")))
+        out->optimizerBytes += bytes;
+    }
     if (bytes)
       offer(out, a, bytes);
   }

@@ -14,15 +14,19 @@ enum { DT_MEMORY_LARGEST = 4 };
 /// A function's peak: its arguments (parameters, optimizer state, inputs:
 /// the caller holds them throughout) plus the tensors its ops made that
 /// are still to be used, at the op where their sum is largest. A
-/// destination-style op (linalg) whose init dies there writes its result
-/// into the init's buffer, as bufferization does; a collective's result is
+/// tensor.empty holds nothing; a destination-style op (linalg) whose init
+/// dies there writes its result into the init's buffer, as bufferization
+/// does; a collective's result is
 /// a buffer of its own (counted in `collectiveBytes` too); values made
 /// inside a loop or branch count while its op runs. The runtime's own
 /// staging (the shm backend's exchange slots) is not a value and does not
 /// count.
 typedef struct DtMemoryPeak {
-  int64_t peakBytes;       /* arguments + live values at the peak */
-  int64_t argumentBytes;   /* the function's tensor arguments */
+  int64_t peakBytes;     /* arguments + live values at the peak */
+  int64_t argumentBytes; /* the function's tensor arguments */
+  /* Of them, by their dtensor.role (a training step's): parameters,
+   * optimizer state (all 0 without roles). */
+  int64_t parameterBytes, optimizerBytes;
   int64_t collectiveBytes; /* of the live values: collectives' results */
   MlirOperation at;        /* the op at the peak; null: arguments alone */
   /* The largest values live at the peak (arguments included), largest

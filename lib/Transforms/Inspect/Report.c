@@ -251,6 +251,10 @@ static void peakFields(MlirContext ctx, const DtMemoryPeak *m,
   MlirLocation at = mlirOperationIsNull(m->at)
                         ? mlirLocationUnknownGet(ctx)
                         : mlirOperationGetLocation(m->at);
+  fields[4] =
+      named(ctx, "parameter_bytes", mlirIntegerAttrGet(i64, m->parameterBytes));
+  fields[5] = named(ctx, "optimizer_state_bytes",
+                    mlirIntegerAttrGet(i64, m->optimizerBytes));
   fields[3] = named(
       ctx, "peak_line",
       mlirIntegerAttrGet(i64, mlirLocationIsAFileLineColRange(at)
@@ -333,7 +337,7 @@ static bool runReport(MlirOperation root, const DtPassOptions *options) {
     }
     allValid &= withinBudget(funcs.ops[i], &m, budget);
     MlirType i64 = mlirIntegerTypeGet(ctx, 64);
-    MlirNamedAttribute fields[12] = {
+    MlirNamedAttribute fields[14] = {
         named(ctx, "argument_bytes", mlirIntegerAttrGet(i64, bytes[2 * i])),
         named(ctx, "result_bytes", mlirIntegerAttrGet(i64, bytes[2 * i + 1])),
         named(ctx, "largest_tensor_bytes", mlirIntegerAttrGet(i64, t->largest)),
@@ -351,7 +355,7 @@ static bool runReport(MlirOperation root, const DtPassOptions *options) {
     peakFields(ctx, &m, fields + 8);
     mlirOperationSetDiscardableAttributeByName(
         funcs.ops[i], mlirStringRefCreateFromCString(DT_ATTR_REPORT),
-        mlirDictionaryAttrGet(ctx, 12, fields));
+        mlirDictionaryAttrGet(ctx, 14, fields));
   }
   for (size_t i = 0; totals && i < n; ++i)
     free(totals[i].calls.ops);
@@ -451,14 +455,22 @@ int dtensorReportPrint(MlirOperation module, MlirStringRef sourceName,
       snprintf(callees, sizeof(callees),
                " (%lld in called functions, once per call site)",
                (long long)inCallees);
+    int64_t parameters = intField(r, "parameter_bytes");
+    int64_t state = intField(r, "optimizer_state_bytes");
+    char roles[160] = "";
+    if (parameters || state)
+      snprintf(roles, sizeof(roles),
+               " (parameters %lld, optimizer state %lld, inputs %lld)",
+               (long long)parameters, (long long)state,
+               (long long)(intField(r, "argument_bytes") - parameters - state));
     emit(&p,
          "dtensor report: @%.*s, per device\n"
-         "  arguments %lld bytes, results %lld bytes, largest tensor %lld "
+         "  arguments %lld bytes%s, results %lld bytes, largest tensor %lld "
          "bytes\n"
          "  peak %lld bytes at %.*s:%lld (arguments and the values live "
          "there; collective results %lld bytes), the largest:\n",
          (int)fname.length, fname.data,
-         (long long)intField(r, "argument_bytes"),
+         (long long)intField(r, "argument_bytes"), roles,
          (long long)intField(r, "result_bytes"),
          (long long)intField(r, "largest_tensor_bytes"),
          (long long)intField(r, "peak_bytes"), (int)p.source.length,
