@@ -33,6 +33,18 @@ static inline MlirAttribute dtGetAttr(MlirOperation op, const char *name) {
                                          mlirStringRefCreateFromCString(name));
 }
 
+/// The attribute `name` of argument `i` of function `func` (of result
+/// `i` with `result`): its entry in arg_attrs (res_attrs), or null.
+static inline MlirAttribute dtFuncArgAttr(MlirOperation func, bool result,
+                                          intptr_t i, const char *name) {
+  MlirAttribute list = dtGetAttr(func, result ? "res_attrs" : "arg_attrs");
+  if (mlirAttributeIsNull(list) || !mlirAttributeIsAArray(list) || i < 0 ||
+      i >= mlirArrayAttrGetNumElements(list))
+    return mlirAttributeGetNull();
+  return mlirDictionaryAttrGetElementByName(
+      mlirArrayAttrGetElement(list, i), mlirStringRefCreateFromCString(name));
+}
+
 /// The symbol a func.call (or any op with a flat `callee`) calls; an empty
 /// name for an op without one.
 static inline MlirStringRef dtCalleeName(MlirOperation op) {

@@ -215,18 +215,11 @@ bool dtMemoryPeakOf(MlirOperation func, DtMemoryPeak *out) {
   MlirBlock entry = mlirRegionGetFirstBlock(mlirOperationGetRegion(func, 0));
   if (mlirBlockIsNull(entry))
     return true;
-  MlirAttribute attrs = dtGetAttr(func, "arg_attrs");
   for (intptr_t i = 0; i < mlirBlockGetNumArguments(entry); ++i) {
     MlirValue a = mlirBlockGetArgument(entry, i);
     int64_t bytes = dtTensorBytes(mlirValueGetType(a));
     out->argumentBytes += bytes;
-    MlirAttribute role =
-        mlirAttributeIsNull(attrs) || !mlirAttributeIsAArray(attrs) ||
-                i >= mlirArrayAttrGetNumElements(attrs)
-            ? mlirAttributeGetNull()
-            : mlirDictionaryAttrGetElementByName(
-                  mlirArrayAttrGetElement(attrs, i),
-                  mlirStringRefCreateFromCString(DT_ATTR_ROLE));
+    MlirAttribute role = dtFuncArgAttr(func, false, i, DT_ATTR_ROLE);
     if (!mlirAttributeIsNull(role) && mlirAttributeIsAString(role)) {
       MlirStringRef r = mlirStringAttrGetValue(role);
       if (mlirStringRefEqual(r, mlirStringRefCreateFromCString("parameter")))

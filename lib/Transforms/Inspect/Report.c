@@ -201,14 +201,7 @@ static void describe(MlirValue v, char *out, size_t size) {
   if (mlirValueIsABlockArgument(v)) {
     intptr_t n = mlirBlockArgumentGetArgNumber(v);
     MlirOperation f = mlirBlockGetParentOperation(mlirBlockArgumentGetOwner(v));
-    MlirAttribute args = dtGetAttr(f, "arg_attrs");
-    MlirAttribute name =
-        mlirAttributeIsNull(args) || !mlirAttributeIsAArray(args) ||
-                n >= mlirArrayAttrGetNumElements(args)
-            ? mlirAttributeGetNull()
-            : mlirDictionaryAttrGetElementByName(
-                  mlirArrayAttrGetElement(args, n),
-                  mlirStringRefCreateFromCString("dtensor.name"));
+    MlirAttribute name = dtFuncArgAttr(f, false, n, DT_ATTR_NAME);
     dtBufPrintf(&b, "argument %ld", (long)n);
     if (!mlirAttributeIsNull(name) && mlirAttributeIsAString(name)) {
       MlirStringRef text = mlirStringAttrGetValue(name);

@@ -46,13 +46,9 @@ static void layoutOf(MlirValue v, char *out, size_t size) {
   } else {
     MlirBlock block = mlirBlockArgumentGetOwner(v);
     MlirOperation func = mlirBlockGetParentOperation(block);
-    MlirAttribute args = dtGetAttr(func, "arg_attrs");
-    intptr_t index = mlirBlockArgumentGetArgNumber(v);
-    if (dtIsOp(func, "func.func") && !mlirAttributeIsNull(args) &&
-        index < mlirArrayAttrGetNumElements(args))
-      layout = mlirDictionaryAttrGetElementByName(
-          mlirArrayAttrGetElement(args, index),
-          mlirStringRefCreateFromCString(DT_ATTR_LAYOUT));
+    if (dtIsOp(func, "func.func"))
+      layout = dtFuncArgAttr(func, false, mlirBlockArgumentGetArgNumber(v),
+                             DT_ATTR_LAYOUT);
   }
   DtensorLayoutAttrParts parts;
   if (!mlirAttributeIsNull(layout) && dtensorLayoutAttrGetParts(layout, &parts))

@@ -23,12 +23,7 @@
 /* The `dtensor.layout` of argument or result `i` of `func`, if it has one. */
 bool dtPropFuncLayout(Prop *p, MlirOperation func, bool result, intptr_t i,
                       DtensorShardingSpec *out) {
-  MlirAttribute list = dtGetAttr(func, result ? "res_attrs" : "arg_attrs");
-  if (mlirAttributeIsNull(list) || i >= mlirArrayAttrGetNumElements(list))
-    return false;
-  MlirAttribute l = mlirDictionaryAttrGetElementByName(
-      mlirArrayAttrGetElement(list, i),
-      mlirStringRefCreateFromCString(DT_ATTR_LAYOUT));
+  MlirAttribute l = dtFuncArgAttr(func, result, i, DT_ATTR_LAYOUT);
   if (mlirAttributeIsNull(l))
     return false;
   MlirType fnType = mlirTypeAttrGetValue(dtGetAttr(func, "function_type"));
