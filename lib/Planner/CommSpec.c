@@ -4,6 +4,7 @@
 #include "Support/Support.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -408,34 +409,46 @@ DtensorCommCost dtCommCostOnGroup(DtensorCommPattern pattern, double n,
                                   double alpha, double beta, int64_t bytesIn,
                                   int64_t bytesOut,
                                   const DtensorPlanOptions *options) {
-  /* A ring over the group: `steps` latencies, then `factor` times the bytes
-   * over the bandwidth (GB/s = 1e3 bytes per µs). */
+  /* `steps` latencies, then `factor` times the bytes over the bandwidth
+   * (GB/s = 1e3 bytes per µs). A collective library picks its algorithm by
+   * the size, so each collective is priced as the cheaper of a ring (n - 1
+   * steps a pass, the fewest bytes) and recursive doubling or halving
+   * (ceil(log2 n) steps; all_gather and reduce_scatter move the ring's
+   * bytes, all_reduce the whole block at each step, all_to_all, as
+   * Bruck's, half of it), as MPI and NCCL
+   * choose for small blocks: a 4-byte all_reduce on 4 devices costs 2
+   * latencies, not 6 (a ring's), and no longer loses to gathering a MiB. */
 #define RING(steps, factor, bytes)                                             \
   ((steps) * alpha + (factor) * (double)(bytes) / (beta * 1e3))
   DtensorCommCost c = {0.0, 0.0, 0};
-  double f = (n - 1.0) / n;
+  double f = (n - 1.0) / n, logN = n > 1.0 ? ceil(log2(n)) : 0.0;
+  double steps = fmin(n - 1.0, logN);
   switch (pattern) {
   case DTENSOR_COMM_ALL_GATHER:
-    c.forwardUs = RING(n - 1.0, f, bytesOut);
+    c.forwardUs = RING(steps, f, bytesOut);
     c.backwardUs = copyCost(bytesIn, options);
     c.bytesPerDevice = bytesOut;
     break;
   case DTENSOR_COMM_LOCAL_SPLIT:
     c.forwardUs = copyCost(bytesOut, options);
-    c.backwardUs = RING(n - 1.0, f, bytesIn);
+    c.backwardUs = RING(steps, f, bytesIn);
     break;
   case DTENSOR_COMM_ALL_TO_ALL:
-    c.forwardUs = RING(n - 1.0, f, bytesIn);
-    c.backwardUs = RING(n - 1.0, f, bytesOut);
+    /* Or Bruck's: log2 n steps of half the block. */
+    c.forwardUs =
+        fmin(RING(n - 1.0, f, bytesIn), RING(logN, logN / 2, bytesIn));
+    c.backwardUs =
+        fmin(RING(n - 1.0, f, bytesOut), RING(logN, logN / 2, bytesOut));
     c.bytesPerDevice = bytesIn;
     break;
   case DTENSOR_COMM_ALL_REDUCE:
-    c.forwardUs = RING(2.0 * (n - 1.0), 2.0 * f, bytesIn);
+    c.forwardUs = fmin(RING(2.0 * (n - 1.0), 2.0 * f, bytesIn),
+                       RING(logN, logN, bytesIn));
     c.bytesPerDevice = bytesIn;
     break;
   case DTENSOR_COMM_REDUCE_SCATTER:
-    c.forwardUs = RING(n - 1.0, f, bytesIn);
-    c.backwardUs = RING(n - 1.0, f, bytesIn);
+    c.forwardUs = RING(steps, f, bytesIn);
+    c.backwardUs = RING(steps, f, bytesIn);
     c.bytesPerDevice = bytesIn;
     break;
   case DTENSOR_COMM_LOCAL_PARTIAL:

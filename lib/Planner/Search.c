@@ -32,7 +32,7 @@ typedef struct Ctx {
   DtensorReduceKind partialKind[DTENSOR_MAX_MESH_RANK];
   bool create[DTENSOR_MAX_MESH_RANK];
   bool keep[DTENSOR_MAX_MESH_RANK];         /* Partial in the target too */
-  double minLatency[DTENSOR_MAX_MESH_RANK]; /* (n_a - 1) α_a */
+  double minLatency[DTENSOR_MAX_MESH_RANK]; /* log2(n_a) α_a */
   const DtensorPlanOptions *options;
   /* The target, for the lower bound: its axes per dim. */
   int targetNum[DTENSOR_MAX_TENSOR_RANK];
@@ -332,9 +332,11 @@ static double weight(const Ctx *c, const DtensorCommCost *cost) {
  * stack (splits push minor axes, gathers and all_to_all pop them), so every
  * axis past the longest common prefix of a dim's list with the target's
  * must leave it in some collective, and so must every Partial axis the
- * target does not keep. A collective over a group A costs at least
- * (|A| - 1) max α ≥ Σ_{a∈A} (n_a - 1) α_a, so the sum of (n_a - 1) α_a over
- * those axes is a lower bound (admissible: A* stays optimal). */
+ * target does not keep. A collective over a group A of N = Π n_a devices
+ * takes at least log2 N = Σ_{a∈A} log2 n_a steps (a ring's N - 1, or
+ * recursive doubling's or Bruck's ceil(log2 N)) of max α each, so the sum of
+ * log2(n_a) α_a over those axes is a lower bound (admissible: A* stays
+ * optimal). */
 static double lowerBound(const Ctx *c, uint64_t key) {
   double h = 0.0;
   int at[DTENSOR_MAX_TENSOR_RANK][DTENSOR_MAX_MESH_RANK];
@@ -762,7 +764,7 @@ static bool prepare(const DtensorLayout *source,
   for (int a = 0; a < c->meshRank; ++a) {
     c->axisSize[a] = dtensorMeshGetAxisSize(mesh, a);
     c->minLatency[a] =
-        (double)(c->axisSize[a] - 1) * dtensorMeshGetLink(mesh, a).latencyUs;
+        log2((double)c->axisSize[a]) * dtensorMeshGetLink(mesh, a).latencyUs;
   }
   calibratedBounds(c);
   /* Each mask from the one without its lowest axis. */

@@ -1,26 +1,27 @@
 // RUN: dtensor-opt %s --dtensor-spmd | FileCheck %s --check-prefix=RING
-// RUN: dtensor-opt %s --pass-pipeline='builtin.module(dtensor-spmd{calibration=%S/Inputs/calibration-cheap-all-reduce.txt})' | FileCheck %s --check-prefix=CAL
-// RUN: dtensor-opt %s --pass-pipeline='builtin.module(dtensor-propagate{calibration=%S/Inputs/calibration-cheap-all-reduce.txt})' | FileCheck %s --check-prefix=PROP
+// RUN: dtensor-opt %s --pass-pipeline='builtin.module(dtensor-spmd{calibration=%S/Inputs/calibration-dear-all-reduce.txt})' | FileCheck %s --check-prefix=CAL
+// RUN: dtensor-opt %s --pass-pipeline='builtin.module(dtensor-propagate{calibration=%S/Inputs/calibration-dear-all-reduce.txt})' | FileCheck %s --check-prefix=PROP
 // RUN: printf 'dtensor-calibration 1\nmesh 2x2\n' > %t.2x2.txt
 // RUN: not dtensor-opt %s --pass-pipeline='builtin.module(dtensor-spmd{calibration=%t.2x2.txt})' 2>&1 | FileCheck %s --check-prefix=MESH
 // RUN: not dtensor-opt %s --pass-pipeline='builtin.module(dtensor-spmd{calibration=%t.none.txt})' 2>&1 | FileCheck %s --check-prefix=NOFILE
 // RUN: printf 'dtensor-calibration 1\nmesh 4\nall_reduce 0 5\n' > %t.bad.txt
 // RUN: not dtensor-opt %s --pass-pipeline='builtin.module(dtensor-lower-redistribute{calibration=%t.bad.txt})' 2>&1 | FileCheck %s --check-prefix=BAD
 //
-// A sum over the rows of a row-sharded tensor: the ring model prices a
-// gather of the 2 KiB input (3 latencies) below an all_reduce of the
-// 128-byte result (6 latencies), so it gathers. With a calibration in
-// which both cost 5 µs + 10 GB/s, reducing locally and all_reducing the
-// result is cheaper, and chosen.
+// A sum over the rows of a row-sharded tensor: the link model prices an
+// all_reduce of the 128-byte result by recursive doubling (2 latencies)
+// below a gather of the 2 KiB input, so each device reduces its rows and
+// the result is all_reduced. With a calibration in which an all_reduce
+// costs 100 µs, gathering the input and reducing it everywhere is cheaper,
+// and chosen.
 // RING-LABEL: func.func @sum_rows
-// RING: dtensor.all_gather
-// RING-NOT: dtensor.all_reduce
+// RING-NOT: dtensor.all_gather
+// RING: linalg.reduce
+// RING: "dtensor.all_reduce"({{.*}}) {{.*}}: (tensor<32xf32>) -> tensor<32xf32>
 // CAL-LABEL: func.func @sum_rows
-// CAL-NOT: dtensor.all_gather
-// CAL: linalg.reduce
-// CAL: "dtensor.all_reduce"({{.*}}) {{.*}}: (tensor<32xf32>) -> tensor<32xf32>
+// CAL: dtensor.all_gather
+// CAL-NOT: dtensor.all_reduce
 // PROP-LABEL: func.func @sum_rows
-// PROP: linalg.reduce {{.*}}dtensor.loop_axes = [array<i64: 0>, array<i64>]
+// PROP: linalg.reduce {{.*}}dtensor.loop_axes = [array<i64>, array<i64>]
 //
 // A calibration for another mesh shape, one that does not exist, one that
 // does not read: errors that say which and where.

@@ -118,7 +118,8 @@ static void testCommSpecs(void) {
   applyCase(mesh, "[S01, R]", "all_gather(axes=[0, 1], gather_dim=0)", 2,
             uneven, "[R, R]");
 
-  /* Costs: the ring formulas on the declared links. */
+  /* Costs: the cheaper of a ring and recursive doubling on the declared
+   * links. */
   dtensorMeshSetLink(mesh, 1, (DtensorLink){2.0, 50.0}, NULL);
   DtensorPlanOptions o;
   dtensorPlanOptionsInit(&o);
@@ -126,17 +127,29 @@ static void testCommSpecs(void) {
   DtensorCommSpec ag = {DTENSOR_COMM_ALL_GATHER, 1, {1}, 1, -1,
                         DTENSOR_REDUCE_NONE};
   DtensorCommCost c = dtensorCommSpecGetCost(&ag, &l, &o);
-  /* out 8x8 f32 = 256 bytes; 3 steps of 2 us + 3/4 * 256 / 50e3 us. */
-  CHECK(fabs(c.forwardUs - (6.0 + 0.75 * 256.0 / 50e3)) < 1e-9);
+  /* out 8x8 f32 = 256 bytes over 4 devices: recursive doubling's
+   * log2 4 = 2 steps of 2 us (a ring's 3) + 3/4 * 256 / 50e3 us. */
+  CHECK(fabs(c.forwardUs - (4.0 + 0.75 * 256.0 / 50e3)) < 1e-9);
   CHECK(fabs(c.backwardUs - 64.0 / 200e3) < 1e-12);
   CHECK(c.bytesPerDevice == 256);
   DtensorLayout p = layoutOf(mesh, "[R, R] Psum(0, 1)", 2, even);
   DtensorCommSpec ar = {DTENSOR_COMM_ALL_REDUCE, 2, {0, 1}, -1, -1,
                         DTENSOR_REDUCE_SUM};
   c = dtensorCommSpecGetCost(&ar, &p, &o);
-  /* A ring over 8 devices with the slowest link (5 us, 50 GB/s). */
-  CHECK(fabs(c.forwardUs - (14.0 * 5.0 + 2.0 * 7.0 / 8.0 * 256.0 / 50e3)) <
-        1e-9);
+  /* 8 devices with the slowest link (5 us, 50 GB/s): recursive doubling,
+   * 3 steps of the whole block, against a ring's 14 latencies. */
+  CHECK(fabs(c.forwardUs - (3.0 * 5.0 + 3.0 * 256.0 / 50e3)) < 1e-9);
+  CHECK(c.forwardUs < 14.0 * 5.0 + 2.0 * 7.0 / 8.0 * 256.0 / 50e3);
+  /* A large block on the same group: the ring's fewer bytes win. */
+  DtensorMesh *wide = dtensorMeshParse("2x4", NULL);
+  dtensorMeshSetLink(wide, 0, (DtensorLink){5.0, 50.0}, NULL);
+  dtensorMeshSetLink(wide, 1, (DtensorLink){2.0, 50.0}, NULL);
+  int wideAxes[2] = {0, 1};
+  DtensorCommCost big = dtensorCommGetCostOnAxes(
+      wide, DTENSOR_COMM_ALL_REDUCE, 2, wideAxes, 1 << 26, 1 << 26, &o);
+  CHECK(fabs(big.forwardUs -
+             (14.0 * 5.0 + 2.0 * 7.0 / 8.0 * (double)(1 << 26) / 50e3)) < 1e-6);
+  dtensorMeshDestroy(wide);
   CHECK(c.backwardUs == 0.0);
   /* The same model for a collective already in a program (dtensor-report),
    * and the point-to-point one: a latency plus the block over the slowest
