@@ -298,8 +298,28 @@ static MlirExecutionEngine jitCompile(const DtensorRunner *r,
   if (strstr(r->gpuOptions, "threads=true"))
     libs[numLibs++] = mlirStringRefCreateFromCString(DTENSOR_LIBOMP);
 #endif
+  /* LLVM's perf listener (Debian's LLVM has it) writes a jitdump of every
+   * JIT-compiled program to $JITDUMPDIR/.debug/jit, else ~/.debug/jit, and
+   * never removes it (a day of test runs here: about 1 GB). Unless the user
+   * asks for it (JITDUMPDIR set, for `perf inject --jit`), it goes to a
+   * private directory removed at once: the listener, one per process,
+   * keeps its file open and writes to it unlinked until the process ends. */
+  char dumpDir[4096] = "";
+  if (!getenv("JITDUMPDIR")) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dumpDir, sizeof(dumpDir), "%s/dtensor-jit-XXXXXX",
+             tmp && *tmp ? tmp : "/tmp");
+    if (mkdtemp(dumpDir))
+      setenv("JITDUMPDIR", dumpDir, 1);
+    else
+      dumpDir[0] = 0;
+  }
   MlirExecutionEngine jit = mlirExecutionEngineCreate(
       mlirModuleFromOperation(module), 2, numLibs, libs, false, false);
+  if (dumpDir[0]) {
+    unsetenv("JITDUMPDIR");
+    dtRemoveTree(dumpDir);
+  }
   if (!mlirExecutionEngineIsNull(jit))
     registerRuntime(jit);
   return jit;

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,4 +221,20 @@ bool dtCheckTrustedDir(const char *path, DtensorDiag *outDiag) {
   if (!S_ISDIR(st.st_mode))
     return dtDiag(outDiag, -1, "%s is not a directory", path);
   return dtCheckTrusted(path, &st, outDiag);
+}
+
+static int removeEntry(const char *path, const struct stat *st, int type,
+                       struct FTW *ftw) {
+  (void)st;
+  (void)ftw;
+  if (type == FTW_DP)
+    rmdir(path);
+  else
+    unlink(path);
+  return 0;
+}
+
+void dtRemoveTree(const char *dir) {
+  /* Depth first, links as links, within the directory's file system. */
+  nftw(dir, removeEntry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }

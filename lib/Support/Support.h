@@ -120,6 +120,11 @@ bool dtCheckTrusted(const char *path, const struct stat *st,
 /// or root made it). False with `outDiag`.
 bool dtCheckTrustedDir(const char *path, DtensorDiag *outDiag);
 
+/// Removes `dir` and everything under it, never following a link (a link
+/// is removed itself). For directories this process made private
+/// (mkdtemp's 0700), which nobody else can put anything in.
+void dtRemoveTree(const char *dir);
+
 /// The whole number `text` spells if it lies in [lo, hi], else -1 (a
 /// command line's counts).
 long dtWholeNumber(const char *text, long lo, long hi);

@@ -373,7 +373,25 @@ static int runUnderMpirun(int argc, char **argv, const Args *a, bool isMlir) {
       args[k++] = (char *)pairs[p][1];
     }
   args[k++] = argv[a->first];
-  return waitForMpirun(args);
+  /* The job's own Open MPI session directory (unless the user chose one):
+   * jobs one after the other share $TMPDIR/ompi.<host>.<uid>, which the
+   * last one out removes, and a job creating its directory in it then
+   * failed in orte_init ("orte_session_dir failed": 1 of 60 random
+   * programs in a CI run). */
+  char session[4096] = "";
+  if (!getenv("OMPI_MCA_orte_tmpdir_base")) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(session, sizeof(session), "%s/dtensor-mpi-XXXXXX",
+             tmp && *tmp ? tmp : "/tmp");
+    if (mkdtemp(session))
+      setenv("OMPI_MCA_orte_tmpdir_base", session, 1);
+    else
+      session[0] = 0;
+  }
+  int status = waitForMpirun(args);
+  if (session[0])
+    dtRemoveTree(session); /* what Open MPI left of its session too */
+  return status;
 }
 
 DT_TUNE_ALLOCATOR;
