@@ -305,15 +305,9 @@ static MlirExecutionEngine jitCompile(const DtensorRunner *r,
    * private directory removed at once: the listener, one per process,
    * keeps its file open and writes to it unlinked until the process ends. */
   char dumpDir[4096] = "";
-  if (!getenv("JITDUMPDIR")) {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dumpDir, sizeof(dumpDir), "%s/dtensor-jit-XXXXXX",
-             tmp && *tmp ? tmp : "/tmp");
-    if (mkdtemp(dumpDir))
-      setenv("JITDUMPDIR", dumpDir, 1);
-    else
-      dumpDir[0] = 0;
-  }
+  if (!getenv("JITDUMPDIR") &&
+      dtMakeTempDir("dtensor-jit", dumpDir, sizeof(dumpDir)))
+    setenv("JITDUMPDIR", dumpDir, 1);
   MlirExecutionEngine jit = mlirExecutionEngineCreate(
       mlirModuleFromOperation(module), 2, numLibs, libs, false, false);
   if (dumpDir[0]) {

@@ -223,6 +223,18 @@ bool dtCheckTrustedDir(const char *path, DtensorDiag *outDiag) {
   return dtCheckTrusted(path, &st, outDiag);
 }
 
+bool dtMakeTempDir(const char *prefix, char *out, size_t size) {
+  const char *tmp = getenv("TMPDIR");
+  int n =
+      snprintf(out, size, "%s/%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", prefix);
+  if (n < 0 || (size_t)n >= size || !mkdtemp(out)) {
+    if (size)
+      out[0] = 0;
+    return false;
+  }
+  return true;
+}
+
 static int removeEntry(const char *path, const struct stat *st, int type,
                        struct FTW *ftw) {
   (void)st;

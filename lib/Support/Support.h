@@ -120,6 +120,11 @@ bool dtCheckTrusted(const char *path, const struct stat *st,
 /// or root made it). False with `outDiag`.
 bool dtCheckTrustedDir(const char *path, DtensorDiag *outDiag);
 
+/// Makes a private directory (mode 0700) "$TMPDIR/<prefix>-XXXXXX" (/tmp
+/// without TMPDIR) and writes its path into `out`; false (`out` empty)
+/// when it cannot.
+bool dtMakeTempDir(const char *prefix, char *out, size_t size);
+
 /// Removes `dir` and everything under it, never following a link (a link
 /// is removed itself). For directories this process made private
 /// (mkdtemp's 0700), which nobody else can put anything in.

@@ -379,15 +379,9 @@ static int runUnderMpirun(int argc, char **argv, const Args *a, bool isMlir) {
    * failed in orte_init ("orte_session_dir failed": 1 of 60 random
    * programs in a CI run). */
   char session[4096] = "";
-  if (!getenv("OMPI_MCA_orte_tmpdir_base")) {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(session, sizeof(session), "%s/dtensor-mpi-XXXXXX",
-             tmp && *tmp ? tmp : "/tmp");
-    if (mkdtemp(session))
-      setenv("OMPI_MCA_orte_tmpdir_base", session, 1);
-    else
-      session[0] = 0;
-  }
+  if (!getenv("OMPI_MCA_orte_tmpdir_base") &&
+      dtMakeTempDir("dtensor-mpi", session, sizeof(session)))
+    setenv("OMPI_MCA_orte_tmpdir_base", session, 1);
   int status = waitForMpirun(args);
   if (session[0])
     dtRemoveTree(session); /* what Open MPI left of its session too */
