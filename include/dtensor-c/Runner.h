@@ -169,13 +169,16 @@ typedef struct DtensorRankOptions {
 /// largest absolute error, and with `repeat` the fastest and median step
 /// and the median time a step spent in collective calls (blocked in them
 /// or waiting for started ones: the communication it did not hide;
-/// dtrtCompiledCommSeconds).
+/// dtrtCompiledCommSeconds), and the most bytes the program's own buffers
+/// (its intermediate values and results, not its arguments) held at once
+/// in a timed step (dtrtBufferPeak).
 typedef struct DtensorRankReport {
   int64_t compared, different;
   double maxAbsError;
   int steps;
   double minStepSeconds, medianStepSeconds;
   double medianCommSeconds;
+  int64_t peakBufferBytes;
 } DtensorRankReport;
 
 /// Runs the SPMD program as `rank` of the runtime's process context (the

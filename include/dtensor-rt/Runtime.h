@@ -553,6 +553,15 @@ DTRT_EXPORT void dtrtSetComputeThreads(int threads);
 /// start (dtrt_mlir_init) and before their first contraction.
 DTRT_EXPORT void dtrtEnsureComputeThreads(void);
 
+/// Starts a count of the bytes a compiled program's buffers (those it
+/// allocates through _mlir_memref_to_llvm_*: its intermediate values and
+/// results, not its arguments) hold in this process at once.
+DTRT_EXPORT void dtrtBufferPeakReset(void);
+
+/// The most bytes those buffers held at once since dtrtBufferPeakReset,
+/// above what they held at the reset.
+DTRT_EXPORT int64_t dtrtBufferPeak(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -453,9 +453,11 @@ size_t dtensorRankReportFormat(const DtensorRunner *r, int rank,
   if (rep->steps)
     dtBufPrintf(&b,
                 "rank %d: step time min %.3f ms, median %.3f ms over %d "
-                "runs; in collectives (not hidden) median %.3f ms\n",
+                "runs; in collectives (not hidden) median %.3f ms; "
+                "buffers at most %lld bytes\n",
                 rank, 1e3 * rep->minStepSeconds, 1e3 * rep->medianStepSeconds,
-                rep->steps, 1e3 * rep->medianCommSeconds);
+                rep->steps, 1e3 * rep->medianCommSeconds,
+                (long long)rep->peakBufferBytes);
   return b.length;
 }
 

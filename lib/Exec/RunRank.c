@@ -356,7 +356,10 @@ static bool timeSteps(const DtensorRunner *r, int rank, int repeat,
                     dtrtLastError(c));
     }
     double t0 = dtMonotonicSeconds(), c0 = dtrtCompiledCommSeconds();
+    dtrtBufferPeakReset();
     ok = dtRunInvoke(r, true, descs, NULL, NULL, outDiag);
+    if (dtrtBufferPeak() > report->peakBufferBytes)
+      report->peakBufferBytes = dtrtBufferPeak();
     /* The program waited for its streams, not for cuBLAS's last product
      * (on the default stream). */
     if (r->gpu)

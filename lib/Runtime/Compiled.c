@@ -17,6 +17,7 @@
 
 #include <limits.h>
 #include <malloc.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -583,10 +584,39 @@ static void *checkedAlloc(void *p, uint64_t size) {
   return p;
 }
 
+/* The bytes the compiled program's buffers hold, and the most since the
+ * last reset (dtrtBufferPeak): each block's usable size, counted when it
+ * is made and when _mlir_memref_to_llvm_free frees it (results the caller
+ * frees with free() stay counted: a reset takes the count as its base). */
+static _Atomic int64_t bufferBytes, bufferPeak, bufferBase;
+
+static void *counted(void *p) {
+  if (p) {
+    int64_t now =
+        atomic_fetch_add(&bufferBytes, (int64_t)malloc_usable_size(p)) +
+        (int64_t)malloc_usable_size(p);
+    int64_t seen = atomic_load(&bufferPeak);
+    while (now > seen &&
+           !atomic_compare_exchange_weak(&bufferPeak, &seen, now)) {
+    }
+  }
+  return p;
+}
+
+void dtrtBufferPeakReset(void) {
+  int64_t now = atomic_load(&bufferBytes);
+  atomic_store(&bufferBase, now);
+  atomic_store(&bufferPeak, now);
+}
+
+int64_t dtrtBufferPeak(void) {
+  return atomic_load(&bufferPeak) - atomic_load(&bufferBase);
+}
+
 void *_mlir_memref_to_llvm_alloc(uint64_t size) {
   if (!heapTuned)
     tuneHeap();
-  return checkedAlloc(malloc(size), size);
+  return counted(checkedAlloc(malloc(size), size));
 }
 
 void *_mlir_memref_to_llvm_aligned_alloc(uint64_t alignment, uint64_t size) {
@@ -597,10 +627,14 @@ void *_mlir_memref_to_llvm_aligned_alloc(uint64_t alignment, uint64_t size) {
     alignment = sizeof(void *);
   if (posix_memalign(&p, alignment, size))
     p = NULL;
-  return checkedAlloc(p, size);
+  return counted(checkedAlloc(p, size));
 }
 
-void _mlir_memref_to_llvm_free(void *p) { free(p); }
+void _mlir_memref_to_llvm_free(void *p) {
+  if (p)
+    atomic_fetch_sub(&bufferBytes, (int64_t)malloc_usable_size(p));
+  free(p);
+}
 
 /* memref.copy of buffers whose layouts the lowering does not know (MLIR's
  * generic lowering calls memrefCopy, which MLIR's C runner utilities

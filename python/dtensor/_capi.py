@@ -170,7 +170,8 @@ class RankReport(Structure):
     _fields_ = [("compared", c_int64), ("different", c_int64),
                 ("maxAbsError", c_double), ("steps", c_int),
                 ("minStepSeconds", c_double), ("medianStepSeconds", c_double),
-                ("medianCommSeconds", c_double)]
+                ("medianCommSeconds", c_double),
+                ("peakBufferBytes", c_int64)]
 
 
 # Callbacks get the C API's small structs split as the x86-64 and AArch64

@@ -112,6 +112,9 @@ static void testMatmul(MlirContext ctx) {
   CHECK(rep.compared == 8 && rep.different == 0 && rep.maxAbsError < 1e-5);
   CHECK(rep.steps == 2 && rep.minStepSeconds > 0 &&
         rep.minStepSeconds <= rep.medianStepSeconds);
+  /* The program's own buffers during a step: at least its 4x2 f32 result
+   * (malloc's usable size may be more), far from the arguments' sizes. */
+  CHECK(rep.peakBufferBytes >= 32 && rep.peakBufferBytes < 4096);
   /* A reference that disagrees: the rank says so. */
   ((float *)ref)[3] += 1.0f;
   o.repeat = 0;
