@@ -159,7 +159,9 @@ def compiled_ms(path, ranks, overlap=True, entry="mlp_step", load=None,
     return (max(float(a) for a, _ in steps), max(float(c) for _, c in steps))
 
 
-def torch_ms(kind, ranks, batch=T, threads=1):
+def torch_run(kind, ranks, batch=T, threads=1):
+    """(PyTorch's fastest step in ms, None) from bench/train/torch_train.py
+    KIND, or (None, why it did not run: the last line it wrote)."""
     env = ONE_THREAD if threads == 1 else dict(
         os.environ, OPENBLAS_NUM_THREADS=str(threads),
         OMP_NUM_THREADS=str(threads), BENCH_TORCH_THREADS=str(threads))
@@ -168,23 +170,17 @@ def torch_ms(kind, ranks, batch=T, threads=1):
                           kind, str(ranks), str(REPS), str(batch)],
                          capture_output=True, text=True, env=env)
     if out.returncode:
+        lines = out.stderr.strip().splitlines()
+        return None, lines[-1] if lines else f"exit status {out.returncode}"
+    return float(out.stdout), None
+
+
+def torch_ms(kind, ranks, batch=T, threads=1):
+    ms, why = torch_run(kind, ranks, batch, threads)
+    if why:
         sys.stderr.write(f"bench/train: PyTorch's {kind} run failed "
-                         "(apt-get install python3-torch):\n"
-                         f"{out.stderr[-400:]}")
-        return None
-    return float(out.stdout)
-
-
-def torch_fsdp_ms(ranks, batch):
-    """PyTorch FSDP's GPT step (ms), or why it does not run here."""
-    out = subprocess.run([PYTHON, os.path.join(ROOT, "bench", "train",
-                                               "torch_train.py"),
-                          "gpt-fsdp", str(ranks), str(REPS), str(batch)],
-                         capture_output=True, text=True, env=ONE_THREAD)
-    if out.returncode:
-        return out.stderr.strip().splitlines()[-1] if out.stderr \
-            else f"exit status {out.returncode}"
-    return float(out.stdout)
+                         f"(apt-get install python3-torch): {why}\n")
+    return ms
 
 
 def gpt():
@@ -230,10 +226,10 @@ def gpt():
         if config == "fsdp2":
             # PyTorch's own FSDP where it runs (this bench's hand-written
             # ZeRO-3 is the MLP's peer above).
-            peer = torch_fsdp_ms(ranks, cfg["batch"])
-            if isinstance(peer, str):
+            peer, why = torch_run("gpt-fsdp", ranks, cfg["batch"])
+            if why:
                 print(f"  {ranks} ranks compiled {ours:9.2f}  (FSDP: PyTorch's"
-                      f" does not run here: {peer})")
+                      f" does not run here: {why})")
                 continue
         else:
             peer = torch_ms("gpt", ranks, cfg["batch"])

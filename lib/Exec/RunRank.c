@@ -358,8 +358,9 @@ static bool timeSteps(const DtensorRunner *r, int rank, int repeat,
     double t0 = dtMonotonicSeconds(), c0 = dtrtCompiledCommSeconds();
     dtrtBufferPeakReset();
     ok = dtRunInvoke(r, true, descs, NULL, NULL, outDiag);
-    if (dtrtBufferPeak() > report->peakBufferBytes)
-      report->peakBufferBytes = dtrtBufferPeak();
+    int64_t held = dtrtBufferPeak();
+    if (held > report->peakBufferBytes)
+      report->peakBufferBytes = held;
     /* The program waited for its streams, not for cuBLAS's last product
      * (on the default stream). */
     if (r->gpu)

@@ -302,12 +302,15 @@ static MlirExecutionEngine jitCompile(const DtensorRunner *r,
    * JIT-compiled program to $JITDUMPDIR/.debug/jit, else ~/.debug/jit, and
    * never removes it (a day of test runs here: about 1 GB). Unless the user
    * asks for it (JITDUMPDIR set, for `perf inject --jit`), it goes to a
-   * private directory removed at once: the listener, one per process,
-   * keeps its file open and writes to it unlinked until the process ends. */
+   * private directory removed at once: the listener, one per process and
+   * made with the first engine, keeps its file open and writes to it
+   * unlinked until the process ends. */
+  static bool dumpPlaced;
   char dumpDir[4096] = "";
-  if (!getenv("JITDUMPDIR") &&
+  if (!dumpPlaced && !getenv("JITDUMPDIR") &&
       dtMakeTempDir("dtensor-jit", dumpDir, sizeof(dumpDir)))
     setenv("JITDUMPDIR", dumpDir, 1);
+  dumpPlaced = true;
   MlirExecutionEngine jit = mlirExecutionEngineCreate(
       mlirModuleFromOperation(module), 2, numLibs, libs, false, false);
   if (dumpDir[0]) {

@@ -592,9 +592,8 @@ static _Atomic int64_t bufferBytes, bufferPeak, bufferBase;
 
 static void *counted(void *p) {
   if (p) {
-    int64_t now =
-        atomic_fetch_add(&bufferBytes, (int64_t)malloc_usable_size(p)) +
-        (int64_t)malloc_usable_size(p);
+    int64_t n = (int64_t)malloc_usable_size(p);
+    int64_t now = atomic_fetch_add(&bufferBytes, n) + n;
     int64_t seen = atomic_load(&bufferPeak);
     while (now > seen &&
            !atomic_compare_exchange_weak(&bufferPeak, &seen, now)) {
