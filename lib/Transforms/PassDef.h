@@ -75,6 +75,7 @@ bool dtPassReadCalibration(MlirOperation root, const char *pass,
 extern const DtPassDef dtVerifyPass;
 extern const DtPassDef dtLowerRedistributePass;
 extern const DtPassDef dtPropagatePass;
+extern const DtPassDef dtAutoShardPass;
 extern const DtPassDef dtPartitionPass;
 extern const DtPassDef dtReportPass;
 extern const DtPassDef dtSpmdPass;
@@ -95,6 +96,11 @@ extern const DtPassDef dtAutodiffPass;
 extern const DtPassDef dtInitsToInputsPass;
 extern const DtPassDef dtBucketCollectivesPass;
 extern const DtPassDef dtScheduleCollectivesPass;
+
+/// What dtensor-spmd does before propagation (dtensor-gathers, tosa-to-scf,
+/// dtensor-decompose-softmax, dtensor-decompose-packs), with propagation's
+/// options; false after a located error.
+bool dtSpmdPrepare(MlirOperation root, const DtPassOptions *propagate);
 
 /// dtensor-decompose-softmax on `root`, for a pass that needs every
 /// linalg.softmax decomposed first (dtensor-autodiff); false after a

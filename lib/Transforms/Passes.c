@@ -19,6 +19,7 @@
 static const DtPassDef *const kPasses[] = {
     &dtVerifyPass,
     &dtPropagatePass,
+    &dtAutoShardPass,
     &dtPartitionPass,
     &dtLowerRedistributePass,
     &dtReportPass,

@@ -65,10 +65,15 @@ static void stepDone(bool timing, const char *step, struct timespec *last) {
 static void propagateOptions(const DtPassOptions *options, char *text,
                              size_t size) {
   snprintf(
-      text, size, "strict=%s why=%s calibration='%s' choice=%s cost=%s",
+      text, size,
+      "strict=%s why=%s calibration='%s' choice=%s cost=%s auto=%s "
+      "memory='%s' solver=%s time-limit='%s'",
       dtPassOptionsGet(options, "strict"), dtPassOptionsGet(options, "why"),
       dtPassOptionsGet(options, "calibration"),
-      dtPassOptionsGet(options, "choice"), dtPassOptionsGet(options, "cost"));
+      dtPassOptionsGet(options, "choice"), dtPassOptionsGet(options, "cost"),
+      dtPassOptionsGet(options, "auto"), dtPassOptionsGet(options, "memory"),
+      dtPassOptionsGet(options, "solver"),
+      dtPassOptionsGet(options, "time-limit"));
 }
 
 static void lowerOptions(const DtPassOptions *options, char *text,
@@ -80,8 +85,21 @@ static void lowerOptions(const DtPassOptions *options, char *text,
            dtPassOptionsGet(options, "calibration"));
 }
 
+bool dtSpmdPrepare(MlirOperation root, const DtPassOptions *propagate) {
+  /* Lookups by computed index get their table as an operand, and
+   * scatters become scatter_adds (before tosa-to-scf, which would make
+   * tosa.scatter a loop). */
+  bool ok = dtGathersPass.run(root, propagate);
+  ok = ok && tosaControlToScf(root);
+  /* linalg.softmax has no sharding rule of its own: its generics do (rows
+   * stay sharded unless the softmax dim is). */
+  ok = ok && dtDecomposeSoftmaxPass.run(root, propagate);
+  /* Packs as the pad, reshape and transpose they are, which have rules. */
+  return ok && dtDecomposePacksPass.run(root, propagate);
+}
+
 static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
-  char text[4 * DT_MAX_OPTION_VALUE + 96];
+  char text[7 * DT_MAX_OPTION_VALUE + 160];
   DtPassOptions propagate, partition, lower, bucket;
   propagateOptions(options, text, sizeof(text));
   bool ok = dtPassOptionsParse(&dtPropagatePass.info,
@@ -106,16 +124,7 @@ static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
   /* Propagation's decisions go to partition in memory. */
   DtDecisions decisions = dtDecisionsInit();
   propagate.decisions = partition.decisions = &decisions;
-  /* Lookups by computed index get their table as an operand, and
-   * scatters become scatter_adds (before tosa-to-scf, which would make
-   * tosa.scatter a loop). */
-  ok = ok && dtGathersPass.run(root, &propagate);
-  ok = ok && tosaControlToScf(root);
-  /* linalg.softmax has no sharding rule of its own: its generics do (rows
-   * stay sharded unless the softmax dim is). */
-  ok = ok && dtDecomposeSoftmaxPass.run(root, &propagate);
-  /* Packs as the pad, reshape and transpose they are, which have rules. */
-  ok = ok && dtDecomposePacksPass.run(root, &propagate);
+  ok = ok && dtSpmdPrepare(root, &propagate);
   ok = ok && dtPropagatePass.run(root, &propagate);
   stepDone(ok && timing, "propagate", &last);
   ok = ok && dtPartitionPass.run(root, &partition);
@@ -141,6 +150,15 @@ static const DtensorPassOptionInfo kOptions[] = {
      "dtensor-propagate: how op strategies are chosen"},
     {"cost", DTENSOR_OPTION_BOOL, "false", NULL,
      "dtensor-propagate: print each function's modelled cost"},
+    {"auto", DTENSOR_OPTION_BOOL, "false", NULL,
+     "dtensor-propagate: choose the layouts of arguments and results "
+     "without one too (dtensor-auto-shard)"},
+    {"memory", DTENSOR_OPTION_STRING, "", NULL,
+     "with auto=true: the bytes each device may hold (16GiB)"},
+    {"solver", DTENSOR_OPTION_ENUM, "default", "default|cbc|glpk",
+     "with auto=true: the integer program solver"},
+    {"time-limit", DTENSOR_OPTION_STRING, "60", NULL,
+     "with auto=true: the solver's seconds per function"},
     {"strategy", DTENSOR_OPTION_ENUM, "optimal", "optimal|greedy",
      "dtensor-lower-redistribute: how plans are searched"},
     {"objective", DTENSOR_OPTION_ENUM, "forward", "forward|forward+backward",
@@ -172,7 +190,7 @@ MlirLogicalResult dtensorSpmdStages(MlirStringRef options, char *buffer,
   DtPassOptions parsed;
   if (!dtPassOptionsParse(&dtSpmdPass.info, options, &parsed, outDiag))
     return mlirLogicalResultFailure();
-  char propagate[4 * DT_MAX_OPTION_VALUE + 96],
+  char propagate[7 * DT_MAX_OPTION_VALUE + 160],
       lower[4 * DT_MAX_OPTION_VALUE + 96];
   propagateOptions(&parsed, propagate, sizeof(propagate));
   lowerOptions(&parsed, lower, sizeof(lower));

@@ -26,6 +26,7 @@
 #include "PropagateRefine.h"
 #include "PropagateRegions.h"
 #include "PropagateStrategy.h"
+#include "Solver/Ilp.h"
 #include "Util.h"
 
 #include "mlir-c/BuiltinAttributes.h"
@@ -259,6 +260,49 @@ static void seed(Prop *p, MlirOperation func) {
   }
 }
 
+/* Automatic sharding: the layout of the argument result `i` carries over
+ * (a training step's parameters and state), when it has one. */
+static bool tiedLayout(Prop *p, intptr_t i, DtensorShardingSpec *out) {
+  if (p->tiedArg[i] < 0)
+    return false;
+  MlirBlock entry = mlirRegionGetFirstBlock(mlirOperationGetRegion(p->func, 0));
+  const Info *arg = dtPropInfo(p, mlirBlockGetArgument(entry, p->tiedArg[i]));
+  if (!arg || !arg->known)
+    return false;
+  *out = specOf(arg);
+  return true;
+}
+
+/* Automatic sharding: which results have no layout (chosen here), and
+ * the argument of the same dtensor.name each carries over. */
+static bool findAutoResults(Prop *p, MlirOperation func) {
+  MlirType fnType = mlirTypeAttrGetValue(dtGetAttr(func, "function_type"));
+  int n = (int)mlirFunctionTypeGetNumResults(fnType);
+  int numArgs = (int)mlirFunctionTypeGetNumInputs(fnType);
+  p->numResults = n;
+  p->autoResult = calloc((size_t)n + 1, sizeof(bool));
+  p->tiedArg = malloc(sizeof(int) * ((size_t)n + 1));
+  if (!p->autoResult || !p->tiedArg)
+    return false;
+  for (int i = 0; i < n; ++i) {
+    p->tiedArg[i] = -1;
+    p->autoResult[i] =
+        p->autoShard &&
+        mlirAttributeIsNull(dtFuncArgAttr(func, true, i, DT_ATTR_LAYOUT)) &&
+        mlirTypeIsATensor(mlirFunctionTypeGetResult(fnType, i));
+    MlirAttribute name = dtFuncArgAttr(func, true, i, "dtensor.name");
+    if (!p->autoResult[i] || mlirAttributeIsNull(name))
+      continue;
+    for (int a = 0; a < numArgs; ++a)
+      if (mlirAttributeEqual(name,
+                             dtFuncArgAttr(func, false, a, "dtensor.name")) &&
+          mlirTypeEqual(mlirFunctionTypeGetInput(fnType, a),
+                        mlirFunctionTypeGetResult(fnType, i)))
+        p->tiedArg[i] = a;
+  }
+  return true;
+}
+
 /* The return: each operand must have the function result's layout (its
  * demand), or its own layout without Partial when the result has none; the
  * function's result attributes are completed. */
@@ -288,9 +332,16 @@ static void decideReturn(Prop *p, MlirOperation func, MlirOperation ret) {
       continue;
     any = true;
     DtensorShardingSpec want;
-    if (dtPropFuncLayout(p, func, true, i, &want)) {
+    bool chosen = i < p->numResults && p->autoResult[i];
+    if (!chosen && dtPropFuncLayout(p, func, true, i, &want)) {
       if (!in->known)
         dtPropAdopt(p, in, &want, ret);
+    } else if (chosen && tiedLayout(p, i, &want)) {
+      if (!in->known)
+        dtPropAdopt(p, in, &want, ret);
+      mlirFuncSetResultAttr(func, i,
+                            mlirStringRefCreateFromCString(DT_ATTR_LAYOUT),
+                            dtPropLayoutAttr(p, &want));
     } else {
       if (!in->known) {
         DtensorShardingSpec replicated;
@@ -372,6 +423,37 @@ static MlirWalkResult findCalleeMesh(MlirOperation op, void *userData) {
   return c->found[0] ? MlirWalkResultInterrupt : MlirWalkResultAdvance;
 }
 
+/* Automatic sharding of a function without layouts: the module's mesh,
+ * when it has one (several: an error, the user names one by a layout). */
+static bool onlyMesh(Prop *p, MlirOperation func, char found[256]) {
+  MlirOperation module = mlirOperationGetParentOperation(func);
+  if (mlirOperationIsNull(module))
+    return false;
+  int count = 0;
+  MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(module, 0));
+  for (MlirOperation op = mlirBlockGetFirstOperation(top);
+       !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op)) {
+    if (!dtIsOp(op, DT_OP_MESH))
+      continue;
+    MlirAttribute name = dtGetAttr(op, "sym_name");
+    if (mlirAttributeIsNull(name) || !mlirAttributeIsAString(name))
+      continue;
+    if (count++ == 0) {
+      MlirStringRef s = mlirStringAttrGetValue(name);
+      snprintf(found, 256, "%.*s", (int)s.length, s.data);
+    }
+  }
+  if (count > 1) {
+    dtPropError(p, func,
+                "automatic sharding: the module has %d meshes; put a layout "
+                "on one argument of this function to say which it runs on",
+                count);
+    found[0] = 0;
+    return false;
+  }
+  return count == 1;
+}
+
 static bool findMesh(Prop *p, MlirOperation func) {
   char found[256] = "";
   signatureMesh(func, found);
@@ -385,6 +467,8 @@ static bool findMesh(Prop *p, MlirOperation func) {
       mlirSymbolTableDestroy(c.symbols);
     }
   }
+  if (!found[0] && p->autoShard && !onlyMesh(p, func, found))
+    return false;
   if (!found[0])
     return false;
   snprintf(p->meshName, sizeof(p->meshName), "%s", found);
@@ -487,6 +571,10 @@ static void propagateFunction(Prop *p, MlirOperation func) {
     dtPropError(p, func, "out of memory");
     return;
   }
+  if (!findAutoResults(p, func)) {
+    dtPropError(p, func, "out of memory");
+    return;
+  }
   /* Every value gets its info now (nested regions too): the table must
    * not move later. */
   mlirOperationWalk(func, registerValues, p, MlirWalkPreOrder);
@@ -502,6 +590,9 @@ static void propagateFunction(Prop *p, MlirOperation func) {
     decideReturn(p, func, ret);
   if (!p->failed)
     dtPropRefine(p, func);
+  /* The results chosen with the arguments take their new layouts. */
+  if (p->autoShard && !mlirOperationIsNull(ret) && !p->failed)
+    decideReturn(p, func, ret);
   if (p->reportCost && !p->failed) {
     MlirStringRef name = mlirStringAttrGetValue(dtGetAttr(func, "sym_name"));
     fprintf(stderr, "dtensor-propagate: @%.*s: modelled cost %.6f us (%s)\n",
@@ -573,6 +664,11 @@ bool dtPropFunction(const Prop *base, MlirOperation func) {
   p.fits = dtTableInit(sizeof(FitEntry));
   p.needs = dtTableInit(sizeof(NeedEntry));
   p.choice = base->choice;
+  p.autoShard = base->autoShard;
+  p.autoWhy = base->autoWhy;
+  p.memoryBudget = base->memoryBudget;
+  p.solver = base->solver;
+  p.timeLimit = base->timeLimit;
   p.reportCost = base->reportCost;
   p.values = dtTableInit(sizeof(ValueSlot));
   p.decided = dtTableInit(sizeof(const void *));
@@ -591,6 +687,8 @@ bool dtPropFunction(const Prop *base, MlirOperation func) {
   dtTableFree(&p.needs);
   free(p.needSpecs);
   free(p.costly);
+  free(p.autoResult);
+  free(p.tiedArg);
   for (size_t i = 0; i < p.numArena; ++i)
     free(p.arena[i]);
   free(p.arena);
@@ -630,6 +728,48 @@ static bool isCalled(const Called *c, MlirOperation func) {
   return false;
 }
 
+/* auto, memory, solver and time-limit. */
+static bool readAutoOptions(MlirOperation root, const DtPassOptions *options,
+                            Prop *p) {
+  p->autoShard = dtPassOptionsGetBool(options, "auto");
+  p->autoWhy = p->autoShard && p->why;
+  const char *memory = dtPassOptionsGet(options, "memory");
+  const char *solver = dtPassOptionsGet(options, "solver");
+  p->solver = !strcmp(solver, "glpk")  ? DT_ILP_GLPK
+              : !strcmp(solver, "cbc") ? DT_ILP_CBC
+                                       : DT_ILP_DEFAULT;
+  const char *limit = dtPassOptionsGet(options, "time-limit");
+  p->timeLimit = dtRealNumber(limit, 0.01, 1e6);
+  if (isnan(p->timeLimit)) {
+    char msg[DT_MAX_OPTION_VALUE + 96];
+    snprintf(msg, sizeof(msg),
+             "dtensor-propagate: time-limit='%s' is not a number of seconds "
+             "in [0.01, 1e6]",
+             limit);
+    mlirEmitError(mlirOperationGetLocation(root), msg);
+    return false;
+  }
+  if (memory[0]) {
+    p->memoryBudget = dtByteCount(memory);
+    if (p->memoryBudget <= 0) {
+      char msg[DT_MAX_OPTION_VALUE + 160];
+      snprintf(msg, sizeof(msg),
+               "dtensor-propagate: memory='%s' is not a byte count (a whole "
+               "number with an optional unit: 512MB, 16GiB, 1048576)",
+               memory);
+      mlirEmitError(mlirOperationGetLocation(root), msg);
+      return false;
+    }
+    if (!p->autoShard) {
+      mlirEmitError(mlirOperationGetLocation(root),
+                    "dtensor-propagate: memory= is a budget for automatic "
+                    "sharding (auto=true)");
+      return false;
+    }
+  }
+  return true;
+}
+
 static bool runPropagate(MlirOperation root, const DtPassOptions *options) {
   Prop p;
   memset(&p, 0, sizeof(p));
@@ -645,6 +785,8 @@ static bool runPropagate(MlirOperation root, const DtPassOptions *options) {
                                             : DT_CHOICE_WHOLE;
   p.registry = options->context;
   p.decisions = options->decisions;
+  if (!readAutoOptions(root, options, &p))
+    return false;
   DtensorCalibration *cal = NULL;
   if (!dtPassReadCalibration(root, "dtensor-propagate", options, &cal))
     return false;
@@ -697,6 +839,17 @@ static const DtensorPassOptionInfo kOptions[] = {
     {"cost", DTENSOR_OPTION_BOOL, "false", NULL,
      "print each function's modelled communication cost and how its "
      "strategies were chosen"},
+    {"auto", DTENSOR_OPTION_BOOL, "false", NULL,
+     "automatic sharding: also choose the layout of every argument and "
+     "result without one, by an integer program (docs/autoshard.md)"},
+    {"memory", DTENSOR_OPTION_STRING, "", NULL,
+     "with auto=true: the bytes each device may hold (512MB, 16GiB); "
+     "default unbounded"},
+    {"solver", DTENSOR_OPTION_ENUM, "default", "default|cbc|glpk",
+     "with auto=true: the integer program solver (default: CBC when built)"},
+    {"time-limit", DTENSOR_OPTION_STRING, "60", NULL,
+     "with auto=true: the solver's seconds per function; then the best "
+     "plan found and its gap"},
 };
 
 const DtPassDef dtPropagatePass = {

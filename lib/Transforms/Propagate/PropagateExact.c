@@ -68,6 +68,41 @@ static bool addPassVariants(Refine *R, Var *v, const Strategy *st) {
   }
 }
 
+/* An argument's candidate `s` (a layout). */
+static bool addArgCand(Var *v, const DtensorShardingSpec *s) {
+  Cand k;
+  memset(&k, 0, sizeof(k));
+  pack(s, &k.res[0]);
+  for (size_t n = 0; n < v->numCands; ++n)
+    if (sameCSpec(v->cands[n].res[0], k.res[0]))
+      return true;
+  Cand *slot =
+      dtArrayPush((void **)&v->cands, &v->numCands, &v->capCands, sizeof(Cand));
+  if (!slot)
+    return false;
+  *slot = k;
+  return true;
+}
+
+/* Every layout of an argument: each mesh axis on no dim or on one, in any
+ * order; those that fit its shape. */
+static bool enumerateArgLayouts(Refine *R, Var *v, int axis,
+                                DtensorShardingSpec *s) {
+  int rank = dtensorMeshGetRank(R->p->mesh);
+  if (axis == rank)
+    return !dtPropFits(R->p, v->results[0], s) || addArgCand(v, s);
+  if (!enumerateArgLayouts(R, v, axis + 1, s))
+    return false;
+  for (int d = 0; d < s->rank; ++d) {
+    s->axes[d][s->numAxes[d]++] = axis;
+    bool ok = enumerateArgLayouts(R, v, axis + 1, s);
+    --s->numAxes[d];
+    if (!ok)
+      return false;
+  }
+  return true;
+}
+
 /* Every strategy: each mesh axis on no factor or on one, in any order. */
 static bool enumerateStrategies(Refine *R, Var *v, int f, Strategy *st) {
   const DtRule *r = v->rule;
@@ -103,7 +138,9 @@ static double fixedCost(Refine *R, Var *v, const Cand *k) {
   for (int j = 0; j < v->numResults; ++j)
     if (v->results[j])
       unpack(&k->res[j], v->results[j]->rank, &c->results[j]);
-  double cost = dtPropComputeUs(R->p, v->rule, v->operands, v->results, c);
+  double cost = v->rule
+                    ? dtPropComputeUs(R->p, v->rule, v->operands, v->results, c)
+                    : 0.0;
   for (int j = 0; j < v->numResults; ++j) {
     if (!v->results[j])
       continue;
@@ -188,6 +225,13 @@ static int compareCands(const void *x, const void *y) {
 /* The current choice of `v` as a candidate (its strategy is never needed:
  * it is not rewritten). */
 static bool addCurrent(Refine *R, Var *v) {
+  if (v->arg >= 0) {
+    DtensorShardingSpec s = specOf(v->results[0]);
+    if (!addArgCand(v, &s))
+      return false;
+    v->cands[0].isCurrent = true;
+    return true;
+  }
   Choice *c = &R->scratch[3];
   dtRefineCurrentChoice(R, v, c);
   Strategy none;
@@ -211,7 +255,14 @@ static bool linkOperands(Refine *R, int k, Var *v) {
     memset(ln, 0, sizeof(*ln));
     ln->operand = i;
     ln->producer = -1;
-    if (mlirValueIsAOpResult(o)) {
+    int argVar = dtRefineArgVarOf(R, o);
+    if (argVar >= 0) {
+      for (int q = 0; q < k; ++q)
+        if (R->order[q] == argVar)
+          ln->producer = q;
+      if (ln->producer < 0)
+        return false;
+    } else if (mlirValueIsAOpResult(o)) {
       int pv = dtRefineVarOf(R, mlirOpResultGetOwner(o));
       ln->result = (int)mlirOpResultGetResultNumber(o);
       for (int q = 0; q < k && pv >= 0; ++q)
@@ -238,13 +289,17 @@ static bool linkOperands(Refine *R, int k, Var *v) {
 
 /* The candidates of each var (its current choice first), their links to
  * earlier vars and the bounds. False when out of memory. */
-static bool prepareSearch(Refine *R) {
+bool dtRefinePrepare(Refine *R) {
   for (int k = 0; k < R->count; ++k) {
     Var *v = &R->vars[R->order[k]];
     Strategy st;
     memset(&st, 0, sizeof(st));
     st.seed = -1;
-    if (!addCurrent(R, v) || !enumerateStrategies(R, v, 0, &st))
+    DtensorShardingSpec s;
+    if (v->arg >= 0)
+      initSpec(v->results[0]->rank, &s);
+    if (!addCurrent(R, v) || !(v->arg >= 0 ? enumerateArgLayouts(R, v, 0, &s)
+                                           : enumerateStrategies(R, v, 0, &st)))
       return false;
     v->minFixed = INFINITY;
     for (size_t n = 0; n < v->numCands; ++n) {
@@ -266,7 +321,7 @@ static bool prepareSearch(Refine *R) {
 }
 
 /* The cost of the current choices, as the search counts it. */
-static double currentTotal(Refine *R) {
+double dtRefineCurrentTotal(Refine *R) {
   double total = 0.0;
   for (int k = 0; k < R->count; ++k)
     R->pick[k] = R->vars[R->order[k]].current;
@@ -283,7 +338,7 @@ static double currentTotal(Refine *R) {
  * choices. Returns a summary for cost=true. */
 const char *dtRefineExact(Refine *R, bool enumerate) {
   Prop *p = R->p;
-  if (!prepareSearch(R)) {
+  if (!dtRefinePrepare(R)) {
     R->failed = true;
     return "out of memory";
   }
@@ -299,7 +354,7 @@ const char *dtRefineExact(Refine *R, bool enumerate) {
       return "too many combinations";
     }
   }
-  double now = currentTotal(R);
+  double now = dtRefineCurrentTotal(R);
   R->prune = !enumerate;
   R->best = enumerate ? INFINITY : now;
   for (int k = 0; k < R->count; ++k)

@@ -224,7 +224,9 @@ int dtRefineVarOf(Refine *R, MlirOperation op) {
       R->failed = true;
       return -1;
     }
+    memset(v, 0, sizeof(*v));
     v->op = op;
+    v->arg = -1;
     v->numOperands = e->count;
     v->numResults = (int)mlirOperationGetNumResults(op);
     /* The tensor operands are those with a need. */
@@ -256,6 +258,44 @@ int dtRefineVarOf(Refine *R, MlirOperation op) {
   slot->op = op.ptr;
   slot->index = index;
   return index;
+}
+
+int dtRefineArgVar(Refine *R, MlirValue arg, int index) {
+  int found = dtRefineArgVarOf(R, arg);
+  if (found >= 0)
+    return found;
+  Info *in = dtPropInfo(R->p, arg);
+  if (!in || !in->isTensor)
+    return -1;
+  Var *v =
+      dtArrayPush((void **)&R->vars, &R->numVars, &R->capVars, sizeof(Var));
+  VarSlot *slot = v ? dtTableInsert(&R->index, needHash(arg.ptr)) : NULL;
+  if (!v || !slot) {
+    R->failed = true;
+    return -1;
+  }
+  memset(v, 0, sizeof(*v));
+  v->arg = index;
+  v->numResults = 1;
+  v->results[0] = in;
+  slot->op = arg.ptr;
+  slot->index = (int)(R->numVars - 1);
+  return slot->index;
+}
+
+int dtRefineArgVarOf(Refine *R, MlirValue v) {
+  if (!mlirValueIsABlockArgument(v))
+    return -1;
+  const VarSlot *hit =
+      dtTableFind(&R->index, needHash(v.ptr), sameVarOp, v.ptr);
+  return hit ? hit->index : -1;
+}
+
+void dtRefineForgetNeed(Refine *R, MlirOperation op, int i) {
+  NeedEntry *e = needEntryOf(R->p, op);
+  if (e && i < e->count)
+    R->p->needSpecs[e->first + (size_t)i] =
+        (CSpec){0, NO_NEED_PARTIAL, 0, 0, 0};
 }
 
 static void enqueue(Refine *R, int index) {
@@ -603,7 +643,7 @@ static void finish(Refine *R) {
   Choice *c = &R->scratch[0];
   for (size_t n = 0; n < R->numVars && !p->failed; ++n) {
     Var *v = &R->vars[n];
-    if (!v->choice)
+    if (!v->choice || v->arg >= 0)
       continue;
     for (int i = 0; i < v->numOperands; ++i)
       if (v->operands[i]) {
@@ -709,7 +749,7 @@ void dtPropRefine(Prop *p, MlirOperation func) {
   p->choiceSummary = "program order";
   if (p->choice == DT_CHOICE_ORDER || p->failed)
     return;
-  if (p->numCostly == 0 && p->choice == DT_CHOICE_WHOLE) {
+  if (p->numCostly == 0 && p->choice == DT_CHOICE_WHOLE && !p->autoShard) {
     p->choiceSummary = "no conversion";
     return;
   }
@@ -731,6 +771,12 @@ void dtPropRefine(Prop *p, MlirOperation func) {
   while (R.numStack > 0 && !R.failed && !p->failed)
     visit(&R, R.stack[--R.numStack]);
   p->choiceSummary = "refined";
+  /* Automatic sharding: every op with a strategy and every argument
+   * without a layout, by an integer program. */
+  if (p->autoShard && !R.failed && !p->failed) {
+    p->choiceSummary = dtRefineAuto(&R, func);
+    goto done;
+  }
   /* The exact search on small functions. */
   int count = 0;
   for (MlirOperation op = mlirBlockGetFirstOperation(R.entry);
@@ -765,6 +811,7 @@ void dtPropRefine(Prop *p, MlirOperation func) {
     if (!R.failed)
       p->choiceSummary = dtRefineExact(&R, p->choice == DT_CHOICE_ENUMERATE);
   }
+done:
   if (R.failed)
     dtPropError(p, func, "out of memory");
   else

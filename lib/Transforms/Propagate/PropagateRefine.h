@@ -55,7 +55,9 @@ typedef struct Link {
 /* An op whose strategy may change. Large programs have many: its rule
  * (kilobytes) is read again when needed, except in the exact search. */
 typedef struct Var {
-  MlirOperation op;
+  MlirOperation op; /* null for an argument's var */
+  int arg;          /* the argument of an argument's var (automatic
+                       sharding chooses its layout); -1 for an op's */
   int numOperands, numResults;
   Info *operands[DT_MAX_RULE_VALUES];
   Info *results[DT_MAX_RULE_VALUES];
@@ -105,6 +107,17 @@ typedef struct Refine {
 /// layouts may change), made on first use; -1 for other ops.
 int dtRefineVarOf(Refine *R, MlirOperation op);
 
+/// The var of argument `index` of the function (`arg`), whose layout
+/// automatic sharding chooses; made on first use (-1 when out of memory).
+int dtRefineArgVar(Refine *R, MlirValue arg, int index);
+
+/// The var of `v` when it is an argument with a var, else -1.
+int dtRefineArgVarOf(Refine *R, MlirValue v);
+
+/// Forgets what `op` needs of operand `i` (automatic sharding prices it
+/// itself: a function result it chooses).
+void dtRefineForgetNeed(Refine *R, MlirOperation op, int i);
+
 /// Appends to R->shared the distinct needs of the users of `v` other than
 /// operand `skipIndex` of `skipOp` (and, when `skipVars`, other than vars);
 /// `*first` is where they start. False when out of memory.
@@ -128,5 +141,18 @@ bool dtRefineLower(double candidate, double current);
 /// the optimum where it is cheaper than the current choices; returns how
 /// the choice was made (for cost=true).
 const char *dtRefineExact(Refine *R, bool enumerate);
+
+/// The candidates, links and fixed costs of the vars of R->order (the
+/// exact search's and automatic sharding's); false when out of memory.
+bool dtRefinePrepare(Refine *R);
+
+/// The cost of the vars' current choices, as the exact search counts it.
+double dtRefineCurrentTotal(Refine *R);
+
+/// Automatic sharding (PropagateAuto.c): the optimum over the vars of
+/// R->order (arguments' vars first) by an integer program, under the
+/// memory budget; applies it. Returns how it was chosen (for cost=true);
+/// errors are reported at `func`.
+const char *dtRefineAuto(Refine *R, MlirOperation func);
 
 #endif

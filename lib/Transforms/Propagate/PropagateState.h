@@ -275,6 +275,17 @@ typedef struct Prop {
   MlirOperation *costly;
   size_t numCostly, capCostly;
   DtChoiceMode choice;
+  /* Automatic sharding (dtensor-auto-shard; PropagateAuto.c): arguments
+   * without a layout are chosen too, with the function results that have
+   * none (`autoResult`), each equal to the argument of the same
+   * dtensor.name when there is one (`tiedArg`, -1: none). */
+  bool autoShard, autoWhy;
+  int64_t memoryBudget; /* bytes per device; 0: unbounded */
+  int solver;           /* a DtIlpSolver */
+  double timeLimit;     /* the solver's seconds */
+  int numResults;
+  bool *autoResult;
+  int *tiedArg;
   bool reportCost;           /* cost=true: print each function's cost */
   const char *choiceSummary; /* how the choice was made, for cost=true */
 } Prop;
