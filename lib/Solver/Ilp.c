@@ -173,6 +173,13 @@ bool dtIlpSolve(DtIlp *ilp, DtIlpSolver solver, double seconds,
   }
   ilp->solution = x;
   double t0 = dtMonotonicSeconds();
+  if (ilp->numCols == 0) {
+    /* Nothing left to choose (a solver refuses an empty program). */
+    out->status = DT_ILP_OPTIMAL;
+    out->objective = out->bound = 0.0;
+    out->x = ilp->solution;
+    return true;
+  }
   if (solver == DT_ILP_CBC)
     dtIlpSolveCbc(ilp, seconds, out);
   else

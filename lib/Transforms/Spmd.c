@@ -6,6 +6,7 @@
  * propagation's decisions reach partition in a table instead of as
  * attributes. Its options go to the steps that take them. */
 #include "Decisions.h"
+#include "Inspect/Memory.h"
 #include "PassDef.h"
 #include "Support/Support.h"
 
@@ -67,13 +68,14 @@ static void propagateOptions(const DtPassOptions *options, char *text,
   snprintf(
       text, size,
       "strict=%s why=%s calibration='%s' choice=%s cost=%s auto=%s "
-      "memory='%s' solver=%s time-limit='%s'",
+      "memory='%s' solver=%s time-limit='%s' layers=%s",
       dtPassOptionsGet(options, "strict"), dtPassOptionsGet(options, "why"),
       dtPassOptionsGet(options, "calibration"),
       dtPassOptionsGet(options, "choice"), dtPassOptionsGet(options, "cost"),
       dtPassOptionsGet(options, "auto"), dtPassOptionsGet(options, "memory"),
       dtPassOptionsGet(options, "solver"),
-      dtPassOptionsGet(options, "time-limit"));
+      dtPassOptionsGet(options, "time-limit"),
+      dtPassOptionsGet(options, "layers"));
 }
 
 static void lowerOptions(const DtPassOptions *options, char *text,
@@ -83,6 +85,39 @@ static void lowerOptions(const DtPassOptions *options, char *text,
            dtPassOptionsGet(options, "objective"),
            dtPassOptionsGet(options, "report"),
            dtPassOptionsGet(options, "calibration"));
+}
+
+/* auto=true with memory=: the compiled program's peak (dtensor-report's
+ * count, collectives' results included) is checked against the budget,
+ * which the plan's own model estimates: never a plan over it in silence. */
+static bool withinBudget(MlirOperation root, const DtPassOptions *options) {
+  const char *memory = dtPassOptionsGet(options, "memory");
+  if (!dtPassOptionsGetBool(options, "auto") || !memory[0])
+    return true;
+  int64_t budget = dtByteCount(memory);
+  bool ok = true;
+  MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0));
+  for (MlirOperation f = mlirBlockGetFirstOperation(top);
+       !mlirOperationIsNull(f); f = mlirOperationGetNextInBlock(f)) {
+    DtMemoryPeak peak;
+    if (!dtIsOp(f, "func.func") || mlirOperationGetNumRegions(f) != 1 ||
+        mlirBlockIsNull(
+            mlirRegionGetFirstBlock(mlirOperationGetRegion(f, 0))) ||
+        !dtMemoryPeakOf(f, &peak) || peak.peakBytes <= budget)
+      continue;
+    char msg[256];
+    snprintf(msg, sizeof(msg),
+             "dtensor-spmd: the compiled program needs %lld bytes per device "
+             "at its peak, over memory=%s (%lld bytes) that automatic "
+             "sharding planned for; dtensor-report{memory=%s} names the "
+             "largest values",
+             (long long)peak.peakBytes, memory, (long long)budget, memory);
+    mlirEmitError(
+        mlirOperationGetLocation(mlirOperationIsNull(peak.at) ? f : peak.at),
+        msg);
+    ok = false;
+  }
+  return ok;
 }
 
 bool dtSpmdPrepare(MlirOperation root, const DtPassOptions *propagate) {
@@ -138,7 +173,7 @@ static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
   stepDone(ok && timing, "canonicalize+cse", &last);
   ok = ok && dtScheduleCollectivesPass.run(root, &bucket);
   stepDone(ok && timing, "schedule-collectives", &last);
-  return ok;
+  return ok && withinBudget(root, options);
 }
 
 static const DtensorPassOptionInfo kOptions[] = {
@@ -159,6 +194,8 @@ static const DtensorPassOptionInfo kOptions[] = {
      "with auto=true: the integer program solver"},
     {"time-limit", DTENSOR_OPTION_STRING, "60", NULL,
      "with auto=true: the solver's seconds per function"},
+    {"layers", DTENSOR_OPTION_ENUM, "alike", "alike|free",
+     "with auto=true: repeated layers pick alike (solved once)"},
     {"strategy", DTENSOR_OPTION_ENUM, "optimal", "optimal|greedy",
      "dtensor-lower-redistribute: how plans are searched"},
     {"objective", DTENSOR_OPTION_ENUM, "forward", "forward|forward+backward",

@@ -382,16 +382,22 @@ void dtAdReplaceReturn(MlirOperation g, MlirOperation ret,
   mlirBlockInsertOwnedOperationBefore(mlirOperationGetBlock(ret), ret, newRet);
   mlirOperationDestroy(ret);
   MlirBlock entry = mlirRegionGetFirstBlock(mlirOperationGetRegion(g, 0));
-  MlirType inputs[256], results[256];
+  /* A training step has three arguments per parameter: any number. */
   intptr_t numInputs = mlirBlockGetNumArguments(entry);
-  for (intptr_t i = 0; i < numInputs && i < 256; ++i)
-    inputs[i] = mlirValueGetType(mlirBlockGetArgument(entry, i));
-  for (intptr_t i = 0; i < n && i < 256; ++i)
-    results[i] = mlirValueGetType(operands[i]);
+  MlirType *types = malloc(sizeof(MlirType) * (size_t)(numInputs + n + 1));
+  if (!types) {
+    dtOpError(g, "dtensor-autodiff: out of memory");
+    return;
+  }
+  for (intptr_t i = 0; i < numInputs; ++i)
+    types[i] = mlirValueGetType(mlirBlockGetArgument(entry, i));
+  for (intptr_t i = 0; i < n; ++i)
+    types[numInputs + i] = mlirValueGetType(operands[i]);
   mlirOperationSetAttributeByName(
       g, mlirStringRefCreateFromCString("function_type"),
       mlirTypeAttrGet(mlirFunctionTypeGet(mlirOperationGetContext(g), numInputs,
-                                          inputs, n, results)));
+                                          types, n, types + numInputs)));
+  free(types);
 }
 
 static MlirAttribute argAttr(MlirOperation f, intptr_t i, const char *name) {

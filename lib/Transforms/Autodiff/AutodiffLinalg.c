@@ -231,9 +231,16 @@ void dtAdLinalgAdjoint(DtAd *ad, MlirOperation op, bool elementwise) {
     if (numArgs > numInputs)
       out = mlirBlockGetArgument(body, numInputs);
     for (MlirOperation b = mlirBlockGetFirstOperation(body);
-         !mlirOperationEqual(b, yield) && numOps < 256;
-         b = mlirOperationGetNextInBlock(b))
+         !mlirOperationEqual(b, yield); b = mlirOperationGetNextInBlock(b)) {
+      if (numOps == 256) {
+        /* Never a derivative of part of the body. */
+        dtOpError(op, "has a body of more than 256 ops; dtensor-autodiff "
+                      "differentiates bodies of at most 256");
+        ad->failed = true;
+        return;
+      }
       ops[numOps++] = b;
+    }
     if (!combineOf(body, out, mlirOperationGetOperand(yield, 0), &kind,
                    &root)) {
       dtOpError(op, "combines its accumulator other than by add, max or min "

@@ -3,23 +3,84 @@
  * docs/autoshard.md). Its output is the program
  * with a layout on every argument, result and value, ready for
  * dtensor-spmd, to be read, kept and edited. */
+#include "Dialect/DialectInternal.h"
 #include "PassDef.h"
+#include "Util.h"
 
+#include "mlir-c/BuiltinAttributes.h"
+#include "mlir-c/BuiltinTypes.h"
 #include "mlir-c/Diagnostics.h"
 
 #include <stdio.h>
+#include <string.h>
+
+/* Values that only initialize take their user's layout: no annotation. */
+static bool initializes(MlirOperation op) {
+  return dtIsOp(op, "tensor.empty") || dtIsOp(op, "linalg.fill") ||
+         dtIsOp(op, "arith.constant") || dtIsOp(op, "tensor.splat");
+}
+
+static const char *const kDecided[] = {DT_ATTR_LAYOUT,
+                                       "dtensor.operand_layouts",
+                                       "dtensor.loop_axes", "dtensor.why"};
+
+static MlirWalkResult strip(MlirOperation op, void *userData) {
+  (void)userData;
+  if (dtIsOp(op, "func.func") || dtIsOp(op, DT_OP_ANNOTATE))
+    return MlirWalkResultAdvance;
+  for (size_t i = 0; i < sizeof(kDecided) / sizeof(kDecided[0]); ++i)
+    mlirOperationRemoveAttributeByName(
+        op, mlirStringRefCreateFromCString(kDecided[i]));
+  return MlirWalkResultAdvance;
+}
+
+/* The chosen layouts as annotations on the results of the entry block's
+ * ops; propagation's attributes removed. */
+static void annotateChoices(MlirOperation func, const DtIds *ids) {
+  MlirBlock entry = mlirRegionGetFirstBlock(mlirOperationGetRegion(func, 0));
+  if (mlirBlockIsNull(entry))
+    return;
+  MlirOperation term = mlirBlockGetTerminator(entry);
+  for (MlirOperation op = mlirBlockGetFirstOperation(entry);
+       !mlirOperationIsNull(op) && !mlirOperationEqual(op, term);) {
+    MlirOperation next = mlirOperationGetNextInBlock(op);
+    MlirAttribute layouts = dtGetAttr(op, DT_ATTR_LAYOUT);
+    if (mlirAttributeIsNull(layouts) || initializes(op) ||
+        dtIsOp(op, DT_OP_ANNOTATE) || dtIsOp(op, DT_OP_REDISTRIBUTE)) {
+      op = next;
+      continue;
+    }
+    for (intptr_t j = 0; j < mlirOperationGetNumResults(op); ++j) {
+      MlirAttribute l = mlirAttributeIsAArray(layouts)
+                            ? (j < mlirArrayAttrGetNumElements(layouts)
+                                   ? mlirArrayAttrGetElement(layouts, j)
+                                   : (MlirAttribute){NULL})
+                            : layouts;
+      MlirValue r = mlirOperationGetResult(op, j);
+      if (mlirAttributeIsNull(l) || mlirAttributeIsAUnit(l) ||
+          !mlirTypeIsATensor(mlirValueGetType(r)) ||
+          mlirOpOperandIsNull(mlirValueGetFirstUse(r)))
+        continue;
+      MlirOperation a =
+          dtBuildAnnotate(ids, next, mlirOperationGetLocation(op), r, l);
+      mlirValueReplaceAllUsesExcept(r, mlirOperationGetResult(a, 0), 1, &a);
+    }
+    op = next;
+  }
+  mlirOperationWalk(func, strip, NULL, MlirWalkPreOrder);
+}
 
 static bool runAutoShard(MlirOperation root, const DtPassOptions *options) {
   char text[6 * DT_MAX_OPTION_VALUE + 128];
-  snprintf(text, sizeof(text),
-           "auto=true memory='%s' why=%s solver=%s time-limit='%s' "
-           "calibration='%s' cost=%s",
-           dtPassOptionsGet(options, "memory"),
-           dtPassOptionsGet(options, "why"),
-           dtPassOptionsGet(options, "solver"),
-           dtPassOptionsGet(options, "time-limit"),
-           dtPassOptionsGet(options, "calibration"),
-           dtPassOptionsGet(options, "cost"));
+  snprintf(
+      text, sizeof(text),
+      "auto=true memory='%s' why=%s solver=%s time-limit='%s' "
+      "calibration='%s' cost=%s layers=%s",
+      dtPassOptionsGet(options, "memory"), dtPassOptionsGet(options, "why"),
+      dtPassOptionsGet(options, "solver"),
+      dtPassOptionsGet(options, "time-limit"),
+      dtPassOptionsGet(options, "calibration"),
+      dtPassOptionsGet(options, "cost"), dtPassOptionsGet(options, "layers"));
   DtPassOptions propagate;
   DtensorDiag diag;
   if (!dtPassOptionsParse(&dtPropagatePass.info,
@@ -30,8 +91,16 @@ static bool runAutoShard(MlirOperation root, const DtPassOptions *options) {
   }
   propagate.context = options->context;
   propagate.decisions = options->decisions;
-  return dtSpmdPrepare(root, &propagate) &&
-         dtPropagatePass.run(root, &propagate);
+  if (!dtSpmdPrepare(root, &propagate) ||
+      !dtPropagatePass.run(root, &propagate))
+    return false;
+  DtIds ids = dtIdsGet(mlirOperationGetContext(root));
+  MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0));
+  for (MlirOperation f = mlirBlockGetFirstOperation(top);
+       !mlirOperationIsNull(f); f = mlirOperationGetNextInBlock(f))
+    if (dtIsOp(f, "func.func") && mlirOperationGetNumRegions(f) == 1)
+      annotateChoices(f, &ids);
+  return true;
 }
 
 static const DtensorPassOptionInfo kOptions[] = {
@@ -51,6 +120,9 @@ static const DtensorPassOptionInfo kOptions[] = {
      "--calibrate)"},
     {"cost", DTENSOR_OPTION_BOOL, "false", NULL,
      "print each function's modelled cost and how it was chosen"},
+    {"layers", DTENSOR_OPTION_ENUM, "alike", "alike|free",
+     "repeated layers pick alike, solved once (alike), or each its own "
+     "(free: the exact optimum, slower)"},
 };
 
 const DtPassDef dtAutoShardPass = {

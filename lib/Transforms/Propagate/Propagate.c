@@ -666,6 +666,7 @@ bool dtPropFunction(const Prop *base, MlirOperation func) {
   p.choice = base->choice;
   p.autoShard = base->autoShard;
   p.autoWhy = base->autoWhy;
+  p.layersAlike = base->layersAlike;
   p.memoryBudget = base->memoryBudget;
   p.solver = base->solver;
   p.timeLimit = base->timeLimit;
@@ -733,6 +734,7 @@ static bool readAutoOptions(MlirOperation root, const DtPassOptions *options,
                             Prop *p) {
   p->autoShard = dtPassOptionsGetBool(options, "auto");
   p->autoWhy = p->autoShard && p->why;
+  p->layersAlike = !strcmp(dtPassOptionsGet(options, "layers"), "alike");
   const char *memory = dtPassOptionsGet(options, "memory");
   const char *solver = dtPassOptionsGet(options, "solver");
   p->solver = !strcmp(solver, "glpk")  ? DT_ILP_GLPK
@@ -850,6 +852,10 @@ static const DtensorPassOptionInfo kOptions[] = {
     {"time-limit", DTENSOR_OPTION_STRING, "60", NULL,
      "with auto=true: the solver's seconds per function; then the best "
      "plan found and its gap"},
+    {"layers", DTENSOR_OPTION_ENUM, "alike", "alike|free",
+     "with auto=true: ops alike in kind, candidates and neighbours "
+     "(repeated layers) pick alike, solved once (alike), or each its own "
+     "(free: the exact optimum, slower)"},
 };
 
 const DtPassDef dtPropagatePass = {

@@ -22,6 +22,7 @@
  * until none does. */
 #include "PropagateRefine.h"
 
+#include "Solver/Choice.h"
 #include "Solver/Ilp.h"
 #include "Util.h"
 
@@ -50,13 +51,24 @@ typedef struct Group {
   size_t fixedNeeds;
   int numFixedNeeds;
   int firstUser;
-  int firstCol, endCol; /* its n and y columns */
+  int firstCol, endCol;  /* its n and y columns */
+  int firstUse, lastUse; /* the ops of the entry block that use it */
 } Group;
 
 typedef struct GroupSlot {
   const void *value;
   int index;
 } GroupSlot;
+
+/* A pointer's index (ops in the entry block; first vars of a class). */
+typedef struct OpIndex {
+  const void *op;
+  int index;
+} OpIndex;
+
+static bool sameOpIndex(const void *entry, const void *key) {
+  return ((const OpIndex *)entry)->op == key;
+}
 
 /* A value whose bytes count: made at op `def` (-1: an argument), last
  * used at op `last` (indices in the entry block). */
@@ -70,12 +82,26 @@ typedef struct Auto {
   Refine *R;
   Prop *p;
   DtIlp *ilp;
-  int *firstCol; /* per var of the order */
+  DtChoiceGraph *graph; /* a node per var, an edge per value of one user */
+  int *firstCol;        /* per var of the order: its columns (-1: reduced) */
+  int *candBase;        /* per var: where its candidates start in `extra` */
+  double *extra;        /* per candidate: the results' prices it adds */
+  int *pick;            /* per var: the candidate the plan picks */
+  bool *pinned;         /* per var: kept in the program (memory, why) */
+  int *points;          /* the ops where the budget has rows */
+  size_t numPoints, capPoints;
+  int forbidK, forbidC; /* a candidate excluded (why's alternatives) */
   Group *groups;
   size_t numGroups, capGroups;
   DtTable groupIndex;
   User *users;
   size_t numUsers, capUsers;
+  bool *hyper; /* per group: several users (priced in the program) */
+  int *tie;    /* per var: the var it picks alike (itself: none) */
+  int numTied;
+  int *cols;      /* scratch for addPriced: columns, then targets */
+  double *prices; /* scratch: a price per maker candidate */
+  size_t capBuffers;
   Live *lives;
   size_t numLives, capLives;
   int numOps;
@@ -168,7 +194,9 @@ static double convert(Auto *A, const Info *in, CSpec from, CSpec to) {
   DtensorShardingSpec a, b;
   unpack(&from, in->rank, &a);
   unpack(&to, in->rank, &b);
-  return dtPropConvertCost(A->p, in, &a, &b);
+  double cost = dtPropConvertCost(A->p, in, &a, &b);
+  /* The planner's "no plan" is a huge price: impossible. */
+  return cost >= 1e15 ? INFINITY : cost;
 }
 
 /* The bytes per device of a value of `in` in layout `c`. */
@@ -241,41 +269,125 @@ static bool growScratch(Auto *A) {
   return true;
 }
 
-/* A column for each candidate of each var; one picked per var. */
-static bool addPicks(Auto *A) {
-  Refine *R = A->R;
-  for (int k = 0; k < R->count; ++k) {
-    const Var *v = &R->vars[R->order[k]];
-    A->firstCol[k] = dtIlpNumCols(A->ilp);
-    for (size_t c = 0; c < v->numCands; ++c)
-      if (dtIlpAddCol(A->ilp, 0.0, 1.0, v->cands[c].fixedCost, true) < 0)
-        return false;
-  }
-  A->firstCol[R->count] = dtIlpNumCols(A->ilp);
-  if (!growScratch(A))
+/* Whether two conversion prices are the same (they come from one formula
+ * on the same sizes, so equal ones are equal to rounding). */
+static bool samePrice(double a, double b) {
+  if (isinf(a) || isinf(b))
+    return isinf(a) && isinf(b);
+  return fabs(a - b) <= 1e-12 * fmax(1.0, fmax(fabs(a), fabs(b)));
+}
+
+/* Room for `n` entries in the scratch columns and prices. */
+static bool growBuffers(Auto *A, size_t n) {
+  if (n < A->capBuffers)
+    return true;
+  int *cols = realloc(A->cols, sizeof(int) * (n + 1));
+  if (cols)
+    A->cols = cols;
+  double *prices = realloc(A->prices, sizeof(double) * (n + 1));
+  if (prices)
+    A->prices = prices;
+  if (!cols || !prices)
     return false;
-  for (int k = 0; k < R->count; ++k) {
-    for (int c = A->firstCol[k]; c < A->firstCol[k + 1]; ++c)
-      term(A, c, 1.0);
-    if (!addRow(A, 1.0, 1.0))
-      return false;
-  }
+  A->capBuffers = n + 1;
   return true;
 }
 
-/* The conversions of group `g`'s value to what its var users need. */
-static bool addConversions(Auto *A, Group *g) {
+/* The price of a conversion whose target is in use (the sum of the
+ * columns `target`, 0 or 1) given the maker's pick: its candidate i (in
+ * column makerCols[i]) prices it price[i], times `scale`. Per distinct
+ * positive price a column y, at most the candidates at that price, whose
+ * sum is at least the target when the pick is priced; an infinite price
+ * and the target never together. */
+static bool addPriced(Auto *A, const int *makerCols, const double *price,
+                      int numMaker, const int *target, int numTarget,
+                      double scale) {
+  bool ok = true;
+  int sumFirst = dtIlpNumCols(A->ilp);
+  for (int i = 0; i < numMaker && ok; ++i) {
+    double p = price[i];
+    bool seen = false;
+    for (int e = 0; e < i && !seen; ++e)
+      seen = samePrice(price[e], p);
+    if (p == 0.0 || seen)
+      continue;
+    int y = -1;
+    if (!isinf(p)) {
+      y = dtIlpAddCol(A->ilp, 0.0, 1.0, scale * p, false);
+      ok = y >= 0 && growScratch(A);
+    }
+    for (int e = 0; e < numMaker && ok; ++e)
+      if (samePrice(price[e], p))
+        term(A, makerCols[e], isinf(p) ? 1.0 : -1.0);
+    if (!ok)
+      break;
+    if (isinf(p)) {
+      for (int t = 0; t < numTarget; ++t)
+        term(A, target[t], 1.0);
+      ok = addRow(A, -INFINITY, 1.0);
+    } else {
+      term(A, y, 1.0);
+      ok = addRow(A, -INFINITY, 0.0);
+    }
+  }
+  int sumEnd = dtIlpNumCols(A->ilp);
+  if (ok && sumEnd > sumFirst) {
+    for (int y = sumFirst; y < sumEnd; ++y)
+      term(A, y, 1.0);
+    for (int t = 0; t < numTarget; ++t)
+      term(A, target[t], -1.0);
+    for (int e = 0; e < numMaker; ++e)
+      if (price[e] > 0.0 && !isinf(price[e]))
+        term(A, makerCols[e], -1.0);
+    ok = addRow(A, -1.0, INFINITY);
+  }
+  return ok;
+}
+
+/* The conversions of group `g`'s value to what its var users need.
+ *
+ * The layouts the maker may make (`made`, one per distinct layout; the
+ * value's own when nobody chooses it) and the layouts users need
+ * (`targets`, those fixed users need excluded: the maker pays them) give
+ * a price matrix. Per target a column n (the value is converted to it);
+ * per distinct positive price of a target a column y, at most the
+ * maker's candidates that make a layout at that price, whose sum is at
+ * least n when the maker's layout is one of them. Targets with the same
+ * prices from every made layout share their n when the value has one
+ * user (it needs one layout: one conversion either way). */
+static bool addConversions(Auto *A, Group *g, double scale) {
   Refine *R = A->R;
   const Var *maker = g->producer >= 0 ? &R->vars[R->order[g->producer]] : NULL;
-  CSpec fixedSource = g->info->spec;
-  /* The layouts the users' candidates need (fixed users' needs are paid
-   * by the maker already). */
-  CSpec *targets = NULL;
-  size_t numTargets = 0, capTargets = 0;
-  for (int u = g->firstUser; u >= 0; u = A->users[u].next) {
+  CSpec *made = NULL, *targets = NULL;
+  size_t numMade = 0, capMade = 0, numTargets = 0, capTargets = 0;
+  double *price = NULL;
+  int *targetClass = NULL;
+  bool ok = true;
+  int numUsers = 0;
+  for (int u = g->firstUser; u >= 0; u = A->users[u].next)
+    ++numUsers;
+  if (maker) {
+    for (size_t c = 0; c < maker->numCands && ok; ++c) {
+      CSpec m = madeBy(A, g->producer, c, g->result);
+      if (dtRefineHasCSpec(made, numMade, m))
+        continue;
+      CSpec *slot =
+          dtArrayPush((void **)&made, &numMade, &capMade, sizeof(CSpec));
+      ok = slot != NULL;
+      if (ok)
+        *slot = m;
+    }
+  } else {
+    CSpec *slot =
+        dtArrayPush((void **)&made, &numMade, &capMade, sizeof(CSpec));
+    ok = slot != NULL;
+    if (ok)
+      *slot = g->info->spec;
+  }
+  for (int u = g->firstUser; u >= 0 && ok; u = A->users[u].next) {
     const User *us = &A->users[u];
     const Var *uv = &R->vars[R->order[us->k]];
-    for (size_t c = 0; c < uv->numCands; ++c) {
+    for (size_t c = 0; c < uv->numCands && ok; ++c) {
       CSpec L = needOf(A, us, c);
       if (dtRefineHasCSpec(R->shared + g->fixedNeeds, (size_t)g->numFixedNeeds,
                            L) ||
@@ -283,43 +395,63 @@ static bool addConversions(Auto *A, Group *g) {
         continue;
       CSpec *slot = dtArrayPush((void **)&targets, &numTargets, &capTargets,
                                 sizeof(CSpec));
-      if (!slot) {
-        free(targets);
-        return false;
+      ok = slot != NULL;
+      if (ok)
+        *slot = L;
+    }
+  }
+  if (ok && numTargets) {
+    price = malloc(sizeof(double) * numTargets * numMade);
+    targetClass = malloc(sizeof(int) * numTargets);
+    ok = price && targetClass;
+  }
+  /* The price matrix, and the targets' classes (the first target of each
+   * class stands for it). */
+  for (size_t t = 0; t < numTargets && ok; ++t) {
+    for (size_t m = 0; m < numMade; ++m)
+      price[t * numMade + m] = convert(A, g->info, made[m], targets[t]);
+    targetClass[t] = (int)t;
+    for (size_t e = 0; e < t && numUsers == 1; ++e) {
+      if (targetClass[e] != (int)e)
+        continue;
+      bool same = true;
+      for (size_t m = 0; m < numMade && same; ++m)
+        same = samePrice(price[t * numMade + m], price[e * numMade + m]);
+      if (same) {
+        targetClass[t] = (int)e;
+        break;
       }
-      *slot = L;
     }
   }
   g->firstCol = dtIlpNumCols(A->ilp);
-  bool ok = true;
   for (size_t t = 0; t < numTargets && ok; ++t) {
-    CSpec L = targets[t];
-    /* Nothing to pay whatever the maker makes: no columns. */
+    if (targetClass[t] != (int)t)
+      continue;
+    const double *row = price + t * numMade;
     bool costly = false;
-    double fixedCost = 0.0;
-    if (maker)
-      for (size_t c = 0; c < maker->numCands && !costly; ++c)
-        costly =
-            convert(A, g->info, madeBy(A, g->producer, c, g->result), L) > 0.0;
-    else
-      costly = (fixedCost = convert(A, g->info, fixedSource, L)) > 0.0;
+    for (size_t m = 0; m < numMade; ++m)
+      costly = costly || row[m] > 0.0;
     if (!costly)
       continue;
-    int n = dtIlpAddCol(A->ilp, 0.0, 1.0, isinf(fixedCost) ? 0.0 : fixedCost,
-                        false);
+    /* Without a maker the value's own layout decides: n pays it. */
+    double own = maker ? 0.0 : row[0];
+    int n = dtIlpAddCol(A->ilp, 0.0, isinf(own) ? 0.0 : 1.0,
+                        isinf(own) ? 0.0 : scale * own, false);
     ok = n >= 0 && growScratch(A);
-    if (maker == NULL && isinf(fixedCost) && ok)
-      dtIlpSetColBounds(A->ilp, n, 0.0, 0.0); /* impossible */
-    /* n >= every user's candidates needing L. */
+    /* n >= every user's candidates needing a target of this class. */
     for (int u = g->firstUser; u >= 0 && ok; u = A->users[u].next) {
       const User *us = &A->users[u];
       const Var *uv = &R->vars[R->order[us->k]];
       bool any = false;
-      for (size_t c = 0; c < uv->numCands; ++c)
-        if (sameCSpec(needOf(A, us, c), L)) {
-          term(A, A->firstCol[us->k] + (int)c, -1.0);
-          any = true;
-        }
+      for (size_t c = 0; c < uv->numCands; ++c) {
+        CSpec L = needOf(A, us, c);
+        for (size_t e = t; e < numTargets; ++e)
+          if (targetClass[e] == (int)t && sameCSpec(targets[e], L)) {
+            term(A, A->firstCol[us->k] + (int)c, -1.0);
+            any = true;
+            break;
+          }
+      }
       if (any) {
         term(A, n, 1.0);
         ok = addRow(A, 0.0, INFINITY);
@@ -327,61 +459,371 @@ static bool addConversions(Auto *A, Group *g) {
     }
     if (!maker || !ok)
       continue;
-    /* The maker's layouts: y per costly one. */
-    CSpec *made = NULL;
-    size_t numMade = 0, capMade = 0;
-    int sumFirst = dtIlpNumCols(A->ilp);
+    /* The maker's candidates, priced by the layout each makes. */
+    ok = growBuffers(A, maker->numCands);
     for (size_t c = 0; c < maker->numCands && ok; ++c) {
-      CSpec s = madeBy(A, g->producer, c, g->result);
-      if (dtRefineHasCSpec(made, numMade, s))
-        continue;
-      CSpec *slot =
-          dtArrayPush((void **)&made, &numMade, &capMade, sizeof(CSpec));
-      if (!slot) {
+      CSpec mc = madeBy(A, g->producer, c, g->result);
+      A->cols[c] = A->firstCol[g->producer] + (int)c;
+      for (size_t e = 0; e < numMade; ++e)
+        if (sameCSpec(made[e], mc)) {
+          A->prices[c] = row[e];
+          break;
+        }
+    }
+    ok = ok && addPriced(A, A->cols, A->prices, (int)maker->numCands, &n, 1,
+                         scale);
+  }
+  g->endCol = dtIlpNumCols(A->ilp);
+  free(made);
+  free(targets);
+  free(price);
+  free(targetClass);
+  return ok;
+}
+
+static bool addMemoryRow(Auto *A, int at);
+
+/* A value of one user between two vars that are both in the program:
+ * `matrix` prices a's candidates by b's. Per class of b's candidates
+ * with the same prices (their column), per distinct positive price a
+ * column y at most a's candidates at that price, whose sum is at least
+ * the class's candidates when a's pick is priced. */
+static bool addPairwise(Auto *A, int ka, int kb, const double *matrix,
+                        double scale) {
+  const Var *va = &A->R->vars[A->R->order[ka]];
+  const Var *vb = &A->R->vars[A->R->order[kb]];
+  int na = (int)va->numCands, nb = (int)vb->numCands;
+  bool ok = growBuffers(A, (size_t)(na + nb));
+  for (int j = 0; j < nb && ok; ++j) {
+    /* The first of its class (the same prices) stands for it. */
+    bool first = true;
+    for (int e = 0; e < j && first; ++e) {
+      bool same = true;
+      for (int i = 0; i < na && same; ++i)
+        same = samePrice(matrix[i * nb + j], matrix[i * nb + e]);
+      first = !same;
+    }
+    if (!first)
+      continue;
+    int numTarget = 0;
+    int *target = A->cols + na;
+    for (int c = j; c < nb; ++c) {
+      bool member = true;
+      for (int e = 0; e < na && member; ++e)
+        member = samePrice(matrix[e * nb + c], matrix[e * nb + j]);
+      if (member)
+        target[numTarget++] = A->firstCol[kb] + c;
+    }
+    for (int i = 0; i < na; ++i) {
+      A->cols[i] = A->firstCol[ka] + i;
+      A->prices[i] = matrix[i * nb + j];
+    }
+    ok = addPriced(A, A->cols, A->prices, na, target, numTarget, scale);
+  }
+  return ok;
+}
+
+/* The price of a value's conversion to what candidate `c` of its one
+ * user needs, from layout `from` (nothing when a fixed user needs it
+ * too: its maker pays that conversion). */
+static double priceFor(Auto *A, const Group *g, const User *u, size_t c,
+                       CSpec from) {
+  CSpec L = needOf(A, u, c);
+  if (dtRefineHasCSpec(A->R->shared + g->fixedNeeds, (size_t)g->numFixedNeeds,
+                       L))
+    return 0.0;
+  return convert(A, g->info, from, L);
+}
+
+/* The graph of the vars: a node each (its candidates' own costs), an
+ * edge per value of one user whose maker is a var, that user's prices
+ * when the maker is fixed; values of several users pin their vars (the
+ * program prices them). */
+static bool buildGraph(Auto *A) {
+  Refine *R = A->R;
+  DtChoiceGraph *g = A->graph;
+  for (int k = 0; k < R->count; ++k) {
+    const Var *v = &R->vars[R->order[k]];
+    if (dtChoiceAddNode(g, (int)v->numCands) != k)
+      return false;
+    for (size_t c = 0; c < v->numCands; ++c)
+      dtChoiceAddCost(g, k, (int)c,
+                      v->cands[c].fixedCost +
+                          A->extra[A->candBase[k] + (int)c]);
+    if (k == A->forbidK)
+      dtChoiceAddCost(g, k, A->forbidC, INFINITY);
+    if (A->pinned[k] || A->numTied > 0)
+      dtChoicePin(g, k);
+  }
+  double *matrix = NULL;
+  size_t capMatrix = 0;
+  bool ok = true;
+  for (size_t gi = 0; gi < A->numGroups && ok; ++gi) {
+    Group *gr = &A->groups[gi];
+    const User *u = gr->firstUser >= 0 ? &A->users[gr->firstUser] : NULL;
+    A->hyper[gi] = !u || u->next >= 0;
+    if (A->hyper[gi]) {
+      if (gr->producer >= 0)
+        dtChoicePin(g, gr->producer);
+      for (int e = gr->firstUser; e >= 0; e = A->users[e].next)
+        dtChoicePin(g, A->users[e].k);
+      continue;
+    }
+    const Var *uv = &R->vars[R->order[u->k]];
+    if (gr->producer < 0 || gr->producer == u->k) {
+      for (size_t c = 0; c < uv->numCands; ++c)
+        dtChoiceAddCost(g, u->k, (int)c,
+                        priceFor(A, gr, u, c,
+                                 gr->producer < 0
+                                     ? gr->info->spec
+                                     : madeBy(A, gr->producer, c, gr->result)));
+      continue;
+    }
+    const Var *mv = &R->vars[R->order[gr->producer]];
+    size_t cells = mv->numCands * uv->numCands;
+    if (cells > capMatrix) {
+      double *m = realloc(matrix, sizeof(double) * cells);
+      if (!m) {
         ok = false;
         break;
       }
-      *slot = s;
-      double cost = convert(A, g->info, s, L);
-      if (cost == 0.0)
-        continue;
-      if (isinf(cost)) {
-        /* This maker's layout and this need never meet. */
-        for (size_t e = 0; e < maker->numCands; ++e)
-          if (sameCSpec(madeBy(A, g->producer, e, g->result), s))
-            term(A, A->firstCol[g->producer] + (int)e, 1.0);
-        term(A, n, 1.0);
-        ok = addRow(A, -INFINITY, 1.0);
-        continue;
-      }
-      int y = dtIlpAddCol(A->ilp, 0.0, 1.0, cost, false);
-      ok = y >= 0 && growScratch(A);
-      for (size_t e = 0; e < maker->numCands && ok; ++e)
-        if (sameCSpec(madeBy(A, g->producer, e, g->result), s))
-          term(A, A->firstCol[g->producer] + (int)e, -1.0);
-      if (ok) {
-        term(A, y, 1.0);
-        ok = addRow(A, -INFINITY, 0.0);
+      matrix = m;
+      capMatrix = cells;
+    }
+    for (size_t i = 0; i < mv->numCands; ++i)
+      for (size_t c = 0; c < uv->numCands; ++c)
+        matrix[i * uv->numCands + c] =
+            priceFor(A, gr, u, c, madeBy(A, gr->producer, i, gr->result));
+    ok = dtChoiceAddEdge(g, gr->producer, u->k, matrix);
+  }
+  free(matrix);
+  return ok && dtChoiceReduce(g);
+}
+
+/* Repeated layers: vars whose ops, candidates and neighbourhoods (a few
+ * rounds of Weisfeiler-Lehman refinement over the links) are alike take
+ * the same candidate (A->tie[k]: the first var of k's class). */
+static bool findTies(Auto *A, int rounds) {
+  Refine *R = A->R;
+  int n = R->count;
+  uint64_t *label = malloc(sizeof(uint64_t) * (size_t)(n + 1));
+  uint64_t *next = malloc(sizeof(uint64_t) * (size_t)(n + 1));
+  if (!label || !next) {
+    free(label);
+    free(next);
+    return false;
+  }
+  for (int k = 0; k < n; ++k) {
+    const Var *v = &R->vars[R->order[k]];
+    uint64_t h = dtHashMix(97, v->numCands);
+    if (v->arg < 0) {
+      MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(v->op));
+      h = dtHashMix(h, dtHashBytes(name.data, name.length));
+    }
+    for (int i = 0; i < DT_MAX_RULE_VALUES; ++i) {
+      const Info *in = i < v->numResults ? v->results[i] : NULL;
+      if (in)
+        h = dtHashMix(h, (uint64_t)(uintptr_t)mlirValueGetType(in->value).ptr);
+      in = i < v->numOperands ? v->operands[i] : NULL;
+      if (in)
+        h = dtHashMix(h, (uint64_t)(uintptr_t)mlirValueGetType(in->value).ptr);
+    }
+    for (size_t c = 0; c < v->numCands; ++c)
+      for (int i = 0; i < DT_MAX_RULE_VALUES; ++i)
+        h = hashCSpec(hashCSpec(h, v->cands[c].need[i]), v->cands[c].res[i]);
+    label[k] = h;
+  }
+  for (int round = 0; round < rounds; ++round) {
+    for (int k = 0; k < n; ++k)
+      next[k] = dtHashMix(label[k], 1);
+    /* Each link adds its ends' labels, by operand (a sum: the order of a
+     * value's users does not matter). */
+    for (size_t gi = 0; gi < A->numGroups; ++gi) {
+      const Group *g = &A->groups[gi];
+      uint64_t from = g->producer >= 0 ? label[g->producer] : 77;
+      for (int u = g->firstUser; u >= 0; u = A->users[u].next) {
+        const User *us = &A->users[u];
+        next[us->k] += dtHashMix(dtHashMix(from, (uint64_t)(us->operand + 2)),
+                                 (uint64_t)g->result);
+        if (g->producer >= 0)
+          next[g->producer] +=
+              dtHashMix(dtHashMix(label[us->k], (uint64_t)(us->operand + 2)),
+                        (uint64_t)g->result + 1000);
       }
     }
-    free(made);
-    /* sum y >= n + (the maker's costly candidates) - 1 */
-    int sumEnd = dtIlpNumCols(A->ilp);
-    if (ok && sumEnd > sumFirst) {
-      for (int y = sumFirst; y < sumEnd; ++y)
-        term(A, y, 1.0);
-      term(A, n, -1.0);
-      for (size_t e = 0; e < maker->numCands; ++e) {
-        double cost =
-            convert(A, g->info, madeBy(A, g->producer, e, g->result), L);
-        if (cost > 0.0 && !isinf(cost))
-          term(A, A->firstCol[g->producer] + (int)e, -1.0);
-      }
-      ok = addRow(A, -1.0, INFINITY);
+    memcpy(label, next, sizeof(uint64_t) * (size_t)n);
+  }
+  DtTable first = dtTableInit(sizeof(OpIndex));
+  bool ok = true;
+  for (int k = 0; k < n && ok; ++k) {
+    A->tie[k] = k;
+    uint64_t key = label[k];
+    OpIndex *hit = dtTableFind(&first, dtHashMix(3, key), sameOpIndex,
+                               (const void *)(uintptr_t)key);
+    if (hit) {
+      A->tie[k] = hit->index;
+      continue;
+    }
+    OpIndex *slot = dtTableInsert(&first, dtHashMix(3, key));
+    ok = slot != NULL;
+    if (ok) {
+      slot->op = (const void *)(uintptr_t)key;
+      slot->index = k;
     }
   }
-  g->endCol = dtIlpNumCols(A->ilp);
-  free(targets);
+  dtTableFree(&first);
+  free(label);
+  free(next);
+  return ok;
+}
+
+/* Edges and values of several users that alike vars repeat: the first
+ * of each kind is priced, times its count. */
+typedef struct Alike {
+  uint64_t key;
+  bool isEdge;
+  int first, count;
+} Alike;
+
+static bool sameAlike(const void *entry, const void *key) {
+  const Alike *a = entry, *b = key;
+  return a->key == b->key && a->isEdge == b->isEdge;
+}
+
+/* The key of a value of several users: its maker's class and result, its
+ * type, and its users' classes and operands (summed: their order does not
+ * matter). */
+static uint64_t groupKey(const Auto *A, const Group *g) {
+  uint64_t users = 0;
+  for (int u = g->firstUser; u >= 0; u = A->users[u].next)
+    users += dtHashMix(dtHashMix(11, A->tie[A->users[u].k]),
+                       (uint64_t)(A->users[u].operand + 2));
+  uint64_t h = dtHashMix(13, g->producer >= 0 ? A->tie[g->producer] : -1);
+  h = dtHashMix(h, (uint64_t)g->result);
+  h = dtHashMix(h, (uint64_t)(uintptr_t)mlirValueGetType(g->info->value).ptr);
+  if (g->producer < 0)
+    h = hashCSpec(h, g->info->spec);
+  return dtHashMix(h, users);
+}
+
+/* Pass 0 counts each kind; pass 1 prices the first of each. */
+static bool countAlike(Auto *A, DtTable *seen, int pass, uint64_t key,
+                       int index, bool isEdge) {
+  Alike probe = {key, isEdge, index, 0};
+  uint64_t hash = dtHashMix(key, isEdge);
+  Alike *hit = dtTableFind(seen, hash, sameAlike, &probe);
+  if (pass == 0) {
+    if (hit) {
+      ++hit->count;
+      return true;
+    }
+    hit = dtTableInsert(seen, hash);
+    if (!hit)
+      return false;
+    *hit = probe;
+    hit->count = 1;
+    return true;
+  }
+  if (!hit || hit->first != index)
+    return true;
+  if (isEdge) {
+    int a, b;
+    const double *m;
+    dtChoiceEdge(A->graph, index, &a, &b, &m);
+    return addPairwise(A, a, b, m, (double)hit->count);
+  }
+  return addConversions(A, &A->groups[index], (double)hit->count);
+}
+
+/* The integer program of what the reductions left: a column per
+ * candidate of each var still in the graph, the edges, the values of
+ * several users, and the budget's rows. */
+static bool buildProgram(Auto *A) {
+  Refine *R = A->R;
+  dtIlpDestroy(A->ilp);
+  dtChoiceDestroy(A->graph);
+  A->ilp = dtIlpCreate();
+  A->graph = dtChoiceCreate();
+  A->numScratch = 0;
+  A->numTouched = 0;
+  if (!A->ilp || !A->graph || !buildGraph(A))
+    return false;
+  /* A var alike an earlier one shares its columns (and adds its costs to
+   * them). */
+  for (int k = 0; k < R->count; ++k) {
+    A->firstCol[k] = -1;
+    if (!dtChoiceIsAlive(A->graph, k))
+      continue;
+    const double *cost = dtChoiceCosts(A->graph, k);
+    int t = A->tie[k];
+    if (t != k && A->firstCol[t] >= 0) {
+      A->firstCol[k] = A->firstCol[t];
+      for (int c = 0; c < dtChoiceNumChoices(A->graph, k); ++c) {
+        int col = A->firstCol[k] + c;
+        if (isinf(cost[c]))
+          dtIlpSetColBounds(A->ilp, col, 0.0, 0.0);
+        else
+          A->ilp->obj[col] += cost[c];
+      }
+      continue;
+    }
+    A->firstCol[k] = dtIlpNumCols(A->ilp);
+    for (int c = 0; c < dtChoiceNumChoices(A->graph, k); ++c)
+      if (dtIlpAddCol(A->ilp, 0.0, isinf(cost[c]) ? 0.0 : 1.0,
+                      isinf(cost[c]) ? 0.0 : cost[c], true) < 0)
+        return false;
+  }
+  if (!growScratch(A))
+    return false;
+  for (int k = 0; k < R->count; ++k) {
+    if (A->firstCol[k] < 0 || (A->tie[k] != k && A->firstCol[A->tie[k]] >= 0))
+      continue;
+    for (int c = 0; c < dtChoiceNumChoices(A->graph, k); ++c)
+      term(A, A->firstCol[k] + c, 1.0);
+    if (!addRow(A, 1.0, 1.0))
+      return false;
+  }
+  /* Edges and values alike earlier ones are priced once, times how many
+   * there are. */
+  DtTable seen = dtTableInit(sizeof(Alike));
+  bool ok = true;
+  for (int pass = 0; pass < 2 && ok; ++pass) {
+    for (int e = 0; e < dtChoiceNumEdges(A->graph) && ok; ++e) {
+      int a, b;
+      const double *m;
+      if (dtChoiceEdge(A->graph, e, &a, &b, &m))
+        ok = countAlike(A, &seen, pass,
+                        dtHashMix(dtHashMix(5, A->tie[a]), A->tie[b]), e, true);
+    }
+    for (size_t gi = 0; gi < A->numGroups && ok; ++gi)
+      if (A->hyper[gi])
+        ok = countAlike(A, &seen, pass, groupKey(A, &A->groups[gi]), (int)gi,
+                        false);
+  }
+  dtTableFree(&seen);
+  if (!ok)
+    return false;
+  for (size_t i = 0; i < A->numPoints; ++i)
+    if (!addMemoryRow(A, A->points[i]))
+      return false;
+  /* The vars' current choices, where the solver may start. */
+  int numX = dtIlpNumCols(A->ilp);
+  int *cols = malloc(sizeof(int) * (size_t)(numX + 1));
+  double *vals = malloc(sizeof(double) * (size_t)(numX + 1));
+  int n = 0;
+  ok = cols && vals;
+  for (int k = 0; k < R->count && ok; ++k) {
+    if (A->firstCol[k] < 0 || (A->tie[k] != k && A->firstCol[A->tie[k]] >= 0))
+      continue;
+    const Var *v = &R->vars[R->order[k]];
+    for (size_t c = 0; c < v->numCands; ++c) {
+      cols[n] = A->firstCol[k] + (int)c;
+      vals[n++] = (int)c == v->current ? 1.0 : 0.0;
+    }
+  }
+  ok = ok && dtIlpSetStart(A->ilp, n, cols, vals);
+  free(cols);
+  free(vals);
   return ok;
 }
 
@@ -433,7 +875,7 @@ static bool collectGroups(Auto *A, MlirOperation ret) {
       resolved(&u);
       pack(&u, &r);
       double cost = convert(A, in, s, r);
-      A->ilp->obj[A->firstCol[k] + (int)c] += isinf(cost) ? 1e12 : cost;
+      A->extra[A->candBase[k] + (int)c] += cost;
     }
   }
   return !R->failed;
@@ -458,21 +900,14 @@ static MlirOperation inEntry(MlirBlock entry, MlirOperation op) {
   return op;
 }
 
-typedef struct OpIndex {
-  const void *op;
-  int index;
-} OpIndex;
-
-static bool sameOpIndex(const void *entry, const void *key) {
-  return ((const OpIndex *)entry)->op == key;
-}
-
 static bool addLive(Auto *A, DtTable *index, MlirValue v, int def) {
   Refine *R = A->R;
   Info *in = dtPropInfo(A->p, v);
   if (!in || !in->isTensor || holdsNothing(v))
     return true;
-  int last = def;
+  /* The caller holds the arguments throughout (as dtensor-report counts
+   * them). */
+  int last = def < 0 ? A->numOps - 1 : def;
   for (MlirOpOperand u = mlirValueGetFirstUse(v); !mlirOpOperandIsNull(u);
        u = mlirOpOperandGetNextUse(u)) {
     MlirOperation at = inEntry(R->entry, mlirOpOperandGetOwner(u));
@@ -517,6 +952,27 @@ static bool collectLives(Auto *A) {
     }
   }
   A->numOps = n;
+  /* Where each value some var uses is used: a conversion's buffer lives
+   * there. */
+  for (size_t gi = 0; gi < A->numGroups; ++gi) {
+    Group *g = &A->groups[gi];
+    g->firstUse = n;
+    g->lastUse = -1;
+    for (MlirOpOperand u = mlirValueGetFirstUse(g->info->value);
+         !mlirOpOperandIsNull(u); u = mlirOpOperandGetNextUse(u)) {
+      MlirOperation at = inEntry(R->entry, mlirOpOperandGetOwner(u));
+      const OpIndex *hit =
+          mlirOperationIsNull(at)
+              ? NULL
+              : dtTableFind(&index, groupHash(at.ptr), sameOpIndex, at.ptr);
+      if (!hit)
+        continue;
+      if (hit->index < g->firstUse)
+        g->firstUse = hit->index;
+      if (hit->index > g->lastUse)
+        g->lastUse = hit->index;
+    }
+  }
   for (intptr_t i = 0; ok && i < mlirBlockGetNumArguments(R->entry); ++i)
     ok = addLive(A, &index, mlirBlockGetArgument(R->entry, i), -1);
   int at = 0;
@@ -529,29 +985,67 @@ static bool collectLives(Auto *A) {
   return ok;
 }
 
-/* The bytes of live value `l` under the solution `x`. */
-static double liveBytes(const Auto *A, const Live *l, const double *x) {
+/* The bytes of live value `l` under the picks. */
+static double liveBytes(const Auto *A, const Live *l, const int *pick) {
   if (l->var < 0)
     return bytesOf(A->p, l->info, l->info->spec);
   const Var *v = &A->R->vars[A->R->order[l->var]];
+  return bytesOf(A->p, l->info, v->cands[pick[l->var]].res[l->result]);
+}
+
+/* The layout group `g`'s value is made in under the picks. */
+static CSpec madeUnder(const Auto *A, const Group *g, const int *pick) {
+  return g->producer >= 0
+             ? madeBy(A, g->producer, (size_t)pick[g->producer], g->result)
+             : g->info->spec;
+}
+
+/* The bytes of the converted copies of group `g`'s value under the picks:
+ * each distinct layout its users need other than the one it is made in
+ * (a collective's result, or a local slice, is a buffer of its own). */
+static double conversionBytes(const Auto *A, const Group *g, const int *pick) {
+  CSpec from = madeUnder(A, g, pick), seen[64];
+  int numSeen = 0;
   double bytes = 0.0;
-  for (size_t c = 0; c < v->numCands; ++c)
-    if (x[A->firstCol[l->var] + (int)c] > 0.5)
-      bytes += bytesOf(A->p, l->info, v->cands[c].res[l->result]);
+  for (int u = g->firstUser; u >= 0; u = A->users[u].next) {
+    CSpec L = needOf(A, &A->users[u], (size_t)pick[A->users[u].k]);
+    if (sameCSpec(L, from) || dtRefineHasCSpec(seen, (size_t)numSeen, L))
+      continue;
+    if (numSeen < 64)
+      seen[numSeen++] = L;
+    bytes += bytesOf(A->p, g->info, L);
+  }
+  for (int f = 0; f < g->numFixedNeeds; ++f) {
+    CSpec L = A->R->shared[g->fixedNeeds + (size_t)f];
+    if (sameCSpec(L, from) || dtRefineHasCSpec(seen, (size_t)numSeen, L))
+      continue;
+    if (numSeen < 64)
+      seen[numSeen++] = L;
+    bytes += bytesOf(A->p, g->info, L);
+  }
   return bytes;
 }
 
-/* The op where the solution holds the most bytes (-1: the arguments
- * alone), and those bytes. */
-static double peakOf(const Auto *A, const double *x, int *at) {
+/* The op where the picks hold the most bytes (-1: the arguments alone),
+ * and those bytes. */
+static double peakOf(const Auto *A, const int *pick, int *at) {
   double *delta = calloc((size_t)A->numOps + 2, sizeof(double));
+  *at = -1;
   if (!delta)
     return INFINITY;
   for (size_t i = 0; i < A->numLives; ++i) {
     const Live *l = &A->lives[i];
-    double b = liveBytes(A, l, x);
+    double b = liveBytes(A, l, pick);
     delta[l->def + 1] += b;
     delta[l->last + 2] -= b;
+  }
+  for (size_t gi = 0; gi < A->numGroups; ++gi) {
+    const Group *g = &A->groups[gi];
+    if (g->lastUse < g->firstUse)
+      continue;
+    double b = conversionBytes(A, g, pick);
+    delta[g->firstUse + 1] += b;
+    delta[g->lastUse + 2] -= b;
   }
   double now = 0.0, peak = -1.0;
   for (int i = 0; i <= A->numOps; ++i) {
@@ -565,15 +1059,104 @@ static double peakOf(const Auto *A, const double *x, int *at) {
   return peak;
 }
 
-/* The row: the bytes live at op `at` fit the budget. */
+/* Adds to the row being built the maker's candidates that make layout
+ * `L` of group `g`'s value, times `sign`; the constant 1 or 0 when the
+ * maker is fixed (returned). */
+static double madeTerm(Auto *A, const Group *g, CSpec L, double sign) {
+  if (g->producer < 0)
+    return sameCSpec(g->info->spec, L) ? 1.0 : 0.0;
+  const Var *m = &A->R->vars[A->R->order[g->producer]];
+  for (size_t c = 0; c < m->numCands; ++c)
+    if (sameCSpec(m->cands[c].res[g->result], L))
+      term(A, A->firstCol[g->producer] + (int)c, sign);
+  return 0.0;
+}
+
+/* A column z, at least 1 when some user of group `g`'s value needs `L`
+ * and its maker makes another layout: the converted copy exists. -1 when
+ * it can never exist, -2 when out of memory. */
+static int copyColumn(Auto *A, const Group *g, CSpec L) {
+  int z = dtIlpAddCol(A->ilp, 0.0, 1.0, 0.0, false);
+  if (z < 0 || !growScratch(A))
+    return -2;
+  bool any = false;
+  for (int u = g->firstUser; u >= 0; u = A->users[u].next) {
+    const User *us = &A->users[u];
+    const Var *uv = &A->R->vars[A->R->order[us->k]];
+    bool needs = false;
+    for (size_t c = 0; c < uv->numCands; ++c)
+      if (sameCSpec(needOf(A, us, c), L)) {
+        term(A, A->firstCol[us->k] + (int)c, -1.0);
+        needs = true;
+      }
+    if (!needs)
+      continue;
+    /* z >= this user needs L - the maker makes L */
+    term(A, z, 1.0);
+    double made = madeTerm(A, g, L, 1.0);
+    if (!addRow(A, -made, INFINITY))
+      return -2;
+    any = true;
+  }
+  if (dtRefineHasCSpec(A->R->shared + g->fixedNeeds, (size_t)g->numFixedNeeds,
+                       L)) {
+    term(A, z, 1.0);
+    double made = madeTerm(A, g, L, 1.0);
+    if (!addRow(A, 1.0 - made, INFINITY))
+      return -2;
+    any = true;
+  }
+  return any ? z : -1;
+}
+
+/* The row: the bytes live at op `at` fit the budget (the vars it reads
+ * are pinned, so in the program): values, and the converted copies of
+ * the values used around it. */
 static bool addMemoryRow(Auto *A, int at) {
+  /* The copies' columns first (their rows are built one at a time). */
+  int *copies = NULL;
+  double *copyBytes = NULL;
+  size_t numCopies = 0, capCopies = 0, capBytes = 0;
+  bool ok = true;
+  for (size_t gi = 0; gi < A->numGroups && ok; ++gi) {
+    const Group *g = &A->groups[gi];
+    if (g->firstUse > at || g->lastUse < at)
+      continue;
+    CSpec seen[64];
+    int numSeen = 0;
+    for (int u = g->firstUser; u >= 0 && ok; u = A->users[u].next) {
+      const User *us = &A->users[u];
+      const Var *uv = &A->R->vars[A->R->order[us->k]];
+      for (size_t c = 0; c < uv->numCands && ok; ++c) {
+        CSpec L = needOf(A, us, c);
+        if (dtRefineHasCSpec(seen, (size_t)numSeen, L) || numSeen == 64)
+          continue;
+        seen[numSeen++] = L;
+        int z = copyColumn(A, g, L);
+        ok = z != -2;
+        if (z < 0)
+          continue;
+        int *slot =
+            dtArrayPush((void **)&copies, &numCopies, &capCopies, sizeof(int));
+        size_t n = numCopies - 1;
+        double *b = slot ? dtArrayPush((void **)&copyBytes, &n, &capBytes,
+                                       sizeof(double))
+                         : NULL;
+        ok = slot && b;
+        if (ok) {
+          *slot = z;
+          *b = bytesOf(A->p, g->info, L);
+        }
+      }
+    }
+  }
   double fixed = 0.0;
-  for (size_t i = 0; i < A->numLives; ++i) {
+  for (size_t i = 0; i < A->numLives && ok; ++i) {
     const Live *l = &A->lives[i];
     if (l->def > at || l->last < at)
       continue;
-    if (l->var < 0) {
-      fixed += bytesOf(A->p, l->info, l->info->spec);
+    if (l->var < 0 || A->firstCol[l->var] < 0) {
+      fixed += liveBytes(A, l, A->pick);
       continue;
     }
     const Var *v = &A->R->vars[A->R->order[l->var]];
@@ -581,26 +1164,47 @@ static bool addMemoryRow(Auto *A, int at) {
       term(A, A->firstCol[l->var] + (int)c,
            bytesOf(A->p, l->info, v->cands[c].res[l->result]));
   }
-  return addRow(A, -INFINITY, (double)A->p->memoryBudget - fixed);
+  for (size_t i = 0; i < numCopies && ok; ++i)
+    term(A, copies[i], copyBytes[i]);
+  ok = ok && addRow(A, -INFINITY, (double)A->p->memoryBudget - fixed);
+  free(copies);
+  free(copyBytes);
+  return ok;
 }
 
-/* ---- solving ---------------------------------------------------------------
- */
+/* ---- solving ------------------------------------------------------------- */
 
-/* Solves, adding memory rows until the solution fits; the last result in
- * `out`. */
+/* Builds and solves, then, while the plan breaks the budget at some op,
+ * pins the vars live there, adds that op's row and solves again. The
+ * picks of every var in A->pick; the last result in `out`. */
 static void solve(Auto *A, DtIlpResult *out) {
   Prop *p = A->p;
+  Refine *R = A->R;
   for (;;) {
+    if (!buildProgram(A)) {
+      out->status = DT_ILP_ERROR;
+      snprintf(out->message, sizeof(out->message), "out of memory");
+      return;
+    }
     double left = p->timeLimit - A->seconds;
     dtIlpSolve(A->ilp, p->solver, left > 0.05 ? left : 0.05, out);
     A->seconds += out->seconds;
     if (out->status != DT_ILP_OPTIMAL && out->status != DT_ILP_FEASIBLE)
       return;
+    for (int k = 0; k < R->count; ++k) {
+      A->pick[k] = 0;
+      if (A->firstCol[k] < 0)
+        continue; /* reduced: expanded below */
+      for (int c = 0; c < dtChoiceNumChoices(A->graph, k); ++c)
+        if (out->x[A->firstCol[k] + c] > 0.5)
+          A->pick[k] = c;
+    }
+    dtChoiceExpand(A->graph, A->pick);
+    out->objective += dtChoiceConstant(A->graph);
     if (p->memoryBudget <= 0)
       return;
     int at;
-    double peak = peakOf(A, out->x, &at);
+    double peak = peakOf(A, A->pick, &at);
     if (peak <= (double)p->memoryBudget * (1.0 + 1e-9))
       return;
     if (++A->rounds > kMemoryRounds || A->seconds >= p->timeLimit) {
@@ -609,20 +1213,29 @@ static void solve(Auto *A, DtIlpResult *out) {
                "no plan within the budget found in %d rounds", A->rounds);
       return;
     }
-    if (!addMemoryRow(A, at)) {
+    for (size_t i = 0; i < A->numLives; ++i) {
+      const Live *l = &A->lives[i];
+      if (l->def <= at && l->last >= at && l->var >= 0)
+        A->pinned[l->var] = true;
+    }
+    for (size_t gi = 0; gi < A->numGroups; ++gi) {
+      const Group *g = &A->groups[gi];
+      if (g->firstUse > at || g->lastUse < at)
+        continue;
+      if (g->producer >= 0)
+        A->pinned[g->producer] = true;
+      for (int u = g->firstUser; u >= 0; u = A->users[u].next)
+        A->pinned[A->users[u].k] = true;
+    }
+    int *slot = dtArrayPush((void **)&A->points, &A->numPoints, &A->capPoints,
+                            sizeof(int));
+    if (!slot) {
       out->status = DT_ILP_ERROR;
       snprintf(out->message, sizeof(out->message), "out of memory");
       return;
     }
+    *slot = at;
   }
-}
-
-/* The candidate of var `k` the solution picks. */
-static int picked(const Auto *A, const double *x, int k) {
-  for (int c = A->firstCol[k]; c < A->firstCol[k + 1]; ++c)
-    if (x[c] > 0.5)
-      return c - A->firstCol[k];
-  return 0;
 }
 
 static void argName(Prop *p, int arg, char *out, size_t size) {
@@ -640,18 +1253,39 @@ static void specText(const Info *in, CSpec c, char *out, size_t size) {
   dtensorShardingSpecPrint(&s, out, size);
 }
 
-/* why=true: per argument chosen here, its layout, bytes and the best plan
- * with another layout (solved again without this one). */
-static void explain(Auto *A, const double *best, double objective,
-                    double peak) {
+/* The price of the conversions of the values var `k` makes under the
+ * picks (each distinct layout its var users need, fixed users' ones
+ * excluded: those are in its candidate's own cost). */
+static double ownConversions(Auto *A, int k, const int *pick) {
+  double total = 0.0;
+  for (size_t gi = 0; gi < A->numGroups; ++gi) {
+    const Group *g = &A->groups[gi];
+    if (g->producer != k)
+      continue;
+    CSpec from = madeBy(A, k, (size_t)pick[k], g->result);
+    CSpec seen[64];
+    int numSeen = 0;
+    for (int u = g->firstUser; u >= 0; u = A->users[u].next) {
+      const User *us = &A->users[u];
+      CSpec L = needOf(A, us, (size_t)pick[us->k]);
+      if (dtRefineHasCSpec(seen, (size_t)numSeen, L) ||
+          dtRefineHasCSpec(A->R->shared + g->fixedNeeds,
+                           (size_t)g->numFixedNeeds, L))
+        continue;
+      if (numSeen < 64)
+        seen[numSeen++] = L;
+      total += convert(A, g->info, from, L);
+    }
+  }
+  return total;
+}
+
+/* why=true: per argument chosen here, its layout, bytes, conversions and
+ * the best plan with another layout (solved again without this one). */
+static void explain(Auto *A, const int *best, double objective, double peak) {
   Refine *R = A->R;
   Prop *p = A->p;
   MlirStringRef fname = mlirStringAttrGetValue(dtGetAttr(p->func, "sym_name"));
-  int *pick = malloc(sizeof(int) * (size_t)(R->count + 1));
-  if (!pick)
-    return;
-  for (int k = 0; k < R->count; ++k)
-    pick[k] = picked(A, best, k);
   fprintf(stderr,
           "dtensor-auto-shard: @%.*s: modelled step %.3f us, peak %.0f bytes "
           "per device",
@@ -665,30 +1299,22 @@ static void explain(Auto *A, const double *best, double objective,
       continue;
     char name[128], chosen[96], other[96] = "none";
     argName(p, v->arg, name, sizeof(name));
-    specText(v->results[0], v->cands[pick[k]].res[0], chosen, sizeof(chosen));
-    double bytes = bytesOf(p, v->results[0], v->cands[pick[k]].res[0]);
-    /* Its own conversions under the plan. */
-    double own = 0.0;
-    for (size_t gi = 0; gi < A->numGroups; ++gi) {
-      const Group *g = &A->groups[gi];
-      if (g->producer == k)
-        for (int c = g->firstCol; c < g->endCol; ++c)
-          own += A->ilp->obj[c] * best[c];
-    }
-    own += v->cands[pick[k]].fixedCost;
-    int col = A->firstCol[k] + pick[k];
+    specText(v->results[0], v->cands[best[k]].res[0], chosen, sizeof(chosen));
+    double bytes = bytesOf(p, v->results[0], v->cands[best[k]].res[0]);
+    double own = v->cands[best[k]].fixedCost + ownConversions(A, k, best);
     double altCost = NAN;
     if (v->numCands > 1) {
-      dtIlpSetColBounds(A->ilp, col, 0.0, 0.0);
+      A->forbidK = k;
+      A->forbidC = best[k];
       DtIlpResult alt;
       solve(A, &alt);
       if (alt.status == DT_ILP_OPTIMAL || alt.status == DT_ILP_FEASIBLE) {
         altCost = alt.objective + A->constant;
-        specText(v->results[0], v->cands[picked(A, alt.x, k)].res[0], other,
+        specText(v->results[0], v->cands[A->pick[k]].res[0], other,
                  sizeof(other));
       } else
         snprintf(other, sizeof(other), "none that fits");
-      dtIlpSetColBounds(A->ilp, col, 0.0, 1.0);
+      A->forbidK = -1;
     }
     fprintf(stderr,
             "  %s: %s, %.0f bytes per device, its conversions %.3f us; "
@@ -698,7 +1324,6 @@ static void explain(Auto *A, const double *best, double objective,
       fprintf(stderr, " (step %.3f us, +%.3f)", altCost, altCost - objective);
     fprintf(stderr, "\n");
   }
-  free(pick);
 }
 
 /* The least bytes the arguments need (each split as far as it goes). */
@@ -739,31 +1364,34 @@ static const char *finishAuto(Auto *A, MlirOperation func) {
   /* What no var changes (conversions between fixed ends): the program's
    * objective plus this is the modelled cost. */
   A->constant = dtPropModelledCost(p) - dtRefineCurrentTotal(R);
-  if (!addPicks(A) || !collectGroups(A, ret))
-    return NULL;
-  for (size_t g = 0; g < A->numGroups; ++g)
-    if (!addConversions(A, &A->groups[g]))
-      return NULL;
-  if (!collectLives(A))
-    return NULL;
-  /* The refined choice, where the solver may start. */
-  int numX = A->firstCol[R->count];
-  int *cols = malloc(sizeof(int) * (size_t)(numX + 1));
-  double *vals = malloc(sizeof(double) * (size_t)(numX + 1));
-  bool started = cols && vals;
-  for (int k = 0; k < R->count && started; ++k) {
-    const Var *v = &R->vars[R->order[k]];
-    for (size_t c = 0; c < v->numCands; ++c) {
-      int col = A->firstCol[k] + (int)c;
-      cols[col] = col;
-      vals[col] = (int)c == v->current ? 1.0 : 0.0;
-    }
+  int numCands = 0;
+  for (int k = 0; k < R->count; ++k) {
+    A->candBase[k] = numCands;
+    numCands += (int)R->vars[R->order[k]].numCands;
   }
-  started = started && dtIlpSetStart(A->ilp, numX, cols, vals);
-  free(cols);
-  free(vals);
-  if (!started)
+  A->extra = calloc((size_t)numCands + 1, sizeof(double));
+  if (!A->extra || !collectGroups(A, ret) || !collectLives(A))
     return NULL;
+  A->hyper = calloc(A->numGroups + 1, sizeof(bool));
+  if (!A->hyper)
+    return NULL;
+  /* Repeated layers alike (4 rounds tell a layer next to the ends from
+   * the others); every var stays in the program then. */
+  A->tie = malloc(sizeof(int) * (size_t)(R->count + 1));
+  if (!A->tie)
+    return NULL;
+  if (p->layersAlike) {
+    if (!findTies(A, 4))
+      return NULL;
+  } else
+    for (int k = 0; k < R->count; ++k)
+      A->tie[k] = k;
+  for (int k = 0; k < R->count; ++k)
+    A->numTied += A->tie[k] != k;
+  /* Arguments stay in the program when the budget or why reads them. */
+  for (int k = 0; k < R->count; ++k)
+    A->pinned[k] =
+        R->vars[R->order[k]].arg >= 0 && (p->memoryBudget > 0 || p->autoWhy);
   DtIlpResult res;
   solve(A, &res);
   if (res.status == DT_ILP_ERROR) {
@@ -790,17 +1418,21 @@ static const char *finishAuto(Auto *A, MlirOperation func) {
     return "failed";
   }
   int at;
-  double peak = peakOf(A, res.x, &at);
-  double *best = malloc(sizeof(double) * (size_t)(dtIlpNumCols(A->ilp) + 1));
+  double peak = peakOf(A, A->pick, &at);
+  int *best = malloc(sizeof(int) * (size_t)(R->count + 1));
   if (!best)
     return NULL;
-  memcpy(best, res.x, sizeof(double) * (size_t)dtIlpNumCols(A->ilp));
+  memcpy(best, A->pick, sizeof(int) * (size_t)R->count);
+  int columns = dtIlpNumCols(A->ilp), rows = dtIlpNumRows(A->ilp);
+  int reducedTo = 0;
+  for (int k = 0; k < R->count; ++k)
+    reducedTo += A->firstCol[k] >= 0;
   if (p->autoWhy)
     explain(A, best, res.objective + A->constant, peak);
   /* Apply. */
   for (int k = 0; k < R->count && !p->failed; ++k) {
     Var *v = &R->vars[R->order[k]];
-    const Cand *c = &v->cands[picked(A, best, k)];
+    const Cand *c = &v->cands[best[k]];
     if (v->arg >= 0) {
       DtensorShardingSpec s;
       unpack(&c->res[0], v->results[0]->rank, &s);
@@ -827,12 +1459,13 @@ static const char *finishAuto(Auto *A, MlirOperation func) {
              100.0 * (res.objective - res.bound) /
                  fmax(fabs(res.objective), 1e-12));
   return dtPropKeep(p,
-                    "automatic: %s, %.3f us over %d vars "
-                    "(%s, %d columns, %d rows, %d memory rounds, %.2f s%s); "
-                    "peak %.0f bytes per device",
-                    how, res.objective + A->constant, R->count,
-                    dtIlpSolverName(p->solver), dtIlpNumCols(A->ilp),
-                    dtIlpNumRows(A->ilp), A->rounds, A->seconds, gap, peak);
+                    "automatic: %s, %.3f us over %d vars, %d after "
+                    "reductions, %d alike an earlier one (%s, %d columns, %d "
+                    "rows, %d memory rounds, %.2f s%s); peak %.0f bytes per "
+                    "device",
+                    how, res.objective + A->constant, R->count, reducedTo,
+                    A->numTied, dtIlpSolverName(p->solver), columns, rows,
+                    A->rounds, A->seconds, gap, peak);
 }
 
 const char *dtRefineAuto(Refine *R, MlirOperation func) {
@@ -885,18 +1518,32 @@ const char *dtRefineAuto(Refine *R, MlirOperation func) {
   memset(&A, 0, sizeof(A));
   A.R = R;
   A.p = p;
-  A.ilp = dtIlpCreate();
+  A.forbidK = -1;
   A.firstCol = malloc(sizeof(int) * cap);
+  A.candBase = malloc(sizeof(int) * cap);
+  A.pick = calloc(cap, sizeof(int));
+  A.pinned = calloc(cap, sizeof(bool));
   A.groupIndex = dtTableInit(sizeof(GroupSlot));
   const char *summary = NULL;
-  if (R->pick && R->bestPick && R->suffix && A.ilp && A.firstCol && !R->failed)
+  if (R->pick && R->bestPick && R->suffix && A.firstCol && A.candBase &&
+      A.pick && A.pinned && !R->failed)
     summary = finishAuto(&A, func);
   if (!summary && !p->failed)
     R->failed = true;
   if (summary && !p->failed)
     summary = dtPropKeep(p, "%s [%d of them arguments]", summary, numArgVars);
   dtIlpDestroy(A.ilp);
+  dtChoiceDestroy(A.graph);
   free(A.firstCol);
+  free(A.candBase);
+  free(A.extra);
+  free(A.pick);
+  free(A.pinned);
+  free(A.points);
+  free(A.hyper);
+  free(A.tie);
+  free(A.cols);
+  free(A.prices);
   free(A.groups);
   dtTableFree(&A.groupIndex);
   free(A.users);

@@ -280,6 +280,7 @@ typedef struct Prop {
    * none (`autoResult`), each equal to the argument of the same
    * dtensor.name when there is one (`tiedArg`, -1: none). */
   bool autoShard, autoWhy;
+  bool layersAlike;     /* repeated layers pick alike */
   int64_t memoryBudget; /* bytes per device; 0: unbounded */
   int solver;           /* a DtIlpSolver */
   double timeLimit;     /* the solver's seconds */

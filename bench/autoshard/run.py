@@ -1,0 +1,281 @@
+#!/usr/bin/env python3
+"""Automatic sharding against hand-written plans (issue 37).
+
+For each program and mesh: the modelled step time (dtensor-propagate's
+cost, the model both sides share) of each hand-written plan, and of
+dtensor-auto-shard's plan at three budgets per device: unbounded;
+90 % of twice the replicated parameters and optimizer state (a step holds
+its arguments and its new values at its end: some must be split); 2.2 x
+that state over the devices (FSDP or tensor parallel fit, replication
+does not). Per line: the plan's peak
+from the same liveness model, the solve time, how the solver ended, and
+the ratio auto / the cheapest hand plan that fits the budget (<= 1 is
+the target). Then the solve time for 24 and 96 transformer blocks.
+
+    python3 bench/autoshard/run.py            # Megatron MLP, GPT step, blocks
+    python3 bench/autoshard/run.py --quick    # 1-D meshes only
+    python3 bench/autoshard/run.py --measure  # also time plans on 4 ranks
+
+Programs: the Megatron MLP (examples/megatron.mlir without its layouts)
+and the small GPT's Adam step (bench/exec/programs.py's
+gpt_train_program, 2 layers, dtensor-autodiff) on meshes 4, 2x2 and 2x4.
+Hand plans: data parallel (the batch split), FSDP (parameters split over
+dp too), Megatron tensor parallel, and DP x TP on 2-d meshes.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from math import prod
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BIN = os.path.join(ROOT, "build", "bin")
+OPT = os.path.join(BIN, "dtensor-opt")
+RUN = os.path.join(BIN, "dtensor-run")
+sys.path.insert(0, os.path.join(ROOT, "bench", "exec"))
+from programs import gpt_parameters, gpt_train_program  # noqa: E402
+
+# Parameter-heavy (as large models are): parameters and Adam's moments
+# hold most of the memory, activations little.
+CFG = dict(batch=4, block=16, width=128, vocab=256, layers=2, heads=4)
+MESHES = [((4,), ("dp",)), ((2, 2), ("dp", "tp")), ((2, 4), ("dp", "tp"))]
+
+
+def opt(args, path, out=os.devnull):
+    r = subprocess.run([OPT, path] + args + ["-o", out], capture_output=True,
+                       text=True)
+    return r.returncode, r.stderr
+
+
+def modelled(path, entry):
+    """The modelled cost of `entry` under its layouts, and its peak."""
+    rc, err = opt(["--dtensor-propagate=cost=true"], path)
+    if rc:
+        sys.exit(f"dtensor-propagate failed on {path}:\n{err}")
+    m = re.search(r"@%s: modelled cost ([0-9.]+) us" % entry, err)
+    return float(m.group(1))
+
+
+def auto(path, entry, memory, out):
+    """(modelled us, peak bytes, summary) of dtensor-auto-shard, or None
+    with the error."""
+    opts = "cost=true time-limit=60" + (f" memory={memory}" if memory else "")
+    t0 = time.perf_counter()
+    rc, err = opt([f"--dtensor-auto-shard={opts}"], path, out)
+    wall = time.perf_counter() - t0
+    if rc:
+        return None, err.strip().splitlines()[0][:160]
+    m = re.search(r"@%s: modelled cost ([0-9.]+) us \((automatic: [^)]*\))"
+                  r"[^;]*; peak ([0-9]+) bytes" % entry, err)
+    if not m:
+        m2 = re.search(r"@%s: modelled cost ([0-9.]+) us \(automatic: (.*)" %
+                       entry, err)
+        return None, (m2.group(2) if m2 else err)[:160]
+    how = m.group(2)
+    solve = re.search(r"([0-9.]+) s(, gap [0-9.]+ %)?\)", how)
+    status = "optimal" if "optimal" in how else "best found" + (
+        solve.group(2) or "")
+    return (float(m.group(1)), int(m.group(3)), status,
+            float(solve.group(1)) if solve else wall), None
+
+
+def peak_of(path, entry):
+    """The peak per device of a plan as dtensor-report finds it in the
+    compiled per-device program (collectives' results included): what a
+    budget is checked against."""
+    rc, err = opt(["--dtensor-spmd", "--dtensor-report"], path)
+    m = re.search(r"dtensor report: @%s, per device\n.*\n  peak ([0-9]+) "
+                  r"bytes" % entry, err)
+    return int(m.group(1)) if m else None
+
+
+def peak_of_auto(src, entry, tmp):
+    out = os.path.join(tmp, "unbounded.mlir")
+    auto(src, entry, None, out)
+    return peak_of(out, entry)
+
+
+def megatron_text(mesh, axes):
+    src = open(os.path.join(ROOT, "examples", "megatron.mlir")).read()
+    src = re.sub(r' \{dtensor\.layout = #dtensor\.layout<@tp, "[^"]*">\}', "",
+                 src)
+    shape = ", ".join(str(d) for d in mesh)
+    names = ", ".join(f'"{a}"' for a in axes)
+    return re.sub(r'"dtensor\.mesh"\(\) \{[^}]*\}',
+                  f'"dtensor.mesh"() {{sym_name = "tp", shape = array<i64: '
+                  f'{shape}>, axis_names = [{names}]}}', src)
+
+
+def megatron_hand(text, axes):
+    tp = axes[-1]
+    dp = axes[0] if len(axes) > 1 else None
+
+    def put(t, arg, spec):
+        return re.sub(r"(%" + arg + r": tensor<[0-9x]+f32>)",
+                      r'\1 {dtensor.layout = #dtensor.layout<@tp, "' + spec +
+                      '">}', t, count=1)
+    plans = {}
+    x = f"[S({dp}), R]" if dp else "[R, R]"
+    plans["TP" if not dp else "DPxTP"] = put(put(put(
+        text, "x", x), "w1", f"[R, S({tp})]"), "w2", f"[S({tp}), R]")
+    plans["DP"] = put(text, "x", f"[S({axes[0]}), R]")
+    return plans
+
+
+def gpt_step(mesh, axes, layouts, path):
+    text = gpt_train_program(CFG, mesh, axes, layouts)
+    src = path + ".loss.mlir"
+    open(src, "w").write(text)
+    wrt = ",".join(str(i) for i in range(len(gpt_parameters(CFG))))
+    rc, err = opt([f"--dtensor-autodiff=function=loss wrt={wrt} "
+                   "optimizer=adam lr=0.001"], src, path)
+    if rc:
+        sys.exit(f"dtensor-autodiff failed:\n{err}")
+    # Only the step: auto-sharding the forward and gradient functions too
+    # would time them as well.
+    lines, out, keep, inside = open(path).read().split("\n"), [], True, False
+    for line in lines:
+        if line.startswith("  func.func"):
+            inside, keep = True, "@loss_step(" in line
+        if not inside or keep:
+            out.append(line)
+        if inside and line == "  }":
+            inside = False
+    open(path, "w").write("\n".join(out))
+
+
+def gpt_hands(mesh, axes):
+    dp = axes[0]
+    tp = axes[-1] if len(axes) > 1 else None
+    data = {"tokens": f"[S({dp}), R]", "targets": f"[S({dp}), R]"}
+    plans = {"DP": dict(data)}
+    fsdp = dict(data)
+    for n, s in gpt_parameters(CFG):
+        fsdp[n] = f"[S({dp})" + ", R" * (len(s) - 1) + "]"
+    plans["FSDP"] = fsdp
+    ax = tp or dp
+    mega = {"transformer.wte.weight": f"[S({ax}), R]"}
+    for i in range(CFG["layers"]):
+        p = f"transformer.h.{i}."
+        for n in ("attn.q.weight", "attn.k.weight", "attn.v.weight",
+                  "mlp.c_fc.weight"):
+            mega[p + n] = f"[R, S({ax})]"
+        for n in ("attn.c_proj.weight", "mlp.c_proj.weight"):
+            mega[p + n] = f"[S({ax}), R]"
+    if tp:
+        mega.update(data)
+        plans["DPxTP"] = mega
+    else:
+        plans["TP"] = mega
+    return plans
+
+
+def measure(path, entry, n):
+    r = subprocess.run([RUN, "-n", str(n), "--entry", entry, "--repeat", "5",
+                        "--atol", "2e-3", path], capture_output=True,
+                       text=True)
+    m = re.findall(r"step time min ([0-9.]+) ms", r.stdout + r.stderr)
+    return max(float(x) for x in m) if m else None
+
+
+def report(name, mesh, hands, auto_path_fn, entry, tmp, do_measure):
+    """Prints the lines of one program on one mesh."""
+    costs = {}
+    peaks = {}
+    for plan, path in hands.items():
+        costs[plan] = modelled(path, entry)
+        peaks[plan] = peak_of(path, entry)
+    src = auto_path_fn
+    r0, err = auto(src, entry, None, os.devnull)
+    if r0:
+        r0 = (r0[0], peak_of_auto(src, entry, tmp) or r0[1]) + r0[2:]
+    if not r0:
+        print(f"{name:10} {mesh!s:7} auto failed: {err}")
+        return
+    mesh_n = 1
+    for d in mesh:
+        mesh_n *= d
+    if name == "gpt-step":  # parameters and Adam's two moments, f32
+        state = 3 * 4 * sum(prod(s) for _, s in gpt_parameters(CFG))
+    else:  # the two weights
+        state = 2 * 64 * 256 * 4
+    # A step holds its arguments and its results (the new parameters and
+    # moments) at its end: twice the state. Below that replicated (some
+    # must be split); 2.2 x the state over the devices (FSDP or tensor
+    # parallel fit, replication does not).
+    budgets = [None, int(0.9 * 2 * state), int(2.2 * state / mesh_n)]
+    hand_text = ", ".join(f"{p} {costs[p]:.1f} us/{peaks[p]} B"
+                          for p in costs)
+    print(f"{name:10} {'x'.join(map(str, mesh)):5} hand (us / report's "
+          f"peak): {hand_text}")
+    for b in budgets:
+        out = os.path.join(tmp, f"auto-{name}-{len(mesh)}-{b}.mlir")
+        r, err = auto(src, entry, b, out)
+        fits = [costs[p] for p in costs
+                if b is None or (peaks[p] is not None and peaks[p] <= b)]
+        measured_peak = peak_of(out, entry) if r else None
+        best = min(fits) if fits else None
+        label = "unbounded" if b is None else f"{b} B"
+        if not r:
+            print(f"  {label:>12}: auto: {err}")
+            continue
+        ratio = f"{r[0] / best:.3f}" if best else "no hand plan fits"
+        over = "" if b is None or (measured_peak or 0) <= b else " OVER"
+        line = (f"  {label:>12}: auto {r[0]:.1f} us, peak {r[1]} B "
+                f"(report {measured_peak} B{over}), {r[2]}, solve "
+                f"{r[3]:.2f} s; auto/best fitting hand {ratio}")
+        if do_measure and mesh_n in (2, 4) and b is None:
+            hand_best = min(costs, key=costs.get)
+            ta = measure(out, entry, mesh_n)
+            th = measure(hands[hand_best], entry, mesh_n)
+            if ta and th:
+                line += (f"; measured {ta:.3f} ms vs {hand_best} {th:.3f} ms "
+                         f"= {ta / th:.2f}x")
+        print(line)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--measure", action="store_true")
+    args = ap.parse_args()
+    print("# modelled step time (us) and peak per device (bytes) by "
+          "dtensor's cost and liveness model; 2-core VM"
+          + (f", OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']}"
+             if "OPENBLAS_CORETYPE" in os.environ else ""))
+    tmp = tempfile.mkdtemp()
+    meshes = MESHES[:1] if args.quick else MESHES
+    for mesh, axes in meshes:
+        text = megatron_text(mesh, axes)
+        src = os.path.join(tmp, f"meg-{len(mesh)}.mlir")
+        open(src, "w").write(text)
+        hands = {}
+        for plan, t in megatron_hand(text, axes).items():
+            p = os.path.join(tmp, f"meg-{plan}-{len(mesh)}.mlir")
+            open(p, "w").write(t)
+            hands[plan] = p
+        report("megatron", mesh, hands, src, "megatron", tmp, args.measure)
+    for mesh, axes in meshes:
+        src = os.path.join(tmp, f"gpt-{len(mesh)}-{mesh[-1]}.mlir")
+        gpt_step(mesh, axes, {}, src)
+        hands = {}
+        for plan, lay in gpt_hands(mesh, axes).items():
+            p = os.path.join(tmp, f"gpt-{plan}-{len(mesh)}.mlir")
+            gpt_step(mesh, axes, lay, p)
+            hands[plan] = p
+        report("gpt-step", mesh, hands, src, "loss_step", tmp, args.measure)
+    # Solve time against the number of blocks (the forward program).
+    for layers in (24, 96):
+        cfg = dict(CFG, layers=layers)
+        path = os.path.join(tmp, f"blocks-{layers}.mlir")
+        open(path, "w").write(gpt_train_program(cfg, (4,), ("dp",), {}))
+        r, err = auto(path, "loss", None, os.devnull)
+        print(f"{layers} blocks (GPT forward, mesh 4): "
+              + (f"solve {r[3]:.2f} s, {r[2]}" if r else err))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,244 @@
+/* lib/Solver against brute force: on random choice graphs (2 to 7 nodes
+ * of 1 to 4 choices, random edges, some choices forbidden, some nodes
+ * pinned) the reductions keep the optimum: brute force over the nodes
+ * left, plus the constant, equals brute force over the whole graph, and
+ * the expanded picks cost that optimum. Then each built solver on small
+ * integer programs (a pick per group, pairwise costs as in automatic
+ * sharding, a capacity row) equals enumeration, and an infeasible
+ * program is reported so. */
+#include "Solver/Choice.h"
+#include "Solver/Ilp.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "Check.h"
+
+enum { kMaxNodes = 7, kMaxChoices = 4 };
+
+typedef struct Case {
+  int n;
+  int choices[kMaxNodes];
+  double cost[kMaxNodes][kMaxChoices];
+  bool edge[kMaxNodes][kMaxNodes];
+  double w[kMaxNodes][kMaxNodes][kMaxChoices][kMaxChoices]; /* a < b */
+} Case;
+
+static unsigned seed = 12345;
+
+static unsigned next(void) {
+  seed = seed * 1103515245u + 12345u;
+  return (seed >> 8) & 0xffffff;
+}
+
+static double total(const Case *c, const int *pick) {
+  double t = 0.0;
+  for (int a = 0; a < c->n; ++a) {
+    t += c->cost[a][pick[a]];
+    for (int b = a + 1; b < c->n; ++b)
+      if (c->edge[a][b])
+        t += c->w[a][b][pick[a]][pick[b]];
+  }
+  return t;
+}
+
+/* The least total over every pick of the nodes with `free[a]`, the
+ * others held at `pick`. */
+static double brute(const Case *c, const bool *free, int *pick, int a) {
+  if (a == c->n)
+    return total(c, pick);
+  if (!free[a])
+    return brute(c, free, pick, a + 1);
+  double best = INFINITY;
+  for (int i = 0; i < c->choices[a]; ++i) {
+    pick[a] = i;
+    double t = brute(c, free, pick, a + 1);
+    if (t < best)
+      best = t;
+  }
+  return best;
+}
+
+/* The reduced graph's total for `pick` (alive nodes only). */
+static double reducedTotal(const DtChoiceGraph *g, int n, const int *pick) {
+  double t = dtChoiceConstant(g);
+  for (int a = 0; a < n; ++a)
+    if (dtChoiceIsAlive(g, a))
+      t += dtChoiceCosts(g, a)[pick[a]];
+  for (int e = 0; e < dtChoiceNumEdges(g); ++e) {
+    int a, b;
+    const double *m;
+    if (dtChoiceEdge(g, e, &a, &b, &m))
+      t += m[pick[a] * dtChoiceNumChoices(g, b) + pick[b]];
+  }
+  return t;
+}
+
+/* The alive nodes' best picks, by brute force (into `best`). */
+static void bestReduced(const DtChoiceGraph *g, int n, int *pick, int a,
+                        double *least, int *best) {
+  if (a == n) {
+    double t = reducedTotal(g, n, pick);
+    if (t < *least) {
+      *least = t;
+      memcpy(best, pick, sizeof(int) * (size_t)n);
+    }
+    return;
+  }
+  if (!dtChoiceIsAlive(g, a)) {
+    bestReduced(g, n, pick, a + 1, least, best);
+    return;
+  }
+  for (int i = 0; i < dtChoiceNumChoices(g, a); ++i) {
+    pick[a] = i;
+    bestReduced(g, n, pick, a + 1, least, best);
+  }
+}
+
+static void reductionCases(void) {
+  for (int round = 0; round < 400; ++round) {
+    Case c;
+    memset(&c, 0, sizeof(c));
+    c.n = 2 + (int)(next() % 6);
+    DtChoiceGraph *g = dtChoiceCreate();
+    for (int a = 0; a < c.n; ++a) {
+      c.choices[a] = 1 + (int)(next() % kMaxChoices);
+      CHECK(dtChoiceAddNode(g, c.choices[a]) == a);
+      for (int i = 0; i < c.choices[a]; ++i) {
+        c.cost[a][i] = next() % 13 == 0 ? INFINITY : (double)(next() % 100);
+        dtChoiceAddCost(g, a, i, c.cost[a][i]);
+      }
+      if (next() % 4 == 0)
+        dtChoicePin(g, a);
+    }
+    for (int a = 0; a < c.n; ++a)
+      for (int b = a + 1; b < c.n; ++b) {
+        if (next() % 3)
+          continue;
+        c.edge[a][b] = true;
+        double m[kMaxChoices * kMaxChoices];
+        for (int i = 0; i < c.choices[a]; ++i)
+          for (int j = 0; j < c.choices[b]; ++j)
+            m[i * c.choices[b] + j] = c.w[a][b][i][j] = (double)(next() % 50);
+        /* Half the edges given from b's side: the matrix transposed. */
+        if (next() % 2) {
+          double t[kMaxChoices * kMaxChoices];
+          for (int i = 0; i < c.choices[a]; ++i)
+            for (int j = 0; j < c.choices[b]; ++j)
+              t[j * c.choices[a] + i] = m[i * c.choices[b] + j];
+          CHECK(dtChoiceAddEdge(g, b, a, t));
+        } else
+          CHECK(dtChoiceAddEdge(g, a, b, m));
+      }
+    bool all[kMaxNodes];
+    int pick[kMaxNodes + 1] = {0}, best[kMaxNodes + 1] = {0};
+    for (int a = 0; a < c.n; ++a)
+      all[a] = true;
+    double optimum = brute(&c, all, pick, 0);
+    CHECK(dtChoiceReduce(g));
+    double least = INFINITY;
+    bestReduced(g, c.n, pick, 0, &least, best);
+    if (isinf(optimum)) {
+      CHECK(isinf(least));
+    } else {
+      CHECK(fabs(least - optimum) < 1e-9);
+      dtChoiceExpand(g, best);
+      CHECK(fabs(total(&c, best) - optimum) < 1e-9);
+    }
+    dtChoiceDestroy(g);
+  }
+}
+
+/* Groups of 0/1 columns, one picked per group, pairwise costs between
+ * consecutive groups linearized (y >= x_a + x_b - 1), a capacity row on
+ * weights; enumeration is the reference. */
+static void ilpCases(DtIlpSolver solver) {
+  for (int round = 0; round < 30; ++round) {
+    int groups = 2 + (int)(next() % 3), per = 2 + (int)(next() % 2);
+    double cost[4][3], w[4][3][3], weight[4][3], cap = 0.0;
+    DtIlp *ilp = dtIlpCreate();
+    for (int g = 0; g < groups; ++g)
+      for (int i = 0; i < per; ++i) {
+        cost[g][i] = (double)(next() % 20);
+        weight[g][i] = (double)(next() % 10);
+        CHECK(dtIlpAddCol(ilp, 0.0, 1.0, cost[g][i], true) == g * per + i);
+      }
+    for (int g = 0; g < groups; ++g) {
+      int cols[3];
+      double ones[3] = {1, 1, 1};
+      for (int i = 0; i < per; ++i)
+        cols[i] = g * per + i;
+      CHECK(dtIlpAddRow(ilp, per, cols, ones, 1.0, 1.0));
+    }
+    for (int g = 0; g + 1 < groups; ++g)
+      for (int i = 0; i < per; ++i)
+        for (int j = 0; j < per; ++j) {
+          w[g][i][j] = (double)(next() % 15);
+          int y = dtIlpAddCol(ilp, 0.0, 1.0, w[g][i][j], false);
+          int cols[3] = {y, g * per + i, (g + 1) * per + j};
+          double vals[3] = {1.0, -1.0, -1.0};
+          CHECK(dtIlpAddRow(ilp, 3, cols, vals, -1.0, INFINITY));
+        }
+    cap = (double)(next() % (unsigned)(6 * groups + 1));
+    int cols[12];
+    double vals[12];
+    for (int g = 0; g < groups; ++g)
+      for (int i = 0; i < per; ++i) {
+        cols[g * per + i] = g * per + i;
+        vals[g * per + i] = weight[g][i];
+      }
+    CHECK(dtIlpAddRow(ilp, groups * per, cols, vals, -INFINITY, cap));
+    /* Enumeration. */
+    double best = INFINITY;
+    int total = 1;
+    for (int g = 0; g < groups; ++g)
+      total *= per;
+    for (int code = 0; code < total; ++code) {
+      int p[4], rest = code;
+      double t = 0.0, used = 0.0;
+      for (int g = 0; g < groups; ++g) {
+        p[g] = rest % per;
+        rest /= per;
+        t += cost[g][p[g]];
+        used += weight[g][p[g]];
+      }
+      for (int g = 0; g + 1 < groups; ++g)
+        t += w[g][p[g]][p[g + 1]];
+      if (used <= cap && t < best)
+        best = t;
+    }
+    DtIlpResult r;
+    CHECK(dtIlpSolve(ilp, solver, 30.0, &r));
+    if (isinf(best)) {
+      CHECK(r.status == DT_ILP_INFEASIBLE);
+    } else {
+      CHECK(r.status == DT_ILP_OPTIMAL);
+      CHECK(fabs(r.objective - best) < 1e-6);
+    }
+    dtIlpDestroy(ilp);
+  }
+  /* Nothing to choose: optimal at 0 without asking the solver. */
+  DtIlp *empty = dtIlpCreate();
+  DtIlpResult r;
+  CHECK(dtIlpSolve(empty, solver, 1.0, &r) && r.status == DT_ILP_OPTIMAL &&
+        r.objective == 0.0);
+  dtIlpDestroy(empty);
+}
+
+int main(void) {
+  reductionCases();
+  int solvers = 0;
+  if (dtIlpHasSolver(DT_ILP_CBC)) {
+    ilpCases(DT_ILP_CBC);
+    ++solvers;
+  }
+  if (dtIlpHasSolver(DT_ILP_GLPK)) {
+    ilpCases(DT_ILP_GLPK);
+    ++solvers;
+  }
+  printf("solver-test: %d solvers built; %d passed, %d failed\n", solvers,
+         checks - failures, failures);
+  return failures ? 1 : 0;
+}
