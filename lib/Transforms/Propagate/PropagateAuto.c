@@ -91,6 +91,8 @@ typedef struct Auto {
   int *points;          /* the ops where the budget has rows */
   size_t numPoints, capPoints;
   int forbidK, forbidC; /* a candidate excluded (why's alternatives) */
+  int restrict_;        /* candidates allowed: -1 all, else axesOnly's */
+  int *start;           /* per var: the start's pick (NULL: current) */
   Group *groups;
   size_t numGroups, capGroups;
   DtTable groupIndex;
@@ -470,8 +472,8 @@ static bool addConversions(Auto *A, Group *g, double scale) {
           break;
         }
     }
-    ok = ok && addPriced(A, A->cols, A->prices, (int)maker->numCands, &n, 1,
-                         scale);
+    ok = ok &&
+         addPriced(A, A->cols, A->prices, (int)maker->numCands, &n, 1, scale);
   }
   g->endCol = dtIlpNumCols(A->ilp);
   free(made);
@@ -535,6 +537,47 @@ static double priceFor(Auto *A, const Group *g, const User *u, size_t c,
   return convert(A, g->info, from, L);
 }
 
+/* Whether packed spec `c` uses the mesh axes as restriction `r` allows:
+ * r < rank, axis r alone; r == rank, every axis together (one dim split
+ * over all of them in order, or all Partial), as on a 1-d mesh of every
+ * device. */
+static bool specAllowed(CSpec c, int rank, int r) {
+  int byte[DTENSOR_MAX_MESH_RANK];
+  for (int a = 0; a < rank; ++a)
+    byte[a] = (int)((c.code >> (8 * a)) & 0xff);
+  if (r < rank) {
+    for (int a = 0; a < rank; ++a)
+      if (a != r && byte[a] != 0)
+        return false;
+    return true;
+  }
+  /* Bytes: 0 free, 1 Partial, 2 + 8 dim + position. */
+  for (int a = 0; a < rank; ++a) {
+    if (byte[a] == 0 || byte[a] == 1) {
+      if (byte[a] != byte[0])
+        return false;
+      continue;
+    }
+    if (byte[0] < 2 || (byte[a] - 2) / 8 != (byte[0] - 2) / 8 ||
+        (byte[a] - 2) % 8 != a)
+      return false;
+  }
+  return true;
+}
+
+/* Whether candidate `c` of `v` is allowed under restriction `r`. */
+static bool allowedUnder(const Auto *A, const Cand *c, const Var *v, int r) {
+  int rank = dtensorMeshGetRank(A->p->mesh);
+  for (int i = 0; i < DT_MAX_RULE_VALUES; ++i) {
+    if (i < v->numOperands && v->operands[i] &&
+        !specAllowed(c->need[i], rank, r))
+      return false;
+    if (i < v->numResults && v->results[i] && !specAllowed(c->res[i], rank, r))
+      return false;
+  }
+  return true;
+}
+
 /* The graph of the vars: a node each (its candidates' own costs), an
  * edge per value of one user whose maker is a var, that user's prices
  * when the maker is fixed; values of several users pin their vars (the
@@ -552,6 +595,9 @@ static bool buildGraph(Auto *A) {
                           A->extra[A->candBase[k] + (int)c]);
     if (k == A->forbidK)
       dtChoiceAddCost(g, k, A->forbidC, INFINITY);
+    for (size_t c = 0; c < v->numCands && A->restrict_ >= 0; ++c)
+      if (!allowedUnder(A, &v->cands[c], v, A->restrict_))
+        dtChoiceAddCost(g, k, (int)c, INFINITY);
     if (A->pinned[k] || A->numTied > 0)
       dtChoicePin(g, k);
   }
@@ -818,7 +864,7 @@ static bool buildProgram(Auto *A) {
     const Var *v = &R->vars[R->order[k]];
     for (size_t c = 0; c < v->numCands; ++c) {
       cols[n] = A->firstCol[k] + (int)c;
-      vals[n++] = (int)c == v->current ? 1.0 : 0.0;
+      vals[n++] = (int)c == (A->start ? A->start[k] : v->current) ? 1.0 : 0.0;
     }
   }
   ok = ok && dtIlpSetStart(A->ilp, n, cols, vals);
@@ -1392,6 +1438,32 @@ static const char *finishAuto(Auto *A, MlirOperation func) {
   for (int k = 0; k < R->count; ++k)
     A->pinned[k] =
         R->vars[R->order[k]].arg >= 0 && (p->memoryBudget > 0 || p->autoWhy);
+  /* On a mesh of several axes the program is large: first the plans on
+   * one axis at a time and on all together (as on 1-d meshes: small
+   * programs, solved fast); the best is where the full program starts,
+   * so its plan is never dearer than those. */
+  int rank = dtensorMeshGetRank(p->mesh);
+  double bestStart = INFINITY;
+  A->restrict_ = -1;
+  if (rank > 1) {
+    A->start = malloc(sizeof(int) * (size_t)(R->count + 1));
+    if (!A->start)
+      return NULL;
+    int *kept = A->start;
+    A->start = NULL;
+    for (int r = 0; r <= rank; ++r) {
+      A->restrict_ = r;
+      DtIlpResult part;
+      solve(A, &part);
+      if ((part.status == DT_ILP_OPTIMAL || part.status == DT_ILP_FEASIBLE) &&
+          part.objective < bestStart) {
+        bestStart = part.objective;
+        memcpy(kept, A->pick, sizeof(int) * (size_t)R->count);
+      }
+    }
+    A->restrict_ = -1;
+    A->start = isinf(bestStart) ? (free(kept), NULL) : kept;
+  }
   DtIlpResult res;
   solve(A, &res);
   if (res.status == DT_ILP_ERROR) {
@@ -1519,6 +1591,7 @@ const char *dtRefineAuto(Refine *R, MlirOperation func) {
   A.R = R;
   A.p = p;
   A.forbidK = -1;
+  A.restrict_ = -1;
   A.firstCol = malloc(sizeof(int) * cap);
   A.candBase = malloc(sizeof(int) * cap);
   A.pick = calloc(cap, sizeof(int));
@@ -1544,6 +1617,7 @@ const char *dtRefineAuto(Refine *R, MlirOperation func) {
   free(A.tie);
   free(A.cols);
   free(A.prices);
+  free(A.start);
   free(A.groups);
   dtTableFree(&A.groupIndex);
   free(A.users);
