@@ -184,8 +184,10 @@ def main():
             f.write(text)
         best, how = cost(args.dtensor_opt, path, "enumerate")
         if best is None:
-            if "combinations" in how:
-                continue  # too many to enumerate: another program
+            # Too many to enumerate, or nothing to propagate (no layout
+            # anywhere, so no mesh): another program.
+            if "combinations" in how or not how.strip():
+                continue
             sys.exit("choice=enumerate failed on %s:\n%s" % (path, how))
         whole, how_whole = cost(args.dtensor_opt, path, "whole")
         order, _ = cost(args.dtensor_opt, path, "order")
