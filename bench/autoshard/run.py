@@ -37,6 +37,8 @@ OPT = os.path.join(BIN, "dtensor-opt")
 RUN = os.path.join(BIN, "dtensor-run")
 sys.path.insert(0, os.path.join(ROOT, "bench", "exec"))
 from programs import gpt_parameters, gpt_train_program  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "examples", "gpt"))
+from train import megatron  # noqa: E402  (the hand TP plan, one home)
 
 # Parameter-heavy (as large models are): parameters and Adam's moments
 # hold most of the memory, activations little.
@@ -90,12 +92,6 @@ def peak_of(path, entry):
     m = re.search(r"dtensor report: @%s, per device\n.*\n  peak ([0-9]+) "
                   r"bytes" % entry, err)
     return int(m.group(1)) if m else None
-
-
-def peak_of_auto(src, entry, tmp):
-    out = os.path.join(tmp, "unbounded.mlir")
-    auto(src, entry, None, out)
-    return peak_of(out, entry)
 
 
 def megatron_text(mesh, axes):
@@ -156,15 +152,7 @@ def gpt_hands(mesh, axes):
     for n, s in gpt_parameters(CFG):
         fsdp[n] = f"[S({dp})" + ", R" * (len(s) - 1) + "]"
     plans["FSDP"] = fsdp
-    ax = tp or dp
-    mega = {"transformer.wte.weight": f"[S({ax}), R]"}
-    for i in range(CFG["layers"]):
-        p = f"transformer.h.{i}."
-        for n in ("attn.q.weight", "attn.k.weight", "attn.v.weight",
-                  "mlp.c_fc.weight"):
-            mega[p + n] = f"[R, S({ax})]"
-        for n in ("attn.c_proj.weight", "mlp.c_proj.weight"):
-            mega[p + n] = f"[S({ax}), R]"
+    mega = megatron(CFG, tp or dp)
     if tp:
         mega.update(data)
         plans["DPxTP"] = mega
@@ -189,9 +177,10 @@ def report(name, mesh, hands, auto_path_fn, entry, tmp, do_measure):
         costs[plan] = modelled(path, entry)
         peaks[plan] = peak_of(path, entry)
     src = auto_path_fn
-    r0, err = auto(src, entry, None, os.devnull)
+    unbounded = os.path.join(tmp, "unbounded.mlir")
+    r0, err = auto(src, entry, None, unbounded)
     if r0:
-        r0 = (r0[0], peak_of_auto(src, entry, tmp) or r0[1]) + r0[2:]
+        r0 = (r0[0], peak_of(unbounded, entry) or r0[1]) + r0[2:]
     if not r0:
         print(f"{name:10} {mesh!s:7} auto failed: {err}")
         return
