@@ -1155,14 +1155,19 @@ static int copyColumn(Auto *A, const Group *g, CSpec L) {
   return any ? z : -1;
 }
 
+/* A converted copy's column and its bytes. */
+typedef struct Copy {
+  int col;
+  double bytes;
+} Copy;
+
 /* The row: the bytes live at op `at` fit the budget (the vars it reads
  * are pinned, so in the program): values, and the converted copies of
  * the values used around it. */
 static bool addMemoryRow(Auto *A, int at) {
   /* The copies' columns first (their rows are built one at a time). */
-  int *copies = NULL;
-  double *copyBytes = NULL;
-  size_t numCopies = 0, capCopies = 0, capBytes = 0;
+  Copy *copies = NULL;
+  size_t numCopies = 0, capCopies = 0;
   bool ok = true;
   for (size_t gi = 0; gi < A->numGroups && ok; ++gi) {
     const Group *g = &A->groups[gi];
@@ -1182,17 +1187,11 @@ static bool addMemoryRow(Auto *A, int at) {
         ok = z != -2;
         if (z < 0)
           continue;
-        int *slot =
-            dtArrayPush((void **)&copies, &numCopies, &capCopies, sizeof(int));
-        size_t n = numCopies - 1;
-        double *b = slot ? dtArrayPush((void **)&copyBytes, &n, &capBytes,
-                                       sizeof(double))
-                         : NULL;
-        ok = slot && b;
-        if (ok) {
-          *slot = z;
-          *b = bytesOf(A->p, g->info, L);
-        }
+        Copy *slot =
+            dtArrayPush((void **)&copies, &numCopies, &capCopies, sizeof(Copy));
+        ok = slot != NULL;
+        if (ok)
+          *slot = (Copy){z, bytesOf(A->p, g->info, L)};
       }
     }
   }
@@ -1211,10 +1210,9 @@ static bool addMemoryRow(Auto *A, int at) {
            bytesOf(A->p, l->info, v->cands[c].res[l->result]));
   }
   for (size_t i = 0; i < numCopies && ok; ++i)
-    term(A, copies[i], copyBytes[i]);
+    term(A, copies[i].col, copies[i].bytes);
   ok = ok && addRow(A, -INFINITY, (double)A->p->memoryBudget - fixed);
   free(copies);
-  free(copyBytes);
   return ok;
 }
 
