@@ -102,6 +102,15 @@ DTENSOR_EXPORT MlirLogicalResult dtensorAddSpmdPipeline(MlirOpPassManager pm,
                                                         MlirStringRef options,
                                                         DtensorDiag *outDiag);
 
+/// Runs dtensor-auto-shard with `options` ("mesh=4 memory=16GiB", as the
+/// pass takes them) on `module`: every argument, result and value without
+/// a layout gets the one the integer program chose (docs/autoshard.md).
+/// The pass's located errors go to the context's diagnostic handler; on
+/// failure (them, or bad options) returns failure and fills `outDiag`.
+DTENSOR_EXPORT MlirLogicalResult dtensorAutoShard(MlirOperation module,
+                                                  MlirStringRef options,
+                                                  DtensorDiag *outDiag);
+
 /// dtensor-spmd with `options` spelled out as the pipeline of its stages
 /// (dtensor-verify, dtensor-gathers, func.func(tosa-to-scf),
 /// dtensor-decompose-softmax, dtensor-decompose-packs,

@@ -261,6 +261,21 @@ MlirLogicalResult dtensorAddSpmdPipeline(MlirOpPassManager pm,
   return mlirLogicalResultSuccess();
 }
 
+MlirLogicalResult dtensorAutoShard(MlirOperation module, MlirStringRef options,
+                                   DtensorDiag *outDiag) {
+  MlirPass pass = dtPassCreateFromDef(&dtAutoShardPass, options, NULL, outDiag);
+  if (!pass.ptr)
+    return mlirLogicalResultFailure();
+  MlirPassManager pm = mlirPassManagerCreate(mlirOperationGetContext(module));
+  mlirOpPassManagerAddOwnedPass(mlirPassManagerGetAsOpPassManager(pm), pass);
+  bool ok = mlirLogicalResultIsSuccess(mlirPassManagerRunOnOp(pm, module));
+  mlirPassManagerDestroy(pm);
+  if (!ok)
+    dtDiag(outDiag, -1,
+           "dtensor-auto-shard chose no layouts (its errors are above)");
+  return ok ? mlirLogicalResultSuccess() : mlirLogicalResultFailure();
+}
+
 MlirLogicalResult dtensorAddToLLVMPipeline(MlirOpPassManager pm,
                                            DtensorDiag *outDiag) {
   return dtensorAddToLLVMPipelineWithOptions(

@@ -264,6 +264,8 @@ passManagerAddPipeline = _declare(lib, "dtensorPassManagerAddPipeline",
                                   c_int8, Handle, StringRef, POINTER(Diag))
 passManagerRunOnOp = _declare(lib, "mlirPassManagerRunOnOp", c_int8, Handle,
                               Handle)
+autoShard = _declare(lib, "dtensorAutoShard", c_int8, Handle, StringRef,
+                     POINTER(Diag))
 
 # ---- the differential runner (dtensor-c/Runner.h) ------------------------------------
 runnerCreate = _declare(lib, "dtensorRunnerCreate", c_void_p, Handle,

@@ -327,6 +327,18 @@ class _Program:
             raise CompileError("\n".join(self.diagnostics) or "parse failed",
                                self.diagnostics)
 
+    def auto_shard(self, auto, n=None):
+        """dtensor-auto-shard on the module when `auto` asks for it (see
+        _auto_options); a program without a mesh gets one of `n` devices."""
+        options = _auto_options(auto, n)
+        if options is None:
+            return
+        opts = _bytes(options, "auto")
+        diag = C.Diag()
+        if not C.autoShard(self.module, C.StringRef(opts, len(opts)),
+                           byref(diag)):
+            raise self.error(f"automatic sharding: {_diag_text(diag)}")
+
     def error(self, fallback):
         return CompileError("\n".join(self.diagnostics) or fallback,
                             self.diagnostics)
@@ -344,9 +356,39 @@ class _Program:
         C.contextDestroy(self.ctx)
 
 
+def _auto_options(auto, n=None):
+    """dtensor-auto-shard's option text for `auto`: None for False; True
+    for its defaults; a string as the pass takes it ("memory=16GiB
+    time-limit=10"); a dict {"memory": "16GiB", "time_limit": 10}. With `n`
+    and no mesh among them, mesh=n (a program without a mesh gets one of
+    n devices; one with a mesh must have n)."""
+    if auto is None or auto is False:
+        return None
+    if auto is True:
+        text = ""
+    elif isinstance(auto, str):
+        text = auto
+    elif isinstance(auto, dict):
+        parts = []
+        for key, value in auto.items():
+            if not isinstance(key, str):
+                raise TypeError(f"auto's option names are strings, not "
+                                f"{key!r}")
+            if isinstance(value, bool):
+                value = "true" if value else "false"
+            parts.append(f"{key.replace('_', '-')}='{value}'")
+        text = " ".join(parts)
+    else:
+        raise TypeError(f"auto must be True, False, an option string or a "
+                        f"dict of options, not {type(auto).__name__}")
+    if n is not None and "mesh=" not in text:
+        text += f" mesh={_check_int(n, 'n', 1)}"
+    return text
+
+
 def compile(text, pipeline="dtensor-spmd", name="<string>", *, entry=None,
             n=None, check=False, timeout=None, rtol=None, atol=None,
-            profile=False):
+            profile=False, auto=False):
     """Runs `pipeline` (dtensor and upstream passes, as dtensor-opt
     --pass-pipeline takes them without the anchor, e.g. "dtensor-propagate,
     dtensor-partition" or "dtensor-spmd, dtensor-to-llvm") on the program
@@ -357,12 +399,18 @@ def compile(text, pipeline="dtensor-spmd", name="<string>", *, entry=None,
     once for its mesh and returns a dtensor.Step, a callable that runs
     `entry` once per call on the ranks (no recompile; the single-device
     check only with `check=True`), results by name (docs/python.md); with
-    `profile=True` every op is timed on the ranks (Step.profile)."""
+    `profile=True` every op is timed on the ranks (Step.profile).
+
+    `auto=True` (or dtensor-auto-shard's options, "memory=16GiB" or
+    {"memory": "16GiB"}): the compiler chooses every layout the program
+    does not state first (docs/autoshard.md); a program without a mesh gets
+    one of `n` devices (or give "mesh": "2x4")."""
     if entry is not None or n is not None:
         from ._step import Step
         return Step(text, entry=entry, n=n, check=check, timeout=timeout,
-                    rtol=rtol, atol=atol, profile=profile)
+                    rtol=rtol, atol=atol, profile=profile, auto=auto)
     with _Program(text, name) as prog:
+        prog.auto_shard(auto)
         pm = C.passManagerCreate(prog.ctx)
         try:
             diag = C.Diag()
@@ -581,7 +629,7 @@ def _check_real(value, what, lo, hi):
 
 
 def run(program, n, inputs, backend="shm", entry=None, timeout=None,
-        rtol=None, atol=None):
+        rtol=None, atol=None, auto=False):
     """Compiles the annotated `program` (a path, or IR text) with
     dtensor-spmd and runs it on `n` ranks on `inputs` (a list of numpy
     arrays for the entry's arguments in order, or {name: array} by their
@@ -593,7 +641,8 @@ def run(program, n, inputs, backend="shm", entry=None, timeout=None,
     default (rtol 1e-4 plus 1e-5 of the result's largest finite magnitude);
     NaN and infinities must match exactly. On shm the program is compiled
     in this process and the ranks are forked from it (libdtensor's
-    runner); on mpi, mpirun starts dtensor-run once per rank."""
+    runner); on mpi, mpirun starts dtensor-run once per rank. `auto`: as
+    compile's (the layouts chosen once, before the ranks start)."""
     n = _check_int(n, "n", 1)
     _bytes(program, "program")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(
@@ -604,8 +653,10 @@ def run(program, n, inputs, backend="shm", entry=None, timeout=None,
     if rtol is not None or atol is not None:
         tolerance = (0.0 if rtol is None else _check_real(rtol, "rtol", 0, 1e300),
                      0.0 if atol is None else _check_real(atol, "atol", 0, 1e300))
+    auto_text = _auto_options(auto)
     if backend == "mpi":
-        return _run_under_mpirun(program, n, inputs, entry, timeout, tolerance)
+        return _run_under_mpirun(program, n, inputs, entry, timeout, tolerance,
+                                 auto_text)
     if backend != "shm":
         raise DtensorError(f"backend '{backend}': MLIR programs run on host "
                            "memory (valid: shm, mpi)")
@@ -613,6 +664,7 @@ def run(program, n, inputs, backend="shm", entry=None, timeout=None,
     named = _named_inputs(inputs)
     with _Program(text, name) as prog, \
             tempfile.TemporaryDirectory(prefix="dtensor-run-") as tmp:
+        prog.auto_shard(auto, n)
         diag = C.Diag()
         runner = C.runnerCreate(prog.take_module(),
                                 _bytes(entry, "entry") if entry else None,
@@ -674,7 +726,8 @@ def _run_ranks(runner, n, named, timeout, tolerance, tmp):
             for k in range(C.runnerGetNumResults(runner))]
 
 
-def _run_under_mpirun(program, n, inputs, entry, timeout, tolerance):
+def _run_under_mpirun(program, n, inputs, entry, timeout, tolerance,
+                      auto_text=None):
     """run() on the mpi backend: dtensor-run under mpirun, results through a
     checkpoint."""
     tool = os.path.join(C.bin_dir(), "dtensor-run")
@@ -698,6 +751,8 @@ def _run_under_mpirun(program, n, inputs, entry, timeout, tolerance):
             cmd += ["--rtol", repr(tolerance[0]), "--atol", repr(tolerance[1])]
         if named:
             cmd += ["--load", ck_in]
+        if auto_text is not None:
+            cmd += ["--auto", "--auto-options", auto_text]
         cmd += ["--save", ck_out, path]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:

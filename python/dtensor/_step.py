@@ -57,10 +57,13 @@ class Step:
     With `check=True` every call also runs the single-device program and
     compares every rank with it (as dtensor.run does); without, nothing is
     recomputed. `seconds` is the time of the last call's ranks (launch to
-    the last rank's exit); `state` the values carried to the next call."""
+    the last rank's exit); `state` the values carried to the next call.
+    `auto`: the layouts chosen by dtensor-auto-shard first (as
+    dtensor.compile's)."""
 
     def __init__(self, program, entry=None, n=None, check=False,
-                 timeout=None, rtol=None, atol=None, profile=False):
+                 timeout=None, rtol=None, atol=None, profile=False,
+                 auto=False):
         text, name = _program_text(program)
         self.check = bool(check)
         self.timeout = timeout
@@ -75,6 +78,11 @@ class Step:
                 0.0 if atol is None else _check_real(atol, "atol", 0, 1e300))
         self._prog = _Program(text, name)
         self._runner = None
+        try:
+            self._prog.auto_shard(auto, n)
+        except Exception:
+            self._prog.__exit__(None, None, None)
+            raise
         self._tmp = tempfile.mkdtemp(prefix="dtensor-step-")
         diag = C.Diag()
         self._profiled = bool(profile)

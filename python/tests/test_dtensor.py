@@ -228,6 +228,51 @@ def test_run_program_text_on_mpi():
     assert np.allclose(y, 64 * 0.5 * 256 * 0.25)
 
 
+AUTO_NOMESH = os.path.join(ROOT, "test", "Transforms", "Inputs",
+                           "auto-nomesh.mlir")
+
+
+def test_auto_chooses_the_layouts_of_a_single_device_program():
+    """auto= splits a program without a mesh over n devices: numbers
+    against numpy's, on shm and mpi, a compiled Step, and the IR."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((16, 64), dtype=np.float32)
+    w1 = rng.standard_normal((64, 256), dtype=np.float32)
+    w2 = rng.standard_normal((256, 64), dtype=np.float32)
+    want = (x.astype(np.float64) @ w1) @ w2
+    y, = dtensor.run(AUTO_NOMESH, 4, [x, w1, w2], auto=True)
+    assert np.allclose(y, want, rtol=1e-4, atol=1e-3)
+    y, = dtensor.run(AUTO_NOMESH, 2, [x, w1, w2], backend="mpi",
+                     auto={"memory": 100000})
+    assert np.allclose(y, want, rtol=1e-4, atol=1e-3)
+    step = dtensor.compile(AUTO_NOMESH, n=4, auto="memory=60000")
+    try:
+        out = step({"arg0": x, "arg1": w1, "arg2": w2})
+        assert np.allclose(list(out.values())[0], want, rtol=1e-4, atol=1e-3)
+    finally:
+        step.close()
+    # Under 60000 bytes per device, Megatron's plan: one all_reduce.
+    ir = dtensor.compile(open(AUTO_NOMESH).read(), "dtensor-spmd",
+                         auto={"mesh": "4", "memory": 60000})
+    assert ir.count('"dtensor.all_reduce"') == 1
+
+
+def test_auto_mistakes_are_errors():
+    with open(AUTO_NOMESH) as f:
+        text = f.read()
+    with pytest.raises(dtensor.CompileError,
+                       match="declares no dtensor.mesh"):
+        dtensor.compile(text, "dtensor-spmd", auto=True)
+    with pytest.raises(dtensor.CompileError, match="no option 'bogus'"):
+        dtensor.compile(text, "dtensor-spmd", auto={"bogus": 1})
+    with pytest.raises(dtensor.CompileError, match="no layouts fit"):
+        dtensor.run(text, 4, [], auto={"memory": 1})
+    with pytest.raises(dtensor.CompileError, match="mesh is tp=4"):
+        dtensor.run(MEGATRON, 2, [], auto=True)
+    with pytest.raises(TypeError, match="auto must be"):
+        dtensor.compile(text, "dtensor-spmd", auto=3)
+
+
 def test_run_failure_raises_with_the_output():
     x = np.ones((8, 8), np.float32)  # the wrong shape for x
     with pytest.raises(dtensor.DtensorError,

@@ -24,6 +24,7 @@ static int usage(FILE *out, int code) {
       "[-O0|-O1|-O2|-O3]\n"
       "                       [--spmd-options 'OPTS'] [--no-spmd] "
       "[--exact-reductions]\n"
+      "                       [--auto] [--auto-options 'OPTS']\n"
       "                       [--target cpu|cuda] [--gpu-options 'chip=sm_NN "
       "format=bin|isa boundary=host|device']\n"
       "       dtensor-compile PROG.mlir --bundle -o DIR [--target cpu|cuda] "
@@ -42,6 +43,9 @@ static int usage(FILE *out, int code) {
       "memory, host code\n  calling libdtensor_rt's mgpu* functions, "
       "collectives on the nccl backend\n  (boundary=device in --gpu-options: "
       "entry points take device buffers;\n  docs/runtime.md).\n"
+      "  --auto: dtensor-auto-shard chooses the layouts first; "
+      "--auto-options: its\n  options, e.g. 'memory=16GiB' or 'mesh=2x4' "
+      "for a program without a mesh.\n"
       "  --bundle writes what dtensor-check runs without MLIR: the "
       "single-device\n  reference and the SPMD program as shared objects "
       "and a manifest in DIR.\n"
@@ -69,7 +73,9 @@ static MlirLogicalResult report(MlirDiagnostic d, void *user) {
 
 typedef struct Args {
   const char *input, *output, *emit, *spmdOptions, *target, *gpuOptions;
-  const char *entry; /* --entry FUNC (a bundle's) */
+  const char *entry;       /* --entry FUNC (a bundle's) */
+  const char *autoOptions; /* --auto-options OPTS, or NULL */
+  bool autoShard;          /* --auto */
   bool bundle, exactReductions, threads, profile;
   int opt;
   bool spmd;
@@ -91,6 +97,10 @@ static int parseArgs(int argc, char **argv, Args *a) {
       a->target = argv[++i];
     else if (!strcmp(arg, "--gpu-options") && i + 1 < argc)
       a->gpuOptions = argv[++i];
+    else if (!strcmp(arg, "--auto"))
+      a->autoShard = true;
+    else if (!strcmp(arg, "--auto-options") && i + 1 < argc)
+      a->autoOptions = argv[++i];
     else if (!strcmp(arg, "--no-spmd"))
       a->spmd = false;
     else if (!strcmp(arg, "--bundle"))
@@ -139,6 +149,16 @@ static int parseArgs(int argc, char **argv, Args *a) {
     fprintf(stderr, "dtensor-compile: --bundle compiles the annotated program "
                     "as dtensor-run does (no --no-spmd, --spmd-options or "
                     "--emit)\n");
+    return 2;
+  }
+  if (a->autoOptions && !a->autoShard) {
+    fprintf(stderr, "dtensor-compile: --auto-options needs --auto\n");
+    return 2;
+  }
+  if (a->autoShard && !a->spmd) {
+    fprintf(stderr, "dtensor-compile: --auto chooses layouts for "
+                    "dtensor-spmd; --no-spmd takes a program already "
+                    "partitioned\n");
     return 2;
   }
   if ((a->threads || a->profile) && !strcmp(a->target, "cuda")) {
@@ -248,6 +268,15 @@ int main(int argc, char **argv) {
   if (mlirOperationIsNull(module)) {
     if (diag.message[0])
       fprintf(stderr, "dtensor-compile: %s\n", diag.message);
+    return 1;
+  }
+  if (a.autoShard &&
+      mlirLogicalResultIsFailure(dtensorAutoShard(
+          module,
+          mlirStringRefCreateFromCString(a.autoOptions ? a.autoOptions : ""),
+          &diag))) {
+    fprintf(stderr, "dtensor-compile: --auto: %s\n", diag.message);
+    mlirContextDestroy(ctx);
     return 1;
   }
   if (a.bundle) {

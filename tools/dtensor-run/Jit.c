@@ -5,6 +5,7 @@
  * --backend mpi, one process per rank started by mpirun, each compiling
  * the program and running its own rank), one line per rank. */
 #include "Run.h"
+#include "Support/Support.h"
 
 #include "dtensor-c/Dialect.h"
 #include "dtensor-c/Passes.h"
@@ -75,6 +76,65 @@ static int launchRanks(DtensorRunner *r, const DtRunOptions *o,
   return status;
 }
 
+/* --auto: dtensor-auto-shard with --auto-options and mesh=N (a program
+ * without a mesh gets one of the N ranks) on the parsed program, so that
+ * what the runner compiles carries the layouts it chose; false after a
+ * message. */
+static bool autoShard(MlirOperation module, const DtRunOptions *o) {
+  char options[4096];
+  int len = snprintf(options, sizeof(options), "%s", o->autoOptions);
+  if (!strstr(o->autoOptions, "mesh="))
+    len += snprintf(options + len, sizeof(options) - (size_t)len, " mesh=%d",
+                    o->n);
+  DtensorDiag diag;
+  if (len >= (int)sizeof(options)) {
+    fprintf(stderr, "dtensor-run: --auto-options is too long\n");
+    return false;
+  }
+  if (mlirLogicalResultIsFailure(dtensorAutoShard(
+          module, mlirStringRefCreateFromCString(options), &diag))) {
+    fprintf(stderr, "dtensor-run: --auto: %s\n", diag.message);
+    return false;
+  }
+  return true;
+}
+
+static void printToFile(MlirStringRef text, void *user) {
+  fwrite(text.data, 1, text.length, user);
+}
+
+bool dtRunAutoShardToFile(const char *path, const DtRunOptions *o, char *outDir,
+                          size_t dirSize, char *outPath, size_t pathSize) {
+  MlirContext ctx = dtensorContextCreate();
+  dtensorRegisterUpstreamPasses();
+  mlirContextAttachDiagnosticHandler(ctx, report, NULL, NULL);
+  DtensorDiag diag;
+  MlirOperation module = dtensorSourceParseFile(ctx, path, &diag);
+  bool ok = !mlirOperationIsNull(module);
+  if (!ok && diag.message[0])
+    fprintf(stderr, "dtensor-run: %s\n", diag.message);
+  ok = ok && autoShard(module, o);
+  if (ok && !dtMakeTempDir("dtensor-auto", outDir, dirSize)) {
+    fprintf(stderr, "dtensor-run: cannot make a private directory\n");
+    ok = false;
+  }
+  if (ok) {
+    snprintf(outPath, pathSize, "%s/auto.mlir", outDir);
+    DtOutput out;
+    ok = dtOutputOpen(&out, outPath, &diag);
+    if (ok) {
+      mlirOperationPrint(module, printToFile, out.file);
+      ok = dtOutputClose(&out, true, &diag);
+    }
+    if (!ok)
+      fprintf(stderr, "dtensor-run: %s\n", diag.message);
+  }
+  if (!mlirOperationIsNull(module))
+    mlirOperationDestroy(module);
+  mlirContextDestroy(ctx);
+  return ok;
+}
+
 /* Reads and compiles PROG.mlir and computes the reference; NULL after a
  * message (`*outStatus`: 2 for a mesh of another size, else 1). */
 static DtensorRunner *prepare(MlirContext ctx, const char *path,
@@ -85,6 +145,10 @@ static DtensorRunner *prepare(MlirContext ctx, const char *path,
   if (mlirOperationIsNull(module)) {
     if (diag.message[0])
       fprintf(stderr, "dtensor-run: %s\n", diag.message);
+    return NULL;
+  }
+  if (o->autoOptions && !autoShard(module, o)) {
+    mlirOperationDestroy(module);
     return NULL;
   }
   bool gpu = !strcmp(o->backend, "nccl");

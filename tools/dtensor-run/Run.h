@@ -46,11 +46,20 @@ typedef struct DtRunOptions {
   const char *rtol, *atol; /* --rtol, --atol (checked), or NULL */
   bool exactReductions;    /* --exact-reductions */
   const char *profile;     /* --profile FILE, or NULL */
+  const char *autoOptions; /* --auto: dtensor-auto-shard's options ("" for
+                              none), or NULL: the program's own layouts */
 } DtRunOptions;
 
 /// Compiles PROG.mlir, runs it on N ranks (shm; nccl: compiled for the GPU,
 /// one GPU per rank) and checks every rank against the single-device run.
 int dtRunMlir(const char *path, const DtRunOptions *options);
+
+/// --auto under mpirun: the program with the layouts dtensor-auto-shard
+/// chose, written to `outPath` (in a directory of this user's, made here:
+/// `outDir`), so that every rank runs the same plan; false after a message.
+bool dtRunAutoShardToFile(const char *path, const DtRunOptions *options,
+                          char *outDir, size_t dirSize, char *outPath,
+                          size_t pathSize);
 
 /// One rank of an MPI run of PROG.mlir (started by mpirun): compiles the
 /// program, computes the reference and runs this rank (OMPI_COMM_WORLD_RANK

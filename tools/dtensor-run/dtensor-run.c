@@ -31,7 +31,7 @@ static int usage(void) {
       "                   [--repeat R] [--threads T] [--gpu-options OPTS] "
       "[--rtol R] [--atol A]\n"
       "                   [--exact-reductions] [--profile FILE]\n"
-      "                   PROG.mlir\n"
+      "                   [--auto] [--auto-options OPTS] PROG.mlir\n"
       "       dtensor-run -n N --calibrate FILE [--mesh SHAPE]\n"
       "  PROG.mlir: compiles the annotated program with dtensor-spmd, "
       "runs it on N ranks\n  (shm or mpi) and checks every rank's result "
@@ -44,6 +44,9 @@ static int usage(void) {
       "magnitude; NaN and infinities must match exactly)\n"
       "  --exact-reductions: float sums keep the program's order (the "
       "default lets them\n  be reordered so that they vectorize)\n"
+      "  --auto: dtensor-auto-shard chooses the layouts first (a program "
+      "without a mesh\n  gets one of the N ranks); --auto-options: its "
+      "options, e.g. 'memory=16GiB'\n"
       "  --profile FILE: times every op of the per-device program on each "
       "rank (shm):\n  a Chrome trace in FILE and a table by op, the "
       "largest total first\n"
@@ -120,6 +123,8 @@ typedef struct Args {
   const char *rtol, *atol;      /* --rtol R, --atol A */
   bool exactReductions;         /* --exact-reductions */
   const char *profile;          /* --profile FILE */
+  bool autoShard;               /* --auto */
+  const char *autoOptions;      /* --auto-options OPTS */
   DtRunNodes nodes;             /* --nnodes, --node-rank, --master-* */
   int repeat;
   bool mpiRank; /* started by mpirun as one rank of a .mlir run */
@@ -145,6 +150,10 @@ static int parseOptions(int argc, char **argv, Args *a) {
       a->mpiRank = true;
     else if (!strcmp(arg, "--exact-reductions"))
       a->exactReductions = true;
+    else if (!strcmp(arg, "--auto"))
+      a->autoShard = true;
+    else if (!strcmp(arg, "--auto-options") && value)
+      a->autoOptions = argv[++i];
     else if (!strcmp(arg, "--backend") && value)
       a->backend = argv[++i];
     else if (!strcmp(arg, "--timeout") && value)
@@ -268,6 +277,15 @@ static int checkOptions(int argc, const Args *a, bool isMlir) {
                     "--backend nccl\n");
     return 2;
   }
+  if ((a->autoShard || a->autoOptions) && !isMlir) {
+    fprintf(stderr, "dtensor-run: --auto and --auto-options apply to "
+                    "PROG.mlir\n");
+    return 2;
+  }
+  if (a->autoOptions && !a->autoShard) {
+    fprintf(stderr, "dtensor-run: --auto-options needs --auto\n");
+    return 2;
+  }
   if ((a->loadDir || a->saveDir || a->repeat) && !isMlir) {
     fprintf(stderr, "dtensor-run: --load, --save and --repeat apply to "
                     "PROG.mlir\n");
@@ -315,7 +333,8 @@ static int waitForMpirun(char **args) {
 /* MPI has its own launcher: hands the job to mpirun — a PROGRAM as is, a
  * PROG.mlir as this tool again per rank (--mpi-rank), each compiling the
  * program and running its own rank. */
-static int runUnderMpirun(int argc, char **argv, const Args *a, bool isMlir) {
+static int runUnderMpirun(int argc, char **argv, const Args *a, bool isMlir,
+                          const DtRunOptions *opts) {
   char count[16], repeatText[16], self[4096];
   snprintf(count, sizeof(count), "%d", a->n);
   char **args = calloc((size_t)(argc - a->first + 32), sizeof(char *));
@@ -372,7 +391,22 @@ static int runUnderMpirun(int argc, char **argv, const Args *a, bool isMlir) {
       args[k++] = (char *)pairs[p][0];
       args[k++] = (char *)pairs[p][1];
     }
-  args[k++] = argv[a->first];
+  /* --auto: the layouts are chosen once, here, and every rank runs the
+   * program that carries them (a solver stopped by its time limit could
+   * choose differently on each rank). */
+  char autoDir[4096] = "", autoPath[4200];
+  if (a->autoShard) {
+    if (!dtRunAutoShardToFile(argv[a->first], opts, autoDir, sizeof(autoDir),
+                              autoPath, sizeof(autoPath))) {
+      if (autoDir[0])
+        dtRemoveTree(autoDir);
+      free(args);
+      return 1;
+    }
+    args[k++] = autoPath;
+  } else {
+    args[k++] = argv[a->first];
+  }
   /* The job's own Open MPI session directory (unless the user chose one):
    * jobs one after the other share $TMPDIR/ompi.<host>.<uid>, which the
    * last one out removes, and a job creating its directory in it then
@@ -385,16 +419,15 @@ static int runUnderMpirun(int argc, char **argv, const Args *a, bool isMlir) {
   int status = waitForMpirun(args);
   if (session[0])
     dtRemoveTree(session); /* what Open MPI left of its session too */
+  if (autoDir[0])
+    dtRemoveTree(autoDir);
   return status;
 }
 
 DT_TUNE_ALLOCATOR;
 
 int main(int argc, char **argv) {
-  Args a = {0,    "shm", NULL,  NULL, NULL,
-            NULL, NULL,  NULL,  NULL, NULL,
-            NULL, NULL,  false, NULL, {0, 0, NULL, 0},
-            0,    false, 1};
+  Args a = {.backend = "shm", .first = 1};
   int status = parseOptions(argc, argv, &a);
   if (status >= 0)
     return status;
@@ -403,9 +436,20 @@ int main(int argc, char **argv) {
   bool isMlir = len > 5 && !strcmp(prog + len - 5, ".mlir");
   if ((status = checkOptions(argc, &a, isMlir)) >= 0)
     return status;
-  DtRunOptions opts = {a.n,       a.entry,   a.backend,         a.timeout,
-                       a.loadDir, a.saveDir, a.repeat,          a.gpuOptions,
-                       a.rtol,    a.atol,    a.exactReductions, a.profile};
+  DtRunOptions opts = {a.n,
+                       a.entry,
+                       a.backend,
+                       a.timeout,
+                       a.loadDir,
+                       a.saveDir,
+                       a.repeat,
+                       a.gpuOptions,
+                       a.rtol,
+                       a.atol,
+                       a.exactReductions,
+                       a.profile,
+                       a.autoShard ? (a.autoOptions ? a.autoOptions : "")
+                                   : NULL};
   /* Each rank's compute threads (libdtensor_rt reads DTENSOR_THREADS;
    * without it, the cores shared among the ranks). */
   if (a.threads)
@@ -415,7 +459,7 @@ int main(int argc, char **argv) {
   if (a.mpiRank)
     return isMlir ? dtRunMlirMpiRank(prog, &opts) : usage();
   if (!strcmp(a.backend, "mpi"))
-    return runUnderMpirun(argc, argv, &a, isMlir);
+    return runUnderMpirun(argc, argv, &a, isMlir, &opts);
   if (isMlir)
     return dtRunMlir(prog, &opts);
   Exec exec = {argv + a.first};

@@ -70,7 +70,64 @@ static void annotateChoices(MlirOperation func, const DtIds *ids) {
   mlirOperationWalk(func, strip, NULL, MlirWalkPreOrder);
 }
 
+/* mesh=SHAPE: a program that declares no dtensor.mesh gets one of that
+ * shape (named "mesh"); a program that declares one must have as many
+ * devices (and, for a SHAPE of several axes, that shape): never a mesh
+ * other than the one asked for. */
+static bool meshAsAsked(MlirOperation root, const char *text) {
+  if (!text[0])
+    return true;
+  MlirLocation loc = mlirOperationGetLocation(root);
+  DtensorDiag diag;
+  DtensorMesh *asked = dtensorMeshParse(text, &diag);
+  if (!asked) {
+    char message[sizeof(diag.message) + 64];
+    snprintf(message, sizeof(message), "mesh='%s': %s", text, diag.message);
+    mlirEmitError(loc, message);
+    return false;
+  }
+  MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0));
+  bool ok = true, any = false;
+  for (MlirOperation op = mlirBlockGetFirstOperation(top);
+       ok && !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op)) {
+    if (!dtIsOp(op, DT_OP_MESH))
+      continue;
+    any = true;
+    DtensorMesh *have = dtensorMeshCreateFromOp(op, &diag);
+    if (!have)
+      continue; /* the verifier reports it */
+    char haveText[256];
+    dtensorMeshPrint(have, haveText, sizeof(haveText));
+    bool sameCount =
+        dtensorMeshGetNumDevices(have) == dtensorMeshGetNumDevices(asked);
+    bool sameShape = dtensorMeshGetRank(asked) == 1 ||
+                     dtensorMeshGetRank(asked) == dtensorMeshGetRank(have);
+    for (int a = 0; sameShape && dtensorMeshGetRank(asked) > 1 &&
+                    a < dtensorMeshGetRank(asked);
+         ++a)
+      sameShape =
+          dtensorMeshGetAxisSize(asked, a) == dtensorMeshGetAxisSize(have, a);
+    if (!sameCount || !sameShape) {
+      char message[640];
+      snprintf(message, sizeof(message),
+               "the program's mesh is %s (%lld devices), not the mesh=%s "
+               "asked for (%lld devices)",
+               haveText, (long long)dtensorMeshGetNumDevices(have), text,
+               (long long)dtensorMeshGetNumDevices(asked));
+      mlirEmitError(mlirOperationGetLocation(op), message);
+      ok = false;
+    }
+    dtensorMeshDestroy(have);
+  }
+  if (ok && !any)
+    dtMeshOpCreate(root, loc, "mesh", asked);
+  dtensorMeshDestroy(asked);
+  return ok;
+}
+
 static bool runAutoShard(MlirOperation root, const DtPassOptions *options) {
+  if (!meshAsAsked(root, dtPassOptionsGet(options, "mesh")))
+    return false;
   char text[6 * DT_MAX_OPTION_VALUE + 128];
   snprintf(
       text, sizeof(text),
@@ -104,6 +161,9 @@ static bool runAutoShard(MlirOperation root, const DtPassOptions *options) {
 }
 
 static const DtensorPassOptionInfo kOptions[] = {
+    {"mesh", DTENSOR_OPTION_STRING, "", NULL,
+     "a program without a dtensor.mesh gets one of this shape (4, 2x4, "
+     "'dp=2,tp=4'); one with a mesh must have as many devices"},
     {"memory", DTENSOR_OPTION_STRING, "", NULL,
      "the bytes each device may hold (512MB, 16GiB, 1048576); default "
      "unbounded"},

@@ -423,8 +423,9 @@ static MlirWalkResult findCalleeMesh(MlirOperation op, void *userData) {
   return c->found[0] ? MlirWalkResultInterrupt : MlirWalkResultAdvance;
 }
 
-/* Automatic sharding of a function without layouts: the module's mesh,
- * when it has one (several: an error, the user names one by a layout). */
+/* Automatic sharding of a function without layouts: the module's mesh
+ * (several: an error, the user names one by a layout; none: an error too,
+ * never a program quietly left on one device). */
 static bool onlyMesh(Prop *p, MlirOperation func, char found[256]) {
   MlirOperation module = mlirOperationGetParentOperation(func);
   if (mlirOperationIsNull(module))
@@ -451,6 +452,12 @@ static bool onlyMesh(Prop *p, MlirOperation func, char found[256]) {
     found[0] = 0;
     return false;
   }
+  if (count == 0)
+    dtPropError(p, func,
+                "automatic sharding: the program declares no dtensor.mesh to "
+                "split this function over; declare one, or give "
+                "dtensor-auto-shard mesh=SHAPE (dtensor-run --auto and "
+                "Python's auto= with n give their ranks')");
   return count == 1;
 }
 
