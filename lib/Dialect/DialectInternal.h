@@ -44,6 +44,9 @@
 #define DT_ATTR_OPERAND_LAYOUTS "dtensor.operand_layouts"
 #define DT_ATTR_COST "dtensor.cost"
 #define DT_ATTR_PLAN_COST "dtensor.plan_cost"
+/* The modelled peak bytes per device of an automatic plan, on its
+ * function, for dtensor-auto-shard (which removes it). */
+#define DT_ATTR_AUTO_PEAK "dtensor.auto_peak"
 #define DT_ATTR_LOOP_AXES "dtensor.loop_axes"
 
 /// The dialect's collectives, one row each: the op, the attribute naming

@@ -62,20 +62,37 @@ static void stepDone(bool timing, const char *step, struct timespec *last) {
 }
 
 /* The options of dtensor-spmd that go to dtensor-propagate, and to
- * dtensor-lower-redistribute, as option text. */
+ * dtensor-lower-redistribute, as option text (with auto=true propagation
+ * follows what dtensor-auto-shard chose: its own auto is off). */
 static void propagateOptions(const DtPassOptions *options, char *text,
                              size_t size) {
+  bool chosen = dtPassOptionsGetBool(options, "auto");
   snprintf(
       text, size,
-      "strict=%s why=%s calibration='%s' choice=%s cost=%s auto=%s "
+      "strict=%s why=%s calibration='%s' choice=%s cost=%s auto=false "
       "memory='%s' solver=%s time-limit='%s' layers=%s",
       dtPassOptionsGet(options, "strict"), dtPassOptionsGet(options, "why"),
       dtPassOptionsGet(options, "calibration"),
       dtPassOptionsGet(options, "choice"), dtPassOptionsGet(options, "cost"),
-      dtPassOptionsGet(options, "auto"), dtPassOptionsGet(options, "memory"),
+      chosen ? "" : dtPassOptionsGet(options, "memory"),
       dtPassOptionsGet(options, "solver"),
       dtPassOptionsGet(options, "time-limit"),
       dtPassOptionsGet(options, "layers"));
+}
+
+/* With auto=true, the options of dtensor-spmd that go to
+ * dtensor-auto-shard. */
+static void autoShardOptions(const DtPassOptions *options, char *text,
+                             size_t size) {
+  snprintf(
+      text, size,
+      "memory='%s' why=%s solver=%s time-limit='%s' calibration='%s' "
+      "cost=%s layers=%s",
+      dtPassOptionsGet(options, "memory"), dtPassOptionsGet(options, "why"),
+      dtPassOptionsGet(options, "solver"),
+      dtPassOptionsGet(options, "time-limit"),
+      dtPassOptionsGet(options, "calibration"),
+      dtPassOptionsGet(options, "cost"), dtPassOptionsGet(options, "layers"));
 }
 
 static void lowerOptions(const DtPassOptions *options, char *text,
@@ -159,6 +176,18 @@ static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
   /* Propagation's decisions go to partition in memory. */
   DtDecisions decisions = dtDecisionsInit();
   propagate.decisions = partition.decisions = &decisions;
+  /* auto=true: dtensor-auto-shard chooses first (its plan compiled and
+   * checked against the budget), then propagation follows its
+   * annotations. */
+  if (ok && dtPassOptionsGetBool(options, "auto")) {
+    DtPassOptions autoShard;
+    autoShardOptions(options, text, sizeof(text));
+    ok = dtPassOptionsParse(&dtAutoShardPass.info,
+                            mlirStringRefCreateFromCString(text), &autoShard,
+                            NULL);
+    autoShard.context = options->context;
+    ok = ok && dtAutoShardPass.run(root, &autoShard);
+  }
   ok = ok && dtSpmdPrepare(root, &propagate);
   ok = ok && dtPropagatePass.run(root, &propagate);
   stepDone(ok && timing, "propagate", &last);
@@ -228,18 +257,24 @@ MlirLogicalResult dtensorSpmdStages(MlirStringRef options, char *buffer,
   if (!dtPassOptionsParse(&dtSpmdPass.info, options, &parsed, outDiag))
     return mlirLogicalResultFailure();
   char propagate[7 * DT_MAX_OPTION_VALUE + 160],
-      lower[4 * DT_MAX_OPTION_VALUE + 96];
+      lower[4 * DT_MAX_OPTION_VALUE + 96],
+      chooser[7 * DT_MAX_OPTION_VALUE + 160] = "";
   propagateOptions(&parsed, propagate, sizeof(propagate));
   lowerOptions(&parsed, lower, sizeof(lower));
-  int n =
-      snprintf(buffer, capacity,
-               "dtensor-verify, dtensor-gathers, func.func(tosa-to-scf), "
-               "dtensor-decompose-softmax, dtensor-decompose-packs, "
-               "dtensor-propagate{%s}, dtensor-partition, "
-               "dtensor-lower-redistribute{%s}, "
-               "dtensor-bucket-collectives{bucket-bytes=%s}, " DT_SPMD_CLEANUP
-               ", dtensor-schedule-collectives",
-               propagate, lower, dtPassOptionsGet(&parsed, "bucket-bytes"));
+  if (dtPassOptionsGetBool(&parsed, "auto")) {
+    char text[7 * DT_MAX_OPTION_VALUE + 120];
+    autoShardOptions(&parsed, text, sizeof(text));
+    snprintf(chooser, sizeof(chooser), "dtensor-auto-shard{%s}, ", text);
+  }
+  int n = snprintf(
+      buffer, capacity,
+      "dtensor-verify, %sdtensor-gathers, func.func(tosa-to-scf), "
+      "dtensor-decompose-softmax, dtensor-decompose-packs, "
+      "dtensor-propagate{%s}, dtensor-partition, "
+      "dtensor-lower-redistribute{%s}, "
+      "dtensor-bucket-collectives{bucket-bytes=%s}, " DT_SPMD_CLEANUP
+      ", dtensor-schedule-collectives",
+      chooser, propagate, lower, dtPassOptionsGet(&parsed, "bucket-bytes"));
   if (n < 0 || (size_t)n >= capacity)
     return dtDiag(outDiag, 0, "the stages of dtensor-spmd do not fit"),
            mlirLogicalResultFailure();

@@ -4,13 +4,16 @@
  * with a layout on every argument, result and value, ready for
  * dtensor-spmd, to be read, kept and edited. */
 #include "Dialect/DialectInternal.h"
+#include "Inspect/Memory.h"
 #include "PassDef.h"
+#include "Support/Support.h"
 #include "Util.h"
 
 #include "mlir-c/BuiltinAttributes.h"
 #include "mlir-c/BuiltinTypes.h"
 #include "mlir-c/Diagnostics.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -125,19 +128,21 @@ static bool meshAsAsked(MlirOperation root, const char *text) {
   return ok;
 }
 
-static bool runAutoShard(MlirOperation root, const DtPassOptions *options) {
-  if (!meshAsAsked(root, dtPassOptionsGet(options, "mesh")))
-    return false;
+/* One solve: what dtensor-spmd does before propagation, then propagation
+ * with auto=true and `memory` as the model's budget; the choices written
+ * as annotations. */
+static bool solveOnce(MlirOperation root, const DtPassOptions *options,
+                      const char *memory) {
   char text[6 * DT_MAX_OPTION_VALUE + 128];
-  snprintf(
-      text, sizeof(text),
-      "auto=true memory='%s' why=%s solver=%s time-limit='%s' "
-      "calibration='%s' cost=%s layers=%s",
-      dtPassOptionsGet(options, "memory"), dtPassOptionsGet(options, "why"),
-      dtPassOptionsGet(options, "solver"),
-      dtPassOptionsGet(options, "time-limit"),
-      dtPassOptionsGet(options, "calibration"),
-      dtPassOptionsGet(options, "cost"), dtPassOptionsGet(options, "layers"));
+  snprintf(text, sizeof(text),
+           "auto=true memory='%s' why=%s solver=%s time-limit='%s' "
+           "calibration='%s' cost=%s layers=%s",
+           memory, dtPassOptionsGet(options, "why"),
+           dtPassOptionsGet(options, "solver"),
+           dtPassOptionsGet(options, "time-limit"),
+           dtPassOptionsGet(options, "calibration"),
+           dtPassOptionsGet(options, "cost"),
+           dtPassOptionsGet(options, "layers"));
   DtPassOptions propagate;
   DtensorDiag diag;
   if (!dtPassOptionsParse(&dtPropagatePass.info,
@@ -158,6 +163,149 @@ static bool runAutoShard(MlirOperation root, const DtPassOptions *options) {
     if (dtIsOp(f, "func.func") && mlirOperationGetNumRegions(f) == 1)
       annotateChoices(f, &ids);
   return true;
+}
+
+static void forgetModelledPeaks(MlirOperation root) {
+  MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0));
+  for (MlirOperation f = mlirBlockGetFirstOperation(top);
+       !mlirOperationIsNull(f); f = mlirOperationGetNextInBlock(f))
+    mlirOperationRemoveAttributeByName(
+        f, mlirStringRefCreateFromCString(DT_ATTR_AUTO_PEAK));
+}
+
+/* The most bytes by which a function of the plan `root`, compiled by
+ * dtensor-spmd (on a copy), needs more than `budget` at its peak
+ * (dtensor-report's count): <= 0 when every function fits. `*peakBytes`
+ * and `*where` describe that function. False if the copy did not compile
+ * (its errors reported). */
+static bool compiledOvershoot(MlirOperation root, const DtPassOptions *options,
+                              int64_t budget, int64_t *over, int64_t *peakBytes,
+                              MlirLocation *where, int64_t *modelled) {
+  char text[DT_MAX_OPTION_VALUE + 32];
+  snprintf(text, sizeof(text), "calibration='%s'",
+           dtPassOptionsGet(options, "calibration"));
+  DtPassOptions spmd;
+  if (!dtPassOptionsParse(&dtSpmdPass.info,
+                          mlirStringRefCreateFromCString(text), &spmd, NULL))
+    return false;
+  spmd.context = options->context;
+  MlirOperation copy = mlirOperationClone(root);
+  bool ok = dtSpmdPass.run(copy, &spmd);
+  *over = INT64_MIN;
+  MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(copy, 0));
+  for (MlirOperation f = mlirBlockGetFirstOperation(top);
+       ok && !mlirOperationIsNull(f); f = mlirOperationGetNextInBlock(f)) {
+    DtMemoryPeak peak;
+    if (!dtIsOp(f, "func.func") || mlirOperationGetNumRegions(f) != 1 ||
+        mlirBlockIsNull(
+            mlirRegionGetFirstBlock(mlirOperationGetRegion(f, 0))) ||
+        !dtMemoryPeakOf(f, &peak) || peak.peakBytes - budget <= *over)
+      continue;
+    *over = peak.peakBytes - budget;
+    *peakBytes = peak.peakBytes;
+    MlirAttribute m = dtGetAttr(f, DT_ATTR_AUTO_PEAK);
+    *modelled =
+        mlirAttributeIsAInteger(m) ? mlirIntegerAttrGetValueInt(m) : budget;
+    *where =
+        mlirOperationGetLocation(mlirOperationIsNull(peak.at) ? f : peak.at);
+  }
+  mlirOperationDestroy(copy);
+  return ok;
+}
+
+/* `root`'s top-level ops replaced by those of `from` (consumed). */
+static void replaceBody(MlirOperation root, MlirOperation from) {
+  MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0));
+  for (MlirOperation op = mlirBlockGetFirstOperation(top);
+       !mlirOperationIsNull(op); op = mlirBlockGetFirstOperation(top))
+    mlirOperationDestroy(op);
+  MlirBlock src = mlirRegionGetFirstBlock(mlirOperationGetRegion(from, 0));
+  for (MlirOperation op = mlirBlockGetFirstOperation(src);
+       !mlirOperationIsNull(op); op = mlirBlockGetFirstOperation(src)) {
+    mlirOperationRemoveFromParent(op);
+    mlirBlockAppendOwnedOperation(top, op);
+  }
+  mlirOperationDestroy(from);
+}
+
+/* Solves with tighter budgets until the compiled plan needs no more than
+ * the given one: the plan's model estimates memory before partitioning
+ * and counts some buffers short (initial values merged later, a
+ * collective's result), so its plan is compiled and measured, and solved
+ * again with the budget lowered by the excess, a few times at most;
+ * never a plan over the budget in silence. */
+enum { kMaxSolves = 5 };
+
+static bool runAutoShard(MlirOperation root, const DtPassOptions *options) {
+  if (!meshAsAsked(root, dtPassOptionsGet(options, "mesh")))
+    return false;
+  const char *memory = dtPassOptionsGet(options, "memory");
+  int64_t budget = memory[0] ? dtByteCount(memory) : -1;
+  if (budget < 0) {
+    bool ok = solveOnce(root, options, memory);
+    forgetModelledPeaks(root);
+    return ok;
+  }
+  MlirOperation original = mlirOperationClone(root);
+  int64_t planned = budget, lastPeak = 0, lastModelled = 0;
+  MlirLocation lastWhere = mlirOperationGetLocation(root);
+  bool ok = false;
+  for (int solve = 1;; ++solve) {
+    char plannedText[32];
+    snprintf(plannedText, sizeof(plannedText), "%lld", (long long)planned);
+    int64_t over = 0, peak = 0, modelled = planned;
+    MlirLocation where = mlirOperationGetLocation(root);
+    if (!solveOnce(root, options, solve == 1 ? memory : plannedText)) {
+      if (solve > 1) {
+        char msg[512];
+        snprintf(msg, sizeof(msg),
+                 "dtensor-auto-shard: no plan found within memory=%s: the "
+                 "plan the model fit in it needs %lld bytes per device "
+                 "compiled (the model counted %lld), and with the model's "
+                 "budget lowered by the excess to %lld bytes no layouts fit",
+                 memory, (long long)lastPeak, (long long)lastModelled,
+                 (long long)planned);
+        mlirEmitError(lastWhere, msg);
+      }
+      break;
+    }
+    if (!compiledOvershoot(root, options, budget, &over, &peak, &where,
+                           &modelled))
+      break;
+    lastPeak = peak;
+    lastModelled = modelled;
+    lastWhere = where;
+    forgetModelledPeaks(root);
+    if (over <= 0) {
+      ok = true;
+      break;
+    }
+    /* The model's budget: below the peak it gave this plan by the
+     * excess, so that the next plan is one the model finds smaller. */
+    int64_t next = (modelled < planned ? modelled : planned) - over;
+    if (solve == kMaxSolves || next <= 0) {
+      char msg[384];
+      snprintf(msg, sizeof(msg),
+               "dtensor-auto-shard: the compiled plan needs %lld bytes per "
+               "device at its peak, over memory=%s (%lld bytes), after %d "
+               "solves with the model's budget lowered by the excess; "
+               "dtensor-report{memory=%s} on it names the largest values",
+               (long long)peak, memory, (long long)budget, solve, memory);
+      mlirEmitError(where, msg);
+      break;
+    }
+    if (dtPassOptionsGetBool(options, "cost") ||
+        dtPassOptionsGetBool(options, "why"))
+      fprintf(stderr,
+              "dtensor-auto-shard: the compiled plan needs %lld bytes per "
+              "device, %lld over memory=%s: solving again with %lld for the "
+              "model\n",
+              (long long)peak, (long long)over, memory, (long long)next);
+    planned = next;
+    replaceBody(root, mlirOperationClone(original));
+  }
+  mlirOperationDestroy(original);
+  return ok;
 }
 
 static const DtensorPassOptionInfo kOptions[] = {

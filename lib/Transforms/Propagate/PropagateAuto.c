@@ -1489,6 +1489,9 @@ static const char *finishAuto(Auto *A, MlirOperation func) {
   }
   int at;
   double peak = peakOf(A, A->pick, &at);
+  mlirOperationSetDiscardableAttributeByName(
+      func, mlirStringRefCreateFromCString(DT_ATTR_AUTO_PEAK),
+      mlirIntegerAttrGet(mlirIntegerTypeGet(p->ctx, 64), (int64_t)peak));
   int *best = malloc(sizeof(int) * (size_t)(R->count + 1));
   if (!best)
     return NULL;
