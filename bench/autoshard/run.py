@@ -20,8 +20,8 @@ Programs: the Megatron MLP (examples/megatron.mlir without its layouts)
 and the small GPT's Adam step (bench/exec/programs.py's
 gpt_train_program, 2 layers, dtensor-autodiff) on meshes 4, 2x2, 2x4 and
 2. With --measure, every plan that runs on 2 or 4 ranks is timed there
-(dtensor-run --repeat 20: each rank's fastest step, the slowest rank; the
-plans in turn, three rounds, the fastest kept), and auto is compared with
+(dtensor-run --repeat 20: each rank's median step, the slowest rank; each
+distinct per-device program in turn, five rounds, the fastest kept), and auto is compared with
 the fastest hand plan that fits the same budget.
 Hand plans: data parallel (the batch split), FSDP (parameters split over
 dp too), Megatron tensor parallel, and DP x TP on 2-d meshes.
@@ -175,11 +175,13 @@ def gpt_hands(mesh, axes):
 
 def measure(path, entry, n):
     """The step time (ms) of `path` on n ranks: dtensor-run --repeat 20,
-    each rank's fastest step, the slowest rank; None if it failed."""
+    each rank's median step, the slowest rank; None if it failed. (The
+    fastest of 20 steps varied more from run to run than the median.)"""
     r = subprocess.run([RUN, "-n", str(n), "--entry", entry, "--repeat", "20",
                         "--atol", "2e-3", path], capture_output=True,
                        text=True)
-    m = re.findall(r"step time min ([0-9.]+) ms", r.stdout + r.stderr)
+    m = re.findall(r"step time min [0-9.]+ ms, median ([0-9.]+) ms",
+                   r.stdout + r.stderr)
     return max(float(x) for x in m) if m else None
 
 
@@ -264,7 +266,15 @@ def compiled(path):
     """The per-device program dtensor-spmd makes of `path` (text)."""
     r = subprocess.run([OPT, path, "--dtensor-spmd"], capture_output=True,
                        text=True)
-    return r.stdout if r.returncode == 0 else path
+    if r.returncode:
+        return path
+    # A mesh axis by its index, as the layouts of either spelling mean it.
+    names = re.search(r"axis_names = \[([^]]*)\]", r.stdout)
+    text = r.stdout
+    for i, a in enumerate(re.findall(r'"(\w+)"', names.group(1))
+                          if names else []):
+        text = text.replace(f"S({a})", f"S{i}")
+    return text
 
 
 def measure_plans(hands, autos, entry, n):
