@@ -105,10 +105,13 @@ DTENSOR_EXPORT MlirLogicalResult dtensorAddSpmdPipeline(MlirOpPassManager pm,
 /// Runs dtensor-auto-shard with `options` ("mesh=4 memory=16GiB", as the
 /// pass takes them) on `module`: every argument, result and value without
 /// a layout gets the one the integer program chose (docs/autoshard.md).
+/// `devices` > 0 stands for mesh=`devices` where `options` give no mesh=
+/// (dtensor-run's -n, Python's n=); 0: none.
 /// The pass's located errors go to the context's diagnostic handler; on
 /// failure (them, or bad options) returns failure and fills `outDiag`.
 DTENSOR_EXPORT MlirLogicalResult dtensorAutoShard(MlirOperation module,
                                                   MlirStringRef options,
+                                                  int64_t devices,
                                                   DtensorDiag *outDiag);
 
 /// dtensor-spmd with `options` spelled out as the pipeline of its stages

@@ -262,8 +262,18 @@ MlirLogicalResult dtensorAddSpmdPipeline(MlirOpPassManager pm,
 }
 
 MlirLogicalResult dtensorAutoShard(MlirOperation module, MlirStringRef options,
-                                   DtensorDiag *outDiag) {
-  MlirPass pass = dtPassCreateFromDef(&dtAutoShardPass, options, NULL, outDiag);
+                                   int64_t devices, DtensorDiag *outDiag) {
+  DtPassOptions parsed;
+  if (!dtPassOptionsParse(&dtAutoShardPass.info, options, &parsed, outDiag))
+    return mlirLogicalResultFailure();
+  /* Without mesh= of their own, the options ask for `devices`. */
+  char text[DT_MAX_PASS_OPTIONS * (DT_MAX_OPTION_VALUE + 32)];
+  snprintf(text, sizeof(text), "%.*s", (int)options.length, options.data);
+  if (devices > 0 && !dtPassOptionsGet(&parsed, "mesh")[0])
+    snprintf(text + strlen(text), sizeof(text) - strlen(text), " mesh=%lld",
+             (long long)devices);
+  MlirPass pass = dtPassCreateFromDef(
+      &dtAutoShardPass, mlirStringRefCreateFromCString(text), NULL, outDiag);
   if (!pass.ptr)
     return mlirLogicalResultFailure();
   MlirPassManager pm = mlirPassManagerCreate(mlirOperationGetContext(module));

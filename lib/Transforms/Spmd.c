@@ -112,29 +112,21 @@ static bool withinBudget(MlirOperation root, const DtPassOptions *options) {
   if (!dtPassOptionsGetBool(options, "auto") || !memory[0])
     return true;
   int64_t budget = dtByteCount(memory);
-  bool ok = true;
-  MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0));
-  for (MlirOperation f = mlirBlockGetFirstOperation(top);
-       !mlirOperationIsNull(f); f = mlirOperationGetNextInBlock(f)) {
-    DtMemoryPeak peak;
-    if (!dtIsOp(f, "func.func") || mlirOperationGetNumRegions(f) != 1 ||
-        mlirBlockIsNull(
-            mlirRegionGetFirstBlock(mlirOperationGetRegion(f, 0))) ||
-        !dtMemoryPeakOf(f, &peak) || peak.peakBytes <= budget)
-      continue;
-    char msg[256];
-    snprintf(msg, sizeof(msg),
-             "dtensor-spmd: the compiled program needs %lld bytes per device "
-             "at its peak, over memory=%s (%lld bytes) that automatic "
-             "sharding planned for; dtensor-report{memory=%s} names the "
-             "largest values",
-             (long long)peak.peakBytes, memory, (long long)budget, memory);
-    mlirEmitError(
-        mlirOperationGetLocation(mlirOperationIsNull(peak.at) ? f : peak.at),
-        msg);
-    ok = false;
-  }
-  return ok;
+  DtMemoryPeak peak;
+  MlirOperation f;
+  if (!dtMemoryLargestPeak(root, &peak, &f) || peak.peakBytes <= budget)
+    return true;
+  char msg[256];
+  snprintf(msg, sizeof(msg),
+           "dtensor-spmd: the compiled program needs %lld bytes per device "
+           "at its peak, over memory=%s (%lld bytes) that automatic "
+           "sharding planned for; dtensor-report{memory=%s} names the "
+           "largest values",
+           (long long)peak.peakBytes, memory, (long long)budget, memory);
+  mlirEmitError(
+      mlirOperationGetLocation(mlirOperationIsNull(peak.at) ? f : peak.at),
+      msg);
+  return false;
 }
 
 bool dtSpmdPrepare(MlirOperation root, const DtPassOptions *propagate) {

@@ -265,7 +265,7 @@ passManagerAddPipeline = _declare(lib, "dtensorPassManagerAddPipeline",
 passManagerRunOnOp = _declare(lib, "mlirPassManagerRunOnOp", c_int8, Handle,
                               Handle)
 autoShard = _declare(lib, "dtensorAutoShard", c_int8, Handle, StringRef,
-                     POINTER(Diag))
+                     c_int64, POINTER(Diag))
 
 # ---- the differential runner (dtensor-c/Runner.h) ------------------------------------
 runnerCreate = _declare(lib, "dtensorRunnerCreate", c_void_p, Handle,

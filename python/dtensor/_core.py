@@ -330,12 +330,13 @@ class _Program:
     def auto_shard(self, auto, n=None):
         """dtensor-auto-shard on the module when `auto` asks for it (see
         _auto_options); a program without a mesh gets one of `n` devices."""
-        options = _auto_options(auto, n)
+        options = _auto_options(auto)
         if options is None:
             return
         opts = _bytes(options, "auto")
         diag = C.Diag()
-        if not C.autoShard(self.module, C.StringRef(opts, len(opts)),
+        devices = 0 if n is None else _check_int(n, "n", 1)
+        if not C.autoShard(self.module, C.StringRef(opts, len(opts)), devices,
                            byref(diag)):
             raise self.error(f"automatic sharding: {_diag_text(diag)}")
 
@@ -356,12 +357,10 @@ class _Program:
         C.contextDestroy(self.ctx)
 
 
-def _auto_options(auto, n=None):
+def _auto_options(auto):
     """dtensor-auto-shard's option text for `auto`: None for False; True
     for its defaults; a string as the pass takes it ("memory=16GiB
-    time-limit=10"); a dict {"memory": "16GiB", "time_limit": 10}. With `n`
-    and no mesh among them, mesh=n (a program without a mesh gets one of
-    n devices; one with a mesh must have n)."""
+    time-limit=10"); a dict {"memory": "16GiB", "time_limit": 10}."""
     if auto is None or auto is False:
         return None
     if auto is True:
@@ -381,8 +380,6 @@ def _auto_options(auto, n=None):
     else:
         raise TypeError(f"auto must be True, False, an option string or a "
                         f"dict of options, not {type(auto).__name__}")
-    if n is not None and "mesh=" not in text:
-        text += f" mesh={_check_int(n, 'n', 1)}"
     return text
 
 

@@ -273,7 +273,7 @@ int main(int argc, char **argv) {
   if (a.autoShard &&
       mlirLogicalResultIsFailure(dtensorAutoShard(
           module,
-          mlirStringRefCreateFromCString(a.autoOptions ? a.autoOptions : ""),
+          mlirStringRefCreateFromCString(a.autoOptions ? a.autoOptions : ""), 0,
           &diag))) {
     fprintf(stderr, "dtensor-compile: --auto: %s\n", diag.message);
     mlirContextDestroy(ctx);

@@ -76,23 +76,14 @@ static int launchRanks(DtensorRunner *r, const DtRunOptions *o,
   return status;
 }
 
-/* --auto: dtensor-auto-shard with --auto-options and mesh=N (a program
- * without a mesh gets one of the N ranks) on the parsed program, so that
- * what the runner compiles carries the layouts it chose; false after a
- * message. */
+/* --auto: dtensor-auto-shard with --auto-options on the parsed program (a
+ * program without a mesh gets one of the N ranks), so that what the runner
+ * compiles carries the layouts it chose; false after a message. */
 static bool autoShard(MlirOperation module, const DtRunOptions *o) {
-  char options[4096];
-  int len = snprintf(options, sizeof(options), "%s", o->autoOptions);
-  if (!strstr(o->autoOptions, "mesh="))
-    len += snprintf(options + len, sizeof(options) - (size_t)len, " mesh=%d",
-                    o->n);
   DtensorDiag diag;
-  if (len >= (int)sizeof(options)) {
-    fprintf(stderr, "dtensor-run: --auto-options is too long\n");
-    return false;
-  }
   if (mlirLogicalResultIsFailure(dtensorAutoShard(
-          module, mlirStringRefCreateFromCString(options), &diag))) {
+          module, mlirStringRefCreateFromCString(o->autoOptions), o->n,
+          &diag))) {
     fprintf(stderr, "dtensor-run: --auto: %s\n", diag.message);
     return false;
   }

@@ -255,3 +255,22 @@ bool dtMemoryPeakOf(MlirOperation func, DtMemoryPeak *out) {
   }
   return !s.oom;
 }
+
+bool dtMemoryLargestPeak(MlirOperation module, DtMemoryPeak *out,
+                         MlirOperation *func) {
+  bool any = false;
+  MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(module, 0));
+  for (MlirOperation f = mlirBlockGetFirstOperation(top);
+       !mlirOperationIsNull(f); f = mlirOperationGetNextInBlock(f)) {
+    DtMemoryPeak peak;
+    if (!dtIsOp(f, "func.func") || mlirOperationGetNumRegions(f) != 1 ||
+        mlirBlockIsNull(
+            mlirRegionGetFirstBlock(mlirOperationGetRegion(f, 0))) ||
+        !dtMemoryPeakOf(f, &peak) || (any && peak.peakBytes <= out->peakBytes))
+      continue;
+    *out = peak;
+    *func = f;
+    any = true;
+  }
+  return any;
+}

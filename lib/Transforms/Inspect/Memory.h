@@ -39,6 +39,11 @@ typedef struct DtMemoryPeak {
 /// The peak of func.func `func` (with a body); false when out of memory.
 bool dtMemoryPeakOf(MlirOperation func, DtMemoryPeak *out);
 
+/// The largest peak of the functions with a body in `module`, in `*out`,
+/// and its function in `*func`; false when there is none.
+bool dtMemoryLargestPeak(MlirOperation module, DtMemoryPeak *out,
+                         MlirOperation *func);
+
 /// The bytes of a value of type `t`: a ranked tensor of static shape and
 /// a known element type; 0 otherwise.
 int64_t dtTensorBytes(MlirType t);

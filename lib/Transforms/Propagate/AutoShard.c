@@ -191,16 +191,10 @@ static bool compiledOvershoot(MlirOperation root, const DtPassOptions *options,
   spmd.context = options->context;
   MlirOperation copy = mlirOperationClone(root);
   bool ok = dtSpmdPass.run(copy, &spmd);
+  DtMemoryPeak peak;
+  MlirOperation f;
   *over = INT64_MIN;
-  MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(copy, 0));
-  for (MlirOperation f = mlirBlockGetFirstOperation(top);
-       ok && !mlirOperationIsNull(f); f = mlirOperationGetNextInBlock(f)) {
-    DtMemoryPeak peak;
-    if (!dtIsOp(f, "func.func") || mlirOperationGetNumRegions(f) != 1 ||
-        mlirBlockIsNull(
-            mlirRegionGetFirstBlock(mlirOperationGetRegion(f, 0))) ||
-        !dtMemoryPeakOf(f, &peak) || peak.peakBytes - budget <= *over)
-      continue;
+  if (ok && dtMemoryLargestPeak(copy, &peak, &f)) {
     *over = peak.peakBytes - budget;
     *peakBytes = peak.peakBytes;
     MlirAttribute m = dtGetAttr(f, DT_ATTR_AUTO_PEAK);

@@ -457,7 +457,7 @@ static bool onlyMesh(Prop *p, MlirOperation func, char found[256]) {
                 "automatic sharding: the program declares no dtensor.mesh to "
                 "split this function over; declare one, or give "
                 "dtensor-auto-shard mesh=SHAPE (dtensor-run --auto and "
-                "Python's auto= with n give their ranks')");
+                "Python's auto= with n give their ranks)");
   return count == 1;
 }
 
