@@ -58,19 +58,49 @@ def opt(args, path, out=os.devnull):
     return r.returncode, r.stderr
 
 
-def modelled(path, entry):
+# --calibrate: mesh shape -> the file `dtensor-run --calibrate` wrote for
+# it; both sides of every comparison are priced by it.
+CALIBRATION = {}
+ONLY = None  # --only: the programs whose name contains it
+
+
+def calibration(mesh):
+    """The calibration option for `mesh` (empty without --calibrate)."""
+    path = CALIBRATION.get(tuple(mesh))
+    return f" calibration={path}" if path else ""
+
+
+def calibrate(meshes, tmp):
+    """Measures this machine's collectives and contractions on each mesh of
+    2 or 4 devices (`dtensor-run -n N --calibrate`)."""
+    for mesh in meshes:
+        n = prod(mesh)
+        if n not in (2, 4) or tuple(mesh) in CALIBRATION:
+            continue
+        path = os.path.join(tmp, "cal-" + "x".join(map(str, mesh)) + ".txt")
+        subprocess.run([RUN, "-n", str(n), "--calibrate", path, "--mesh",
+                        "x".join(map(str, mesh))], check=True,
+                       capture_output=True)
+        CALIBRATION[tuple(mesh)] = path
+        lines = [ln.strip() for ln in open(path)
+                 if not ln.startswith(("#", "dtensor-calibration"))]
+        print(f"# calibration {'x'.join(map(str, mesh))}: " + "; ".join(lines))
+
+
+def modelled(path, entry, mesh=()):
     """The modelled cost of `entry` under its layouts, and its peak."""
-    rc, err = opt(["--dtensor-propagate=cost=true"], path)
+    rc, err = opt(["--dtensor-propagate=cost=true" + calibration(mesh)], path)
     if rc:
         sys.exit(f"dtensor-propagate failed on {path}:\n{err}")
     m = re.search(r"@%s: modelled cost ([0-9.]+) us" % entry, err)
     return float(m.group(1))
 
 
-def auto(path, entry, memory, out):
+def auto(path, entry, memory, out, mesh=()):
     """(modelled us, peak bytes, summary) of dtensor-auto-shard, or None
     with the error."""
-    opts = "cost=true time-limit=60" + (f" memory={memory}" if memory else "")
+    opts = ("cost=true time-limit=60" + (f" memory={memory}" if memory else "")
+            + calibration(mesh))
     t0 = time.perf_counter()
     rc, err = opt([f"--dtensor-auto-shard={opts}"], path, out)
     wall = time.perf_counter() - t0
@@ -202,14 +232,16 @@ def report(name, mesh, hands, auto_path_fn, entry, tmp, do_measure, state):
     """Prints the lines of one program on one mesh; `state` is the bytes of
     what the budgets are defined on (parameters and optimizer state, or
     every argument), replicated."""
+    if ONLY and ONLY not in name:
+        return
     costs = {}
     peaks = {}
     for plan, path in hands.items():
-        costs[plan] = modelled(path, entry)
+        costs[plan] = modelled(path, entry, mesh)
         peaks[plan] = peak_of(path, entry)
     src = auto_path_fn
     unbounded = os.path.join(tmp, "unbounded.mlir")
-    r0, err = auto(src, entry, None, unbounded)
+    r0, err = auto(src, entry, None, unbounded, mesh)
     if r0:
         r0 = (r0[0], peak_of(unbounded, entry) or r0[1]) + r0[2:]
     if not r0:
@@ -230,7 +262,7 @@ def report(name, mesh, hands, auto_path_fn, entry, tmp, do_measure, state):
     rows = []
     for b in budgets:
         out = os.path.join(tmp, f"auto-{name}-{len(mesh)}-{b}.mlir")
-        r, err = auto(src, entry, b, out)
+        r, err = auto(src, entry, b, out, mesh)
         rows.append((b, out, r, err))
     times, same = {}, {}
     if do_measure and mesh_n in (2, 4):
@@ -366,13 +398,22 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--measure", action="store_true")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="price both sides by this machine's measured "
+                    "collectives and contractions (meshes of 2 and 4)")
+    ap.add_argument("--only", default=None,
+                    help="only the programs whose name contains this")
     args = ap.parse_args()
+    global ONLY
+    ONLY = args.only
     print("# modelled step time (us) and peak per device (bytes) by "
           "dtensor's cost and liveness model; 2-core VM"
           + (f", OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']}"
              if "OPENBLAS_CORETYPE" in os.environ else ""))
     tmp = tempfile.mkdtemp()
     meshes = [m for m in MESHES if len(m[0]) == 1] if args.quick else MESHES
+    if args.calibrate:
+        calibrate([m for m, _ in MESHES], tmp)
     for mesh, axes in meshes:
         text = megatron_text(mesh, axes)
         src = os.path.join(tmp, f"meg-{len(mesh)}.mlir")
@@ -401,7 +442,7 @@ def main():
     if not args.quick:
         corpus(tmp, args.measure)
     # Solve time against the number of blocks (the forward program).
-    for layers in (24, 96):
+    for layers in (24, 96) if not ONLY else ():
         cfg = dict(CFG, layers=layers)
         path = os.path.join(tmp, f"blocks-{layers}.mlir")
         open(path, "w").write(gpt_train_program(cfg, (4,), ("dp",), {}))

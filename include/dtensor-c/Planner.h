@@ -98,7 +98,8 @@ typedef enum DtensorPlanStrategy {
 /// mesh shape, per group of mesh axes and per collective, the time of one
 /// collective as latency + bytes / bandwidth fitted to timings on a
 /// machine. Where it has a (collective, axes) pair, it replaces the ring
-/// model of the mesh's links in the forward cost.
+/// model of the mesh's links in the forward cost. It may also hold the
+/// measured rate of contractions (dtensor-propagate's compute term).
 typedef struct DtensorCalibration DtensorCalibration;
 
 /// Planner options.
@@ -289,6 +290,21 @@ DTENSOR_EXPORT bool dtensorCalibrationGet(const DtensorCalibration *cal,
                                           double *outLatencyUs,
                                           double *outBandwidthGBps);
 
+/// Records what a contraction costs per device: `overheadUs` (>= 0) a call
+/// plus its multiply-adds at `gmacs` (> 0) billion per second, as
+/// dtensor-run --calibrate measures it with every rank computing at once.
+/// False with `outDiag` for values out of range.
+DTENSOR_EXPORT bool dtensorCalibrationSetContract(DtensorCalibration *cal,
+                                                  double overheadUs,
+                                                  double gmacs,
+                                                  DtensorDiag *outDiag);
+
+/// The contraction rate of `cal`: true and the two values, or false when it
+/// has none (contractions are then priced by the fixed model).
+DTENSOR_EXPORT bool dtensorCalibrationGetContract(const DtensorCalibration *cal,
+                                                  double *outOverheadUs,
+                                                  double *outGmacs);
+
 /// Fits time = latency + bytes / (bandwidth * 1e3) to `count` >= 2 samples
 /// (bytes per device, microseconds) by least squares, latency at least 0
 /// and bandwidth capped at 1e6 GB/s (times that do not grow with size).
@@ -297,6 +313,16 @@ DTENSOR_EXPORT bool dtensorCalibrationFit(const int64_t *bytes,
                                           const double *us, int count,
                                           double *outLatencyUs,
                                           double *outBandwidthGBps);
+
+/// Fits time = overhead + macs / (gmacs * 1e3) to `count` >= 2 timings of
+/// contractions (multiply-adds per device, microseconds) by least squares
+/// of the relative error (small and large products alike), overhead at
+/// least 0 and the rate capped at 1e6 G/s. False when fewer than two
+/// distinct sizes or a time that is not positive are given.
+DTENSOR_EXPORT bool dtensorCalibrationFitContract(const int64_t *macs,
+                                                  const double *us, int count,
+                                                  double *outOverheadUs,
+                                                  double *outGmacs);
 
 /// Reads a calibration file (the format dtensorCalibrationWrite writes).
 /// NULL with `outDiag` ("PATH:LINE: what is wrong") when it does not read.

@@ -294,7 +294,10 @@ DTENSOR_EXPORT bool dtensorRunnerProfileReport(const DtensorRunner *runner,
 /// (f32, 1 KiB to 2 MiB per device, the slowest rank's best batch) on every
 /// group of `mesh`'s axes of more than one device, this process being one
 /// rank of a job of the mesh's size (the runtime's environment; every rank
-/// calls it), and fits latency + bytes / bandwidth per (collective, group).
+/// calls it), and fits latency + bytes / bandwidth per (collective, group);
+/// then times f32 products from 8x8x8 to 256x256x256 through the runtime's
+/// contraction path with every rank computing at once (the slowest rank's
+/// median batch) and fits overhead + multiply-adds / rate.
 /// At most `repeats` runs per batch. Rank 0 gets the calibration in
 /// `*outCal` (the caller owns it), the others NULL. False with `outDiag`
 /// when the job does not match the mesh or a collective fails.

@@ -527,6 +527,14 @@ DTRT_EXPORT int64_t dtrt_mlir_mesh_coord(int64_t axis, int64_t meshRank,
 DTRT_CONTRACT_TYPES(DTRT_DECLARE_CONTRACT)
 #undef DTRT_DECLARE_CONTRACT
 
+/// C (m x n) = A (m x k) B (k x n) on dense row-major f32 matrices, by the
+/// path compiled contractions take on the host (this process's compute
+/// threads, then BLAS): what `dtensor-run --calibrate` times to price
+/// contractions. m, n, k >= 1; exits with status 1 where BLAS's sizes
+/// overflow, as a contraction does.
+DTRT_EXPORT void dtrtMatmulF32(int64_t m, int64_t n, int64_t k, const float *a,
+                               const float *b, float *c);
+
 /// The allocation functions compiled programs call (dtensor-to-llvm lowers
 /// memref.alloc/dealloc to them: MLIR's names, hence no dtrt prefix): malloc
 /// and posix_memalign underneath, so results handed to the caller are

@@ -1,10 +1,13 @@
 /* dtensorCalibrationMeasure: the runtime's collectives timed on every group
  * of mesh axes of this job, and a latency + bandwidth line fitted per
- * (collective, group) on rank 0 (dtensor-run --calibrate). */
+ * (collective, group) on rank 0; then the runtime's contractions, every rank
+ * at once, fitted as overhead + multiply-adds / rate (dtensor-run
+ * --calibrate). */
 #include "dtensor-c/Runner.h"
 
 #include "Support/Support.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,31 +20,60 @@ static const DtensorCommPattern kPatterns[] = {
     DTENSOR_COMM_REDUCE_SCATTER, DTENSOR_COMM_ALL_TO_ALL};
 enum { NUM_PATTERNS = sizeof(kPatterns) / sizeof(kPatterns[0]) };
 
-/* One collective moving `bytes` on `comm` of `n` members (f32). */
-static DtrtStatus runOnce(DtrtComm *comm, DtensorCommPattern p, int n,
-                          int64_t bytes, float *send, float *recv) {
-  size_t all = (size_t)bytes / sizeof(float), part = all / (size_t)n;
-  switch (p) {
-  case DTENSOR_COMM_ALL_GATHER:
-    return dtrtAllGather(comm, send, recv, part, DTRT_F32);
-  case DTENSOR_COMM_ALL_REDUCE:
-    return dtrtAllReduce(comm, send, recv, all, DTRT_F32, DTRT_SUM);
-  case DTENSOR_COMM_REDUCE_SCATTER:
-    return dtrtReduceScatter(comm, send, recv, part, DTRT_F32, DTRT_SUM);
-  default:
-    return dtrtAllToAll(comm, send, recv, part, DTRT_F32);
+/* The products timed (m, n, k, f32): from a call's overhead to BLAS's
+ * rate, spanning the contractions of the programs the model prices. */
+static const int64_t kProducts[][3] = {{8, 8, 8},       {16, 64, 64},
+                                       {64, 64, 64},    {64, 256, 64},
+                                       {128, 256, 128}, {256, 256, 256}};
+enum { NUM_PRODUCTS = sizeof(kProducts) / sizeof(kProducts[0]) };
+
+/* One unit of timed work: a collective moving `bytes` on `comm` of `n`
+ * members, or (m > 0) the product of an m x k and a k x n matrix. */
+typedef struct Work {
+  DtrtComm *comm;
+  DtensorCommPattern pattern;
+  int n;
+  int64_t bytes, m, k;
+  float *send, *recv;
+} Work;
+
+static DtrtStatus runOnce(const Work *w) {
+  if (w->m > 0) {
+    dtrtMatmulF32(w->m, w->n, w->k, w->send, w->send + w->m * w->k, w->recv);
+    return DTRT_OK;
   }
+  size_t all = (size_t)w->bytes / sizeof(float), part = all / (size_t)w->n;
+  switch (w->pattern) {
+  case DTENSOR_COMM_ALL_GATHER:
+    return dtrtAllGather(w->comm, w->send, w->recv, part, DTRT_F32);
+  case DTENSOR_COMM_ALL_REDUCE:
+    return dtrtAllReduce(w->comm, w->send, w->recv, all, DTRT_F32, DTRT_SUM);
+  case DTENSOR_COMM_REDUCE_SCATTER:
+    return dtrtReduceScatter(w->comm, w->send, w->recv, part, DTRT_F32,
+                             DTRT_SUM);
+  default:
+    return dtrtAllToAll(w->comm, w->send, w->recv, part, DTRT_F32);
+  }
+}
+
+static void describe(const Work *w, char *out, size_t n) {
+  if (w->m > 0)
+    snprintf(out, n, "a %lldx%lldx%lld product", (long long)w->m,
+             (long long)w->n, (long long)w->k);
+  else
+    snprintf(out, n, "%s of %lld bytes", dtensorCommPatternGetName(w->pattern),
+             (long long)w->bytes);
 }
 
 enum { BATCHES = 7 };
 
-/* This rank's time of one collective (µs): the median of seven batches
- * after a warm-up, each batch as many runs as fit in about 20 ms (at least
- * 2, at most `repeats`; the count is agreed by the group). The median, not
- * the best: with more ranks than cores the best batch is luck. */
-static bool timeOne(DtrtContext *ctx, DtrtComm *comm, DtensorCommPattern p,
-                    int n, int64_t bytes, int repeats, float *send, float *recv,
-                    double *outUs, DtensorDiag *outDiag) {
+/* This rank's time of one unit of `w` (µs), every member of `comm` running
+ * it at once: the median of seven batches after a warm-up, each batch as
+ * many runs as fit in about 20 ms (at least 2, at most `repeats`; the
+ * count is agreed by the group). The median, not the best: with more
+ * ranks than cores the best batch is luck. */
+static bool timeOne(DtrtContext *ctx, DtrtComm *comm, const Work *w,
+                    int repeats, double *outUs, DtensorDiag *outDiag) {
   double batches[BATCHES];
   int runs = 1;
   for (int batch = -1; batch < BATCHES; ++batch) {
@@ -49,10 +81,11 @@ static bool timeOne(DtrtContext *ctx, DtrtComm *comm, DtensorCommPattern p,
       return dtDiag(outDiag, -1, "barrier: %s", dtrtLastError(ctx));
     double t0 = 1e6 * dtMonotonicSeconds();
     for (int k = 0; k < runs; ++k)
-      if (runOnce(comm, p, n, bytes, send, recv) != DTRT_OK)
-        return dtDiag(outDiag, -1, "%s of %lld bytes: %s",
-                      dtensorCommPatternGetName(p), (long long)bytes,
-                      dtrtLastError(ctx));
+      if (runOnce(w) != DTRT_OK) {
+        char what[96];
+        describe(w, what, sizeof(what));
+        return dtDiag(outDiag, -1, "%s: %s", what, dtrtLastError(ctx));
+      }
     double us = (1e6 * dtMonotonicSeconds() - t0) / runs;
     if (batch >= 0) {
       batches[batch] = us;
@@ -82,9 +115,9 @@ static bool timeGroup(DtrtContext *ctx, int meshRank, const int64_t *shape,
   int n = dtrtCommSize(comm);
   for (int p = 0; p < NUM_PATTERNS; ++p)
     for (int s = 0; s < NUM_SIZES; ++s) {
-      int64_t bytes = kBytes[s] / (4 * n) * (4 * n);
-      if (!timeOne(ctx, comm, kPatterns[p], n, bytes, repeats, send, recv,
-                   &us[p][s], outDiag))
+      Work w = {comm, kPatterns[p], n,   kBytes[s] / (4 * n) * (4 * n), 0,
+                0,    send,         recv};
+      if (!timeOne(ctx, comm, &w, repeats, &us[p][s], outDiag))
         return false;
     }
   /* A step is as slow as its slowest rank. */
@@ -111,8 +144,35 @@ static bool fitGroup(DtensorCalibration *cal, int n, int numAxes,
   return true;
 }
 
+/* The contraction rate with every rank computing at once (as the ranks of
+ * a program do, sharing the host's cores): each product's time from the
+ * slowest rank, fitted (rank 0) as overhead + multiply-adds / rate. */
+static bool measureContract(DtrtContext *ctx, int repeats, float *send,
+                            float *recv, DtensorCalibration *cal,
+                            DtensorDiag *outDiag) {
+  DtrtComm *world = dtrtCommWorld(ctx);
+  double us[NUM_PRODUCTS];
+  int64_t macs[NUM_PRODUCTS];
+  for (int i = 0; i < NUM_PRODUCTS; ++i) {
+    const int64_t *p = kProducts[i];
+    Work w = {NULL, DTENSOR_COMM_ALL_GATHER, (int)p[1], 0, p[0], p[2], send,
+              recv};
+    macs[i] = p[0] * p[1] * p[2];
+    if (!timeOne(ctx, world, &w, repeats, &us[i], outDiag))
+      return false;
+  }
+  if (dtrtAllReduce(world, us, us, NUM_PRODUCTS, DTRT_F64, DTRT_MAX) != DTRT_OK)
+    return dtDiag(outDiag, -1, "all_reduce: %s", dtrtLastError(ctx));
+  double overhead, gmacs;
+  if (cal && (!dtensorCalibrationFitContract(macs, us, NUM_PRODUCTS, &overhead,
+                                             &gmacs) ||
+              !dtensorCalibrationSetContract(cal, overhead, gmacs, outDiag)))
+    return dtDiag(outDiag, -1, "no fit for the contractions");
+  return true;
+}
+
 /* Every group of axes with more than one device, measured and (rank 0)
- * fitted. */
+ * fitted; then the contractions. */
 static bool measureAll(DtrtContext *ctx, const DtensorMesh *mesh, int repeats,
                        DtensorCalibration *cal, DtensorDiag *outDiag) {
   int meshRank = dtensorMeshGetRank(mesh);
@@ -124,6 +184,9 @@ static bool measureAll(DtrtContext *ctx, const DtensorMesh *mesh, int repeats,
   bool ok = send && recv;
   if (!ok)
     dtDiag(outDiag, -1, "out of memory");
+  /* Products read A and B from `send` (at most 2 x 256 x 256 floats). */
+  for (size_t i = 0; ok && i < cap / sizeof(float); ++i)
+    send[i] = (float)(i % 7) * 0.125f;
   for (unsigned m = 1; ok && m < (1u << meshRank); ++m) {
     int axes[DTENSOR_MAX_MESH_RANK], numAxes = 0, n = 1;
     for (int a = 0; a < meshRank; ++a)
@@ -138,6 +201,7 @@ static bool measureAll(DtrtContext *ctx, const DtensorMesh *mesh, int repeats,
                    outDiag) &&
          (!cal || fitGroup(cal, n, numAxes, axes, us, outDiag));
   }
+  ok = ok && measureContract(ctx, repeats, send, recv, cal, outDiag);
   free(send);
   free(recv);
   return ok;

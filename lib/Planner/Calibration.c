@@ -7,6 +7,7 @@
  *     mesh 2x2
  *     all_gather 0 12.5 3.2      <- collective, axes, latency µs, GB/s
  *     all_reduce 0,1 20.1 2.9
+ *     contract 1.8 21.5          <- a contraction: µs per call, G MAC/s
  */
 #include "PlannerInternal.h"
 
@@ -29,6 +30,7 @@ struct DtensorCalibration {
   int meshRank;
   int64_t meshShape[DTENSOR_MAX_MESH_RANK];
   Fit fits[NUM_PATTERNS][1u << DTENSOR_MAX_MESH_RANK]; /* by axes mask */
+  Fit contract; /* latency: µs per call; bandwidth: G multiply-adds/s */
 };
 
 static bool measurable(DtensorCommPattern p) {
@@ -107,30 +109,68 @@ bool dtensorCalibrationGet(const DtensorCalibration *cal,
   return true;
 }
 
-bool dtensorCalibrationFit(const int64_t *bytes, const double *us, int count,
-                           double *outLatencyUs, double *outBandwidthGBps) {
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (int i = 0; i < count; ++i) {
-    double x = (double)bytes[i];
-    sx += x;
-    sy += us[i];
-    sxx += x * x;
-    sxy += x * us[i];
-  }
-  double n = count, det = n * sxx - sx * sx;
-  if (count < 2 || !(det > 1e-9 * sxx * n))
+bool dtensorCalibrationSetContract(DtensorCalibration *cal, double overheadUs,
+                                   double gmacs, DtensorDiag *outDiag) {
+  if (!(overheadUs >= 0) || !(gmacs > 0) || !isfinite(overheadUs) ||
+      !isfinite(gmacs))
+    return dtDiag(outDiag, -1,
+                  "a contraction's overhead must be a finite number >= 0 µs "
+                  "and its rate a finite number > 0 G multiply-adds per "
+                  "second (got %g and %g)",
+                  overheadUs, gmacs);
+  cal->contract = (Fit){true, overheadUs, gmacs};
+  return true;
+}
+
+bool dtensorCalibrationGetContract(const DtensorCalibration *cal,
+                                   double *outOverheadUs, double *outGmacs) {
+  if (!cal || !cal->contract.set)
     return false;
-  double slope = (n * sxy - sx * sy) / det; /* µs per byte */
-  double latency = (sy - slope * sx) / n;
+  *outOverheadUs = cal->contract.latencyUs;
+  *outGmacs = cal->contract.bandwidthGBps;
+  return true;
+}
+
+/* Least squares of us = latency + x * slope, each sample weighted 1 or
+ * (relative) 1 / us^2, latency at least 0; the rate 1 / (slope * 1e3) per
+ * second in G units of x, capped at 1e6. */
+static bool fitLine(const int64_t *x, const double *us, int count,
+                    bool relative, double *outLatencyUs, double *outRate) {
+  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (int i = 0; i < count; ++i) {
+    if (relative && !(us[i] > 0))
+      return false;
+    double w = relative ? 1.0 / (us[i] * us[i]) : 1.0, xi = (double)x[i];
+    sw += w;
+    sx += w * xi;
+    sy += w * us[i];
+    sxx += w * xi * xi;
+    sxy += w * xi * us[i];
+  }
+  double det = sw * sxx - sx * sx;
+  if (count < 2 || !(det > 1e-9 * sxx * sw))
+    return false;
+  double slope = (sw * sxy - sx * sy) / det; /* µs per unit of x */
+  double latency = (sy - slope * sx) / sw;
   if (latency < 0) { /* refit through the origin */
     latency = 0;
     slope = sxx > 0 ? sxy / sxx : 0;
   }
-  const double maxGBps = 1e6;
+  const double maxRate = 1e6;
   *outLatencyUs = latency;
-  *outBandwidthGBps =
-      slope > 1.0 / (maxGBps * 1e3) ? 1.0 / (slope * 1e3) : maxGBps;
+  *outRate = slope > 1.0 / (maxRate * 1e3) ? 1.0 / (slope * 1e3) : maxRate;
   return true;
+}
+
+bool dtensorCalibrationFit(const int64_t *bytes, const double *us, int count,
+                           double *outLatencyUs, double *outBandwidthGBps) {
+  return fitLine(bytes, us, count, false, outLatencyUs, outBandwidthGBps);
+}
+
+bool dtensorCalibrationFitContract(const int64_t *macs, const double *us,
+                                   int count, double *outOverheadUs,
+                                   double *outGmacs) {
+  return fitLine(macs, us, count, true, outOverheadUs, outGmacs);
 }
 
 /* ---- the file ------------------------------------------------------------ */
@@ -165,11 +205,26 @@ static bool axesParse(const char *text, int *numAxes, int *axes) {
   return *numAxes > 0;
 }
 
-/* One line after the header: "collective axes latency bandwidth". */
+/* "contract OVERHEAD_US GMACS". */
+static bool readContract(DtensorCalibration *cal, const char *line,
+                         DtensorDiag *outDiag) {
+  char name[32], extra[2];
+  double overhead, gmacs;
+  if (sscanf(line, "%31s %lf %lf %1s", name, &overhead, &gmacs, extra) != 3)
+    return dtDiag(outDiag, -1,
+                  "expected 'contract OVERHEAD_US GMACS' (e.g. 'contract 1.8 "
+                  "21.5')");
+  return dtensorCalibrationSetContract(cal, overhead, gmacs, outDiag);
+}
+
+/* One line after the header: "collective axes latency bandwidth", or the
+ * contraction rate. */
 static bool readFit(DtensorCalibration *cal, const char *line,
                     DtensorDiag *outDiag) {
   char name[32], axesText[64], extra[2];
   double latency, bandwidth;
+  if (!strncmp(line, "contract", 8) && (line[8] == ' ' || line[8] == '\t'))
+    return readContract(cal, line, outDiag);
   int fields = sscanf(line, "%31s %63s %lf %lf %1s", name, axesText, &latency,
                       &bandwidth, extra);
   DtensorCommPattern pattern;
@@ -181,7 +236,7 @@ static bool readFit(DtensorCalibration *cal, const char *line,
   if (!patternParse(name, &pattern))
     return dtDiag(outDiag, -1,
                   "unknown collective '%s' (valid: all_gather, all_to_all, "
-                  "all_reduce, reduce_scatter)",
+                  "all_reduce, reduce_scatter; or 'contract')",
                   name);
   if (!axesParse(axesText, &numAxes, axes))
     return dtDiag(outDiag, -1, "axes '%s' are not a list like 0 or 0,1",
@@ -290,6 +345,11 @@ bool dtensorCalibrationWrite(const DtensorCalibration *cal, const char *path,
         }
       fprintf(f, " %.6g %.6g\n", fit->latencyUs, fit->bandwidthGBps);
     }
+  if (cal->contract.set)
+    fprintf(f,
+            "# a contraction: overhead_us per call, G multiply-adds per "
+            "second per device\ncontract %.6g %.6g\n",
+            cal->contract.latencyUs, cal->contract.bandwidthGBps);
   return dtOutputClose(&out, true, outDiag);
 }
 

@@ -613,6 +613,15 @@ static void contract(DtrtDtype ta, DtrtDtype tb, DtrtDtype tc,
   } while (nextPoint(&nest, outer, numOuter, idx));
 }
 
+void dtrtMatmulF32(int64_t m, int64_t n, int64_t k, const float *a,
+                   const float *b, float *c) {
+  dtrtEnsureComputeThreads();
+  Mat ma = {(char *)a, DTRT_F32, m, k, k, 1, 0};
+  Mat mb = {(char *)b, DTRT_F32, k, n, n, 1, 0};
+  Mat mc = {(char *)c, DTRT_F32, m, n, n, 1, 0};
+  multiply(DTRT_F32, ma, mb, 0, mc);
+}
+
 #define DTRT_DTYPE_f32 DTRT_F32
 #define DTRT_DTYPE_f64 DTRT_F64
 #define DTRT_DTYPE_bf16 DTRT_BF16

@@ -1,6 +1,7 @@
 #!/bin/sh
 # dtensor-run --calibrate on a 2x2 mesh of 4 shm ranks writes a cost file
-# with a line per collective and group of axes; dtensor-plan reads it and
+# with a line per collective and group of axes and the contraction rate;
+# dtensor-plan reads it and
 # prices with it; bad meshes are refused before any rank starts.
 # Usage: calibrate.sh DTENSOR_RUN DTENSOR_PLAN
 set -e
@@ -17,6 +18,10 @@ for c in all_gather all_reduce reduce_scatter all_to_all; do
       { echo "no $c on axes $axes:"; cat "$work/cal.txt"; exit 1; }
   done
 done
+# The contraction rate, every rank computing at once: a call's overhead
+# and a rate of multiply-adds (a 2-core VM gives 20-60 G/s).
+grep -Eq "^contract [0-9.e+-]+ [0-9.e+-]+$" "$work/cal.txt" ||
+  { echo "no contract line:"; cat "$work/cal.txt"; exit 1; }
 grep -q "wrote $work/cal.txt" "$work/out.txt"
 "$plan" plan --mesh 2x2 --shape 16x32 --from "[S0, S1]" --to "[S1, S0]" \
   --calibration "$work/cal.txt" > "$work/plan.txt"

@@ -501,6 +501,29 @@ static void testCalibration(void) {
                                &diag));
   CHECK(!dtensorCalibrationSet(cal, DTENSOR_COMM_ALL_GATHER, 1, ax1, 1, 0,
                                &diag));
+  /* The contraction rate: none yet, set, refused values. */
+  double overhead, gmacs;
+  CHECK(!dtensorCalibrationGetContract(cal, &overhead, &gmacs));
+  CHECK(!dtensorCalibrationSetContract(cal, -1.0, 20.0, &diag) &&
+        strstr(diag.message, "finite number >= 0"));
+  CHECK(!dtensorCalibrationSetContract(cal, 1.0, 0.0, &diag));
+  CHECK(!dtensorCalibrationSetContract(cal, 1.0, INFINITY, &diag));
+  CHECK(dtensorCalibrationSetContract(cal, 1.5, 22.25, &diag));
+  /* Its fit weighs every size alike: an exact line (2 us + 20 G/s) is
+   * found from products of 512 to 16M multiply-adds, and a line through
+   * the origin where the overhead would be negative. */
+  int64_t macs[4] = {512, 65536, 1048576, 16777216};
+  double exact[4], noisy[4];
+  for (int i = 0; i < 4; ++i) {
+    exact[i] = 2.0 + (double)macs[i] / (20.0 * 1e3);
+    noisy[i] = (double)macs[i] / (20.0 * 1e3) * (i == 0 ? 0.5 : 1.0);
+  }
+  CHECK(dtensorCalibrationFitContract(macs, exact, 4, &overhead, &gmacs));
+  CHECK(fabs(overhead - 2.0) < 1e-6 && fabs(gmacs - 20.0) < 1e-6);
+  CHECK(dtensorCalibrationFitContract(macs, noisy, 4, &overhead, &gmacs));
+  CHECK(overhead == 0.0 && gmacs > 20.0 && gmacs < 40.0);
+  double zero[2] = {0.0, 1.0};
+  CHECK(!dtensorCalibrationFitContract(macs, zero, 2, &overhead, &gmacs));
   /* The file: written, read back the same. */
   const char *path = writeTemp("cal.txt", "");
   CHECK(dtensorCalibrationWrite(cal, path, "a test", &diag));
@@ -514,6 +537,8 @@ static void testCalibration(void) {
       back &&
       dtensorCalibrationGet(back, DTENSOR_COMM_ALL_GATHER, 1, ax1, &lat, &bw) &&
       lat == 8.0 && bw == 6.5);
+  CHECK(back && dtensorCalibrationGetContract(back, &overhead, &gmacs) &&
+        overhead == 1.5 && gmacs == 22.25);
   remove(path);
   /* Costs: the measured line where there is one, the ring model elsewhere. */
   DtensorMesh *mesh = dtensorMeshParse("2x4", NULL);

@@ -330,6 +330,9 @@ double dtPropComputeUs(Prop *p, const DtRule *r, Info **operands,
     factorOf(p, r, operands, results, c, f, &extent, &shares);
     points *= extent / shares;
   }
+  double overheadUs, gmacs;
+  if (dtensorCalibrationGetContract(p->calibration, &overheadUs, &gmacs))
+    return overheadUs + points / (gmacs * 1e3);
   return points * DT_PROP_POINT_US;
 }
 

@@ -65,7 +65,9 @@ bool dtPropSpecsWith(Prop *p, const DtRule *r, Info **operands, Info **results,
 /// The modelled time per device of a contraction's multiply-adds under
 /// choice `c`: its loop points (the product of its factors' extents) over
 /// the devices that share them (the sizes of the mesh axes on a dim of
-/// each factor in `c`'s layouts), times DT_PROP_POINT_US. 0 for every other op:
+/// each factor in `c`'s layouts), times DT_PROP_POINT_US, or priced by the
+/// calibration's contraction rate (overhead + points / rate) where it has
+/// one. 0 for every other op:
 /// their work is a pass over memory that costs little next to moving the same
 /// data, so communication alone decides them. Counting it keeps a data parallel
 /// batch split (the gradients reduced) where gathering the batch would move
