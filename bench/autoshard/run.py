@@ -215,6 +215,12 @@ def measure(path, entry, n):
     return max(float(x) for x in m) if m else None
 
 
+# {path: [ms of each round]} of the last measure_all: the spread of one
+# program's rounds is the noise a ratio is read against.
+ROUNDS = {}
+REP = {}  # a plan's path -> the path timed for its per-device program
+
+
 def measure_all(paths, entry, n, rounds=3):
     """{name: ms} for every path in `paths`, timed in turn `rounds` times
     and the fastest round kept: on a loaded 2-core machine one run of the
@@ -225,7 +231,14 @@ def measure_all(paths, entry, n, rounds=3):
             t = measure(path, entry, n)
             if t is not None:
                 best[name] = min(best.get(name, t), t)
+                ROUNDS.setdefault(name, []).append(t)
     return best
+
+
+def spread(path):
+    """The slowest round of `path` over its fastest, as text."""
+    r = ROUNDS.get(path)
+    return f"{max(r) / min(r):.2f}" if r else "?"
 
 
 def report(name, mesh, hands, auto_path_fn, entry, tmp, do_measure, state):
@@ -289,6 +302,8 @@ def report(name, mesh, hands, auto_path_fn, entry, tmp, do_measure, state):
             hb = min(fitting, key=fitting.get)
             line += (f"; measured {times[out]:.3f} ms vs {hb} "
                      f"{fitting[hb]:.3f} ms = {times[out] / fitting[hb]:.2f}x"
+                     f" (rounds' spread {spread(REP.get(out, out))} / "
+                     f"{spread(REP.get(hands[hb], hands[hb]))})"
                      + (f" (the same program as {same[out]})"
                         if out in same else ""))
         print(line)
@@ -326,6 +341,7 @@ def measure_plans(hands, autos, entry, n):
                 same[path] = hand[0]
         else:
             programs[text] = rep[path] = path
+    REP.update(rep)
     timed = measure_all({p: p for p in set(rep.values())}, entry, n, 5)
     return {p: timed[rep[p]] for p in rep if rep[p] in timed}, same
 
