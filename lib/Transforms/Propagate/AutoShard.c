@@ -122,6 +122,16 @@ static bool meshAsAsked(MlirOperation root, const char *text) {
     }
     dtensorMeshDestroy(have);
   }
+  /* The declared mesh takes the first function's place in the source, so
+   * that what is said of it later (a calibration for another mesh) is
+   * located in the user's file (an implicit module has none). */
+  for (MlirOperation op = mlirBlockGetFirstOperation(top);
+       ok && !any && !mlirOperationIsNull(op);
+       op = mlirOperationGetNextInBlock(op))
+    if (dtIsOp(op, "func.func")) {
+      loc = mlirOperationGetLocation(op);
+      break;
+    }
   if (ok && !any)
     dtMeshOpCreate(root, loc, "mesh", asked);
   dtensorMeshDestroy(asked);
