@@ -27,13 +27,13 @@ static const int64_t kProducts[][3] = {{8, 8, 8},       {16, 64, 64},
                                        {128, 256, 128}, {256, 256, 256}};
 enum { NUM_PRODUCTS = sizeof(kProducts) / sizeof(kProducts[0]) };
 
-/* One unit of timed work: a collective moving `bytes` on `comm` of `n`
- * members, or (m > 0) the product of an m x k and a k x n matrix. */
+/* One unit of timed work: a collective moving `bytes` on `comm` of
+ * `members`, or (m > 0) the product of an m x k and a k x n matrix. */
 typedef struct Work {
   DtrtComm *comm;
   DtensorCommPattern pattern;
-  int n;
-  int64_t bytes, m, k;
+  int members;
+  int64_t bytes, m, n, k;
   float *send, *recv;
 } Work;
 
@@ -42,7 +42,8 @@ static DtrtStatus runOnce(const Work *w) {
     dtrtMatmulF32(w->m, w->n, w->k, w->send, w->send + w->m * w->k, w->recv);
     return DTRT_OK;
   }
-  size_t all = (size_t)w->bytes / sizeof(float), part = all / (size_t)w->n;
+  size_t all = (size_t)w->bytes / sizeof(float),
+         part = all / (size_t)w->members;
   switch (w->pattern) {
   case DTENSOR_COMM_ALL_GATHER:
     return dtrtAllGather(w->comm, w->send, w->recv, part, DTRT_F32);
@@ -115,8 +116,12 @@ static bool timeGroup(DtrtContext *ctx, int meshRank, const int64_t *shape,
   int n = dtrtCommSize(comm);
   for (int p = 0; p < NUM_PATTERNS; ++p)
     for (int s = 0; s < NUM_SIZES; ++s) {
-      Work w = {comm, kPatterns[p], n,   kBytes[s] / (4 * n) * (4 * n), 0,
-                0,    send,         recv};
+      Work w = {.comm = comm,
+                .pattern = kPatterns[p],
+                .members = n,
+                .bytes = kBytes[s] / (4 * n) * (4 * n),
+                .send = send,
+                .recv = recv};
       if (!timeOne(ctx, comm, &w, repeats, &us[p][s], outDiag))
         return false;
     }
@@ -155,8 +160,7 @@ static bool measureContract(DtrtContext *ctx, int repeats, float *send,
   int64_t macs[NUM_PRODUCTS];
   for (int i = 0; i < NUM_PRODUCTS; ++i) {
     const int64_t *p = kProducts[i];
-    Work w = {NULL, DTENSOR_COMM_ALL_GATHER, (int)p[1], 0, p[0], p[2], send,
-              recv};
+    Work w = {.m = p[0], .n = p[1], .k = p[2], .send = send, .recv = recv};
     macs[i] = p[0] * p[1] * p[2];
     if (!timeOne(ctx, world, &w, repeats, &us[i], outDiag))
       return false;

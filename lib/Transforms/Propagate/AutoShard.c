@@ -90,9 +90,16 @@ static bool meshAsAsked(MlirOperation root, const char *text) {
     return false;
   }
   MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0));
-  bool ok = true, any = false;
+  bool ok = true, any = false, placed = false;
   for (MlirOperation op = mlirBlockGetFirstOperation(top);
        ok && !mlirOperationIsNull(op); op = mlirOperationGetNextInBlock(op)) {
+    /* A mesh it declares takes the first function's place in the source,
+     * so that what is said of it later (a calibration for another mesh)
+     * is located in the user's file (an implicit module has none). */
+    if (!placed && dtIsOp(op, "func.func")) {
+      loc = mlirOperationGetLocation(op);
+      placed = true;
+    }
     if (!dtIsOp(op, DT_OP_MESH))
       continue;
     any = true;
@@ -122,16 +129,6 @@ static bool meshAsAsked(MlirOperation root, const char *text) {
     }
     dtensorMeshDestroy(have);
   }
-  /* The declared mesh takes the first function's place in the source, so
-   * that what is said of it later (a calibration for another mesh) is
-   * located in the user's file (an implicit module has none). */
-  for (MlirOperation op = mlirBlockGetFirstOperation(top);
-       ok && !any && !mlirOperationIsNull(op);
-       op = mlirOperationGetNextInBlock(op))
-    if (dtIsOp(op, "func.func")) {
-      loc = mlirOperationGetLocation(op);
-      break;
-    }
   if (ok && !any)
     dtMeshOpCreate(root, loc, "mesh", asked);
   dtensorMeshDestroy(asked);
