@@ -486,42 +486,125 @@ static bool addConversions(Auto *A, Group *g, double scale) {
 static bool addMemoryRow(Auto *A, int at);
 
 /* A value of one user between two vars that are both in the program:
- * `matrix` prices a's candidates by b's. Per class of b's candidates
- * with the same prices (their column), per distinct positive price a
- * column y at most a's candidates at that price, whose sum is at least
- * the class's candidates when a's pick is priced. */
+ * `matrix` prices a's candidates (rows) by b's (columns). The pair is
+ * priced as a transport between the two picks (the local polytope of
+ * pairwise costs): b's candidates with the same prices form a class J, a's
+ * with the same prices by those classes a class I; a column z per pair of
+ * classes whose price is finite, with sum over J of z(I, J) = a's
+ * candidates in I and sum over I of z(I, J) = b's candidates in J, each
+ * z(I, J) costing its price. With 0/1 picks exactly the picked pair's z is
+ * 1; in the relaxation a's mass must go somewhere, so a fractional pick
+ * pays what its parts pay (the earlier formulation, a column per price
+ * bounded by a's candidates at it, let each class of b use the same cheap
+ * mass of a: on the GPT step on 2x2 its bound was 4.4 % under the plan).
+ * Where a or b has one class the price is linear in the other's pick and
+ * goes to its columns; where a and b share their columns (alike vars), to
+ * the diagonal. */
 static bool addPairwise(Auto *A, int ka, int kb, const double *matrix,
                         double scale) {
   const Var *va = &A->R->vars[A->R->order[ka]];
   const Var *vb = &A->R->vars[A->R->order[kb]];
   int na = (int)va->numCands, nb = (int)vb->numCands;
-  bool ok = growBuffers(A, (size_t)(na + nb));
-  for (int j = 0; j < nb && ok; ++j) {
-    /* The first of its class (the same prices) stands for it. */
-    bool first = true;
-    for (int e = 0; e < j && first; ++e) {
+  DtIlp *ilp = A->ilp;
+  if (A->firstCol[ka] == A->firstCol[kb]) {
+    for (int i = 0; i < na; ++i) {
+      double p = matrix[i * nb + i];
+      if (isinf(p))
+        dtIlpSetColBounds(ilp, A->firstCol[ka] + i, 0.0, 0.0);
+      else
+        ilp->obj[A->firstCol[ka] + i] += scale * p;
+    }
+    return true;
+  }
+  /* classOf[0, na): a's classes; [na, na + nb): b's (each its first). */
+  if (!growBuffers(A, (size_t)(na + nb)))
+    return false;
+  int *classOf = A->cols;
+  int numJ = 0, numI = 0;
+  for (int j = 0; j < nb; ++j) {
+    classOf[na + j] = j;
+    for (int e = 0; e < j && classOf[na + j] == j; ++e) {
+      if (classOf[na + e] != e)
+        continue;
       bool same = true;
       for (int i = 0; i < na && same; ++i)
         same = samePrice(matrix[i * nb + j], matrix[i * nb + e]);
-      first = !same;
+      if (same)
+        classOf[na + j] = e;
     }
-    if (!first)
-      continue;
-    int numTarget = 0;
-    int *target = A->cols + na;
-    for (int c = j; c < nb; ++c) {
-      bool member = true;
-      for (int e = 0; e < na && member; ++e)
-        member = samePrice(matrix[e * nb + c], matrix[e * nb + j]);
-      if (member)
-        target[numTarget++] = A->firstCol[kb] + c;
-    }
-    for (int i = 0; i < na; ++i) {
-      A->cols[i] = A->firstCol[ka] + i;
-      A->prices[i] = matrix[i * nb + j];
-    }
-    ok = addPriced(A, A->cols, A->prices, na, target, numTarget, scale);
+    numJ += classOf[na + j] == j;
   }
+  for (int i = 0; i < na; ++i) {
+    classOf[i] = i;
+    for (int e = 0; e < i && classOf[i] == i; ++e) {
+      if (classOf[e] != e)
+        continue;
+      bool same = true;
+      for (int j = 0; j < nb && same; ++j)
+        same = samePrice(matrix[i * nb + j], matrix[e * nb + j]);
+      if (same)
+        classOf[i] = e;
+    }
+    numI += classOf[i] == i;
+  }
+  /* One class on a side: the price follows the other side's pick. */
+  if (numI == 1 || numJ == 1) {
+    bool byA = numJ == 1;
+    int n = byA ? na : nb, first = A->firstCol[byA ? ka : kb];
+    for (int c = 0; c < n; ++c) {
+      double p = byA ? matrix[c * nb] : matrix[c];
+      if (isinf(p))
+        dtIlpSetColBounds(ilp, first + c, 0.0, 0.0);
+      else
+        ilp->obj[first + c] += scale * p;
+    }
+    return true;
+  }
+  bool costly = false;
+  for (int k = 0; k < na * nb && !costly; ++k)
+    costly = matrix[k] != 0.0;
+  if (!costly)
+    return true;
+  /* z(I, J) for the classes' firsts i and j at zcol[i * nb + j]. */
+  int *zcol = malloc(sizeof(int) * (size_t)(na * nb));
+  if (!zcol)
+    return false;
+  bool ok = true;
+  for (int i = 0; i < na && ok; ++i)
+    for (int j = 0; j < nb && ok; ++j) {
+      zcol[i * nb + j] = -1;
+      double p = matrix[i * nb + j];
+      if (classOf[i] != i || classOf[na + j] != j || isinf(p))
+        continue;
+      zcol[i * nb + j] = dtIlpAddCol(ilp, 0.0, 1.0, scale * p, false);
+      ok = zcol[i * nb + j] >= 0;
+    }
+  ok = ok && growScratch(A);
+  /* Each class of a: its z's are its candidates' mass. */
+  for (int i = 0; i < na && ok; ++i) {
+    if (classOf[i] != i)
+      continue;
+    for (int j = 0; j < nb; ++j)
+      if (zcol[i * nb + j] >= 0)
+        term(A, zcol[i * nb + j], 1.0);
+    for (int c = i; c < na; ++c)
+      if (classOf[c] == i)
+        term(A, A->firstCol[ka] + c, -1.0);
+    ok = addRow(A, 0.0, 0.0);
+  }
+  /* And each class of b. */
+  for (int j = 0; j < nb && ok; ++j) {
+    if (classOf[na + j] != j)
+      continue;
+    for (int i = 0; i < na; ++i)
+      if (zcol[i * nb + j] >= 0)
+        term(A, zcol[i * nb + j], 1.0);
+    for (int c = j; c < nb; ++c)
+      if (classOf[na + c] == j)
+        term(A, A->firstCol[kb] + c, -1.0);
+    ok = addRow(A, 0.0, 0.0);
+  }
+  free(zcol);
   return ok;
 }
 
