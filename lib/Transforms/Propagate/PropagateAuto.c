@@ -485,6 +485,38 @@ static bool addConversions(Auto *A, Group *g, double scale) {
 
 static bool addMemoryRow(Auto *A, int at);
 
+/* Adds price `p` (times `scale`) to column `col`'s objective; an infinite
+ * one rules the column out. */
+static void priceColumn(DtIlp *ilp, int col, double p, double scale) {
+  if (isinf(p))
+    dtIlpSetColBounds(ilp, col, 0.0, 0.0);
+  else
+    ilp->obj[col] += scale * p;
+}
+
+/* Classes of `count` lines of `matrix` (line k's entries at k * step +
+ * e * stride, e < len) with the same prices: classOf[k] is the first line
+ * of k's class. Returns the number of classes. */
+static int priceClasses(const double *matrix, int count, int step, int len,
+                        int stride, int *classOf) {
+  int classes = 0;
+  for (int k = 0; k < count; ++k) {
+    classOf[k] = k;
+    for (int f = 0; f < k && classOf[k] == k; ++f) {
+      if (classOf[f] != f)
+        continue;
+      bool same = true;
+      for (int e = 0; e < len && same; ++e)
+        same = samePrice(matrix[k * step + e * stride],
+                         matrix[f * step + e * stride]);
+      if (same)
+        classOf[k] = f;
+    }
+    classes += classOf[k] == k;
+  }
+  return classes;
+}
+
 /* A value of one user between two vars that are both in the program:
  * `matrix` prices a's candidates (rows) by b's (columns). The pair is
  * priced as a transport between the two picks (the local polytope of
@@ -507,57 +539,22 @@ static bool addPairwise(Auto *A, int ka, int kb, const double *matrix,
   int na = (int)va->numCands, nb = (int)vb->numCands;
   DtIlp *ilp = A->ilp;
   if (A->firstCol[ka] == A->firstCol[kb]) {
-    for (int i = 0; i < na; ++i) {
-      double p = matrix[i * nb + i];
-      if (isinf(p))
-        dtIlpSetColBounds(ilp, A->firstCol[ka] + i, 0.0, 0.0);
-      else
-        ilp->obj[A->firstCol[ka] + i] += scale * p;
-    }
+    for (int i = 0; i < na; ++i)
+      priceColumn(ilp, A->firstCol[ka] + i, matrix[i * nb + i], scale);
     return true;
   }
-  /* classOf[0, na): a's classes; [na, na + nb): b's (each its first). */
+  /* classOf[0, na): a's classes (rows); [na, na + nb): b's (columns). */
   if (!growBuffers(A, (size_t)(na + nb)))
     return false;
   int *classOf = A->cols;
-  int numJ = 0, numI = 0;
-  for (int j = 0; j < nb; ++j) {
-    classOf[na + j] = j;
-    for (int e = 0; e < j && classOf[na + j] == j; ++e) {
-      if (classOf[na + e] != e)
-        continue;
-      bool same = true;
-      for (int i = 0; i < na && same; ++i)
-        same = samePrice(matrix[i * nb + j], matrix[i * nb + e]);
-      if (same)
-        classOf[na + j] = e;
-    }
-    numJ += classOf[na + j] == j;
-  }
-  for (int i = 0; i < na; ++i) {
-    classOf[i] = i;
-    for (int e = 0; e < i && classOf[i] == i; ++e) {
-      if (classOf[e] != e)
-        continue;
-      bool same = true;
-      for (int j = 0; j < nb && same; ++j)
-        same = samePrice(matrix[i * nb + j], matrix[e * nb + j]);
-      if (same)
-        classOf[i] = e;
-    }
-    numI += classOf[i] == i;
-  }
+  int numJ = priceClasses(matrix, nb, 1, na, nb, classOf + na);
+  int numI = priceClasses(matrix, na, nb, nb, 1, classOf);
   /* One class on a side: the price follows the other side's pick. */
   if (numI == 1 || numJ == 1) {
     bool byA = numJ == 1;
     int n = byA ? na : nb, first = A->firstCol[byA ? ka : kb];
-    for (int c = 0; c < n; ++c) {
-      double p = byA ? matrix[c * nb] : matrix[c];
-      if (isinf(p))
-        dtIlpSetColBounds(ilp, first + c, 0.0, 0.0);
-      else
-        ilp->obj[first + c] += scale * p;
-    }
+    for (int c = 0; c < n; ++c)
+      priceColumn(ilp, first + c, byA ? matrix[c * nb] : matrix[c], scale);
     return true;
   }
   bool costly = false;
