@@ -274,18 +274,19 @@ int dtCompareDoubles(const void *x, const void *y);
 
 /// Large programs make MLIR allocate hundreds of MiB in small pieces, and
 /// on 4 KiB pages every first touch is a page fault (a sixth of a
-/// 10^4-block dtensor-spmd on our 2-core VMs). glibc reads its malloc
-/// settings from GLIBC_TUNABLES only at start-up, so when that variable is
-/// unset and the files named on the command line hold at least 2 MiB, this
-/// starts the tool again with it set (transparent huge pages for the heap,
-/// 64 MiB growth) and the same arguments. A GLIBC_TUNABLES already
-/// set, even empty, is left alone: that turns it off. Nothing happens under
-/// the sanitizers or valgrind, off glibc, or when the new start fails.
-/// Compiler tools run it before any library's constructors, where a new
-/// start costs little (libMLIR's take tens of ms), with DT_TUNE_ALLOCATOR.
-void dtTuneAllocator(int argc, char **argv, char **envp);
+/// 10^4-block dtensor-spmd on our 2-core VMs). When the files named on the
+/// command line hold at least 2 MiB, this sets glibc's malloc, in the
+/// process, to grow the heap by a reserve sized after the input (24 bytes
+/// per input byte, 64 MiB to 1 GiB) and keep that much when it shrinks,
+/// grows it once, and asks for transparent huge pages on that part. A
+/// GLIBC_TUNABLES in the environment, even empty, is the user's choice of
+/// malloc settings and turns this off. Returns whether it set anything.
+/// Nothing happens under the address sanitizer or off glibc. Compiler
+/// tools run it first thing, before any library's constructors, with
+/// DT_TUNE_ALLOCATOR.
+bool dtTuneAllocator(int argc, char **argv, char **envp);
 
-/// 1 where dtTuneAllocator can start a tool again: glibc on Linux, no
+/// 1 where dtTuneAllocator can set the allocator: glibc on Linux, no
 /// address sanitizer (its allocator ignores the settings).
 #if defined(__SANITIZE_ADDRESS__)
 #define DT_TUNES_ALLOCATOR 0
@@ -305,10 +306,12 @@ void dtTuneAllocator(int argc, char **argv, char **envp);
 /// In an executable's source: dtTuneAllocator before the constructors of the
 /// shared libraries (an ELF pre-initializer).
 #define DT_TUNE_ALLOCATOR                                                      \
+  static void dtTuneAllocatorEntry(int argc, char **argv, char **envp) {       \
+    (void)dtTuneAllocator(argc, argv, envp);                                   \
+  }                                                                            \
   __attribute__((section(".preinit_array"),                                    \
-                 used)) static void (*const dtTuneAllocatorEntry)(int,         \
-                                                                  char **,     \
-                                                                  char **) =   \
-      dtTuneAllocator
+                 used)) static void (*const dtTuneAllocatorAt)(int, char **,   \
+                                                               char **) =      \
+      dtTuneAllocatorEntry
 
 #endif
