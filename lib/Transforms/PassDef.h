@@ -106,6 +106,11 @@ bool dtSpmdPrepare(MlirOperation root, const DtPassOptions *propagate);
 /// linalg.softmax decomposed first (dtensor-autodiff); false after a
 /// located error.
 bool dtDecomposeSoftmax(MlirOperation root);
+
+/// Whether dtensor-decompose-softmax, dtensor-decompose-packs have work at
+/// `op` (dtSpmdPrepare skips a step with nothing to do).
+bool dtDecomposeSoftmaxFinds(MlirOperation op);
+bool dtDecomposePacksFinds(MlirOperation op);
 extern const DtPassDef dtGpuMemoryPass;
 extern const DtPassDef dtGpuCheckHostPass;
 extern const DtPassDef dtGpuSerialKernelsPass;

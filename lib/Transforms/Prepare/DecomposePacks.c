@@ -24,9 +24,12 @@
 
 #define TEXT_SIZE (32 * 1024)
 
+bool dtDecomposePacksFinds(MlirOperation op) {
+  return dtIsOp(op, "linalg.pack") || dtIsOp(op, "linalg.unpack");
+}
+
 static MlirWalkResult collect(MlirOperation op, void *userData) {
-  if ((dtIsOp(op, "linalg.pack") || dtIsOp(op, "linalg.unpack")) &&
-      !dtOpListPush(userData, op))
+  if (dtDecomposePacksFinds(op) && !dtOpListPush(userData, op))
     return MlirWalkResultInterrupt;
   return MlirWalkResultAdvance;
 }

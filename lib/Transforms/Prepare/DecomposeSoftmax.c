@@ -23,8 +23,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+bool dtDecomposeSoftmaxFinds(MlirOperation op) {
+  return dtIsOp(op, "linalg.softmax");
+}
+
 static MlirWalkResult collect(MlirOperation op, void *userData) {
-  if (dtIsOp(op, "linalg.softmax") && !dtOpListPush(userData, op))
+  if (dtDecomposeSoftmaxFinds(op) && !dtOpListPush(userData, op))
     return MlirWalkResultInterrupt;
   return MlirWalkResultAdvance;
 }

@@ -832,14 +832,25 @@ static bool readsOutside(MlirOperation g) {
   return false;
 }
 
+static bool isGatherOrScatter(MlirOperation op) {
+  return dtIsOp(op, "tensor.gather") || dtIsOp(op, "tosa.gather") ||
+         dtIsOp(op, "tensor.scatter") || dtIsOp(op, "tosa.scatter");
+}
+
+static bool hoistsFrom(MlirOperation op) {
+  return dtIsOp(op, "linalg.generic") && readsOutside(op);
+}
+
+bool dtGathersFinds(MlirOperation op, bool hoist) {
+  return isGatherOrScatter(op) || (hoist && hoistsFrom(op));
+}
+
 static MlirWalkResult collect(MlirOperation op, void *userData) {
   Found *f = userData;
-  if (dtIsOp(op, "tensor.gather") || dtIsOp(op, "tosa.gather") ||
-      dtIsOp(op, "tensor.scatter") || dtIsOp(op, "tosa.scatter")) {
+  if (isGatherOrScatter(op)) {
     if (!dtOpListPush(&f->ops, op))
       return MlirWalkResultInterrupt;
-  } else if (f->hoist && dtIsOp(op, "linalg.generic") && readsOutside(op) &&
-             !dtOpListPush(&f->generics, op)) {
+  } else if (f->hoist && hoistsFrom(op) && !dtOpListPush(&f->generics, op)) {
     return MlirWalkResultInterrupt;
   }
   return MlirWalkResultAdvance;

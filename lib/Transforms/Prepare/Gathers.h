@@ -13,6 +13,10 @@
 /// of its own, the tensor itself) as an input. False after a located error.
 bool dtGathersMake(MlirOperation root, bool hoist);
 
+/// Whether dtGathersMake(root, `hoist`) has work at `op` (one of the ops
+/// it makes a dtensor.gather of, or a generic it hoists from).
+bool dtGathersFinds(MlirOperation op, bool hoist);
+
 /// Lowers every dtensor.gather and dtensor.scatter_add under `root` (and
 /// tensor.gather) to linalg and scf on tensors; false after a located
 /// error.
