@@ -28,8 +28,13 @@ const DtCollectiveInfo *dtCollectives(int *outCount) {
 }
 
 const DtCollectiveInfo *dtCollectiveOf(MlirOperation op) {
+  /* Asked of every op by several passes: the name is fetched once, and
+   * only the dialect's own ops are compared with the rows. */
+  MlirStringRef name = dtOpName(op);
+  if (name.length < 8 || memcmp(name.data, "dtensor.", 8))
+    return NULL;
   for (size_t k = 0; k < sizeof(kCollectives) / sizeof(kCollectives[0]); ++k)
-    if (dtIsOp(op, kCollectives[k].name))
+    if (dtNameIs(name, kCollectives[k].name))
       return &kCollectives[k];
   return NULL;
 }

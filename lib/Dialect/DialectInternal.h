@@ -219,12 +219,23 @@ MlirValue dtBuildKeepOnFirst(MlirOperation coordsAt, MlirOperation before,
                              const int *axes, DtensorReduceKind kind,
                              MlirValue x);
 
-/// Whether `op` is named `name`. Inline, so the length of a literal name is
-/// known when compiling (passes ask this of every op, several times).
-static inline bool dtIsOp(MlirOperation op, const char *name) {
-  MlirStringRef s = mlirIdentifierStr(mlirOperationGetName(op));
+/// The name of `op` ("linalg.matmul"), for comparing with several names
+/// (dtNameIs) after fetching it once.
+static inline MlirStringRef dtOpName(MlirOperation op) {
+  return mlirIdentifierStr(mlirOperationGetName(op));
+}
+
+/// Whether an op name is `name`. Inline, so the length of a literal name is
+/// known when compiling.
+static inline bool dtNameIs(MlirStringRef opName, const char *name) {
   size_t n = strlen(name);
-  return s.length == n && !memcmp(s.data, name, n);
+  return opName.length == n && !memcmp(opName.data, name, n);
+}
+
+/// Whether `op` is named `name` (passes ask this of every op, several
+/// times).
+static inline bool dtIsOp(MlirOperation op, const char *name) {
+  return dtNameIs(dtOpName(op), name);
 }
 
 /// Returns the nearest builtin.module enclosing or being `op` (null if none).

@@ -246,6 +246,34 @@ static inline uint64_t dtHashMix(uint64_t h, uint64_t v) {
   return h ^ (h >> 29);
 }
 
+/* ---- scratch stack ------------------------------------------------------- */
+
+/// Memory taken and given back last-in first-out (the frames of a
+/// recursion), from chunks kept until dtScratchFree: hot paths that need
+/// tens of KiB per call (propagation's candidate layouts) reuse the same,
+/// cache-warm bytes instead of a malloc and free each time. Zero-initialize.
+typedef struct DtScratchChunk {
+  char *data;
+  size_t size;
+} DtScratchChunk;
+
+typedef struct DtScratch {
+  DtScratchChunk *chunks;
+  size_t numChunks, capChunks;
+  size_t current; /* the chunk taken from */
+  size_t used;    /* its bytes in use */
+} DtScratch;
+
+/// `bytes` bytes (16-aligned, not zeroed) on top of the stack; NULL when
+/// out of memory.
+void *dtScratchTake(DtScratch *s, size_t bytes);
+
+/// Gives back `block` (from dtScratchTake) and everything taken after it.
+void dtScratchGive(DtScratch *s, void *block);
+
+/// Frees the chunks; the stack is empty and usable again.
+void dtScratchFree(DtScratch *s);
+
 /* ---- growable array ------------------------------------------------------ */
 
 /// Makes room for one more element of `size` bytes in the array `*data` of

@@ -141,3 +141,55 @@ uint64_t dtHashBytes(const void *bytes, size_t n) {
   h = (h ^ tail) * 0xc4ceb9fe1a85ec53ULL;
   return h ^ (h >> 29);
 }
+
+/* ---- scratch stack ------------------------------------------------------- */
+
+enum { kScratchChunk = 256 << 10, kScratchAlign = 16 };
+
+void *dtScratchTake(DtScratch *s, size_t bytes) {
+  size_t need = (bytes + kScratchAlign - 1) & ~(size_t)(kScratchAlign - 1);
+  if (need < bytes)
+    return NULL;
+  if (s->numChunks && s->used + need <= s->chunks[s->current].size) {
+    void *block = s->chunks[s->current].data + s->used;
+    s->used += need;
+    return block;
+  }
+  /* The next chunk, made (or made anew, larger) when it cannot hold the
+   * block. */
+  size_t next = s->numChunks ? s->current + 1 : 0;
+  if (next == s->numChunks || s->chunks[next].size < need) {
+    size_t size = need > kScratchChunk ? need : kScratchChunk;
+    char *data = aligned_alloc(kScratchAlign, size);
+    if (!data)
+      return NULL;
+    if (next == s->numChunks &&
+        !dtArrayPush((void **)&s->chunks, &s->numChunks, &s->capChunks,
+                     sizeof(DtScratchChunk))) {
+      free(data);
+      return NULL;
+    }
+    free(s->chunks[next].data);
+    s->chunks[next] = (DtScratchChunk){data, size};
+  }
+  s->current = next;
+  s->used = need;
+  return s->chunks[next].data;
+}
+
+void dtScratchGive(DtScratch *s, void *block) {
+  char *b = block;
+  for (size_t k = s->current + 1; k-- > 0;)
+    if (b >= s->chunks[k].data && b < s->chunks[k].data + s->chunks[k].size) {
+      s->current = k;
+      s->used = (size_t)(b - s->chunks[k].data);
+      return;
+    }
+}
+
+void dtScratchFree(DtScratch *s) {
+  for (size_t k = 0; k < s->numChunks; ++k)
+    free(s->chunks[k].data);
+  free(s->chunks);
+  *s = (DtScratch){0};
+}

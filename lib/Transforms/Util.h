@@ -27,10 +27,11 @@ typedef struct DtOpList {
 /// Appends `op`; false when out of memory (Util.c). Free `ops` when done.
 bool dtOpListPush(DtOpList *list, MlirOperation op);
 
-/// The attribute `name` of `op` (inherent or discardable), or null.
+/// The attribute `name` of `op` (inherent or discardable), or null. The
+/// name's length is known when compiling a literal one.
 static inline MlirAttribute dtGetAttr(MlirOperation op, const char *name) {
   return mlirOperationGetAttributeByName(op,
-                                         mlirStringRefCreateFromCString(name));
+                                         (MlirStringRef){name, strlen(name)});
 }
 
 /// The attribute `name` of argument `i` of function `func` (of result

@@ -173,6 +173,43 @@ static void testByteCount(void) {
   CHECK(dtByteCount("nan") == -1 && dtByteCount("1GiBs") == -1);
 }
 
+/* The scratch stack against the frames of a recursion: each frame's bytes
+ * keep their pattern while deeper frames come and go (across chunk
+ * boundaries and blocks larger than a chunk), blocks are 16-aligned, and a
+ * frame given back is reused by the next. */
+static bool scratchFrame(DtScratch *s, int depth, size_t bytes) {
+  unsigned char *b = dtScratchTake(s, bytes);
+  if (!b || ((uintptr_t)b & 15) != 0)
+    return false;
+  memset(b, depth & 0xff, bytes);
+  bool ok = true;
+  if (depth < 12) {
+    ok = scratchFrame(s, depth + 1, bytes * 3 / 2 + 7) &&
+         scratchFrame(s, depth + 1, 100);
+  }
+  for (size_t i = 0; i < bytes && ok; ++i)
+    ok = b[i] == (depth & 0xff);
+  dtScratchGive(s, b);
+  return ok;
+}
+
+static void testScratch(void) {
+  DtScratch s = {0};
+  CHECK(scratchFrame(&s, 0, 1000));
+  /* Everything given back: the next block is the first chunk's start. */
+  void *first = dtScratchTake(&s, 64);
+  CHECK(first == s.chunks[0].data);
+  void *second = dtScratchTake(&s, 1 << 20); /* larger than a chunk */
+  CHECK(second != NULL && s.current > 0);
+  dtScratchGive(&s, second);
+  CHECK(dtScratchTake(&s, 48) == second);
+  dtScratchGive(&s, first);
+  CHECK(s.current == 0 && s.used == 0);
+  dtScratchFree(&s);
+  CHECK(s.numChunks == 0 && dtScratchTake(&s, 8) != NULL);
+  dtScratchFree(&s);
+}
+
 int main(void) {
   enum { KEYS = 3000 };
   static int reference[KEYS]; /* value + 1, 0 when absent */
@@ -248,6 +285,7 @@ int main(void) {
   testTuneAllocator();
   testHashing();
   testByteCount();
+  testScratch();
   printf("support-test: %d passed, %d failed\n", checks - failures, failures);
   return failures != 0;
 }

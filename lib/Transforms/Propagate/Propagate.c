@@ -121,7 +121,7 @@ void dtPropDecide(Prop *p, MlirOperation op) {
                 DTENSOR_MAX_NESTING);
     return;
   }
-  DtRule *r = malloc(sizeof(DtRule));
+  DtRule *r = dtScratchTake(&p->scratch, sizeof(DtRule));
   if (!r) {
     dtPropError(p, op, "out of memory");
     return;
@@ -130,7 +130,7 @@ void dtPropDecide(Prop *p, MlirOperation op) {
   ++p->depth;
   decideOp(p, op, r);
   --p->depth;
-  free(r);
+  dtScratchGive(&p->scratch, r);
 }
 
 /* Whether an op has something to go on: a known tensor operand or a result
@@ -697,6 +697,7 @@ bool dtPropFunction(const Prop *base, MlirOperation func) {
   free(p.costly);
   free(p.autoResult);
   free(p.tiedArg);
+  dtScratchFree(&p.scratch);
   for (size_t i = 0; i < p.numArena; ++i)
     free(p.arena[i]);
   free(p.arena);

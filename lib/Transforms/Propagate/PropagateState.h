@@ -256,6 +256,9 @@ typedef struct Prop {
   bool frozen;
   const DtensorRuleRegistry *registry;
   DtDecisions *decisions; /* NULL: decisions become attributes */
+  /* The rule and candidate layouts of the ops being decided, one frame
+   * per op (decisions recurse into producers). */
+  DtScratch scratch;
   /* Strings that outlive a decision (origins). */
   char **arena;
   size_t numArena, capArena;

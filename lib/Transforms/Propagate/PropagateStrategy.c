@@ -622,11 +622,13 @@ __attribute__((noinline)) void dtPropDecideFactors(Prop *p, MlirOperation op,
                                                    const DtRule *r,
                                                    Info **operands,
                                                    Info **results) {
-  Known *known = malloc(sizeof(Known) * 2 * DT_MAX_RULE_VALUES);
-  Choice *choices = malloc(sizeof(Choice) * 3);
-  if (!known || !choices) {
-    free(known);
-    free(choices);
+  Known *known =
+      dtScratchTake(&p->scratch, sizeof(Known) * 2 * DT_MAX_RULE_VALUES);
+  Choice *choices =
+      known ? dtScratchTake(&p->scratch, sizeof(Choice) * 3) : NULL;
+  if (!choices) {
+    if (known)
+      dtScratchGive(&p->scratch, known);
     dtPropError(p, op, "out of memory");
     return;
   }
@@ -668,8 +670,7 @@ __attribute__((noinline)) void dtPropDecideFactors(Prop *p, MlirOperation op,
     best = &choices[0];
     if (!specsOf(p, r, operands, results, NULL, 0, &none, best)) {
       dtPropError(p, op, "no strategy gives valid layouts for this op");
-      free(known);
-      free(choices);
+      dtScratchGive(&p->scratch, known);
       return;
     }
     best->cost = best->compute = 0.0;
@@ -695,12 +696,12 @@ __attribute__((noinline)) void dtPropDecideFactors(Prop *p, MlirOperation op,
     if (slot)
       *slot = op;
   }
-  free(known);
-  free(choices);
+  dtScratchGive(&p->scratch, known);
 }
 
+/* A candidate on the scratch stack (dtScratchGive it). */
 static Choice *newChoice(Prop *p, MlirOperation op) {
-  Choice *c = malloc(sizeof(Choice));
+  Choice *c = dtScratchTake(&p->scratch, sizeof(Choice));
   if (!c)
     dtPropError(p, op, "out of memory");
   return c;
@@ -721,7 +722,7 @@ __attribute__((noinline)) void dtPropDecideReplicated(Prop *p, MlirOperation op,
       initSpec(results[j]->rank, &c->results[j]);
   dtPropRecord(p, op, r, operands, results, c,
                originOf(dtPropKeep(p, "%s, so replicated", r->family)));
-  free(c);
+  dtScratchGive(&p->scratch, c);
 }
 
 /* A free op (tensor.empty, constants) takes its demand, or replicated. */
@@ -745,7 +746,7 @@ __attribute__((noinline)) void dtPropDecideFree(Prop *p, MlirOperation op,
     }
   }
   dtPropRecord(p, op, r, operands, results, c, origin);
-  free(c);
+  dtScratchGive(&p->scratch, c);
 }
 
 /* dtensor.annotate (the operand must have the annotation's layout, the
@@ -754,11 +755,9 @@ __attribute__((noinline)) void dtPropDecideExplicit(Prop *p, MlirOperation op,
                                                     const DtRule *r,
                                                     Info **operands,
                                                     Info **results) {
-  Choice *c = malloc(sizeof(Choice));
-  if (!c) {
-    dtPropError(p, op, "out of memory");
+  Choice *c = newChoice(p, op);
+  if (!c)
     return;
-  }
   bool annotate = dtIsOp(op, DT_OP_ANNOTATE);
   MlirType type = mlirValueGetType(mlirOperationGetResult(op, 0));
   bool ok =
@@ -780,5 +779,5 @@ __attribute__((noinline)) void dtPropDecideExplicit(Prop *p, MlirOperation op,
                  annotate ? results[0]->origin
                           : originOf("an explicit redistribute"));
   }
-  free(c);
+  dtScratchGive(&p->scratch, c);
 }
