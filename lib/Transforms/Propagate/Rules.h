@@ -94,6 +94,7 @@ typedef struct Part Part;
 /// family is one row of the table in Rules.c.
 typedef struct DtOpFamily {
   const char *name;
+  size_t nameLength;
   bool (*rule)(MlirOperation op, DtRule *r);
   void (*partitionBefore)(Part *p, MlirOperation op);
   void (*partitionAfter)(Part *p, MlirOperation op);
