@@ -27,15 +27,25 @@ echo "gpu-pack: tools and libraries"
 cp "$build/bin/dtensor-check" "$build/bin/runtime-cuda-test" "$pack/bin/"
 [ -x "$build/bin/runtime-nccl-test" ] && cp "$build/bin/runtime-nccl-test" "$pack/bin/"
 cp -L "$build/lib/libdtensor_rt.so" "$pack/lib/"
-# What libdtensor_rt links, but glibc's own libraries and the driver's and
+# What a library links, but glibc's own libraries and the driver's and
 # NCCL's (a CUDA machine has those; NCCL alone is 200 MiB).
-ldd "$build/lib/libdtensor_rt.so" | awk '/=> \// {print $3}' | while read -r lib; do
-  case $(basename "$lib") in
-    libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | \
-      libgcc_s.so.* | libstdc++.so.* | ld-linux* | libnccl.so.* | libcuda.so.*) ;;
-    *) cp -L "$lib" "$pack/lib/" ;;
-  esac
-done
+copy_linked() { # LIB
+  ldd "$1" | awk '/=> \// {print $3}' | while read -r lib; do
+    case $(basename "$lib") in
+      libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | \
+        libgcc_s.so.* | libstdc++.so.* | ld-linux* | libnccl.so.* | libcuda.so.*) ;;
+      *) cp -L "$lib" "$pack/lib/" ;;
+    esac
+  done
+}
+copy_linked "$build/lib/libdtensor_rt.so"
+# OpenBLAS, which the runtime loads by its SONAME at the first contraction
+# (not linked), and what it links.
+blas=$(sed -n 's/^DTENSOR_OPENBLAS_LIB:FILEPATH=//p' "$build/CMakeCache.txt")
+blas_soname=$(objdump -p "$blas" | awk '$1 == "SONAME" {print $2}')
+[ -n "$blas_soname" ] || { echo "gpu-pack: no SONAME in '$blas'" >&2; exit 1; }
+cp -L "$blas" "$pack/lib/$blas_soname"
+copy_linked "$blas"
 
 compile() { # SRC OUT
   "$build/bin/dtensor-compile" "$1" --bundle --target cuda \

@@ -11,9 +11,11 @@
  * one; one it cannot (no unit stride, a broadcast, bf16, f16) is packed
  * into a contiguous f32/f64 copy. Device memory (a GPU program's) goes to
  * cuBLAS instead (Cublas.c), batched over the largest other loop of C.
- * Only this file includes cblas.h. */
+ * Only this file includes cblas.h; OpenBLAS itself is loaded at the first
+ * contraction (blas()). */
 #define _GNU_SOURCE /* sched_getaffinity */
 #include "RuntimeInternal.h"
+#include "Support/Support.h"
 
 #include <cblas.h>
 #include <dlfcn.h>
@@ -36,6 +38,55 @@ static void fatal(const char *format, const char *detail) {
   exit(1);
 }
 
+/* ---- OpenBLAS, loaded when first used ------------------------------------ */
+
+/* OpenBLAS is loaded by name (its SONAME, found when building) when a
+ * process first contracts or sets its thread count, not linked: at load it
+ * starts a thread per core that spins a tenth of a second, which a process
+ * that only compiles (dtensor-opt, which has the runtime through
+ * libdtensor) paid for nothing (6-9 % of a 10^4-block dtensor-spmd on our
+ * 2-core VMs). */
+typedef struct Blas {
+  __typeof__(cblas_sgemm) *sgemm;
+  __typeof__(cblas_dgemm) *dgemm;
+  __typeof__(cblas_sgemv) *sgemv;
+  __typeof__(cblas_dgemv) *dgemv;
+  __typeof__(cblas_sdot) *sdot;
+  __typeof__(cblas_ddot) *ddot;
+  __typeof__(openblas_set_num_threads) *setNumThreads;
+} Blas;
+
+static Blas blasFunctions;
+static pthread_once_t blasLoaded = PTHREAD_ONCE_INIT;
+
+static void loadBlas(void) {
+  static const char *const names[] = {"cblas_sgemm",
+                                      "cblas_dgemm",
+                                      "cblas_sgemv",
+                                      "cblas_dgemv",
+                                      "cblas_sdot",
+                                      "cblas_ddot",
+                                      "openblas_set_num_threads"};
+  enum { N = sizeof(names) / sizeof(names[0]) };
+  void *symbols[N];
+  DtensorDiag diag;
+  if (!dtLoadSymbols(DTENSOR_OPENBLAS_SONAME, names, N, symbols, &diag))
+    fatal("%s", diag.message);
+  Blas *b = &blasFunctions;
+  b->sgemm = (__typeof__(b->sgemm))(uintptr_t)symbols[0];
+  b->dgemm = (__typeof__(b->dgemm))(uintptr_t)symbols[1];
+  b->sgemv = (__typeof__(b->sgemv))(uintptr_t)symbols[2];
+  b->dgemv = (__typeof__(b->dgemv))(uintptr_t)symbols[3];
+  b->sdot = (__typeof__(b->sdot))(uintptr_t)symbols[4];
+  b->ddot = (__typeof__(b->ddot))(uintptr_t)symbols[5];
+  b->setNumThreads = (__typeof__(b->setNumThreads))(uintptr_t)symbols[6];
+}
+
+static const Blas *blas(void) {
+  pthread_once(&blasLoaded, loadBlas);
+  return &blasFunctions;
+}
+
 /* ---- threads ------------------------------------------------------------- */
 
 /* `name` in LLVM's OpenMP runtime if a program loaded it: among the
@@ -52,7 +103,7 @@ static void (*ompFunction(const char *name))(int) {
 }
 
 void dtrtSetComputeThreads(int threads) {
-  openblas_set_num_threads(threads > 0 ? threads : 1);
+  blas()->setNumThreads(threads > 0 ? threads : 1);
   /* Loops in threads (dtensor-to-llvm{threads=true}) run on LLVM's OpenMP
    * runtime, loaded with such a program: the same count, and workers that
    * sleep at once after a loop rather than spin (200 ms by default) on the
@@ -120,13 +171,13 @@ static void gemm(DtrtDtype t, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
   enum CBLAS_TRANSPOSE opA = ta ? CblasTrans : CblasNoTrans;
   enum CBLAS_TRANSPOSE opB = tb ? CblasTrans : CblasNoTrans;
   if (t == DTRT_F32)
-    cblas_sgemm(CblasRowMajor, opA, opB, blasInt(m), blasInt(n), blasInt(k),
-                1.0f, a, blasInt(lda), b, blasInt(ldb), (float)beta, c,
-                blasInt(ldc));
+    blas()->sgemm(CblasRowMajor, opA, opB, blasInt(m), blasInt(n), blasInt(k),
+                  1.0f, a, blasInt(lda), b, blasInt(ldb), (float)beta, c,
+                  blasInt(ldc));
   else
-    cblas_dgemm(CblasRowMajor, opA, opB, blasInt(m), blasInt(n), blasInt(k),
-                1.0, a, blasInt(lda), b, blasInt(ldb), (double)beta, c,
-                blasInt(ldc));
+    blas()->dgemm(CblasRowMajor, opA, opB, blasInt(m), blasInt(n), blasInt(k),
+                  1.0, a, blasInt(lda), b, blasInt(ldb), (double)beta, c,
+                  blasInt(ldc));
 }
 
 /* y(m) = op(A) x(k) + beta y, A stored m x k (or k x m when `ta`). */
@@ -135,22 +186,22 @@ static void gemv(DtrtDtype t, bool ta, int64_t m, int64_t k, const void *a,
                  int64_t incy) {
   int rows = blasInt(ta ? k : m), cols = blasInt(ta ? m : k);
   if (t == DTRT_F32)
-    cblas_sgemv(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, rows, cols, 1.0f,
-                a, blasInt(lda), x, blasInt(incx), (float)beta, y,
-                blasInt(incy));
+    blas()->sgemv(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, rows, cols,
+                  1.0f, a, blasInt(lda), x, blasInt(incx), (float)beta, y,
+                  blasInt(incy));
   else
-    cblas_dgemv(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, rows, cols, 1.0,
-                a, blasInt(lda), x, blasInt(incx), (double)beta, y,
-                blasInt(incy));
+    blas()->dgemv(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, rows, cols,
+                  1.0, a, blasInt(lda), x, blasInt(incx), (double)beta, y,
+                  blasInt(incy));
 }
 
 static void dot(DtrtDtype t, int64_t k, const void *x, int64_t incx,
                 const void *y, int64_t incy, int beta, void *out) {
   if (t == DTRT_F32) {
-    float d = cblas_sdot(blasInt(k), x, blasInt(incx), y, blasInt(incy));
+    float d = blas()->sdot(blasInt(k), x, blasInt(incx), y, blasInt(incy));
     *(float *)out = beta ? *(float *)out + d : d;
   } else {
-    double d = cblas_ddot(blasInt(k), x, blasInt(incx), y, blasInt(incy));
+    double d = blas()->ddot(blasInt(k), x, blasInt(incx), y, blasInt(incy));
     *(double *)out = beta ? *(double *)out + d : d;
   }
 }

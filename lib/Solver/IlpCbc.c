@@ -1,8 +1,11 @@
 /* COIN-OR CBC's branch and cut for Ilp.h, through its C interface
  * (Debian's coinor-libcbc-dev). The only file that includes CBC. */
 #include "Ilp.h"
+#include "Support/Support.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +13,73 @@
 #ifdef DTENSOR_HAVE_CBC
 #include <coin/Cbc_C_Interface.h>
 
+/* CBC is loaded by its SONAME (found when building) at the first solve,
+ * not linked: through COIN-OR's LAPACK it brings OpenBLAS, whose threads
+ * start, and spin a tenth of a second, in every process that loads it
+ * (dtensor-opt's 10^4-block dtensor-spmd ran 6-9 % longer beside them on
+ * our 2-core VMs). */
+#define CBC_FUNCTIONS(X)                                                       \
+  X(Cbc_newModel)                                                              \
+  X(Cbc_loadProblem)                                                           \
+  X(Cbc_setInteger)                                                            \
+  X(Cbc_setObjSense)                                                           \
+  X(Cbc_setLogLevel)                                                           \
+  X(Cbc_setMaximumSeconds)                                                     \
+  X(Cbc_setParameter)                                                          \
+  X(Cbc_setMIPStartI)                                                          \
+  X(Cbc_solve)                                                                 \
+  X(Cbc_bestSolution)                                                          \
+  X(Cbc_getObjValue)                                                           \
+  X(Cbc_getBestPossibleObjValue)                                               \
+  X(Cbc_isProvenOptimal)                                                       \
+  X(Cbc_isProvenInfeasible)                                                    \
+  X(Cbc_isSecondsLimitReached)                                                 \
+  X(Cbc_status)                                                                \
+  X(Cbc_secondaryStatus)                                                       \
+  X(Cbc_deleteModel)
+
+typedef struct Cbc {
+#define CBC_FIELD(f) __typeof__(f) *f;
+  CBC_FUNCTIONS(CBC_FIELD)
+#undef CBC_FIELD
+} Cbc;
+
+static Cbc cbc;
+static bool cbcLoaded;
+static char cbcError[sizeof(((DtensorDiag *)0)->message)];
+static pthread_once_t cbcOnce = PTHREAD_ONCE_INIT;
+
+static void loadCbc(void) {
+  static const char *const names[] = {
+#define CBC_NAME(f) #f,
+      CBC_FUNCTIONS(CBC_NAME)
+#undef CBC_NAME
+  };
+  enum { N = sizeof(names) / sizeof(names[0]) };
+  void *symbols[N];
+  DtensorDiag diag;
+  if (!dtLoadSymbols(DTENSOR_CBC_SONAME, names, N, symbols, &diag)) {
+    snprintf(cbcError, sizeof(cbcError), "%s", diag.message);
+    return;
+  }
+  int i = 0;
+#define CBC_SET(f) cbc.f = (__typeof__(cbc.f))(uintptr_t)symbols[i++];
+  CBC_FUNCTIONS(CBC_SET)
+#undef CBC_SET
+  cbcLoaded = true;
+}
+
 void dtIlpSolveCbc(DtIlp *ilp, double seconds, DtIlpResult *out) {
+  pthread_once(&cbcOnce, loadCbc);
+  if (!cbcLoaded) {
+    /* Cut at the result's message size. */
+    size_t n = strlen(cbcError);
+    if (n >= sizeof(out->message))
+      n = sizeof(out->message) - 1;
+    memcpy(out->message, cbcError, n);
+    out->message[n] = 0;
+    return;
+  }
   /* CBC loads columns: the rows transposed. */
   int nc = ilp->numCols, nr = ilp->numRows;
   size_t n = ilp->numEntries;
@@ -19,7 +88,7 @@ void dtIlpSolveCbc(DtIlp *ilp, double seconds, DtIlpResult *out) {
   double *value = malloc(sizeof(double) * (n + 1));
   double *rowLb = malloc(sizeof(double) * ((size_t)nr + 1));
   double *rowUb = malloc(sizeof(double) * ((size_t)nr + 1));
-  Cbc_Model *m = Cbc_newModel();
+  Cbc_Model *m = cbc.Cbc_newModel();
   if (!start || !index || !value || !rowLb || !rowUb || !m) {
     snprintf(out->message, sizeof(out->message), "out of memory");
     goto done;
@@ -41,45 +110,45 @@ void dtIlpSolveCbc(DtIlp *ilp, double seconds, DtIlpResult *out) {
   for (int c = nc; c > 0; --c)
     start[c] = start[c - 1];
   start[0] = 0;
-  Cbc_loadProblem(m, nc, nr, start, index, value, ilp->colLb, ilp->colUb,
-                  ilp->obj, rowLb, rowUb);
+  cbc.Cbc_loadProblem(m, nc, nr, start, index, value, ilp->colLb, ilp->colUb,
+                      ilp->obj, rowLb, rowUb);
   for (int c = 0; c < nc; ++c)
     if (ilp->integer[c])
-      Cbc_setInteger(m, c);
-  Cbc_setObjSense(m, 1.0);
-  Cbc_setLogLevel(m, 0);
-  Cbc_setMaximumSeconds(m, seconds);
+      cbc.Cbc_setInteger(m, c);
+  cbc.Cbc_setObjSense(m, 1.0);
+  cbc.Cbc_setLogLevel(m, 0);
+  cbc.Cbc_setMaximumSeconds(m, seconds);
   /* No presolve of the root LP: automatic sharding's programs (transport
    * columns per edge, equality rows) are ones CLP's presolve works on
    * long and shrinks little. The 24-block GPT forward on 2x2: 3.5 s to
    * the optimum with it, 0.9 s without; the 2-layer Adam step on meshes
    * 2 and 4: 0.5-0.6 s, 0.2-0.3 s; the same plans on every line of
    * bench/autoshard (2026-12-06). */
-  Cbc_setParameter(m, "presolve", "off");
+  cbc.Cbc_setParameter(m, "presolve", "off");
   if (ilp->numStart > 0)
-    Cbc_setMIPStartI(m, ilp->numStart, ilp->startCols, ilp->startVals);
-  Cbc_solve(m);
-  const double *best = Cbc_bestSolution(m);
+    cbc.Cbc_setMIPStartI(m, ilp->numStart, ilp->startCols, ilp->startVals);
+  cbc.Cbc_solve(m);
+  const double *best = cbc.Cbc_bestSolution(m);
   if (best) {
     memcpy(ilp->solution, best, sizeof(double) * (size_t)nc);
-    out->objective = Cbc_getObjValue(m);
+    out->objective = cbc.Cbc_getObjValue(m);
   }
-  out->bound = Cbc_getBestPossibleObjValue(m);
-  if (Cbc_isProvenOptimal(m) && best) {
+  out->bound = cbc.Cbc_getBestPossibleObjValue(m);
+  if (cbc.Cbc_isProvenOptimal(m) && best) {
     out->status = DT_ILP_OPTIMAL;
     out->bound = out->objective;
-  } else if (Cbc_isProvenInfeasible(m)) {
+  } else if (cbc.Cbc_isProvenInfeasible(m)) {
     out->status = DT_ILP_INFEASIBLE;
-  } else if (Cbc_isSecondsLimitReached(m)) {
+  } else if (cbc.Cbc_isSecondsLimitReached(m)) {
     out->status = best ? DT_ILP_FEASIBLE : DT_ILP_NO_SOLUTION;
   } else {
     snprintf(out->message, sizeof(out->message),
-             "CBC stopped (status %d, secondary status %d)", Cbc_status(m),
-             Cbc_secondaryStatus(m));
+             "CBC stopped (status %d, secondary status %d)", cbc.Cbc_status(m),
+             cbc.Cbc_secondaryStatus(m));
   }
 done:
   if (m)
-    Cbc_deleteModel(m);
+    cbc.Cbc_deleteModel(m);
   free(start);
   free(index);
   free(value);

@@ -3,13 +3,14 @@
 #define _DEFAULT_SOURCE /* sbrk, madvise */
 #include "Support/Support.h"
 
+#include <dlfcn.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #if DT_TUNES_ALLOCATOR
 #include <malloc.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -91,4 +92,15 @@ bool dtTuneAllocator(int argc, char **argv, char **envp) {
   (void)envp;
   return false;
 #endif
+}
+
+bool dtLoadSymbols(const char *soname, const char *const *names, int count,
+                   void **out, DtensorDiag *diag) {
+  void *lib = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+  if (!lib)
+    return dtDiag(diag, -1, "cannot load %s: %s", soname, dlerror());
+  for (int i = 0; i < count; ++i)
+    if (!(out[i] = dlsym(lib, names[i])))
+      return dtDiag(diag, -1, "%s has no %s", soname, names[i]);
+  return true;
 }

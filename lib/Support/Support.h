@@ -314,6 +314,14 @@ int dtCompareDoubles(const void *x, const void *y);
 /// DT_TUNE_ALLOCATOR.
 bool dtTuneAllocator(int argc, char **argv, char **envp);
 
+/// Loads the shared library `soname` (found as the dynamic loader finds
+/// libraries) and its `count` symbols `names` into `out`; false with the
+/// reason in `diag`. For libraries only some runs need, loaded when first
+/// used instead of linked (OpenBLAS, CBC): linked, they are loaded, and
+/// start their threads, in every process.
+bool dtLoadSymbols(const char *soname, const char *const *names, int count,
+                   void **out, DtensorDiag *diag);
+
 /// 1 where dtTuneAllocator can set the allocator: glibc on Linux, no
 /// address sanitizer (its allocator ignores the settings).
 #if defined(__SANITIZE_ADDRESS__)

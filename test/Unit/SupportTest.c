@@ -210,6 +210,22 @@ static void testScratch(void) {
   dtScratchFree(&s);
 }
 
+/* Libraries loaded when first used: a symbol found, a missing library and
+ * a missing symbol each said so. */
+static void testLoadSymbols(void) {
+  const char *names[] = {"cos", "sin"};
+  void *symbols[2] = {NULL, NULL};
+  DtensorDiag diag;
+  CHECK(dtLoadSymbols("libm.so.6", names, 2, symbols, &diag));
+  CHECK(symbols[0] != NULL && symbols[1] != NULL);
+  CHECK(!dtLoadSymbols("libdtensor-no-such-library.so.9", names, 2, symbols,
+                       &diag));
+  CHECK(strstr(diag.message, "cannot load libdtensor-no-such-library.so.9"));
+  const char *missing[] = {"cos", "dtensor_no_such_symbol"};
+  CHECK(!dtLoadSymbols("libm.so.6", missing, 2, symbols, &diag));
+  CHECK(strstr(diag.message, "libm.so.6 has no dtensor_no_such_symbol"));
+}
+
 int main(void) {
   enum { KEYS = 3000 };
   static int reference[KEYS]; /* value + 1, 0 when absent */
@@ -286,6 +302,7 @@ int main(void) {
   testHashing();
   testByteCount();
   testScratch();
+  testLoadSymbols();
   printf("support-test: %d passed, %d failed\n", checks - failures, failures);
   return failures != 0;
 }
