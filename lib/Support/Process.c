@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #if DT_TUNES_ALLOCATOR
+#include <limits.h>
 #include <malloc.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -19,10 +20,13 @@
 enum { kMinInputBytes = 2 << 20 };
 
 /* The heap reserved at start per input byte: dtensor-spmd on a
- * 10^4-block Megatron chain (9.4 MB of text) peaks at 217 MB. Growth past
- * the reserve goes by the same step. */
+ * 10^4-block Megatron chain (9.4 MB of text) peaks at 217 MB, on 10^5
+ * blocks at 1.2 GB. Growth past the reserve goes by the same step, on
+ * small pages (a 1 GiB cap left 10^5 blocks' partition and clean-up a
+ * fifth slower). At most half the machine's memory, and 2 GiB (mallopt
+ * takes an int). */
 enum { kHeapPerInputByte = 24 };
-static const long long kMinReserve = 64ll << 20, kMaxReserve = 1ll << 30;
+static const long long kMinReserve = 64ll << 20;
 static const uintptr_t kHugePage = 2u << 20;
 /* glibc's default mmap threshold, and the most it takes. */
 enum { kMmapThreshold = 128 << 10 };
@@ -58,8 +62,12 @@ bool dtTuneAllocator(int argc, char **argv, char **envp) {
   long long reserve = input * kHeapPerInputByte;
   if (reserve < kMinReserve)
     reserve = kMinReserve;
-  if (reserve > kMaxReserve)
-    reserve = kMaxReserve;
+  long long half =
+      (long long)sysconf(_SC_PHYS_PAGES) * (long long)sysconf(_SC_PAGESIZE) / 2;
+  if (half > 0 && reserve > half)
+    reserve = half;
+  if (reserve > INT_MAX) /* mallopt takes an int */
+    reserve = INT_MAX;
 
   /* The heap grows by `reserve` at a time (and keeps that much when it
    * shrinks): one growth now, whose pages are touched only when used. */

@@ -305,7 +305,8 @@ int dtCompareDoubles(const void *x, const void *y);
 /// 10^4-block dtensor-spmd on our 2-core VMs). When the files named on the
 /// command line hold at least 2 MiB, this sets glibc's malloc, in the
 /// process, to grow the heap by a reserve sized after the input (24 bytes
-/// per input byte, 64 MiB to 1 GiB) and keep that much when it shrinks,
+/// per input byte, 64 MiB to 2 GiB and half the memory) and keep that much
+/// when it shrinks,
 /// grows it once, and asks for transparent huge pages on that part. A
 /// GLIBC_TUNABLES in the environment, even empty, is the user's choice of
 /// malloc settings and turns this off. Returns whether it set anything.
