@@ -716,6 +716,18 @@ static void addOpCost(void *entry, void *user) {
   Prop *p = sum->p;
   MlirOperation op = {(void *)e->op};
   sum->total += opCompute(sum, op, e);
+  /* An explicit dtensor.redistribute converts its operand from 'src' (what
+   * it needs of it) to 'dst' (its result): that conversion is the op's own
+   * (dtensor-auto-shard writes the plan's conversions so). */
+  if (e->count == 1 && dtIsOp(op, DT_OP_REDISTRIBUTE)) {
+    const Info *out = dtPropInfo(p, mlirOperationGetResult(op, 0));
+    CSpec src = p->needSpecs[e->first];
+    if (out && out->isTensor && out->known && src.partial != NO_NEED_PARTIAL) {
+      DtensorShardingSpec a, b = specOf(out);
+      unpack(&src, out->rank, &a);
+      sum->total += dtPropConvertCost(p, out, &a, &b);
+    }
+  }
   for (int i = 0; i < e->count; ++i) {
     Conversion key = {NULL, p->needSpecs[e->first + (size_t)i]};
     MlirValue v = mlirOperationGetOperand(op, i);
