@@ -46,40 +46,40 @@ static void fatal(const char *format, const char *detail) {
  * that only compiles (dtensor-opt, which has the runtime through
  * libdtensor) paid for nothing (6-9 % of a 10^4-block dtensor-spmd on our
  * 2-core VMs). */
+#define BLAS_FUNCTIONS(X)                                                      \
+  X(cblas_sgemm)                                                               \
+  X(cblas_dgemm)                                                               \
+  X(cblas_sgemv)                                                               \
+  X(cblas_dgemv)                                                               \
+  X(cblas_sdot)                                                                \
+  X(cblas_ddot)                                                                \
+  X(openblas_set_num_threads)
+
 typedef struct Blas {
-  __typeof__(cblas_sgemm) *sgemm;
-  __typeof__(cblas_dgemm) *dgemm;
-  __typeof__(cblas_sgemv) *sgemv;
-  __typeof__(cblas_dgemv) *dgemv;
-  __typeof__(cblas_sdot) *sdot;
-  __typeof__(cblas_ddot) *ddot;
-  __typeof__(openblas_set_num_threads) *setNumThreads;
+#define BLAS_FIELD(f) __typeof__(f) *f;
+  BLAS_FUNCTIONS(BLAS_FIELD)
+#undef BLAS_FIELD
 } Blas;
 
 static Blas blasFunctions;
 static pthread_once_t blasLoaded = PTHREAD_ONCE_INIT;
 
 static void loadBlas(void) {
-  static const char *const names[] = {"cblas_sgemm",
-                                      "cblas_dgemm",
-                                      "cblas_sgemv",
-                                      "cblas_dgemv",
-                                      "cblas_sdot",
-                                      "cblas_ddot",
-                                      "openblas_set_num_threads"};
+  static const char *const names[] = {
+#define BLAS_NAME(f) #f,
+      BLAS_FUNCTIONS(BLAS_NAME)
+#undef BLAS_NAME
+  };
   enum { N = sizeof(names) / sizeof(names[0]) };
   void *symbols[N];
   DtensorDiag diag;
   if (!dtLoadSymbols(DTENSOR_OPENBLAS_SONAME, names, N, symbols, &diag))
     fatal("%s", diag.message);
-  Blas *b = &blasFunctions;
-  b->sgemm = (__typeof__(b->sgemm))(uintptr_t)symbols[0];
-  b->dgemm = (__typeof__(b->dgemm))(uintptr_t)symbols[1];
-  b->sgemv = (__typeof__(b->sgemv))(uintptr_t)symbols[2];
-  b->dgemv = (__typeof__(b->dgemv))(uintptr_t)symbols[3];
-  b->sdot = (__typeof__(b->sdot))(uintptr_t)symbols[4];
-  b->ddot = (__typeof__(b->ddot))(uintptr_t)symbols[5];
-  b->setNumThreads = (__typeof__(b->setNumThreads))(uintptr_t)symbols[6];
+  int i = 0;
+#define BLAS_SET(f)                                                            \
+  blasFunctions.f = (__typeof__(blasFunctions.f))(uintptr_t)symbols[i++];
+  BLAS_FUNCTIONS(BLAS_SET)
+#undef BLAS_SET
 }
 
 static const Blas *blas(void) {
@@ -103,7 +103,7 @@ static void (*ompFunction(const char *name))(int) {
 }
 
 void dtrtSetComputeThreads(int threads) {
-  blas()->setNumThreads(threads > 0 ? threads : 1);
+  blas()->openblas_set_num_threads(threads > 0 ? threads : 1);
   /* Loops in threads (dtensor-to-llvm{threads=true}) run on LLVM's OpenMP
    * runtime, loaded with such a program: the same count, and workers that
    * sleep at once after a loop rather than spin (200 ms by default) on the
@@ -171,13 +171,13 @@ static void gemm(DtrtDtype t, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
   enum CBLAS_TRANSPOSE opA = ta ? CblasTrans : CblasNoTrans;
   enum CBLAS_TRANSPOSE opB = tb ? CblasTrans : CblasNoTrans;
   if (t == DTRT_F32)
-    blas()->sgemm(CblasRowMajor, opA, opB, blasInt(m), blasInt(n), blasInt(k),
-                  1.0f, a, blasInt(lda), b, blasInt(ldb), (float)beta, c,
-                  blasInt(ldc));
+    blas()->cblas_sgemm(CblasRowMajor, opA, opB, blasInt(m), blasInt(n),
+                        blasInt(k), 1.0f, a, blasInt(lda), b, blasInt(ldb),
+                        (float)beta, c, blasInt(ldc));
   else
-    blas()->dgemm(CblasRowMajor, opA, opB, blasInt(m), blasInt(n), blasInt(k),
-                  1.0, a, blasInt(lda), b, blasInt(ldb), (double)beta, c,
-                  blasInt(ldc));
+    blas()->cblas_dgemm(CblasRowMajor, opA, opB, blasInt(m), blasInt(n),
+                        blasInt(k), 1.0, a, blasInt(lda), b, blasInt(ldb),
+                        (double)beta, c, blasInt(ldc));
 }
 
 /* y(m) = op(A) x(k) + beta y, A stored m x k (or k x m when `ta`). */
@@ -186,22 +186,24 @@ static void gemv(DtrtDtype t, bool ta, int64_t m, int64_t k, const void *a,
                  int64_t incy) {
   int rows = blasInt(ta ? k : m), cols = blasInt(ta ? m : k);
   if (t == DTRT_F32)
-    blas()->sgemv(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, rows, cols,
-                  1.0f, a, blasInt(lda), x, blasInt(incx), (float)beta, y,
-                  blasInt(incy));
+    blas()->cblas_sgemv(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, rows,
+                        cols, 1.0f, a, blasInt(lda), x, blasInt(incx),
+                        (float)beta, y, blasInt(incy));
   else
-    blas()->dgemv(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, rows, cols,
-                  1.0, a, blasInt(lda), x, blasInt(incx), (double)beta, y,
-                  blasInt(incy));
+    blas()->cblas_dgemv(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, rows,
+                        cols, 1.0, a, blasInt(lda), x, blasInt(incx),
+                        (double)beta, y, blasInt(incy));
 }
 
 static void dot(DtrtDtype t, int64_t k, const void *x, int64_t incx,
                 const void *y, int64_t incy, int beta, void *out) {
   if (t == DTRT_F32) {
-    float d = blas()->sdot(blasInt(k), x, blasInt(incx), y, blasInt(incy));
+    float d =
+        blas()->cblas_sdot(blasInt(k), x, blasInt(incx), y, blasInt(incy));
     *(float *)out = beta ? *(float *)out + d : d;
   } else {
-    double d = blas()->ddot(blasInt(k), x, blasInt(incx), y, blasInt(incy));
+    double d =
+        blas()->cblas_ddot(blasInt(k), x, blasInt(incx), y, blasInt(incy));
     *(double *)out = beta ? *(double *)out + d : d;
   }
 }
