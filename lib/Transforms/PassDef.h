@@ -94,6 +94,7 @@ extern const DtPassDef dtDecomposePacksPass;
 extern const DtPassDef dtLowerGathersPass;
 extern const DtPassDef dtAutodiffPass;
 extern const DtPassDef dtInitsToInputsPass;
+extern const DtPassDef dtEarlyDeallocPass;
 extern const DtPassDef dtBucketCollectivesPass;
 extern const DtPassDef dtScheduleCollectivesPass;
 

@@ -38,6 +38,7 @@ static const DtPassDef *const kPasses[] = {
     &dtLowerGathersPass,
     &dtAutodiffPass,
     &dtInitsToInputsPass,
+    &dtEarlyDeallocPass,
     &dtBucketCollectivesPass,
     &dtScheduleCollectivesPass,
     &dtGpuMemoryPass,

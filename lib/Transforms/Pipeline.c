@@ -305,7 +305,8 @@ MlirLogicalResult dtensorAddToLLVMPipeline(MlirOpPassManager pm,
   "dtensor-outer-parallel, convert-scf-to-openmp, canonicalize"
 
 /* dtensor-to-llvm{exact-reductions=true|false profile=... threads=...}:
- * runtime calls, tosa to linalg, then bufferization and LLVM conversion. */
+ * runtime calls, tosa to linalg, then bufferization (each buffer freed
+ * after its last use: dtensor-early-dealloc) and LLVM conversion. */
 MlirLogicalResult dtensorAddToLLVMPipelineWithOptions(MlirOpPassManager pm,
                                                       MlirStringRef options,
                                                       DtensorDiag *outDiag) {
@@ -342,18 +343,20 @@ MlirLogicalResult dtensorAddToLLVMPipelineWithOptions(MlirOpPassManager pm,
     return mlirLogicalResultFailure();
   mlirOpPassManagerAddOwnedPass(pm, pass);
   char pipeline[2048];
-  snprintf(pipeline, sizeof(pipeline),
-           TO_LINALG_STEPS
-           "func.func(convert-elementwise-to-linalg), " BUFFERIZE_STEPS
-           "dtensor-expand-f8, dtensor-approximate-math, %s%s"
-           "%s, expand-strided-metadata, lower-affine, "
-           "convert-scf-to-cf, "
-           "finalize-memref-to-llvm{use-generic-functions}, convert-to-llvm, "
-           "convert-math-to-libm, convert-to-llvm, reconcile-unrealized-casts, "
-           "dtensor-check-lowered",
-           exact ? "" : "dtensor-reassociate-reductions, ",
-           profile ? "dtensor-profile, " : "",
-           threads ? THREADED_LOOPS : "convert-linalg-to-loops");
+  snprintf(
+      pipeline, sizeof(pipeline),
+      TO_LINALG_STEPS
+      "func.func(convert-elementwise-to-linalg), " BUFFERIZE_STEPS
+      "dtensor-early-dealloc, dtensor-expand-f8, dtensor-approximate-math, "
+      "%s%s"
+      "%s, expand-strided-metadata, lower-affine, "
+      "convert-scf-to-cf, "
+      "finalize-memref-to-llvm{use-generic-functions}, convert-to-llvm, "
+      "convert-math-to-libm, convert-to-llvm, reconcile-unrealized-casts, "
+      "dtensor-check-lowered",
+      exact ? "" : "dtensor-reassociate-reductions, ",
+      profile ? "dtensor-profile, " : "",
+      threads ? THREADED_LOOPS : "convert-linalg-to-loops");
   return dtensorPassManagerAddPipeline(
       pm, mlirStringRefCreateFromCString(pipeline), outDiag);
 }

@@ -107,10 +107,14 @@ static void lowerMeshIndex(Lower *l, MlirOperation op) {
 }
 
 /* The buffer of tensor `in` (bufferization.to_buffer), made before `at`. */
+/* The buffer of a collective's input, read only (the runtime's send
+ * buffers are const): without it bufferization copied every input. */
 static MlirValue toBuffer(Lower *l, MlirLocation loc, MlirValue in,
                           MlirType inMem, MlirOperation at) {
+  MlirNamedAttribute readOnly =
+      dtNamedAttr(l->b.ctx, "read_only", mlirUnitAttrGet(l->b.ctx));
   return mlirOperationGetResult(dtRtBuild(&l->b, "bufferization.to_buffer", loc,
-                                          1, &in, 1, &inMem, 0, NULL, at),
+                                          1, &in, 1, &inMem, 1, &readOnly, at),
                                 0);
 }
 
