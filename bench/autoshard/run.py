@@ -10,7 +10,8 @@ that state over the devices (FSDP or tensor parallel fit, replication
 does not). Per line: the plan's peak
 from the same liveness model, the solve time, how the solver ended, and
 the ratio auto / the cheapest hand plan that fits the budget (<= 1 is
-the target). Then the solve time for 24 and 96 transformer blocks.
+the target). Then the solve time for 24 and 96 transformer blocks (the
+forward) on meshes 4, 2x2 and 2x4 (4 only with --quick).
 
     python3 bench/autoshard/run.py            # Megatron MLP, GPT step, blocks
     python3 bench/autoshard/run.py --quick    # 1-D meshes only
@@ -457,14 +458,20 @@ def main():
     # hand-written layouts against auto on its own mesh.
     if not args.quick:
         corpus(tmp, args.measure)
-    # Solve time against the number of blocks (the forward program).
-    for layers in (24, 96) if not ONLY else ():
-        cfg = dict(CFG, layers=layers)
-        path = os.path.join(tmp, f"blocks-{layers}.mlir")
-        open(path, "w").write(gpt_train_program(cfg, (4,), ("dp",), {}))
-        r, err = auto(path, "loss", None, os.devnull)
-        print(f"{layers} blocks (GPT forward, mesh 4): "
-              + (f"solve {r[3]:.2f} s, {r[2]}" if r else err))
+    # Solve time against the number of blocks (the forward program), on
+    # the 1-d mesh and (not --quick) the 2-d ones.
+    solve_meshes = [((4,), ("dp",))] + ([] if args.quick else
+                                        [((2, 2), ("dp", "tp")), ((2, 4), ("dp", "tp"))])
+    for mesh, axes in solve_meshes if not ONLY else ():
+        for layers in (24, 96):
+            cfg = dict(CFG, layers=layers)
+            name = "x".join(map(str, mesh))
+            path = os.path.join(tmp, f"blocks-{layers}-{name}.mlir")
+            open(path, "w").write(gpt_train_program(cfg, mesh, axes, {}))
+            r, err = auto(path, "loss", None, os.devnull)
+            print(f"{layers} blocks (GPT forward, mesh {name}): "
+                  + (f"solve {r[3]:.2f} s, {r[2]}" if r else err))
+            sys.stdout.flush()
 
 
 if __name__ == "__main__":

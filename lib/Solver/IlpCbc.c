@@ -125,6 +125,13 @@ void dtIlpSolveCbc(DtIlp *ilp, double seconds, DtIlpResult *out) {
    * 2 and 4: 0.5-0.6 s, 0.2-0.3 s; the same plans on every line of
    * bench/autoshard (2026-12-06). */
   cbc.Cbc_setParameter(m, "presolve", "off");
+  /* No cuts either: on these programs CBC's cut generators (Gomory's
+   * rows of ~1 200 entries) moved the root bound a little and made every
+   * node's LP slow. The 24-block GPT forward on 2x4: 31.5 s to the same
+   * optimum with them, 9.4-9.6 s without; the 2-layer Adam step on 2x4 at
+   * a 60 s limit: 804.2 us found with them, 801.5 without, on 2x2 the
+   * same (2026-12-07, docs/autoshard.md). */
+  cbc.Cbc_setParameter(m, "cuts", "off");
   if (ilp->numStart > 0)
     cbc.Cbc_setMIPStartI(m, ilp->numStart, ilp->startCols, ilp->startVals);
   cbc.Cbc_solve(m);
