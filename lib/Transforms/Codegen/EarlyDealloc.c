@@ -84,8 +84,10 @@ static long lastUse(Block *b, MlirValue buffer, MlirOperation dealloc) {
     return -1;
   }
   long last = indexOf(b, mlirOpResultGetOwner(buffer));
-  /* A value can come back through several paths: each is looked at at
-   * most this many times in all, so a pathological graph stays linear. */
+  /* A value can come back through several paths (an op with many uses
+   * of the buffer in its regions pushes its results once per use): past
+   * this many values for one buffer, nothing is moved, so a pathological
+   * graph costs at most this much per dealloc. */
   size_t budget = 64 * b->ops.count + 1024;
   for (size_t i = 0; i < b->numWork; ++i) {
     if (i > budget)
