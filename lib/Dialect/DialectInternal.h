@@ -238,6 +238,13 @@ static inline bool dtIsOp(MlirOperation op, const char *name) {
   return dtNameIs(dtOpName(op), name);
 }
 
+/// Whether `op`'s name starts with `prefix` (a dialect: "linalg.").
+static inline bool dtIsOpIn(MlirOperation op, const char *prefix) {
+  MlirStringRef name = dtOpName(op);
+  size_t n = strlen(prefix);
+  return name.length >= n && !memcmp(name.data, prefix, n);
+}
+
 /// Returns the nearest builtin.module enclosing or being `op` (null if none).
 MlirOperation dtEnclosingModule(MlirOperation op);
 

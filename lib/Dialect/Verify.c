@@ -644,8 +644,7 @@ static MlirWalkResult visit(MlirOperation op, void *userData) {
   Verifier *v = userData;
   verifyFunctionLayouts(v, op);
   verifyOpLayout(v, op);
-  MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
-  if (name.length < 8 || memcmp(name.data, "dtensor.", 8) != 0)
+  if (!dtIsOpIn(op, "dtensor."))
     return MlirWalkResultAdvance;
   if (dtIsOp(op, DT_OP_MESH))
     verifyMesh(v, op);

@@ -227,20 +227,15 @@ void dtAdAccumulate(DtAd *ad, MlirOperation at, MlirValue v,
     e->adjoint = sum;
 }
 
-static bool startsWith(MlirOperation op, const char *prefix) {
-  MlirStringRef n = mlirIdentifierStr(mlirOperationGetName(op));
-  return n.length >= strlen(prefix) && !memcmp(n.data, prefix, strlen(prefix));
-}
-
 /* The reverse sweep's step for one op whose result carries an adjoint. */
 static void opAdjoint(DtAd *ad, MlirOperation op) {
   bool tensorResult =
       mlirOperationGetNumResults(op) >= 1 &&
       mlirTypeIsARankedTensor(mlirValueGetType(mlirOperationGetResult(op, 0)));
-  if (startsWith(op, "linalg."))
+  if (dtIsOpIn(op, "linalg."))
     dtAdLinalgAdjoint(ad, op, false);
-  else if ((startsWith(op, "arith.") || startsWith(op, "math.")) &&
-           tensorResult && mlirOperationGetNumRegions(op) == 0)
+  else if ((dtIsOpIn(op, "arith.") || dtIsOpIn(op, "math.")) && tensorResult &&
+           mlirOperationGetNumRegions(op) == 0)
     dtAdLinalgAdjoint(ad, op, true);
   else if (dtIsOp(op, "func.call"))
     callAdjoint(ad, op);

@@ -31,8 +31,7 @@ static bool cheap(MlirOperation op) {
       "memref.load",          "memref.store",
       "func.return",          "builtin.unrealized_conversion_cast",
       "bufferization.dealloc"};
-  MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
-  if (name.length > 6 && !memcmp(name.data, "arith.", 6))
+  if (dtIsOpIn(op, "arith."))
     return true;
   for (size_t k = 0; k < sizeof(kCheap) / sizeof(kCheap[0]); ++k)
     if (dtIsOp(op, kCheap[k]))

@@ -42,11 +42,8 @@ static MlirWalkResult collect(MlirOperation op, void *user) {
     push(&f->shardings, op);
   else if (dtIsOp(op, "shard.shard"))
     push(&f->shards, op);
-  else {
-    MlirStringRef n = mlirIdentifierStr(mlirOperationGetName(op));
-    if (n.length > 6 && !memcmp(n.data, "shard.", 6))
-      push(&f->others, op);
-  }
+  else if (dtIsOpIn(op, "shard."))
+    push(&f->others, op);
   return MlirWalkResultAdvance;
 }
 

@@ -33,8 +33,7 @@ static MlirWalkResult check(MlirOperation op, void *userData) {
   Check *c = userData;
   MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
   /* OpenMP's ops (threads=true) are translated to LLVM IR as they are. */
-  if ((name.length > 5 && !memcmp(name.data, "llvm.", 5)) ||
-      (name.length > 4 && !memcmp(name.data, "omp.", 4)) ||
+  if (dtIsOpIn(op, "llvm.") || dtIsOpIn(op, "omp.") ||
       dtIsOp(op, "builtin.module") || seen(c, name))
     return MlirWalkResultAdvance;
   char message[512];

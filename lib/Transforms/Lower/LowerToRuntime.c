@@ -387,8 +387,7 @@ static void ensureInit(Lower *l, MlirOperation op, Inited *done, int *numDone,
 }
 
 static MlirWalkResult collect(MlirOperation op, void *userData) {
-  MlirStringRef n = mlirIdentifierStr(mlirOperationGetName(op));
-  if (n.length < 8 || memcmp(n.data, "dtensor.", 8))
+  if (!dtIsOpIn(op, "dtensor."))
     return MlirWalkResultAdvance;
   return dtOpListPush(userData, op) ? MlirWalkResultAdvance
                                     : MlirWalkResultInterrupt;

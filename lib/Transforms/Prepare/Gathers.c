@@ -486,10 +486,8 @@ static bool inChain(const Chain *c, MlirOperation op) {
 }
 
 static bool pureDialect(MlirOperation op) {
-  MlirStringRef n = mlirIdentifierStr(mlirOperationGetName(op));
-  return (n.length > 6 && !memcmp(n.data, "arith.", 6)) ||
-         (n.length > 5 && !memcmp(n.data, "math.", 5)) ||
-         (n.length > 6 && !memcmp(n.data, "index.", 6));
+  return dtIsOpIn(op, "arith.") || dtIsOpIn(op, "math.") ||
+         dtIsOpIn(op, "index.");
 }
 
 /* Follows `v` back to the loops and inputs; false when it reads anything

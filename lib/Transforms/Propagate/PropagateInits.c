@@ -33,11 +33,6 @@ static bool isInitValue(const Inits *in, MlirValue v) {
   return dtTableFind(&in->set, opHash(def), sameOp, def.ptr) != NULL;
 }
 
-static bool startsWith(MlirStringRef s, const char *prefix) {
-  size_t n = strlen(prefix);
-  return s.length >= n && !memcmp(s.data, prefix, n);
-}
-
 /* Whether `op` makes its one tensor result from nothing a device lacks. */
 static bool isInitOnly(const Inits *in, MlirOperation op) {
   if (mlirOperationGetNumResults(op) != 1 ||
@@ -46,8 +41,7 @@ static bool isInitOnly(const Inits *in, MlirOperation op) {
   if (dtIsOp(op, "tensor.empty") || dtIsOp(op, "arith.constant") ||
       dtIsOp(op, "tensor.splat"))
     return true;
-  MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
-  if (!startsWith(name, "linalg."))
+  if (!dtIsOpIn(op, "linalg."))
     return false;
   intptr_t tensors = 0;
   for (intptr_t i = 0; i < mlirOperationGetNumOperands(op); ++i) {

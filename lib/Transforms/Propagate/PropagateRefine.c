@@ -163,9 +163,7 @@ static bool isFreeUncached(Prop *p, MlirValue v, int depth) {
   if (dtIsOp(def, "tensor.empty") || dtIsOp(def, "arith.constant") ||
       dtIsOp(def, "tensor.splat"))
     return true;
-  MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(def));
-  if (name.length < 7 || memcmp(name.data, "linalg.", 7) ||
-      mlirOperationGetNumResults(def) != 1 ||
+  if (!dtIsOpIn(def, "linalg.") || mlirOperationGetNumResults(def) != 1 ||
       mlirOperationGetNumRegions(def) > 1)
     return false;
   for (intptr_t i = 0; i < mlirOperationGetNumOperands(def); ++i) {

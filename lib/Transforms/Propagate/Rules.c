@@ -34,12 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool nameStarts(MlirOperation op, const char *prefix) {
-  MlirStringRef n = mlirIdentifierStr(mlirOperationGetName(op));
-  size_t k = strlen(prefix);
-  return n.length >= k && memcmp(n.data, prefix, k) == 0;
-}
-
 static bool isRankedTensor(MlirType t) {
   return mlirTypeIsARankedTensor(t) &&
          mlirShapedTypeGetRank(t) <= DTENSOR_MAX_TENSOR_RANK;
@@ -224,7 +218,7 @@ static bool linalgRule(MlirOperation op, DtRule *r) {
 
 /* arith/math elementwise: every tensor operand and result of one shape. */
 static bool elementwiseRule(MlirOperation op, DtRule *r) {
-  if (!(nameStarts(op, "arith.") || nameStarts(op, "math.")) ||
+  if (!(dtIsOpIn(op, "arith.") || dtIsOpIn(op, "math.")) ||
       mlirOperationGetNumRegions(op) != 0 || r->numResults == 0)
     return false;
   MlirType shape = mlirValueGetType(mlirOperationGetResult(op, 0));
