@@ -132,6 +132,13 @@ void dtIlpSolveCbc(DtIlp *ilp, double seconds, DtIlpResult *out) {
    * a 60 s limit: 804.2 us found with them, 801.5 without, on 2x2 the
    * same (2026-12-07, docs/autoshard.md). */
   cbc.Cbc_setParameter(m, "cuts", "off");
+  /* Nor CBC's preprocessing of the integer program (CglPreProcess: its
+   * cliques and SOS): with the transports per user of a value
+   * (PropagateAuto.c) the root LP is integral on these programs, and the
+   * preprocessed copy made CBC's heuristics spend 20 s finding what the LP
+   * had (the 96-block GPT forward on 2x4: 21.5 s to the optimum with it,
+   * 1.1 s without; 24 blocks 2.6 s, 2.1 s; 2026-12-07). */
+  cbc.Cbc_setParameter(m, "preprocess", "off");
   if (ilp->numStart > 0)
     cbc.Cbc_setMIPStartI(m, ilp->numStart, ilp->startCols, ilp->startVals);
   cbc.Cbc_solve(m);

@@ -5,13 +5,15 @@
  * The program is the exact search's (PropagateExact.c) written for a
  * solver: a 0/1 column per candidate of every var (each op with a
  * strategy, each argument without a layout), one picked per var, each
- * costing its compute and its conversions to fixed users. For each value
- * that vars use and each layout L some user's candidate needs of it, a
- * column n (the value is converted to L: at least every user's candidates
- * that need L) and, when the value's maker is a var, a column y per
- * layout s it may make whose conversion to L costs something (y <= the
- * maker's candidates making s, sum of y >= n + those candidates - 1): one
- * conversion per distinct layout, as the model counts it. A function
+ * costing its compute and its conversions to fixed users. A value of one
+ * user between two vars: a transport between the two picks (addPairwise).
+ * A value of several users made by a var: per user a transport between
+ * the maker's pick and the user's, and per pair (made layout s, needed
+ * layout L) a column w at least each user's share of it, costing the
+ * conversion: one conversion per distinct layout, as the model counts it
+ * (addTransports; its relaxation is integral on the GPT programs of
+ * bench/autoshard). A fixed value of several users: per layout L some
+ * user needs, a column n at least those users' candidates. A function
  * result without a layout takes its argument's (the same dtensor.name: a
  * training step's carried state) or its value's, resolved.
  *
@@ -51,7 +53,6 @@ typedef struct Group {
   size_t fixedNeeds;
   int numFixedNeeds;
   int firstUser;
-  int firstCol, endCol;  /* its n and y columns */
   int firstUse, lastUse; /* the ops of the entry block that use it */
 } Group;
 
@@ -101,8 +102,7 @@ typedef struct Auto {
   bool *hyper; /* per group: several users (priced in the program) */
   int *tie;    /* per var: the var it picks alike (itself: none) */
   int numTied;
-  int *cols;      /* scratch for addPriced: columns, then targets */
-  double *prices; /* scratch: a price per maker candidate */
+  int *cols; /* scratch for addPairwise: classes */
   size_t capBuffers;
   Live *lives;
   size_t numLives, capLives;
@@ -279,95 +279,143 @@ static bool samePrice(double a, double b) {
   return fabs(a - b) <= 1e-12 * fmax(1.0, fmax(fabs(a), fabs(b)));
 }
 
-/* Room for `n` entries in the scratch columns and prices. */
+/* Room for `n` entries in the scratch columns. */
 static bool growBuffers(Auto *A, size_t n) {
   if (n < A->capBuffers)
     return true;
   int *cols = realloc(A->cols, sizeof(int) * (n + 1));
-  if (cols)
-    A->cols = cols;
-  double *prices = realloc(A->prices, sizeof(double) * (n + 1));
-  if (prices)
-    A->prices = prices;
-  if (!cols || !prices)
+  if (!cols)
     return false;
+  A->cols = cols;
   A->capBuffers = n + 1;
   return true;
 }
 
-/* The price of a conversion whose target is in use (the sum of the
- * columns `target`, 0 or 1) given the maker's pick: its candidate i (in
- * column makerCols[i]) prices it price[i], times `scale`. Per distinct
- * positive price a column y, at most the candidates at that price, whose
- * sum is at least the target when the pick is priced; an infinite price
- * and the target never together. */
-static bool addPriced(Auto *A, const int *makerCols, const double *price,
-                      int numMaker, const int *target, int numTarget,
-                      double scale) {
-  bool ok = true;
-  int sumFirst = dtIlpNumCols(A->ilp);
-  for (int i = 0; i < numMaker && ok; ++i) {
-    double p = price[i];
-    bool seen = false;
-    for (int e = 0; e < i && !seen; ++e)
-      seen = samePrice(price[e], p);
-    if (p == 0.0 || seen)
-      continue;
-    int y = -1;
-    if (!isinf(p)) {
-      y = dtIlpAddCol(A->ilp, 0.0, 1.0, scale * p, false);
-      ok = y >= 0 && growScratch(A);
+/* The conversions of group `g`'s value, made by a var, to what its var
+ * users need: `price` prices each target (rows, `numTargets`) from each
+ * layout the maker may make (columns, `made`). Per user a transport
+ * between the maker's pick (by the layout it makes) and the user's (by
+ * the target it needs, those of a positive price from some made layout):
+ * a column z per pair of a finite price, the z's of a target summing to
+ * the user's candidates that need it, those of a made layout at most the
+ * maker's candidates that make it (the rest goes to the user's free
+ * needs). Per pair of a positive price a column w, at least each user's
+ * z of the pair, costing the conversion: one per distinct layout, as the
+ * model counts it. With 0/1 picks each user's z is its picked pair
+ * exactly; in the relaxation each user's mass must pair with the maker's,
+ * so a fractional pick pays what its parts pay (a column per target
+ * converted to, at least its users, and one per price bounded by the
+ * maker's candidates at it, let every target use the same cheap mass of
+ * the maker: on the GPT forward on 2x4 that bound was 3.5 % under the
+ * optimum). */
+static bool addTransports(Auto *A, const Group *g, const CSpec *made,
+                          size_t numMade, const CSpec *targets,
+                          size_t numTargets, const double *price,
+                          double scale) {
+  Refine *R = A->R;
+  const Var *maker = &R->vars[R->order[g->producer]];
+  size_t cells = numTargets * numMade;
+  int *wcol = malloc(sizeof(int) * (cells + 1));
+  int *zcol = malloc(sizeof(int) * (cells + 1));
+  int *madeOf = malloc(sizeof(int) * (maker->numCands + 1));
+  bool ok = wcol && zcol && madeOf;
+  for (size_t i = 0; i < cells && ok; ++i)
+    wcol[i] = -1;
+  for (size_t c = 0; c < maker->numCands && ok; ++c) {
+    CSpec mc = madeBy(A, g->producer, c, g->result);
+    madeOf[c] = 0;
+    for (size_t m = 0; m < numMade; ++m)
+      if (sameCSpec(made[m], mc)) {
+        madeOf[c] = (int)m;
+        break;
+      }
+  }
+  for (int u = g->firstUser; u >= 0 && ok; u = A->users[u].next) {
+    const User *us = &A->users[u];
+    const Var *uv = &R->vars[R->order[us->k]];
+    /* The z's of each costly target this user may need. */
+    for (size_t i = 0; i < cells; ++i)
+      zcol[i] = -1;
+    for (size_t c = 0; c < uv->numCands && ok; ++c) {
+      CSpec L = needOf(A, us, c);
+      for (size_t t = 0; t < numTargets && ok; ++t) {
+        if (!sameCSpec(targets[t], L) || zcol[t * numMade] != -1)
+          continue;
+        const double *row = price + t * numMade;
+        bool costly = false;
+        for (size_t m = 0; m < numMade; ++m)
+          costly = costly || row[m] > 0.0;
+        for (size_t m = 0; m < numMade && ok; ++m) {
+          /* -2: no column (a free target, or an impossible pair) */
+          zcol[t * numMade + m] = -2;
+          if (!costly || isinf(row[m]))
+            continue;
+          zcol[t * numMade + m] = dtIlpAddCol(A->ilp, 0.0, 1.0, 0.0, false);
+          ok = zcol[t * numMade + m] >= 0;
+          if (ok && row[m] > 0.0 && wcol[t * numMade + m] < 0) {
+            wcol[t * numMade + m] =
+                dtIlpAddCol(A->ilp, 0.0, 1.0, scale * row[m], false);
+            ok = wcol[t * numMade + m] >= 0;
+          }
+        }
+        ok = ok && growScratch(A);
+        if (!costly || !ok)
+          continue;
+        /* The z's of target t are the user's candidates needing it. */
+        for (size_t m = 0; m < numMade; ++m)
+          if (zcol[t * numMade + m] >= 0)
+            term(A, zcol[t * numMade + m], 1.0);
+        for (size_t e = 0; e < uv->numCands; ++e)
+          if (sameCSpec(needOf(A, us, e), L))
+            term(A, A->firstCol[us->k] + (int)e, -1.0);
+        ok = addRow(A, 0.0, 0.0);
+        /* Each w of the target at least the user's z. */
+        for (size_t m = 0; m < numMade && ok; ++m)
+          if (zcol[t * numMade + m] >= 0 && wcol[t * numMade + m] >= 0) {
+            term(A, wcol[t * numMade + m], 1.0);
+            term(A, zcol[t * numMade + m], -1.0);
+            ok = addRow(A, 0.0, INFINITY);
+          }
+      }
     }
-    for (int e = 0; e < numMaker && ok; ++e)
-      if (samePrice(price[e], p))
-        term(A, makerCols[e], isinf(p) ? 1.0 : -1.0);
-    if (!ok)
-      break;
-    if (isinf(p)) {
-      for (int t = 0; t < numTarget; ++t)
-        term(A, target[t], 1.0);
-      ok = addRow(A, -INFINITY, 1.0);
-    } else {
-      term(A, y, 1.0);
+    /* The z's from each made layout at most the maker's candidates that
+     * make it. */
+    for (size_t m = 0; m < numMade && ok; ++m) {
+      bool any = false;
+      for (size_t t = 0; t < numTargets; ++t)
+        if (zcol[t * numMade + m] >= 0) {
+          term(A, zcol[t * numMade + m], 1.0);
+          any = true;
+        }
+      if (!any)
+        continue;
+      for (size_t c = 0; c < maker->numCands; ++c)
+        if (madeOf[c] == (int)m)
+          term(A, A->firstCol[g->producer] + (int)c, -1.0);
       ok = addRow(A, -INFINITY, 0.0);
     }
   }
-  int sumEnd = dtIlpNumCols(A->ilp);
-  if (ok && sumEnd > sumFirst) {
-    for (int y = sumFirst; y < sumEnd; ++y)
-      term(A, y, 1.0);
-    for (int t = 0; t < numTarget; ++t)
-      term(A, target[t], -1.0);
-    for (int e = 0; e < numMaker; ++e)
-      if (price[e] > 0.0 && !isinf(price[e]))
-        term(A, makerCols[e], -1.0);
-    ok = addRow(A, -1.0, INFINITY);
-  }
+  free(wcol);
+  free(zcol);
+  free(madeOf);
   return ok;
 }
 
-/* The conversions of group `g`'s value to what its var users need.
- *
- * The layouts the maker may make (`made`, one per distinct layout; the
- * value's own when nobody chooses it) and the layouts users need
- * (`targets`, those fixed users need excluded: the maker pays them) give
- * a price matrix. Per target a column n (the value is converted to it);
- * per distinct positive price of a target a column y, at most the
- * maker's candidates that make a layout at that price, whose sum is at
- * least n when the maker's layout is one of them. Targets with the same
- * prices from every made layout share their n when the value has one
- * user (it needs one layout: one conversion either way). */
+/* The conversions of group `g`'s value (of several users) to what its
+ * var users need. The layouts the maker may make (`made`, one per
+ * distinct layout; the value's own when nobody chooses it) and the
+ * layouts users need (`targets`, those fixed users need excluded: the
+ * maker pays them) give a price matrix. A var maker: addTransports. A
+ * fixed value: per costly target a column n (the value is converted to
+ * it) at least every user's candidates that need it, paying the price
+ * from the value's own layout. */
 static bool addConversions(Auto *A, Group *g, double scale) {
   Refine *R = A->R;
   const Var *maker = g->producer >= 0 ? &R->vars[R->order[g->producer]] : NULL;
   CSpec *made = NULL, *targets = NULL;
   size_t numMade = 0, capMade = 0, numTargets = 0, capTargets = 0;
   double *price = NULL;
-  int *targetClass = NULL;
   bool ok = true;
-  int numUsers = 0;
-  for (int u = g->firstUser; u >= 0; u = A->users[u].next)
-    ++numUsers;
   if (maker) {
     for (size_t c = 0; c < maker->numCands && ok; ++c) {
       CSpec m = madeBy(A, g->producer, c, g->result);
@@ -404,82 +452,38 @@ static bool addConversions(Auto *A, Group *g, double scale) {
   }
   if (ok && numTargets) {
     price = malloc(sizeof(double) * numTargets * numMade);
-    targetClass = malloc(sizeof(int) * numTargets);
-    ok = price && targetClass;
+    ok = price != NULL;
   }
-  /* The price matrix, and the targets' classes (the first target of each
-   * class stands for it). */
-  for (size_t t = 0; t < numTargets && ok; ++t) {
+  for (size_t t = 0; t < numTargets && ok; ++t)
     for (size_t m = 0; m < numMade; ++m)
       price[t * numMade + m] = convert(A, g->info, made[m], targets[t]);
-    targetClass[t] = (int)t;
-    for (size_t e = 0; e < t && numUsers == 1; ++e) {
-      if (targetClass[e] != (int)e)
-        continue;
-      bool same = true;
-      for (size_t m = 0; m < numMade && same; ++m)
-        same = samePrice(price[t * numMade + m], price[e * numMade + m]);
-      if (same) {
-        targetClass[t] = (int)e;
-        break;
-      }
-    }
-  }
-  g->firstCol = dtIlpNumCols(A->ilp);
-  for (size_t t = 0; t < numTargets && ok; ++t) {
-    if (targetClass[t] != (int)t)
+  if (maker && numTargets && ok)
+    ok = addTransports(A, g, made, numMade, targets, numTargets, price, scale);
+  for (size_t t = 0; t < numTargets && ok && !maker; ++t) {
+    double own = price[t];
+    if (!(own > 0.0))
       continue;
-    const double *row = price + t * numMade;
-    bool costly = false;
-    for (size_t m = 0; m < numMade; ++m)
-      costly = costly || row[m] > 0.0;
-    if (!costly)
-      continue;
-    /* Without a maker the value's own layout decides: n pays it. */
-    double own = maker ? 0.0 : row[0];
     int n = dtIlpAddCol(A->ilp, 0.0, isinf(own) ? 0.0 : 1.0,
                         isinf(own) ? 0.0 : scale * own, false);
     ok = n >= 0 && growScratch(A);
-    /* n >= every user's candidates needing a target of this class. */
     for (int u = g->firstUser; u >= 0 && ok; u = A->users[u].next) {
       const User *us = &A->users[u];
       const Var *uv = &R->vars[R->order[us->k]];
       bool any = false;
-      for (size_t c = 0; c < uv->numCands; ++c) {
-        CSpec L = needOf(A, us, c);
-        for (size_t e = t; e < numTargets; ++e)
-          if (targetClass[e] == (int)t && sameCSpec(targets[e], L)) {
-            term(A, A->firstCol[us->k] + (int)c, -1.0);
-            any = true;
-            break;
-          }
-      }
+      for (size_t c = 0; c < uv->numCands; ++c)
+        if (sameCSpec(needOf(A, us, c), targets[t])) {
+          term(A, A->firstCol[us->k] + (int)c, -1.0);
+          any = true;
+        }
       if (any) {
         term(A, n, 1.0);
         ok = addRow(A, 0.0, INFINITY);
       }
     }
-    if (!maker || !ok)
-      continue;
-    /* The maker's candidates, priced by the layout each makes. */
-    ok = growBuffers(A, maker->numCands);
-    for (size_t c = 0; c < maker->numCands && ok; ++c) {
-      CSpec mc = madeBy(A, g->producer, c, g->result);
-      A->cols[c] = A->firstCol[g->producer] + (int)c;
-      for (size_t e = 0; e < numMade; ++e)
-        if (sameCSpec(made[e], mc)) {
-          A->prices[c] = row[e];
-          break;
-        }
-    }
-    ok = ok &&
-         addPriced(A, A->cols, A->prices, (int)maker->numCands, &n, 1, scale);
   }
-  g->endCol = dtIlpNumCols(A->ilp);
   free(made);
   free(targets);
   free(price);
-  free(targetClass);
   return ok;
 }
 
@@ -1697,7 +1701,6 @@ const char *dtRefineAuto(Refine *R, MlirOperation func) {
   free(A.hyper);
   free(A.tie);
   free(A.cols);
-  free(A.prices);
   free(A.start);
   free(A.groups);
   dtTableFree(&A.groupIndex);
