@@ -11,9 +11,9 @@
  * the maker's pick and the user's, and per pair (made layout s, needed
  * layout L) a column w at least each user's share of it, costing the
  * conversion: one conversion per distinct layout, as the model counts it
- * (addTransports; its relaxation is integral on the GPT programs of
- * bench/autoshard). A fixed value of several users: per layout L some
- * user needs, a column n at least those users' candidates. A function
+ * (addTransports; the relaxation of the GPT forward on 2x2 and 2x4 and of
+ * the Adam step on 2x2 is integral). A fixed value of several users: per layout
+ * L some user needs, a column n at least those users' candidates. A function
  * result without a layout takes its argument's (the same dtensor.name: a
  * training step's carried state) or its value's, resolved.
  *
