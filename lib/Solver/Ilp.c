@@ -124,6 +124,8 @@ void dtIlpSetColBounds(DtIlp *ilp, int col, double lb, double ub) {
   ilp->colUb[col] = ub;
 }
 
+double dtIlpColUpper(const DtIlp *ilp, int col) { return ilp->colUb[col]; }
+
 bool dtIlpHasSolver(DtIlpSolver solver) {
   switch (solver) {
   case DT_ILP_GLPK:

@@ -61,6 +61,9 @@ bool dtIlpSetStart(DtIlp *ilp, int n, const int *cols, const double *vals);
 /// Sets column `col`'s bounds (to fix or free it between solves).
 void dtIlpSetColBounds(DtIlp *ilp, int col, double lb, double ub);
 
+/// Column `col`'s upper bound.
+double dtIlpColUpper(const DtIlp *ilp, int col);
+
 /// Whether `solver` was built in (DT_ILP_DEFAULT: any).
 bool dtIlpHasSolver(DtIlpSolver solver);
 

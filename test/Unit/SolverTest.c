@@ -153,7 +153,10 @@ static void reductionCases(void) {
 
 /* Groups of 0/1 columns, one picked per group, pairwise costs between
  * consecutive groups linearized (y >= x_a + x_b - 1), a capacity row on
- * weights; enumeration is the reference. */
+ * weights; enumeration is the reference. A third of the rounds give the
+ * solver a random start (over the capacity, or dearer, or not), a third
+ * the optimum as the start (CBC makes it a cutoff: the start itself
+ * must come back then); the solution returned must cost what it says. */
 static void ilpCases(DtIlpSolver solver) {
   for (int round = 0; round < 30; ++round) {
     int groups = 2 + (int)(next() % 3), per = 2 + (int)(next() % 2);
@@ -192,6 +195,7 @@ static void ilpCases(DtIlpSolver solver) {
     CHECK(dtIlpAddRow(ilp, groups * per, cols, vals, -INFINITY, cap));
     /* Enumeration. */
     double best = INFINITY;
+    int bestPick[4] = {0, 0, 0, 0};
     int total = 1;
     for (int g = 0; g < groups; ++g)
       total *= per;
@@ -206,8 +210,23 @@ static void ilpCases(DtIlpSolver solver) {
       }
       for (int g = 0; g + 1 < groups; ++g)
         t += w[g][p[g]][p[g + 1]];
-      if (used <= cap && t < best)
+      if (used <= cap && t < best) {
         best = t;
+        memcpy(bestPick, p, sizeof(bestPick));
+      }
+    }
+    if (round % 3 != 0) {
+      int startCols[12];
+      double startVals[12];
+      for (int g = 0; g < groups; ++g) {
+        int pick =
+            round % 3 == 2 && !isinf(best) ? bestPick[g] : (int)(next() % per);
+        for (int i = 0; i < per; ++i) {
+          startCols[g * per + i] = g * per + i;
+          startVals[g * per + i] = i == pick ? 1.0 : 0.0;
+        }
+      }
+      CHECK(dtIlpSetStart(ilp, groups * per, startCols, startVals));
     }
     DtIlpResult r;
     CHECK(dtIlpSolve(ilp, solver, 30.0, &r));
@@ -216,6 +235,12 @@ static void ilpCases(DtIlpSolver solver) {
     } else {
       CHECK(r.status == DT_ILP_OPTIMAL);
       CHECK(fabs(r.objective - best) < 1e-6);
+      double paid = 0.0, used = 0.0;
+      for (int c = 0; c < dtIlpNumCols(ilp); ++c)
+        paid += ilp->obj[c] * r.x[c];
+      for (int c = 0; c < groups * per; ++c)
+        used += weight[c / per][c % per] * r.x[c];
+      CHECK(fabs(paid - best) < 1e-6 && used <= cap + 1e-6);
     }
     dtIlpDestroy(ilp);
   }

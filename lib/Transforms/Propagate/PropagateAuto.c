@@ -125,6 +125,7 @@ typedef struct Auto {
   int numTouched, numScratch;
   int rounds;
   double seconds;
+  double until; /* the solves end when `seconds` reaches this */
   double constant;
 } Auto;
 
@@ -353,6 +354,12 @@ static bool addPriced(Auto *A, const int *makerCols, const double *price,
   return ok;
 }
 
+/* Whether candidate `c` of var `k` may be picked in this program (its
+ * column not held at 0: a restriction's or why's forbidden one). */
+static bool candOpen(const Auto *A, int k, size_t c) {
+  return dtIlpColUpper(A->ilp, A->firstCol[k] + (int)c) > 0.0;
+}
+
 /* The conversions of group `g`'s value, made by a var, to what its var
  * users need: `price` prices each target (rows, `numTargets`) from each
  * layout the maker may make (columns, `made`). Per user a transport
@@ -383,6 +390,10 @@ static bool addTransports(Auto *A, const Group *g, const CSpec *made,
   bool ok = wcol && zcol && madeOf;
   for (size_t i = 0; i < cells && ok; ++i)
     wcol[i] = -1;
+  /* Made layouts no open candidate of the maker makes (a restricted or
+   * forbidden program's) get no z: the rows would hold them at 0. */
+  bool *madeOpen = calloc(numMade + 1, sizeof(bool));
+  ok = ok && madeOpen;
   for (size_t c = 0; c < maker->numCands && ok; ++c) {
     CSpec mc = madeBy(A, g->producer, c, g->result);
     madeOf[c] = 0;
@@ -391,6 +402,7 @@ static bool addTransports(Auto *A, const Group *g, const CSpec *made,
         madeOf[c] = (int)m;
         break;
       }
+    madeOpen[madeOf[c]] |= candOpen(A, g->producer, c);
   }
   for (int u = g->firstUser; u >= 0 && ok; u = A->users[u].next) {
     const User *us = &A->users[u];
@@ -399,6 +411,8 @@ static bool addTransports(Auto *A, const Group *g, const CSpec *made,
     for (size_t i = 0; i < cells; ++i)
       zcol[i] = -1;
     for (size_t c = 0; c < uv->numCands && ok; ++c) {
+      if (!candOpen(A, us->k, c))
+        continue; /* its target, if no open one needs it: no z */
       CSpec L = needOf(A, us, c);
       for (size_t t = 0; t < numTargets && ok; ++t) {
         if (!sameCSpec(targets[t], L) || zcol[t * numMade] != -1)
@@ -410,7 +424,7 @@ static bool addTransports(Auto *A, const Group *g, const CSpec *made,
         for (size_t m = 0; m < numMade && ok; ++m) {
           /* -2: no column (a free target, or an impossible pair) */
           zcol[t * numMade + m] = -2;
-          if (!costly || isinf(row[m]))
+          if (!costly || isinf(row[m]) || !madeOpen[m])
             continue;
           zcol[t * numMade + m] = dtIlpAddCol(A->ilp, 0.0, 1.0, 0.0, false);
           ok = zcol[t * numMade + m] >= 0;
@@ -460,6 +474,7 @@ static bool addTransports(Auto *A, const Group *g, const CSpec *made,
   free(wcol);
   free(zcol);
   free(madeOf);
+  free(madeOpen);
   return ok;
 }
 
@@ -1435,11 +1450,12 @@ static void solve(Auto *A, DtIlpResult *out) {
       snprintf(out->message, sizeof(out->message), "out of memory");
       return;
     }
-    double left = p->timeLimit - A->seconds;
+    double left = A->until - A->seconds;
     dtIlpSolve(A->ilp, p->solver, left > 0.05 ? left : 0.05, out);
     A->seconds += out->seconds;
     if (out->status != DT_ILP_OPTIMAL && out->status != DT_ILP_FEASIBLE)
       return;
+    out->bound += dtChoiceConstant(A->graph);
     for (int k = 0; k < R->count; ++k) {
       A->pick[k] = 0;
       if (A->firstCol[k] < 0)
@@ -1456,7 +1472,7 @@ static void solve(Auto *A, DtIlpResult *out) {
     double peak = peakOf(A, A->pick, &at);
     if (peak <= (double)p->memoryBudget * (1.0 + 1e-9))
       return;
-    if (++A->rounds > kMemoryRounds || A->seconds >= p->timeLimit) {
+    if (++A->rounds > kMemoryRounds || A->seconds >= A->until) {
       out->status = DT_ILP_NO_SOLUTION;
       snprintf(out->message, sizeof(out->message),
                "no plan within the budget found in %d rounds", A->rounds);
@@ -1656,6 +1672,10 @@ static const char *finishAuto(Auto *A, MlirOperation func) {
     A->start = NULL;
     for (int r = 0; r <= rank; ++r) {
       A->restrict_ = r;
+      /* Half the time limit for these, shared out (what one leaves goes
+       * to the next): the 2-layer Adam step on 2x4 under a budget spent
+       * 54 s of 60 in one and left the full program none. */
+      A->until = p->timeLimit * (r + 1) / (2.0 * (rank + 1));
       DtIlpResult part;
       solve(A, &part);
       if ((part.status == DT_ILP_OPTIMAL || part.status == DT_ILP_FEASIBLE) &&
@@ -1665,6 +1685,7 @@ static const char *finishAuto(Auto *A, MlirOperation func) {
       }
     }
     A->restrict_ = -1;
+    A->until = p->timeLimit;
     A->start = isinf(bestStart) ? (free(kept), NULL) : kept;
   }
   DtIlpResult res;
@@ -1799,6 +1820,7 @@ const char *dtRefineAuto(Refine *R, MlirOperation func) {
   A.p = p;
   A.forbidK = -1;
   A.restrict_ = -1;
+  A.until = p->timeLimit;
   A.firstCol = malloc(sizeof(int) * cap);
   A.candBase = malloc(sizeof(int) * cap);
   A.pick = calloc(cap, sizeof(int));

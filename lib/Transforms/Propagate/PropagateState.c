@@ -58,12 +58,13 @@ void dtPropDecided(Prop *p, MlirOperation op, DtDecided kind,
 /* A copy of a formatted string that lives as long as the function's
  * propagation; a string constant when out of memory. */
 const char *dtPropKeep(Prop *p, const char *format, ...) {
-  char text[ORIGIN_SIZE];
+  /* Whole, however long (auto-shard's summary outgrew a fixed buffer and
+   * lost its peak, which bench/autoshard reads). */
   va_list args;
   va_start(args, format);
-  vsnprintf(text, sizeof(text), format, args);
+  int n = vsnprintf(NULL, 0, format, args);
   va_end(args);
-  char *copy = malloc(strlen(text) + 1);
+  char *copy = n >= 0 ? malloc((size_t)n + 1) : NULL;
   char **slot = copy ? dtArrayPush((void **)&p->arena, &p->numArena,
                                    &p->capArena, sizeof(char *))
                      : NULL;
@@ -71,7 +72,9 @@ const char *dtPropKeep(Prop *p, const char *format, ...) {
     free(copy);
     return "(out of memory)";
   }
-  strcpy(copy, text);
+  va_start(args, format);
+  vsnprintf(copy, (size_t)n + 1, format, args);
+  va_end(args);
   *slot = copy;
   return copy;
 }
