@@ -119,6 +119,8 @@ bool dtIlpSetStart(DtIlp *ilp, int n, const int *cols, const double *vals) {
   return true;
 }
 
+void dtIlpStopAtFirst(DtIlp *ilp, bool stop) { ilp->stopAtFirst = stop; }
+
 void dtIlpSetColBounds(DtIlp *ilp, int col, double lb, double ub) {
   ilp->colLb[col] = lb;
   ilp->colUb[col] = ub;

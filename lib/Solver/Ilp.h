@@ -58,6 +58,10 @@ int dtIlpNumRows(const DtIlp *ilp);
 /// memory.
 bool dtIlpSetStart(DtIlp *ilp, int n, const int *cols, const double *vals);
 
+/// Stop at the first solution found (the status then DT_ILP_FEASIBLE
+/// unless that proved optimal): CBC does, GLPK ignores it.
+void dtIlpStopAtFirst(DtIlp *ilp, bool stop);
+
 /// Sets column `col`'s bounds (to fix or free it between solves).
 void dtIlpSetColBounds(DtIlp *ilp, int col, double lb, double ub);
 
@@ -93,6 +97,7 @@ struct DtIlp {
   int numStart;
   int *startCols;
   double *startVals;
+  bool stopAtFirst;
 };
 
 /// The backends: fill `out` (status, objective, bound, message) and

@@ -28,6 +28,8 @@
   X(Cbc_setParameter)                                                          \
   X(Cbc_setMIPStartI)                                                          \
   X(Cbc_setCutoff)                                                             \
+  X(Cbc_setMaximumSolutions)                                                   \
+  X(Cbc_isSolutionLimitReached)                                                \
   X(Cbc_getColSolution)                                                        \
   X(Cbc_solve)                                                                 \
   X(Cbc_bestSolution)                                                          \
@@ -194,6 +196,8 @@ void dtIlpSolveCbc(DtIlp *ilp, double seconds, DtIlpResult *out) {
     cbc.Cbc_setCutoff(m, startCost + 1e-9 * fmax(1.0, fabs(startCost)));
   else if (ilp->numStart > 0)
     cbc.Cbc_setMIPStartI(m, ilp->numStart, ilp->startCols, ilp->startVals);
+  if (ilp->stopAtFirst)
+    cbc.Cbc_setMaximumSolutions(m, 1);
   cbc.Cbc_solve(m);
   const double *best = cbc.Cbc_bestSolution(m);
   if (best) {
@@ -218,6 +222,8 @@ void dtIlpSolveCbc(DtIlp *ilp, double seconds, DtIlpResult *out) {
     out->status = DT_ILP_INFEASIBLE;
   } else if (cbc.Cbc_isSecondsLimitReached(m)) {
     out->status = best ? DT_ILP_FEASIBLE : DT_ILP_NO_SOLUTION;
+  } else if (cbc.Cbc_isSolutionLimitReached(m) && best) {
+    out->status = DT_ILP_FEASIBLE;
   } else {
     snprintf(out->message, sizeof(out->message),
              "CBC stopped (status %d, secondary status %d)", cbc.Cbc_status(m),

@@ -104,6 +104,10 @@ typedef struct Auto {
   int forbidK, forbidC; /* a candidate excluded (why's alternatives) */
   int restrict_;        /* candidates allowed: -1 all, else axesOnly's */
   int *start;           /* per var: the start's pick (NULL: current) */
+  double startCost;     /* the start's modelled cost (NAN: not known) */
+  int *fits;            /* per var: the cheapest plan within the budget
+                           solve() knows, where its next build starts
+                           (NULL: none) */
   Group *groups;
   size_t numGroups, capGroups;
   DtTable groupIndex;
@@ -697,16 +701,26 @@ static bool addPairwise(Auto *A, int ka, int kb, const double *matrix,
     costly = matrix[k] != 0.0;
   if (!costly)
     return true;
-  /* z(I, J) for the classes' firsts i and j at zcol[i * nb + j]. */
+  /* z(I, J) for the classes' firsts i and j at zcol[i * nb + j]; none
+   * for a class of closed candidates only (held at 0 by its row). */
   int *zcol = malloc(sizeof(int) * (size_t)(na * nb));
-  if (!zcol)
+  bool *open = calloc((size_t)(na + nb) + 1, sizeof(bool));
+  if (!zcol || !open) {
+    free(zcol);
+    free(open);
     return false;
+  }
+  for (int c = 0; c < na; ++c)
+    open[classOf[c]] |= candOpen(A, ka, (size_t)c);
+  for (int c = 0; c < nb; ++c)
+    open[na + classOf[na + c]] |= candOpen(A, kb, (size_t)c);
   bool ok = true;
   for (int i = 0; i < na && ok; ++i)
     for (int j = 0; j < nb && ok; ++j) {
       zcol[i * nb + j] = -1;
       double p = matrix[i * nb + j];
-      if (classOf[i] != i || classOf[na + j] != j || isinf(p))
+      if (classOf[i] != i || classOf[na + j] != j || isinf(p) || !open[i] ||
+          !open[na + j])
         continue;
       zcol[i * nb + j] = dtIlpAddCol(ilp, 0.0, 1.0, scale * p, false);
       ok = zcol[i * nb + j] >= 0;
@@ -737,6 +751,7 @@ static bool addPairwise(Auto *A, int ka, int kb, const double *matrix,
     ok = addRow(A, 0.0, 0.0);
   }
   free(zcol);
+  free(open);
   return ok;
 }
 
@@ -1084,7 +1099,8 @@ static bool buildProgram(Auto *A) {
     const Var *v = &R->vars[R->order[k]];
     for (size_t c = 0; c < v->numCands; ++c) {
       cols[n] = A->firstCol[k] + (int)c;
-      vals[n++] = (int)c == (A->start ? A->start[k] : v->current) ? 1.0 : 0.0;
+      int from = A->fits ? A->fits[k] : A->start ? A->start[k] : v->current;
+      vals[n++] = (int)c == from ? 1.0 : 0.0;
     }
   }
   ok = ok && dtIlpSetStart(A->ilp, n, cols, vals);
@@ -1436,25 +1452,77 @@ static bool addMemoryRow(Auto *A, int at) {
   return ok;
 }
 
+/* A memory row at op `at` from the next build on: the vars live there
+ * pinned (their columns read by the row). False when out of memory. */
+static bool addPoint(Auto *A, int at) {
+  for (size_t i = 0; i < A->numPoints; ++i)
+    if (A->points[i] == at)
+      return true;
+  for (size_t i = 0; i < A->numLives; ++i) {
+    const Live *l = &A->lives[i];
+    if (l->def <= at && l->last >= at && l->var >= 0)
+      A->pinned[l->var] = true;
+  }
+  for (size_t gi = 0; gi < A->numGroups; ++gi) {
+    const Group *g = &A->groups[gi];
+    if (g->firstUse > at || g->lastUse < at)
+      continue;
+    if (g->producer >= 0)
+      A->pinned[g->producer] = true;
+    for (int u = g->firstUser; u >= 0; u = A->users[u].next)
+      A->pinned[A->users[u].k] = true;
+  }
+  int *slot = dtArrayPush((void **)&A->points, &A->numPoints, &A->capPoints,
+                          sizeof(int));
+  if (slot)
+    *slot = at;
+  return slot != NULL;
+}
+
 /* ---- solving ------------------------------------------------------------- */
 
+/* Keeps `pick` (of cost `cost`) as the cheapest plan within the budget
+ * solve() knows, unless one no dearer is kept. False when out of memory. */
+static bool keepFit(Auto *A, const int *pick, double cost, double *fitsCost) {
+  if (A->fits && *fitsCost <= cost)
+    return true;
+  if (!A->fits)
+    A->fits = malloc(sizeof(int) * (size_t)(A->R->count + 1));
+  if (!A->fits)
+    return false;
+  memcpy(A->fits, pick, sizeof(int) * (size_t)A->R->count);
+  *fitsCost = cost;
+  return true;
+}
+
 /* Builds and solves, then, while the plan breaks the budget at some op,
- * pins the vars live there, adds that op's row and solves again. The
+ * pins the vars live there, adds that op's row and solves again. Those
+ * rounds stop at their first plan (one that breaks the budget elsewhere
+ * is not worth proving optimal: the 2-layer Adam step on 2x4 spent its
+ * time limit proving such plans); the first that fits is solved again
+ * in full from itself. The cheapest plan seen within the budget (the
+ * start's too) is the answer when the rounds or the time run out. The
  * picks of every var in A->pick; the last result in `out`. */
 static void solve(Auto *A, DtIlpResult *out) {
   Prop *p = A->p;
   Refine *R = A->R;
-  for (;;) {
-    if (!buildProgram(A)) {
-      out->status = DT_ILP_ERROR;
-      snprintf(out->message, sizeof(out->message), "out of memory");
-      return;
-    }
+  double budget = (double)p->memoryBudget * (1.0 + 1e-9);
+  bool quick = false, ok = true;
+  double fitsCost = INFINITY;
+  int at;
+  if (p->memoryBudget > 0 && A->start && !isnan(A->startCost) &&
+      (A->forbidK < 0 || A->start[A->forbidK] != A->forbidC) &&
+      peakOf(A, A->start, &at) <= budget)
+    ok = keepFit(A, A->start, A->startCost, &fitsCost);
+  for (; ok;) {
+    if (!(ok = buildProgram(A)))
+      break;
     double left = A->until - A->seconds;
+    dtIlpStopAtFirst(A->ilp, quick);
     dtIlpSolve(A->ilp, p->solver, left > 0.05 ? left : 0.05, out);
     A->seconds += out->seconds;
     if (out->status != DT_ILP_OPTIMAL && out->status != DT_ILP_FEASIBLE)
-      return;
+      break;
     out->bound += dtChoiceConstant(A->graph);
     for (int k = 0; k < R->count; ++k) {
       A->pick[k] = 0;
@@ -1467,40 +1535,44 @@ static void solve(Auto *A, DtIlpResult *out) {
     dtChoiceExpand(A->graph, A->pick);
     out->objective += dtChoiceConstant(A->graph);
     if (p->memoryBudget <= 0)
-      return;
-    int at;
+      break;
     double peak = peakOf(A, A->pick, &at);
-    if (peak <= (double)p->memoryBudget * (1.0 + 1e-9))
-      return;
+    if (peak <= budget) {
+      if (!(ok = keepFit(A, A->pick, out->objective, &fitsCost)))
+        break;
+      if (!quick || out->status == DT_ILP_OPTIMAL || A->seconds >= A->until)
+        break;
+      quick = false; /* the first plan that fits: again in full from it */
+      continue;
+    }
     if (++A->rounds > kMemoryRounds || A->seconds >= A->until) {
       out->status = DT_ILP_NO_SOLUTION;
       snprintf(out->message, sizeof(out->message),
                "no plan within the budget found in %d rounds", A->rounds);
-      return;
+      break;
     }
-    for (size_t i = 0; i < A->numLives; ++i) {
-      const Live *l = &A->lives[i];
-      if (l->def <= at && l->last >= at && l->var >= 0)
-        A->pinned[l->var] = true;
-    }
-    for (size_t gi = 0; gi < A->numGroups; ++gi) {
-      const Group *g = &A->groups[gi];
-      if (g->firstUse > at || g->lastUse < at)
-        continue;
-      if (g->producer >= 0)
-        A->pinned[g->producer] = true;
-      for (int u = g->firstUser; u >= 0; u = A->users[u].next)
-        A->pinned[A->users[u].k] = true;
-    }
-    int *slot = dtArrayPush((void **)&A->points, &A->numPoints, &A->capPoints,
-                            sizeof(int));
-    if (!slot) {
-      out->status = DT_ILP_ERROR;
-      snprintf(out->message, sizeof(out->message), "out of memory");
-      return;
-    }
-    *slot = at;
+    if (!(ok = addPoint(A, at)))
+      break;
+    quick = true;
   }
+  if (!ok) {
+    out->status = DT_ILP_ERROR;
+    snprintf(out->message, sizeof(out->message), "out of memory");
+  } else if (A->fits && out->status != DT_ILP_ERROR &&
+             !(out->status == DT_ILP_OPTIMAL && out->objective <= fitsCost)) {
+    /* A plan within the budget that the last solve did not better. */
+    bool proven =
+        out->status == DT_ILP_OPTIMAL && peakOf(A, A->pick, &at) <= budget;
+    if (!proven || out->objective > fitsCost) {
+      if (out->status != DT_ILP_OPTIMAL && out->status != DT_ILP_FEASIBLE)
+        out->bound = NAN; /* the last solve's, without the reductions' */
+      memcpy(A->pick, A->fits, sizeof(int) * (size_t)R->count);
+      out->objective = fitsCost;
+      out->status = DT_ILP_FEASIBLE;
+    }
+  }
+  free(A->fits);
+  A->fits = NULL;
 }
 
 static void argName(Prop *p, int arg, char *out, size_t size) {
@@ -1687,6 +1759,7 @@ static const char *finishAuto(Auto *A, MlirOperation func) {
     A->restrict_ = -1;
     A->until = p->timeLimit;
     A->start = isinf(bestStart) ? (free(kept), NULL) : kept;
+    A->startCost = bestStart;
   }
   DtIlpResult res;
   solve(A, &res);
@@ -1821,6 +1894,7 @@ const char *dtRefineAuto(Refine *R, MlirOperation func) {
   A.forbidK = -1;
   A.restrict_ = -1;
   A.until = p->timeLimit;
+  A.startCost = NAN;
   A.firstCol = malloc(sizeof(int) * cap);
   A.candBase = malloc(sizeof(int) * cap);
   A.pick = calloc(cap, sizeof(int));
