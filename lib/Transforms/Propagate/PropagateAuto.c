@@ -358,6 +358,19 @@ static bool addPriced(Auto *A, const int *makerCols, const double *price,
   return ok;
 }
 
+/* Adds to the row being built user `us`'s candidates that need `L`,
+ * times `sign`; whether it has any. */
+static bool termNeeding(Auto *A, const User *us, CSpec L, double sign) {
+  const Var *uv = &A->R->vars[A->R->order[us->k]];
+  bool any = false;
+  for (size_t c = 0; c < uv->numCands; ++c)
+    if (sameCSpec(needOf(A, us, c), L)) {
+      term(A, A->firstCol[us->k] + (int)c, sign);
+      any = true;
+    }
+  return any;
+}
+
 /* Whether candidate `c` of var `k` may be picked in this program (its
  * column not held at 0: a restriction's or why's forbidden one). */
 static bool candOpen(const Auto *A, int k, size_t c) {
@@ -445,9 +458,7 @@ static bool addTransports(Auto *A, const Group *g, const CSpec *made,
         for (size_t m = 0; m < numMade; ++m)
           if (zcol[t * numMade + m] >= 0)
             term(A, zcol[t * numMade + m], 1.0);
-        for (size_t e = 0; e < uv->numCands; ++e)
-          if (sameCSpec(needOf(A, us, e), L))
-            term(A, A->firstCol[us->k] + (int)e, -1.0);
+        termNeeding(A, us, L, -1.0);
         ok = addRow(A, 0.0, 0.0);
         /* Each w of the target at least the user's z. */
         for (size_t m = 0; m < numMade && ok; ++m)
@@ -486,20 +497,11 @@ static bool addTransports(Auto *A, const Group *g, const CSpec *made,
  * `L` (the value is converted to L when one of them is picked). */
 static bool atLeastUsers(Auto *A, const Group *g, int n, CSpec L) {
   bool ok = true;
-  for (int u = g->firstUser; u >= 0 && ok; u = A->users[u].next) {
-    const User *us = &A->users[u];
-    const Var *uv = &A->R->vars[A->R->order[us->k]];
-    bool any = false;
-    for (size_t c = 0; c < uv->numCands; ++c)
-      if (sameCSpec(needOf(A, us, c), L)) {
-        term(A, A->firstCol[us->k] + (int)c, -1.0);
-        any = true;
-      }
-    if (any) {
+  for (int u = g->firstUser; u >= 0 && ok; u = A->users[u].next)
+    if (termNeeding(A, &A->users[u], L, -1.0)) {
       term(A, n, 1.0);
       ok = addRow(A, 0.0, INFINITY);
     }
-  }
   return ok;
 }
 
@@ -519,7 +521,19 @@ static bool addLooseConversions(Auto *A, const Group *g, const CSpec *made,
   const Var *maker = &R->vars[R->order[g->producer]];
   bool ok = growBuffers(A, maker->numCands);
   double *prices = ok ? malloc(sizeof(double) * (maker->numCands + 1)) : NULL;
-  ok = ok && prices;
+  int *madeOf = ok ? malloc(sizeof(int) * (maker->numCands + 1)) : NULL;
+  ok = ok && prices && madeOf;
+  /* The maker's columns, and the made layout each candidate makes. */
+  for (size_t c = 0; c < maker->numCands && ok; ++c) {
+    CSpec mc = madeBy(A, g->producer, c, g->result);
+    A->cols[c] = A->firstCol[g->producer] + (int)c;
+    madeOf[c] = 0;
+    for (size_t e = 0; e < numMade; ++e)
+      if (sameCSpec(made[e], mc)) {
+        madeOf[c] = (int)e;
+        break;
+      }
+  }
   for (size_t t = 0; t < numTargets && ok; ++t) {
     const double *row = price + t * numMade;
     bool costly = false;
@@ -530,19 +544,13 @@ static bool addLooseConversions(Auto *A, const Group *g, const CSpec *made,
     int n = dtIlpAddCol(A->ilp, 0.0, 1.0, 0.0, false);
     ok = n >= 0 && growScratch(A);
     ok = ok && atLeastUsers(A, g, n, targets[t]);
-    for (size_t c = 0; c < maker->numCands && ok; ++c) {
-      CSpec mc = madeBy(A, g->producer, c, g->result);
-      A->cols[c] = A->firstCol[g->producer] + (int)c;
-      for (size_t e = 0; e < numMade; ++e)
-        if (sameCSpec(made[e], mc)) {
-          prices[c] = row[e];
-          break;
-        }
-    }
+    for (size_t c = 0; c < maker->numCands; ++c)
+      prices[c] = row[madeOf[c]];
     ok =
         ok && addPriced(A, A->cols, prices, (int)maker->numCands, &n, 1, scale);
   }
   free(prices);
+  free(madeOf);
   return ok;
 }
 
@@ -1363,15 +1371,7 @@ static int copyColumn(Auto *A, const Group *g, CSpec L) {
     return -2;
   bool any = false;
   for (int u = g->firstUser; u >= 0; u = A->users[u].next) {
-    const User *us = &A->users[u];
-    const Var *uv = &A->R->vars[A->R->order[us->k]];
-    bool needs = false;
-    for (size_t c = 0; c < uv->numCands; ++c)
-      if (sameCSpec(needOf(A, us, c), L)) {
-        term(A, A->firstCol[us->k] + (int)c, -1.0);
-        needs = true;
-      }
-    if (!needs)
+    if (!termNeeding(A, &A->users[u], L, -1.0))
       continue;
     /* z >= this user needs L - the maker makes L */
     term(A, z, 1.0);
