@@ -249,7 +249,7 @@ if "--instructions" in sys.argv:
     functions = [("prepare", "dtSpmdPrepare"), ("propagate", "runPropagate"),
                  ("partition", "runPartition"), ("lower-redistribute", "runLowerRedistribute"),
                  ("bucket-collectives", "runBucket"), ("canonicalize+cse", "dtRunUpstream"),
-                 ("schedule-collectives", "runSchedule")]
+                 ("inits-near-uses", "runInitsNearUses"), ("schedule-collectives", "runSchedule")]
     counts = {}
     for n in big_sizes:
         out = os.path.join(tmp, "callgrind.%d" % n)

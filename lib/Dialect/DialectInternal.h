@@ -47,6 +47,11 @@
 /* The modelled peak bytes per device of an automatic plan, on its
  * function, for dtensor-auto-shard (which removes it). */
 #define DT_ATTR_AUTO_PEAK "dtensor.auto_peak"
+/* The bytes each device may hold, on a function dtensor-auto-shard
+ * planned under memory=: dtensor-schedule-collectives keeps within it
+ * when given no memory= of its own, so the annotated program compiled
+ * later still fits. */
+#define DT_ATTR_MEMORY "dtensor.memory"
 #define DT_ATTR_LOOP_AXES "dtensor.loop_axes"
 
 /// The dialect's collectives, one row each: the op, the attribute naming

@@ -184,6 +184,12 @@ void dtIlpSolveCbc(DtIlp *ilp, double seconds, DtIlpResult *out) {
    * had (the 96-block GPT forward on 2x4: 21.5 s to the optimum with it,
    * 1.1 s without; 24 blocks 2.6 s, 2.1 s; 2026-12-07). */
   cbc.Cbc_setParameter(m, "preprocess", "off");
+  /* Nor its feasibility pump: one pass of it took 57 s of the 2-layer
+   * Adam step's full program on 2x4 under 1416729 bytes (past the time
+   * limit, which it does not check within a pass), and 33 s to a first
+   * plan of a memory round where a dive found one in 1.5 s; the 24-block
+   * forward on 2x2 0.95 -> 0.60 s (2026-12-07). */
+  cbc.Cbc_setParameter(m, "feasibilityPump", "off");
   /* A start is completed here and given to the search as a cutoff: CBC
    * given it as a MIP start completes it itself without presolve, a
    * root LP's work (1.1 s of the 24-block GPT forward's 2.0 s on 2x4,

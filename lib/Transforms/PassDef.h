@@ -72,6 +72,12 @@ bool dtPassReadCalibration(MlirOperation root, const char *pass,
                            const DtPassOptions *options,
                            struct DtensorCalibration **outCal);
 
+/// Reads option "memory" (a byte count: 512MB, 16GiB, 1048576) into
+/// `*outBytes` (-1 when the option is empty); false after an error at
+/// `root` naming `pass` when it is no byte count.
+bool dtPassReadBudget(MlirOperation root, const char *pass,
+                      const DtPassOptions *options, int64_t *outBytes);
+
 extern const DtPassDef dtVerifyPass;
 extern const DtPassDef dtLowerRedistributePass;
 extern const DtPassDef dtPropagatePass;
@@ -97,6 +103,7 @@ extern const DtPassDef dtInitsToInputsPass;
 extern const DtPassDef dtEarlyDeallocPass;
 extern const DtPassDef dtBucketCollectivesPass;
 extern const DtPassDef dtScheduleCollectivesPass;
+extern const DtPassDef dtInitsNearUsesPass;
 
 /// What dtensor-spmd does before propagation (dtensor-gathers, tosa-to-scf,
 /// dtensor-decompose-softmax, dtensor-decompose-packs), with propagation's

@@ -41,6 +41,7 @@ static const DtPassDef *const kPasses[] = {
     &dtEarlyDeallocPass,
     &dtBucketCollectivesPass,
     &dtScheduleCollectivesPass,
+    &dtInitsNearUsesPass,
     &dtGpuMemoryPass,
     &dtGpuCheckHostPass,
     &dtGpuSerialKernelsPass,
@@ -131,6 +132,21 @@ bool dtPassReadCalibration(MlirOperation root, const char *pass,
       break;
     }
   dtOpError(at, "%s: calibration: %s", pass, diag.message);
+  return false;
+}
+
+bool dtPassReadBudget(MlirOperation root, const char *pass,
+                      const DtPassOptions *options, int64_t *outBytes) {
+  const char *memory = dtPassOptionsGet(options, "memory");
+  *outBytes = memory[0] ? dtByteCount(memory) : -1;
+  if (!memory[0] || *outBytes > 0)
+    return true;
+  char msg[DT_MAX_OPTION_VALUE + 192];
+  snprintf(msg, sizeof(msg),
+           "%s: memory='%s' is not a byte count (a whole number with an "
+           "optional unit: 512MB, 16GiB, 1048576)",
+           pass, memory);
+  mlirEmitError(mlirOperationGetLocation(root), msg);
   return false;
 }
 

@@ -64,18 +64,17 @@ static void stepDone(bool timing, const char *step, struct timespec *last) {
 
 /* The options of dtensor-spmd that go to dtensor-propagate, and to
  * dtensor-lower-redistribute, as option text (with auto=true propagation
- * follows what dtensor-auto-shard chose: its own auto is off). */
+ * follows what dtensor-auto-shard chose: its own auto is off, and so its
+ * memory budget). */
 static void propagateOptions(const DtPassOptions *options, char *text,
                              size_t size) {
-  bool chosen = dtPassOptionsGetBool(options, "auto");
   snprintf(
       text, size,
       "strict=%s why=%s calibration='%s' choice=%s cost=%s auto=false "
-      "memory='%s' solver=%s time-limit='%s' layers=%s",
+      "solver=%s time-limit='%s' layers=%s",
       dtPassOptionsGet(options, "strict"), dtPassOptionsGet(options, "why"),
       dtPassOptionsGet(options, "calibration"),
       dtPassOptionsGet(options, "choice"), dtPassOptionsGet(options, "cost"),
-      chosen ? "" : dtPassOptionsGet(options, "memory"),
       dtPassOptionsGet(options, "solver"),
       dtPassOptionsGet(options, "time-limit"),
       dtPassOptionsGet(options, "layers"));
@@ -107,7 +106,9 @@ static void lowerOptions(const DtPassOptions *options, char *text,
 
 /* auto=true with memory=: the compiled program's peak (dtensor-report's
  * count, collectives' results included) is checked against the budget,
- * which the plan's own model estimates: never a plan over it in silence. */
+ * which the plan's own model estimates: never a plan over it in silence.
+ * (Without auto=true the budget bounds the schedule of collectives only;
+ * dtensor-report{memory=...} checks a program.) */
 static bool withinBudget(MlirOperation root, const DtPassOptions *options) {
   const char *memory = dtPassOptionsGet(options, "memory");
   if (!dtPassOptionsGetBool(options, "auto") || !memory[0])
@@ -149,7 +150,7 @@ bool dtSpmdPrepare(MlirOperation root, const DtPassOptions *propagate) {
 
 static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
   char text[7 * DT_MAX_OPTION_VALUE + 160];
-  DtPassOptions propagate, partition, lower, bucket;
+  DtPassOptions propagate, partition, lower, bucket, schedule, nothing;
   propagateOptions(options, text, sizeof(text));
   bool ok = dtPassOptionsParse(&dtPropagatePass.info,
                                mlirStringRefCreateFromCString(text), &propagate,
@@ -167,6 +168,18 @@ static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
   ok = ok &&
        dtPassOptionsParse(&dtBucketCollectivesPass.info,
                           mlirStringRefCreateFromCString(text), &bucket, NULL);
+  ok = ok &&
+       dtPassOptionsParse(&dtInitsNearUsesPass.info,
+                          mlirStringRefCreateFromCString(""), &nothing, NULL);
+  /* The schedule stays within the budget (or program order's peak); a
+   * budget that is not a byte count is an error before any step. */
+  int64_t budget;
+  ok = ok && dtPassReadBudget(root, "dtensor-spmd", options, &budget);
+  snprintf(text, sizeof(text), "memory='%s'",
+           dtPassOptionsGet(options, "memory"));
+  ok = ok && dtPassOptionsParse(&dtScheduleCollectivesPass.info,
+                                mlirStringRefCreateFromCString(text), &schedule,
+                                NULL);
   bool timing = dtPassOptionsGetBool(options, "timing");
   struct timespec last;
   clock_gettime(CLOCK_MONOTONIC, &last);
@@ -199,7 +212,9 @@ static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
   stepDone(ok && timing, "bucket-collectives", &last);
   ok = ok && cleanUp(root);
   stepDone(ok && timing, "canonicalize+cse", &last);
-  ok = ok && dtScheduleCollectivesPass.run(root, &bucket);
+  ok = ok && dtInitsNearUsesPass.run(root, &nothing);
+  stepDone(ok && timing, "inits-near-uses", &last);
+  ok = ok && dtScheduleCollectivesPass.run(root, &schedule);
   stepDone(ok && timing, "schedule-collectives", &last);
   return ok && withinBudget(root, options);
 }
@@ -217,7 +232,9 @@ static const DtensorPassOptionInfo kOptions[] = {
      "dtensor-propagate: choose the layouts of arguments and results "
      "without one too (dtensor-auto-shard)"},
     {"memory", DTENSOR_OPTION_STRING, "", NULL,
-     "with auto=true: the bytes each device may hold (16GiB)"},
+     "the bytes each device may hold (16GiB): dtensor-schedule-collectives "
+     "stays within it; with auto=true dtensor-auto-shard's budget, the "
+     "compiled program checked against it"},
     {"solver", DTENSOR_OPTION_ENUM, "default", "default|cbc|glpk",
      "with auto=true: the integer program solver"},
     {"time-limit", DTENSOR_OPTION_STRING, "60", NULL,
@@ -244,7 +261,8 @@ const DtPassDef dtSpmdPass = {
     .info = {"dtensor-spmd",
              "dtensor-propagate, dtensor-partition, "
              "dtensor-lower-redistribute, dtensor-bucket-collectives, "
-             "cse, canonicalize and dtensor-schedule-collectives as one pass",
+             "cse, canonicalize, dtensor-inits-near-uses and "
+             "dtensor-schedule-collectives as one pass",
              (int)(sizeof(kOptions) / sizeof(kOptions[0])), kOptions},
     .verifyFirst = true,
     .run = runSpmd,
@@ -272,8 +290,9 @@ MlirLogicalResult dtensorSpmdStages(MlirStringRef options, char *buffer,
       "dtensor-propagate{%s}, dtensor-partition, "
       "dtensor-lower-redistribute{%s}, "
       "dtensor-bucket-collectives{bucket-bytes=%s}, " DT_SPMD_CLEANUP
-      ", dtensor-schedule-collectives",
-      chooser, propagate, lower, dtPassOptionsGet(&parsed, "bucket-bytes"));
+      ", dtensor-inits-near-uses, dtensor-schedule-collectives{memory='%s'}",
+      chooser, propagate, lower, dtPassOptionsGet(&parsed, "bucket-bytes"),
+      dtPassOptionsGet(&parsed, "memory"));
   if (n < 0 || (size_t)n >= capacity)
     return dtDiag(outDiag, 0, "the stages of dtensor-spmd do not fit"),
            mlirLogicalResultFailure();

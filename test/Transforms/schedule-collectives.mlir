@@ -38,6 +38,22 @@ func.func @backward(%a: tensor<8x8xf32>, %b: tensor<8x8xf32>, %c: tensor<8x8xf32
 // Collectives keep their order; an op a later collective needs comes before
 // the consumer of an earlier one; a loop that uses a value in its body
 // follows that value.
+// Under memory= the schedule stays within the budget (or program order's
+// peak, if higher), counting as dtensor-report does. Beyond the 256 bytes
+// of arguments, program order holds 768 at the loop (%t, %r and its body's
+// value); hoisting the exp and its all_gather keeps the gathered 256 bytes
+// through the loop (1024). Under 1024 bytes the function keeps program
+// order; under 1280 it is scheduled as without a budget.
+// RUN: dtensor-opt %s --split-input-file --dtensor-schedule-collectives=memory=1024 | FileCheck %s --check-prefix=MEM
+// RUN: dtensor-opt %s --split-input-file --dtensor-schedule-collectives=memory=1280 | FileCheck %s
+// RUN: not dtensor-opt %s --split-input-file --dtensor-schedule-collectives=memory=lots 2>&1 | FileCheck %s --check-prefix=BYTES
+// MEM-LABEL: func.func @two(
+// MEM: "dtensor.all_gather"(%arg0)
+// MEM-NEXT: math.tanh
+// MEM: scf.for
+// MEM: math.exp %arg1
+// MEM-NEXT: "dtensor.all_gather"
+// BYTES: error: dtensor-schedule-collectives: memory='lots' is not a byte count
 // CHECK-LABEL: func.func @two(
 // CHECK: %[[A:.*]] = "dtensor.all_gather"(%arg0)
 // CHECK-NEXT: %[[X:.*]] = math.exp %arg1

@@ -25,6 +25,30 @@ int64_t dtTensorBytes(MlirType t) {
   return bytes;
 }
 
+int64_t dtMemoryResultBytes(MlirOperation op, intptr_t result) {
+  /* A tensor.empty holds nothing: each op that writes into it gets a
+   * buffer of its own (its result counts), however many share it. */
+  if (dtIsOp(op, "tensor.empty"))
+    return 0;
+  /* A tensor constant is the module's data (bufferization makes it a
+   * global), not a buffer the step allocates; an op that writes into one
+   * gets a buffer of its own. */
+  if (dtIsOp(op, "arith.constant"))
+    return 0;
+  return dtTensorBytes(mlirValueGetType(mlirOperationGetResult(op, result)));
+}
+
+bool dtMemoryInitInPlace(MlirOperation op, intptr_t operand) {
+  /* A linalg op's results are written into its inits' buffers (its last
+   * operands, one per result), as bufferization does. */
+  MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
+  intptr_t results = mlirOperationGetNumResults(op);
+  intptr_t operands = mlirOperationGetNumOperands(op);
+  return name.length >= 7 && !strncmp(name.data, "linalg.", 7) &&
+         results <= operands && operand >= operands - results &&
+         operand < operands;
+}
+
 /* A value of a block: made by op `def`, used up to op `end` (indices in
  * the block). */
 typedef struct Val {
@@ -103,10 +127,7 @@ static void analyze(MlirBlock block, Live *l) {
     MlirOperation op = l->ops[i];
     for (intptr_t r = 0; r < mlirOperationGetNumResults(op); ++r) {
       MlirValue v = mlirOperationGetResult(op, r);
-      /* A tensor.empty holds nothing: each op that writes into it gets a
-       * buffer of its own (its result counts), however many share it. */
-      int64_t bytes =
-          dtIsOp(op, "tensor.empty") ? 0 : dtTensorBytes(mlirValueGetType(v));
+      int64_t bytes = dtMemoryResultBytes(op, r);
       if (!bytes)
         continue;
       size_t end = i;
@@ -127,18 +148,15 @@ static void analyze(MlirBlock block, Live *l) {
       remember(l, v.ptr, l->numVals - 1);
     }
   }
-  /* A linalg op's results are written into its inits' buffers: an init
-   * that dies there is the result (bufferization writes in place). */
+  /* An init that dies at its op is the op's result. */
   for (size_t i = 0; i < l->numOps && !l->oom; ++i) {
     MlirOperation op = l->ops[i];
-    MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
-    intptr_t results = mlirOperationGetNumResults(op);
     intptr_t operands = mlirOperationGetNumOperands(op);
-    if (name.length < 7 || strncmp(name.data, "linalg.", 7) ||
-        results > operands)
-      continue;
-    for (intptr_t r = 0; r < results; ++r) {
-      MlirValue init = mlirOperationGetOperand(op, operands - results + r);
+    intptr_t k = operands - mlirOperationGetNumResults(op);
+    for (k = k < 0 ? 0 : k; k < operands; ++k) {
+      if (!dtMemoryInitInPlace(op, k))
+        continue;
+      MlirValue init = mlirOperationGetOperand(op, k);
       const Slot *s = find(l, init.ptr);
       Val *val = s ? &l->vals[s->index] : NULL;
       if (val && val->end == i && val->def < i)
@@ -190,6 +208,16 @@ static void sweep(MlirBlock block, int64_t outside, Sweep *s) {
   }
   free(delta);
   release(&l);
+}
+
+int64_t dtMemoryInnerPeak(MlirOperation op, bool *oom) {
+  Sweep s = {0, {NULL}, false};
+  for (intptr_t r = 0; r < mlirOperationGetNumRegions(op); ++r)
+    for (MlirBlock b = mlirRegionGetFirstBlock(mlirOperationGetRegion(op, r));
+         !mlirBlockIsNull(b); b = mlirBlockGetNextInRegion(b))
+      sweep(b, 0, &s);
+  *oom |= s.oom;
+  return s.best;
 }
 
 /* Keeps `v` (of `bytes`) among the largest of `out`, largest first. */

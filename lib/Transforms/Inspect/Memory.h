@@ -14,7 +14,9 @@ enum { DT_MEMORY_LARGEST = 4 };
 /// A function's peak: its arguments (parameters, optimizer state, inputs:
 /// the caller holds them throughout) plus the tensors its ops made that
 /// are still to be used, at the op where their sum is largest. A
-/// tensor.empty holds nothing; a destination-style op (linalg) whose init
+/// tensor.empty holds nothing, nor does a tensor constant (the module's
+/// data: bufferization makes it a global); a destination-style op (linalg)
+/// whose init
 /// dies there writes its result into the init's buffer, as bufferization
 /// does; a collective's result is
 /// a buffer of its own (counted in `collectiveBytes` too); values made
@@ -43,6 +45,19 @@ bool dtMemoryPeakOf(MlirOperation func, DtMemoryPeak *out);
 /// and its function in `*func`; false when there is none.
 bool dtMemoryLargestPeak(MlirOperation module, DtMemoryPeak *out,
                          MlirOperation *func);
+
+/// The bytes result `result` of `op` holds while it lives (0: nothing,
+/// as a tensor.empty's).
+int64_t dtMemoryResultBytes(MlirOperation op, intptr_t result);
+
+/// Whether `op` writes a result into the buffer of its operand `operand`
+/// (a linalg op's init): where the operand dies at `op`, the two are one
+/// buffer.
+bool dtMemoryInitInPlace(MlirOperation op, intptr_t operand);
+
+/// The most bytes the values made inside `op`'s regions hold at once
+/// while it runs (0 without regions); `*oom` set when out of memory.
+int64_t dtMemoryInnerPeak(MlirOperation op, bool *oom);
 
 /// The bytes of a value of type `t`: a ranked tensor of static shape and
 /// a known element type; 0 otherwise.

@@ -268,9 +268,10 @@ static void forgetModelledPeaks(MlirOperation root) {
 static bool compiledOvershoot(MlirOperation root, const DtPassOptions *options,
                               int64_t budget, int64_t *over, int64_t *peakBytes,
                               MlirLocation *where, int64_t *modelled) {
-  char text[DT_MAX_OPTION_VALUE + 32];
-  snprintf(text, sizeof(text), "calibration='%s'",
-           dtPassOptionsGet(options, "calibration"));
+  /* The schedule of collectives stays within the budget too. */
+  char text[DT_MAX_OPTION_VALUE + 64];
+  snprintf(text, sizeof(text), "calibration='%s' memory=%lld",
+           dtPassOptionsGet(options, "calibration"), (long long)budget);
   DtPassOptions spmd;
   if (!dtPassOptionsParse(&dtSpmdPass.info,
                           mlirStringRefCreateFromCString(text), &spmd, NULL))
@@ -309,12 +310,45 @@ static void replaceBody(MlirOperation root, MlirOperation from) {
   mlirOperationDestroy(from);
 }
 
+/* The budget, on every function planned under it (DT_ATTR_MEMORY). */
+static void keepBudget(MlirOperation root, int64_t budget) {
+  MlirContext ctx = mlirOperationGetContext(root);
+  MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0));
+  for (MlirOperation f = mlirBlockGetFirstOperation(top);
+       !mlirOperationIsNull(f); f = mlirOperationGetNextInBlock(f))
+    if (dtIsOp(f, "func.func") &&
+        !mlirBlockIsNull(mlirRegionGetFirstBlock(mlirOperationGetRegion(f, 0))))
+      mlirOperationSetDiscardableAttributeByName(
+          f, mlirStringRefCreateFromCString(DT_ATTR_MEMORY),
+          mlirIntegerAttrGet(mlirIntegerTypeGet(ctx, 64), budget));
+}
+
+/* A retry's diagnostics are not the user's: a budget the model was given
+ * that no layouts fit is a step of the search, said in its own words. */
+static MlirLogicalResult swallowErrors(MlirDiagnostic d, void *userData) {
+  (void)d;
+  (void)userData;
+  return mlirLogicalResultSuccess();
+}
+
+static bool solveQuietly(MlirOperation root, const DtPassOptions *options,
+                         const char *memory) {
+  MlirContext ctx = mlirOperationGetContext(root);
+  MlirDiagnosticHandlerID handler =
+      mlirContextAttachDiagnosticHandler(ctx, swallowErrors, NULL, NULL);
+  bool ok = solveOnce(root, options, memory);
+  mlirContextDetachDiagnosticHandler(ctx, handler);
+  return ok;
+}
+
 /* Solves with tighter budgets until the compiled plan needs no more than
  * the given one: the plan's model estimates memory before partitioning
- * and counts some buffers short (initial values merged later, a
- * collective's result), so its plan is compiled and measured, and solved
- * again with the budget lowered by the excess, a few times at most;
- * never a plan over the budget in silence. */
+ * and may count some buffers short (a tensor constant that is not a
+ * splat, which canonicalization hoists), so its plan is compiled and
+ * measured. Over the budget, the model's budget goes below the peak it
+ * gave that plan by the excess; where no layouts fit that, halfway back
+ * to the last budget that gave a plan; a few solves at most, and never a
+ * plan over the budget in silence. */
 enum { kMaxSolves = 5 };
 
 static bool runAutoShard(MlirOperation root, const DtPassOptions *options) {
@@ -328,60 +362,71 @@ static bool runAutoShard(MlirOperation root, const DtPassOptions *options) {
     return ok;
   }
   MlirOperation original = mlirOperationClone(root);
-  int64_t planned = budget, lastPeak = 0, lastModelled = 0;
+  /* `over`: the lowest model budget whose plan compiled over the budget
+   * (its modelled peak); `none`: the highest one no layouts fit. */
+  int64_t planned = budget, over = budget, none = 0;
+  int64_t lastPeak = 0, lastModelled = 0;
   MlirLocation lastWhere = mlirOperationGetLocation(root);
   bool ok = false;
   for (int solve = 1;; ++solve) {
     char plannedText[32];
     snprintf(plannedText, sizeof(plannedText), "%lld", (long long)planned);
-    int64_t over = 0, peak = 0, modelled = planned;
+    int64_t excess = 0, peak = 0, modelled = planned;
     MlirLocation where = mlirOperationGetLocation(root);
-    if (!solveOnce(root, options, solve == 1 ? memory : plannedText)) {
-      if (solve > 1) {
-        char msg[512];
-        snprintf(msg, sizeof(msg),
-                 "dtensor-auto-shard: no plan found within memory=%s: the "
-                 "plan the model fit in it needs %lld bytes per device "
-                 "compiled (the model counted %lld), and with the model's "
-                 "budget lowered by the excess to %lld bytes no layouts fit",
-                 memory, (long long)lastPeak, (long long)lastModelled,
-                 (long long)planned);
-        mlirEmitError(lastWhere, msg);
+    bool solved = solve == 1 ? solveOnce(root, options, memory)
+                             : solveQuietly(root, options, plannedText);
+    if (solved && !compiledOvershoot(root, options, budget, &excess, &peak,
+                                     &where, &modelled))
+      break;
+    if (solve == 1 && !solved)
+      break; /* its errors are the user's */
+    if (solved) {
+      lastPeak = peak;
+      lastModelled = modelled;
+      lastWhere = where;
+      forgetModelledPeaks(root);
+      if (excess <= 0) {
+        ok = true;
+        keepBudget(root, budget);
+        break;
       }
-      break;
+      over = modelled < planned ? modelled : planned;
+    } else {
+      none = planned;
     }
-    if (!compiledOvershoot(root, options, budget, &over, &peak, &where,
-                           &modelled))
-      break;
-    lastPeak = peak;
-    lastModelled = modelled;
-    lastWhere = where;
-    forgetModelledPeaks(root);
-    if (over <= 0) {
-      ok = true;
-      break;
-    }
-    /* The model's budget: below the peak it gave this plan by the
-     * excess, so that the next plan is one the model finds smaller. */
-    int64_t next = (modelled < planned ? modelled : planned) - over;
-    if (solve == kMaxSolves || next <= 0) {
-      char msg[384];
+    /* The next model budget: below the last plan's modelled peak by the
+     * excess, or halfway to it from one no layouts fit. */
+    int64_t next = solved ? over - excess : none + (over - none) / 2;
+    if (next <= none)
+      next = none + (over - none) / 2;
+    if (solve == kMaxSolves || next <= none || next >= over) {
+      char msg[2 * DT_MAX_OPTION_VALUE + 512];
       snprintf(msg, sizeof(msg),
-               "dtensor-auto-shard: the compiled plan needs %lld bytes per "
-               "device at its peak, over memory=%s (%lld bytes), after %d "
-               "solves with the model's budget lowered by the excess; "
-               "dtensor-report{memory=%s} on it names the largest values",
-               (long long)peak, memory, (long long)budget, solve, memory);
-      mlirEmitError(where, msg);
+               "dtensor-auto-shard: no plan found within memory=%s (%lld "
+               "bytes): the plan the model fit in it needs %lld bytes per "
+               "device compiled (the model counted %lld), and after %d solves "
+               "with the model's budget lowered none compiled within it (no "
+               "layouts fit a model's budget of %lld bytes); "
+               "dtensor-report{memory=%s} on the plan names the largest values",
+               memory, (long long)budget, (long long)lastPeak,
+               (long long)lastModelled, solve, (long long)(none ? none : next),
+               memory);
+      mlirEmitError(lastWhere, msg);
       break;
     }
-    if (dtPassOptionsGetBool(options, "cost") ||
-        dtPassOptionsGetBool(options, "why"))
+    bool verbose = dtPassOptionsGetBool(options, "cost") ||
+                   dtPassOptionsGetBool(options, "why");
+    if (verbose && solved)
       fprintf(stderr,
               "dtensor-auto-shard: the compiled plan needs %lld bytes per "
               "device, %lld over memory=%s: solving again with %lld for the "
               "model\n",
-              (long long)peak, (long long)over, memory, (long long)next);
+              (long long)peak, (long long)excess, memory, (long long)next);
+    else if (verbose)
+      fprintf(stderr,
+              "dtensor-auto-shard: no layouts fit %lld bytes for the model: "
+              "solving again with %lld\n",
+              (long long)planned, (long long)next);
     planned = next;
     replaceBody(root, mlirOperationClone(original));
   }

@@ -760,16 +760,8 @@ static bool readAutoOptions(MlirOperation root, const DtPassOptions *options,
     return false;
   }
   if (memory[0]) {
-    p->memoryBudget = dtByteCount(memory);
-    if (p->memoryBudget <= 0) {
-      char msg[DT_MAX_OPTION_VALUE + 160];
-      snprintf(msg, sizeof(msg),
-               "dtensor-propagate: memory='%s' is not a byte count (a whole "
-               "number with an optional unit: 512MB, 16GiB, 1048576)",
-               memory);
-      mlirEmitError(mlirOperationGetLocation(root), msg);
+    if (!dtPassReadBudget(root, "dtensor-propagate", options, &p->memoryBudget))
       return false;
-    }
     if (!p->autoShard) {
       mlirEmitError(mlirOperationGetLocation(root),
                     "dtensor-propagate: memory= is a budget for automatic "

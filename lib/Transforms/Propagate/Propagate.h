@@ -33,4 +33,11 @@ bool dtPropFunction(const Prop *base, MlirOperation func);
 /// memory.
 bool dtPropSplitInits(MlirOperation func);
 
+/// After partition and canonicalization: a value that only initializes
+/// and holds a buffer (a fill, a generator on such values, a splat), used
+/// by several ops of its block, is made again right before each of them,
+/// so that none lives from its first user to its last; false when out of
+/// memory.
+bool dtInitsNearUses(MlirOperation root);
+
 #endif

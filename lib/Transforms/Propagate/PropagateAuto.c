@@ -53,6 +53,7 @@ typedef struct User {
   int k;       /* the var (its place in R->order) */
   int operand; /* the operand it needs; -1: a tie (its result 0) */
   int next;
+  int at; /* its op's place in the entry block; -1: not known */
 } User;
 
 /* A value some var uses: made by var `producer` (result `result`) or
@@ -128,6 +129,10 @@ typedef struct Auto {
   int *touched;
   int numTouched, numScratch;
   int rounds;
+  /* Memory rows count a converted copy only where its users straddle the
+   * op (exact), or wherever its value is used (the first rounds': at least
+   * as many bytes, a tighter relaxation, so a plan that fits them fits). */
+  bool exactCopies;
   double seconds;
   double until; /* the solves end when `seconds` reaches this */
   double constant;
@@ -1226,6 +1231,27 @@ static bool addLive(Auto *A, DtTable *index, MlirValue v, int def) {
   return true;
 }
 
+/* The values made inside an op's regions (a loop's body, a branch) live
+ * while the op runs: each counts at the op, all at once (dtensor-report
+ * counts the largest set live together: this is at least that). Their
+ * ops are fixed (their layouts are propagation's). */
+typedef struct Inner {
+  Auto *A;
+  DtTable *index;
+  MlirOperation top;
+  int at;
+  bool ok;
+} Inner;
+
+static MlirWalkResult addInner(MlirOperation op, void *data) {
+  Inner *in = data;
+  if (mlirOperationEqual(op, in->top))
+    return MlirWalkResultAdvance;
+  for (intptr_t j = 0; in->ok && j < mlirOperationGetNumResults(op); ++j)
+    in->ok = addLive(in->A, in->index, mlirOperationGetResult(op, j), in->at);
+  return in->ok ? MlirWalkResultAdvance : MlirWalkResultInterrupt;
+}
+
 /* Every value whose bytes count, with the ops where it lives. */
 static bool collectLives(Auto *A) {
   Refine *R = A->R;
@@ -1263,14 +1289,30 @@ static bool collectLives(Auto *A) {
         g->lastUse = hit->index;
     }
   }
+  /* Where each user is: a converted copy lives from the first user that
+   * needs it to the last. */
+  for (size_t u = 0; u < A->numUsers; ++u) {
+    MlirOperation op = R->vars[R->order[A->users[u].k]].op;
+    const OpIndex *hit =
+        mlirOperationIsNull(op)
+            ? NULL
+            : dtTableFind(&index, groupHash(op.ptr), sameOpIndex, op.ptr);
+    A->users[u].at = hit ? hit->index : -1;
+  }
   for (intptr_t i = 0; ok && i < mlirBlockGetNumArguments(R->entry); ++i)
     ok = addLive(A, &index, mlirBlockGetArgument(R->entry, i), -1);
   int at = 0;
   for (MlirOperation op = mlirBlockGetFirstOperation(R->entry);
        !mlirOperationIsNull(op) && ok;
-       op = mlirOperationGetNextInBlock(op), ++at)
+       op = mlirOperationGetNextInBlock(op), ++at) {
     for (intptr_t j = 0; ok && j < mlirOperationGetNumResults(op); ++j)
       ok = addLive(A, &index, mlirOperationGetResult(op, j), at);
+    if (ok && mlirOperationGetNumRegions(op)) {
+      Inner in = {A, &index, op, at, true};
+      mlirOperationWalk(op, addInner, &in, MlirWalkPreOrder);
+      ok = in.ok;
+    }
+  }
   dtTableFree(&index);
   return ok;
 }
@@ -1290,34 +1332,58 @@ static CSpec madeUnder(const Auto *A, const Group *g, const int *pick) {
              : g->info->spec;
 }
 
-/* The bytes of the converted copies of group `g`'s value under the picks:
- * each distinct layout its users need other than the one it is made in
- * (a collective's result, or a local slice, is a buffer of its own). */
-static double conversionBytes(const Auto *A, const Group *g, const int *pick) {
-  CSpec from = madeUnder(A, g, pick), seen[64];
-  int numSeen = 0;
-  double bytes = 0.0;
+/* A converted copy in `layout` and the ops where it lives. */
+typedef struct CopyRange {
+  CSpec layout;
+  int first, last;
+} CopyRange;
+
+/* Widens to [lo, hi] the range of the copy in `L` among the `*n` of `r`
+ * (64 at most). */
+static void widen(CopyRange *r, int *n, CSpec L, int lo, int hi) {
+  int k = 0;
+  while (k < *n && !sameCSpec(r[k].layout, L))
+    ++k;
+  if (k == *n) {
+    if (*n < 64)
+      r[(*n)++] = (CopyRange){L, lo, hi};
+    return;
+  }
+  r[k].first = lo < r[k].first ? lo : r[k].first;
+  r[k].last = hi > r[k].last ? hi : r[k].last;
+}
+
+/* Adds to `delta` (per op + 1) the converted copies of group `g`'s value
+ * under the picks: each distinct layout its users need other than the
+ * one it is made in (a collective's result, or a local slice, is a
+ * buffer of its own), from the first user that needs it to the last (a
+ * fixed op's need: from the value's first use to its last). */
+static void addCopies(const Auto *A, const Group *g, const int *pick,
+                      double *delta) {
+  CSpec from = madeUnder(A, g, pick);
+  CopyRange copies[64];
+  int n = 0;
   for (int u = g->firstUser; u >= 0; u = A->users[u].next) {
-    CSpec L = needOf(A, &A->users[u], (size_t)pick[A->users[u].k]);
-    if (sameCSpec(L, from) || dtRefineHasCSpec(seen, (size_t)numSeen, L))
-      continue;
-    if (numSeen < 64)
-      seen[numSeen++] = L;
-    bytes += bytesOf(A->p, g->info, L);
+    const User *us = &A->users[u];
+    CSpec L = needOf(A, us, (size_t)pick[us->k]);
+    if (!sameCSpec(L, from))
+      widen(copies, &n, L, us->at < 0 ? g->firstUse : us->at,
+            us->at < 0 ? g->lastUse : us->at);
   }
   for (int f = 0; f < g->numFixedNeeds; ++f) {
     CSpec L = A->R->shared[g->fixedNeeds + (size_t)f];
-    if (sameCSpec(L, from) || dtRefineHasCSpec(seen, (size_t)numSeen, L))
-      continue;
-    if (numSeen < 64)
-      seen[numSeen++] = L;
-    bytes += bytesOf(A->p, g->info, L);
+    if (!sameCSpec(L, from))
+      widen(copies, &n, L, g->firstUse, g->lastUse);
   }
-  return bytes;
+  for (int k = 0; k < n; ++k) {
+    double b = bytesOf(A->p, g->info, copies[k].layout);
+    delta[copies[k].first + 1] += b;
+    delta[copies[k].last + 2] -= b;
+  }
 }
 
 /* The op where the picks hold the most bytes (-1: the arguments alone),
- * and those bytes. */
+ * and those bytes, as the compiled program holds them. */
 static double peakOf(const Auto *A, const int *pick, int *at) {
   double *delta = calloc((size_t)A->numOps + 2, sizeof(double));
   *at = -1;
@@ -1331,11 +1397,8 @@ static double peakOf(const Auto *A, const int *pick, int *at) {
   }
   for (size_t gi = 0; gi < A->numGroups; ++gi) {
     const Group *g = &A->groups[gi];
-    if (g->lastUse < g->firstUse)
-      continue;
-    double b = conversionBytes(A, g, pick);
-    delta[g->firstUse + 1] += b;
-    delta[g->lastUse + 2] -= b;
+    if (g->lastUse >= g->firstUse)
+      addCopies(A, g, pick, delta);
   }
   double now = 0.0, peak = -1.0;
   for (int i = 0; i <= A->numOps; ++i) {
@@ -1363,8 +1426,9 @@ static double madeTerm(Auto *A, const Group *g, CSpec L, double sign) {
 }
 
 /* A column z, at least 1 when some user of group `g`'s value needs `L`
- * and its maker makes another layout: the converted copy exists. -1 when
- * it can never exist, -2 when out of memory. */
+ * and its maker makes another layout: the converted copy exists (counted
+ * wherever the value is used). -1 when it can never exist, -2 when out
+ * of memory. */
 static int copyColumn(Auto *A, const Group *g, CSpec L) {
   int z = dtIlpAddCol(A->ilp, 0.0, 1.0, 0.0, false);
   if (z < 0 || !growScratch(A))
@@ -1389,6 +1453,62 @@ static int copyColumn(Auto *A, const Group *g, CSpec L) {
     any = true;
   }
   return any ? z : -1;
+}
+
+/* Whether some candidate of user `us` needs `L`. */
+static bool mayNeed(const Auto *A, const User *us, CSpec L) {
+  const Var *uv = &A->R->vars[A->R->order[us->k]];
+  for (size_t c = 0; c < uv->numCands; ++c)
+    if (sameCSpec(needOf(A, us, c), L))
+      return true;
+  return false;
+}
+
+/* The row y >= need(u) [+ need(w) - 1] - made(L) of group `g`. */
+static bool copyRow(Auto *A, const Group *g, CSpec L, int y, const User *u,
+                    const User *w) {
+  termNeeding(A, u, L, -1.0);
+  if (w)
+    termNeeding(A, w, L, -1.0);
+  term(A, y, 1.0);
+  double made = madeTerm(A, g, L, 1.0);
+  return addRow(A, (w ? -1.0 : 0.0) - made, INFINITY);
+}
+
+/* A column y, at least 1 when op `at` runs while the converted copy of
+ * group `g`'s value in layout `L` lives and its maker makes another
+ * layout: when a user at `at` needs `L`, or one before it and one after
+ * it do (a fixed op's need: wherever the value is used). -1 when it can
+ * never be, -2 when out of memory. */
+static int copyLiveColumn(Auto *A, const Group *g, CSpec L, int at) {
+  int y = dtIlpAddCol(A->ilp, 0.0, 1.0, 0.0, false);
+  if (y < 0 || !growScratch(A))
+    return -2;
+  if (dtRefineHasCSpec(A->R->shared + g->fixedNeeds, (size_t)g->numFixedNeeds,
+                       L)) {
+    term(A, y, 1.0);
+    double made = madeTerm(A, g, L, 1.0);
+    return addRow(A, 1.0 - made, INFINITY) ? y : -2;
+  }
+  bool any = false, ok = true;
+  for (int i = g->firstUser; i >= 0 && ok; i = A->users[i].next) {
+    const User *u = &A->users[i];
+    if (u->at > at || !mayNeed(A, u, L))
+      continue;
+    if (u->at < 0 || u->at == at) {
+      ok = copyRow(A, g, L, y, u, NULL);
+      any = true;
+      continue;
+    }
+    for (int j = g->firstUser; j >= 0 && ok; j = A->users[j].next) {
+      const User *w = &A->users[j];
+      if (w->at > at && w->k != u->k && mayNeed(A, w, L)) {
+        ok = copyRow(A, g, L, y, u, w);
+        any = true;
+      }
+    }
+  }
+  return !ok ? -2 : any ? y : -1;
 }
 
 /* A converted copy's column and its bytes. */
@@ -1419,7 +1539,8 @@ static bool addMemoryRow(Auto *A, int at) {
         if (dtRefineHasCSpec(seen, (size_t)numSeen, L) || numSeen == 64)
           continue;
         seen[numSeen++] = L;
-        int z = copyColumn(A, g, L);
+        int z =
+            A->exactCopies ? copyLiveColumn(A, g, L, at) : copyColumn(A, g, L);
         ok = z != -2;
         if (z < 0)
           continue;
@@ -1507,8 +1628,9 @@ static void solve(Auto *A, DtIlpResult *out) {
   Prop *p = A->p;
   Refine *R = A->R;
   double budget = (double)p->memoryBudget * (1.0 + 1e-9);
-  bool quick = false, ok = true;
+  bool quick = false, again = false, ok = true;
   double fitsCost = INFINITY;
+  A->exactCopies = false;
   int at;
   if (p->memoryBudget > 0 && A->start && !isnan(A->startCost) &&
       (A->forbidK < 0 || A->start[A->forbidK] != A->forbidC) &&
@@ -1517,10 +1639,23 @@ static void solve(Auto *A, DtIlpResult *out) {
   for (; ok;) {
     if (!(ok = buildProgram(A)))
       break;
-    double left = A->until - A->seconds;
+    /* Solved again in full from a plan that fits, a plan may break the
+     * budget at an op with no row yet: half the time left, the rest for
+     * the rounds that follow. */
+    double left = (A->until - A->seconds) * (again ? 0.5 : 1.0);
     dtIlpStopAtFirst(A->ilp, quick);
     dtIlpSolve(A->ilp, p->solver, left > 0.05 ? left : 0.05, out);
     A->seconds += out->seconds;
+    if (out->status == DT_ILP_INFEASIBLE && A->numPoints && A->restrict_ < 0 &&
+        !A->exactCopies && A->seconds < A->until) {
+      /* Counted wherever their values are used, the copies may not fit
+       * where they would: the full program again with each counted where
+       * it lives (a weaker relaxation: the restricted programs, there for
+       * a start, do without). */
+      A->exactCopies = true;
+      quick = true;
+      continue;
+    }
     if (out->status != DT_ILP_OPTIMAL && out->status != DT_ILP_FEASIBLE)
       break;
     out->bound += dtChoiceConstant(A->graph);
@@ -1543,6 +1678,7 @@ static void solve(Auto *A, DtIlpResult *out) {
       if (!quick || out->status == DT_ILP_OPTIMAL || A->seconds >= A->until)
         break;
       quick = false; /* the first plan that fits: again in full from it */
+      again = true;
       continue;
     }
     if (++A->rounds > kMemoryRounds || A->seconds >= A->until) {

@@ -18,14 +18,31 @@
  * dialects not known to be pure, calls of functions that hold such ops or
  * are only declared), and among those that may communicate (collectives,
  * calls of functions that hold one or are only declared). The order
- * depends only on the program, so every rank computes the same one. */
+ * depends only on the program, so every rank computes the same one.
+ *
+ * Memory: hoisting a collective's inputs keeps what the ops left behind
+ * need alive longer (a backward pass's saved activations while the
+ * gradients some collective waits for are made first; an FSDP weight's
+ * gathered copy while the gradient contraction runs). Under a budget
+ * (memory=, or else the one dtensor-auto-shard planned the function
+ * under, DT_ATTR_MEMORY) the schedule stays within it, or within program
+ * order's peak where that is higher (the bytes live at each op as
+ * dtensor-report counts them, Inspect/Memory.h): an op a collective
+ * needs goes ahead of program order only where the bytes live while it
+ * and the ops it passes run stay within that, and a schedule whose peak
+ * is still higher is made again with a narrower window, then program
+ * order stays. So a plan chosen under a budget (dtensor-auto-shard,
+ * which estimates memory in program order) still fits it once
+ * scheduled. Without a budget the schedule is as above. */
 #include "Dialect/DialectInternal.h"
+#include "Inspect/Memory.h"
 #include "PassDef.h"
 #include "Util.h"
 
 #include "Support/Support.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -131,24 +148,205 @@ static int indexOf(Graph *g, MlirOperation op) {
   return s ? s->index : -1;
 }
 
+/* A value of the block an op uses (each once per op), and whether the op
+ * writes its result into it where it dies (Memory.h). */
+typedef struct Use {
+  int value;
+  bool inPlace;
+} Use;
+
+/* What the block's values hold: per op its results' ids (`firstValue`),
+ * per value its bytes and the ops that use it, per op the values it uses
+ * (`firstUse`, into `uses`) and what its regions hold while it runs. */
+typedef struct Memory {
+  int *firstValue; /* per op + 1 */
+  int64_t *bytes;  /* per value */
+  int *users;      /* per value: distinct ops of the block using it */
+  int *remaining;  /* per value: of them, not placed yet */
+  int *lastEntry;  /* per value: its entry in `uses` for the op at hand */
+  Use *uses;
+  size_t numUses, capUses;
+  int *firstUse;  /* per op + 1 */
+  int64_t *inner; /* per op */
+  int64_t live;   /* the bytes of placed values still to be used */
+  /* In program order: per op the bytes live before it (`before`), and a
+   * segment tree of the bytes live while each runs (`tree`, leaves at
+   * `leaves`). */
+  int64_t *before, *tree;
+  int leaves;
+  bool failed;
+} Memory;
+
 typedef struct Uses {
   Graph *g;
+  Memory *m;
+  MlirOperation top;
   int user;
+  bool placed; /* false: the terminator, which stays last */
 } Uses;
+
+/* Notes that op `user` uses value `value` (in place or not). */
+static void noteUse(Memory *m, int user, int value, bool inPlace) {
+  int e = m->lastEntry[value];
+  if (e >= m->firstUse[user]) {
+    m->uses[e].inPlace |= inPlace;
+    return;
+  }
+  Use *u =
+      dtArrayPush((void **)&m->uses, &m->numUses, &m->capUses, sizeof(Use));
+  if (!u) {
+    m->failed = true;
+    return;
+  }
+  *u = (Use){value, inPlace};
+  m->lastEntry[value] = (int)m->numUses - 1;
+  ++m->users[value];
+}
 
 /* Every value of the block that `op` (nested ops included) uses is a
  * dependence of the top-level op `user`. */
 static MlirWalkResult collectUses(MlirOperation op, void *data) {
   Uses *u = data;
+  bool top = mlirOperationEqual(op, u->top);
   for (intptr_t i = 0; i < mlirOperationGetNumOperands(op); ++i) {
     MlirValue v = mlirOperationGetOperand(op, i);
     if (!mlirValueIsAOpResult(v))
       continue;
     MlirOperation def = mlirOpResultGetOwner(v);
-    if (mlirBlockEqual(mlirOperationGetBlock(def), u->g->block))
-      addEdge(u->g, indexOf(u->g, def), u->user);
+    if (!mlirBlockEqual(mlirOperationGetBlock(def), u->g->block))
+      continue;
+    int from = indexOf(u->g, def);
+    if (u->placed)
+      addEdge(u->g, from, u->user);
+    if (from >= 0)
+      noteUse(u->m, u->user,
+              u->m->firstValue[from] + (int)mlirOpResultGetResultNumber(v),
+              top && dtMemoryInitInPlace(op, i));
   }
   return MlirWalkResultAdvance;
+}
+
+/* The bytes live while op `i` runs, were it placed next: the values
+ * placed before it that are still to be used (less its inits that die
+ * there, its results' buffers), its results and what its regions hold. */
+static int64_t bytesAt(const Memory *m, int i) {
+  int64_t at = m->live + m->inner[i];
+  for (int v = m->firstValue[i]; v < m->firstValue[i + 1]; ++v)
+    at += m->bytes[v];
+  for (int k = m->firstUse[i]; k < m->firstUse[i + 1]; ++k)
+    if (m->uses[k].inPlace && m->remaining[m->uses[k].value] == 1)
+      at -= m->bytes[m->uses[k].value];
+  return at;
+}
+
+/* Op `i` placed: the values it used last die, its results that are used
+ * live on. */
+static void place(Memory *m, int i) {
+  for (int k = m->firstUse[i]; k < m->firstUse[i + 1]; ++k)
+    if (--m->remaining[m->uses[k].value] == 0)
+      m->live -= m->bytes[m->uses[k].value];
+  for (int v = m->firstValue[i]; v < m->firstValue[i + 1]; ++v)
+    if (m->users[v])
+      m->live += m->bytes[v];
+}
+
+/* The peak of the block's ops in program order (relative to what lives
+ * around the block). */
+static int64_t programOrderPeak(Memory *m, int n, int numValues) {
+  memcpy(m->remaining, m->users, sizeof(int) * (size_t)numValues);
+  m->live = 0;
+  for (int i = 0; i < n; ++i) {
+    m->before[i] = m->live;
+    m->tree[m->leaves + i] = bytesAt(m, i);
+    place(m, i);
+  }
+  for (int k = m->leaves - 1; k > 0; --k)
+    m->tree[k] = m->tree[2 * k] > m->tree[2 * k + 1] ? m->tree[2 * k]
+                                                     : m->tree[2 * k + 1];
+  return m->tree[1];
+}
+
+/* The most bytes live while one of ops [from, to) runs, in program
+ * order. */
+static int64_t mostBetween(const Memory *m, int from, int to) {
+  int64_t most = 0;
+  for (int l = from + m->leaves, r = to + m->leaves; l < r; l /= 2, r /= 2) {
+    if (l & 1) {
+      most = m->tree[l] > most ? m->tree[l] : most;
+      ++l;
+    }
+    if (r & 1) {
+      --r;
+      most = m->tree[r] > most ? m->tree[r] : most;
+    }
+  }
+  return most;
+}
+
+/* The bytes of placed values still to be used once op `i` is placed. */
+static int64_t liveAfter(const Memory *m, int i) {
+  int64_t live = m->live;
+  for (int v = m->firstValue[i]; v < m->firstValue[i + 1]; ++v)
+    if (m->users[v])
+      live += m->bytes[v];
+  for (int k = m->firstUse[i]; k < m->firstUse[i + 1]; ++k)
+    if (m->remaining[m->uses[k].value] == 1)
+      live -= m->bytes[m->uses[k].value];
+  return live;
+}
+
+/* Whether op `i`, placed while `first` is the first op of program order
+ * not placed, keeps within `cap`: while it runs, and while ops first..i-1
+ * run after it, each with what program order had live there and what the
+ * ops placed ahead of it (`i` too) keep live on top. */
+static bool fits(const Memory *m, int i, int first, int64_t cap) {
+  return bytesAt(m, i) <= cap &&
+         mostBetween(m, first, i) + liveAfter(m, i) - m->before[first] <= cap;
+}
+
+static void freeMemory(Memory *m) {
+  free(m->firstValue);
+  free(m->bytes);
+  free(m->users);
+  free(m->remaining);
+  free(m->lastEntry);
+  free(m->uses);
+  free(m->firstUse);
+  free(m->inner);
+  free(m->before);
+  free(m->tree);
+}
+
+/* The values of the block's ops: their ids and bytes. */
+static bool valuesOf(Memory *m, MlirOperation *ops, int n, int *numValues) {
+  m->firstValue = calloc((size_t)n + 1, sizeof(int));
+  m->firstUse = calloc((size_t)n + 2, sizeof(int));
+  m->inner = calloc((size_t)n + 1, sizeof(int64_t));
+  m->before = calloc((size_t)n + 1, sizeof(int64_t));
+  for (m->leaves = 1; m->leaves < n; m->leaves *= 2)
+    ;
+  m->tree = calloc(2 * (size_t)m->leaves, sizeof(int64_t));
+  if (!m->firstValue || !m->firstUse || !m->inner || !m->before || !m->tree)
+    return false;
+  for (int i = 0; i < n; ++i) {
+    m->firstValue[i + 1] =
+        m->firstValue[i] + (int)mlirOperationGetNumResults(ops[i]);
+    if (mlirOperationGetNumRegions(ops[i]))
+      m->inner[i] = dtMemoryInnerPeak(ops[i], &m->failed);
+  }
+  int v = *numValues = m->firstValue[n];
+  m->bytes = calloc((size_t)v + 1, sizeof(int64_t));
+  m->users = calloc((size_t)v + 1, sizeof(int));
+  m->remaining = calloc((size_t)v + 1, sizeof(int));
+  m->lastEntry = malloc(sizeof(int) * ((size_t)v + 1));
+  if (!m->bytes || !m->users || !m->remaining || !m->lastEntry)
+    return false;
+  for (int k = 0; k < v; ++k)
+    m->lastEntry[k] = -1;
+  for (int i = 0; i < n; ++i)
+    for (int r = 0; r < m->firstValue[i + 1] - m->firstValue[i]; ++r)
+      m->bytes[m->firstValue[i] + r] = dtMemoryResultBytes(ops[i], r);
+  return !m->failed;
 }
 
 /* A min-heap of op positions. */
@@ -184,9 +382,80 @@ static int heapPop(Heap *h) {
   return top;
 }
 
+/* A list schedule of the block's `n` ops into `order`: among the ready
+ * ops, those a collective needs (`urgent`) first while the bytes live
+ * stay within `cap`, each group in program order. Returns the bytes live
+ * at its peak, or INT64_MAX when some op was not placed. */
+static int64_t listSchedule(Memory *m, int n, int numValues, const bool *urgent,
+                            int *pending, const int *firstOut, const int *out,
+                            Heap *now, Heap *later, int64_t cap, int ahead,
+                            int *order) {
+  memcpy(m->remaining, m->users, sizeof(int) * (size_t)numValues);
+  m->live = 0;
+  now->count = later->count = 0;
+  int64_t peak = 0;
+  int done = 0;
+  for (int i = 0; i < n; ++i)
+    if (!pending[i])
+      heapPush(urgent[i] ? now : later, i);
+  while (now->count || later->count) {
+    /* An op a collective needs goes first when program order has it
+     * first, or ahead of the others when it fits. */
+    bool first =
+        now->count && (!later->count || now->items[0] < later->items[0] ||
+                       (now->items[0] - later->items[0] <= ahead &&
+                        fits(m, now->items[0], later->items[0], cap)));
+    int i = heapPop(first ? now : later);
+    int64_t at = bytesAt(m, i);
+    peak = at > peak ? at : peak;
+    place(m, i);
+    order[done++] = i;
+    for (int k = firstOut[i]; k < firstOut[i + 1]; ++k)
+      if (--pending[out[k]] == 0)
+        heapPush(urgent[out[k]] ? now : later, out[k]);
+  }
+  /* Edges go forward, so there is no cycle: every op is placed. */
+  return done == n ? peak : INT64_MAX;
+}
+
+static const int64_t kUnbounded = INT64_MAX / 4;
+
+/* The most bytes the ops of `block` may hold at once (over what lives
+ * around them), given its peak in program order and the function's
+ * budget (-1: none): the budget less the function's arguments for its
+ * body's block, program order's peak for blocks inside ops (what lives
+ * around them is not known here); never under program order's. */
+static int64_t capOf(MlirBlock block, int64_t budget, int64_t peak) {
+  MlirOperation parent = mlirBlockGetParentOperation(block);
+  /* Without memory=, the budget a function was planned under. */
+  MlirOperation func = parent;
+  while (!mlirOperationIsNull(func) && !dtIsOp(func, "func.func"))
+    func = mlirOperationGetParentOperation(func);
+  MlirAttribute planned = mlirOperationIsNull(func)
+                              ? (MlirAttribute){NULL}
+                              : dtGetAttr(func, DT_ATTR_MEMORY);
+  if (budget < 0 && !mlirAttributeIsNull(planned) &&
+      mlirAttributeIsAInteger(planned))
+    budget = mlirIntegerAttrGetValueInt(planned);
+  if (budget < 0)
+    return kUnbounded;
+  if (!dtIsOp(parent, "func.func"))
+    return peak;
+  for (intptr_t i = 0; i < mlirBlockGetNumArguments(block); ++i)
+    budget -= dtTensorBytes(mlirValueGetType(mlirBlockGetArgument(block, i)));
+  return budget > peak ? budget : peak;
+}
+
+/* The schedules tried, in turn, until one's peak is within the cap: the
+ * first unbounded, the others bounded by the cap and a window (an op a
+ * collective needs goes at most that many ops ahead of program order). */
+enum { kMaxAttempts = 6 };
+static const int kAhead[kMaxAttempts] = {INT32_MAX, INT32_MAX, 256, 64, 16, 4};
+
 /* Reorders `block` (its ops but the last, the terminator); false when out
  * of memory. */
-static bool scheduleBlock(MlirBlock block, MlirSymbolTable symbols) {
+static bool scheduleBlock(MlirBlock block, MlirSymbolTable symbols,
+                          int64_t budget) {
   Graph g = {block, dtTableInit(sizeof(Slot)), NULL, 0, 0, false};
   MlirOperation *ops = NULL, last = mlirBlockGetFirstOperation(block);
   size_t count = 0, cap = 0;
@@ -207,18 +476,27 @@ static bool scheduleBlock(MlirBlock block, MlirSymbolTable symbols) {
   int n = (int)count;
   bool *urgent = calloc(count + 1, sizeof(bool));
   int *pending = calloc(count + 1, sizeof(int));
+  int *indegree = calloc(count + 1, sizeof(int));
   int *firstOut = calloc(count + 2, sizeof(int));
   int *fill = calloc(count + 1, sizeof(int));
   int *order = calloc(count + 1, sizeof(int));
   int *out = NULL;
   Heap now = {calloc(count + 1, sizeof(int)), 0},
        later = {calloc(count + 1, sizeof(int)), 0};
-  bool ok = urgent && pending && firstOut && fill && order && now.items &&
-            later.items;
+  Memory m = {0};
+  int numValues = 0;
+  bool ok = urgent && pending && indegree && firstOut && fill && order &&
+            now.items && later.items && valuesOf(&m, ops, n, &numValues);
   int lastEffect = -1, lastCommunication = -1;
-  for (int i = 0; ok && i < n; ++i) {
-    Uses u = {&g, i};
-    mlirOperationWalk(ops[i], collectUses, &u, MlirWalkPreOrder);
+  for (int i = 0; ok && i <= n; ++i) {
+    /* The terminator (i == n) only uses: its values live to the end. */
+    MlirOperation op = i < n ? ops[i] : last;
+    Uses u = {&g, &m, op, i, i < n};
+    m.firstUse[i] = (int)m.numUses;
+    mlirOperationWalk(op, collectUses, &u, MlirWalkPreOrder);
+    m.firstUse[i + 1] = (int)m.numUses;
+    if (i == n)
+      break;
     Kind k = {symbols, 0, false, false};
     mlirOperationWalk(ops[i], classify, &k, MlirWalkPreOrder);
     if (k.effects) {
@@ -231,7 +509,8 @@ static bool scheduleBlock(MlirBlock block, MlirSymbolTable symbols) {
     }
     urgent[i] = dtCollectiveOf(ops[i]) != NULL;
   }
-  ok = ok && !g.failed && (out = calloc(g.numEdges + 1, sizeof(int)));
+  ok = ok && !g.failed && !m.failed &&
+       (out = calloc(g.numEdges + 1, sizeof(int)));
   if (ok) {
     /* What a collective's input needs: everything its collective depends
      * on, swept back from the last op (edges come in order of their
@@ -242,32 +521,32 @@ static bool scheduleBlock(MlirBlock block, MlirSymbolTable symbols) {
     /* Out-edges, grouped by source. */
     for (size_t e = 0; e < g.numEdges; ++e) {
       ++firstOut[g.edges[e].from + 1];
-      ++pending[g.edges[e].to];
+      ++indegree[g.edges[e].to];
     }
     for (int i = 0; i < n; ++i)
       firstOut[i + 1] += firstOut[i];
     for (size_t e = 0; e < g.numEdges; ++e)
       out[firstOut[g.edges[e].from] + fill[g.edges[e].from]++] = g.edges[e].to;
-    /* The list schedule: ready ops a collective needs first, each group
-     * in program order. */
-    int done = 0;
-    for (int i = 0; i < n; ++i)
-      if (!pending[i])
-        heapPush(urgent[i] ? &now : &later, i);
-    while (now.count || later.count) {
-      int i = heapPop(now.count ? &now : &later);
-      order[done++] = i;
-      for (int k = firstOut[i]; k < firstOut[i + 1]; ++k)
-        if (--pending[out[k]] == 0)
-          heapPush(urgent[out[k]] ? &now : &later, out[k]);
+    /* Program order's peak bounds the schedule; a schedule over it is
+     * made again under a bound lowered by the excess, a few times, and
+     * then program order stays. */
+    int64_t cap = capOf(block, budget, programOrderPeak(&m, n, numValues));
+    for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+      memcpy(pending, indegree, sizeof(int) * (size_t)n);
+      int64_t got = listSchedule(&m, n, numValues, urgent, pending, firstOut,
+                                 out, &now, &later, attempt ? cap : kUnbounded,
+                                 kAhead[attempt], order);
+      if (got <= cap) {
+        for (int k = 0; k < n; ++k)
+          mlirOperationMoveBefore(ops[order[k]], last);
+        break;
+      }
     }
-    /* Every op is placed (edges go forward, so there is no cycle). */
-    if (done == n)
-      for (int k = 0; k < n; ++k)
-        mlirOperationMoveBefore(ops[order[k]], last);
   }
+  freeMemory(&m);
   free(urgent);
   free(pending);
+  free(indegree);
   free(firstOut);
   free(fill);
   free(out);
@@ -306,13 +585,15 @@ static MlirWalkResult collectBlocks(MlirOperation op, void *data) {
 }
 
 static bool runSchedule(MlirOperation root, const DtPassOptions *options) {
-  (void)options;
+  int64_t budget;
+  if (!dtPassReadBudget(root, "dtensor-schedule-collectives", options, &budget))
+    return false;
   Blocks blocks = {NULL, 0, 0, false};
   mlirOperationWalk(root, collectBlocks, &blocks, MlirWalkPreOrder);
   bool ok = !blocks.failed;
   MlirSymbolTable symbols = mlirSymbolTableCreate(root);
   for (size_t i = 0; ok && i < blocks.count; ++i)
-    ok = scheduleBlock(blocks.items[i], symbols);
+    ok = scheduleBlock(blocks.items[i], symbols, budget);
   mlirSymbolTableDestroy(symbols);
   free(blocks.items);
   if (!ok)
@@ -320,12 +601,19 @@ static bool runSchedule(MlirOperation root, const DtPassOptions *options) {
   return ok;
 }
 
+static const DtensorPassOptionInfo kOptions[] = {
+    {"memory", DTENSOR_OPTION_STRING, "", NULL,
+     "the bytes each device may hold (512MB, 16GiB, 1048576): the schedule "
+     "stays within them, or within program order's peak where that is "
+     "higher; default unbounded"},
+};
+
 const DtPassDef dtScheduleCollectivesPass = {
     .info = {"dtensor-schedule-collectives",
              "Order each block of the per-device program so that the inputs "
              "of collectives are made first and the ops no collective needs "
              "run while collectives are in flight",
-             0, NULL},
+             (int)(sizeof(kOptions) / sizeof(kOptions[0])), kOptions},
     .verifyFirst = true,
     .run = runSchedule,
 };
