@@ -150,7 +150,7 @@ bool dtSpmdPrepare(MlirOperation root, const DtPassOptions *propagate) {
 
 static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
   char text[7 * DT_MAX_OPTION_VALUE + 160];
-  DtPassOptions propagate, partition, lower, bucket, schedule, nothing;
+  DtPassOptions propagate, partition, lower, bucket, schedule, near;
   propagateOptions(options, text, sizeof(text));
   bool ok = dtPassOptionsParse(&dtPropagatePass.info,
                                mlirStringRefCreateFromCString(text), &propagate,
@@ -168,15 +168,16 @@ static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
   ok = ok &&
        dtPassOptionsParse(&dtBucketCollectivesPass.info,
                           mlirStringRefCreateFromCString(text), &bucket, NULL);
-  ok = ok &&
-       dtPassOptionsParse(&dtInitsNearUsesPass.info,
-                          mlirStringRefCreateFromCString(""), &nothing, NULL);
-  /* The schedule stays within the budget (or program order's peak); a
-   * budget that is not a byte count is an error before any step. */
+  /* Under a budget every user gets its own fill, and the schedule stays
+   * within it (or program order's peak); a budget that is not a byte
+   * count is an error before any step. */
   int64_t budget;
   ok = ok && dtPassReadBudget(root, "dtensor-spmd", options, &budget);
   snprintf(text, sizeof(text), "memory='%s'",
            dtPassOptionsGet(options, "memory"));
+  ok = ok &&
+       dtPassOptionsParse(&dtInitsNearUsesPass.info,
+                          mlirStringRefCreateFromCString(text), &near, NULL);
   ok = ok && dtPassOptionsParse(&dtScheduleCollectivesPass.info,
                                 mlirStringRefCreateFromCString(text), &schedule,
                                 NULL);
@@ -212,7 +213,7 @@ static bool runSpmd(MlirOperation root, const DtPassOptions *options) {
   stepDone(ok && timing, "bucket-collectives", &last);
   ok = ok && cleanUp(root);
   stepDone(ok && timing, "canonicalize+cse", &last);
-  ok = ok && dtInitsNearUsesPass.run(root, &nothing);
+  ok = ok && dtInitsNearUsesPass.run(root, &near);
   stepDone(ok && timing, "inits-near-uses", &last);
   ok = ok && dtScheduleCollectivesPass.run(root, &schedule);
   stepDone(ok && timing, "schedule-collectives", &last);
@@ -290,9 +291,10 @@ MlirLogicalResult dtensorSpmdStages(MlirStringRef options, char *buffer,
       "dtensor-propagate{%s}, dtensor-partition, "
       "dtensor-lower-redistribute{%s}, "
       "dtensor-bucket-collectives{bucket-bytes=%s}, " DT_SPMD_CLEANUP
-      ", dtensor-inits-near-uses, dtensor-schedule-collectives{memory='%s'}",
+      ", dtensor-inits-near-uses{memory='%s'}, "
+      "dtensor-schedule-collectives{memory='%s'}",
       chooser, propagate, lower, dtPassOptionsGet(&parsed, "bucket-bytes"),
-      dtPassOptionsGet(&parsed, "memory"));
+      dtPassOptionsGet(&parsed, "memory"), dtPassOptionsGet(&parsed, "memory"));
   if (n < 0 || (size_t)n >= capacity)
     return dtDiag(outDiag, 0, "the stages of dtensor-spmd do not fit"),
            mlirLogicalResultFailure();

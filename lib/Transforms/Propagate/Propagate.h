@@ -36,8 +36,9 @@ bool dtPropSplitInits(MlirOperation func);
 /// After partition and canonicalization: a value that only initializes
 /// and holds a buffer (a fill, a generator on such values, a splat), used
 /// by several ops of its block, is made again right before each of them,
-/// so that none lives from its first user to its last; false when out of
-/// memory.
-bool dtInitsNearUses(MlirOperation root);
+/// so that none lives from its first user to its last; in every function
+/// of module `root` (`all`) or in those with a memory budget
+/// (DT_ATTR_MEMORY); false when out of memory.
+bool dtInitsNearUses(MlirOperation root, bool all);
 
 #endif

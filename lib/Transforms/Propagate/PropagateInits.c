@@ -10,11 +10,15 @@
  *
  * After that canonicalization (dtensor-spmd), one fill of a shape serves
  * every layer: bufferization gives each op that writes into it a copy and
- * keeps the fill until its last user, so it would hold memory from the
- * first layer to the last. dtInitsNearUses gives each user its own fill
- * again, right before it (dtensor-auto-shard's memory model counts fills
- * as holding nothing, dtensor-report counts the compiled program). */
+ * keeps the fill until its last user, so it holds one buffer of its shape
+ * from the first layer to the last. Under a memory budget
+ * dtInitsNearUses gives each user its own fill again, right before it
+ * (dtensor-auto-shard's memory model counts fills as holding nothing,
+ * dtensor-report counts the compiled program); without one the program
+ * keeps the merged fill, a buffer more for a third less text (the
+ * 10^4-block MLP chain: 20 000 fills, 4.0 MB printed against 5.9 MB). */
 #include "Propagate.h"
+#include "Util.h"
 
 #include <stdlib.h>
 
@@ -206,9 +210,15 @@ static bool holdsBuffer(MlirOperation op) {
   return dtIsOpIn(op, "linalg.") || dtIsOp(op, "tensor.splat");
 }
 
-bool dtInitsNearUses(MlirOperation root) {
+bool dtInitsNearUses(MlirOperation root, bool all) {
   Inits in = {NULL, 0, 0, dtTableInit(sizeof(void *)), false};
-  mlirOperationWalk(root, collect, &in, MlirWalkPreOrder);
+  MlirBlock top = mlirRegionGetFirstBlock(mlirOperationGetRegion(root, 0));
+  for (MlirOperation f = mlirBlockGetFirstOperation(top);
+       !mlirOperationIsNull(f) && !in.failed;
+       f = mlirOperationGetNextInBlock(f))
+    if (dtIsOp(f, "func.func") &&
+        (all || !mlirAttributeIsNull(dtGetAttr(f, DT_ATTR_MEMORY))))
+      mlirOperationWalk(f, collect, &in, MlirWalkPreOrder);
   /* Users first: a generator's clones use its fill, which is then given
    * to each of them. */
   bool ok = !in.failed;

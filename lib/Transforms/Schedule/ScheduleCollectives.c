@@ -218,7 +218,7 @@ static MlirWalkResult collectUses(MlirOperation op, void *data) {
     int from = indexOf(u->g, def);
     if (u->placed)
       addEdge(u->g, from, u->user);
-    if (from >= 0)
+    if (from >= 0 && u->m)
       noteUse(u->m, u->user,
               u->m->firstValue[from] + (int)mlirOpResultGetResultNumber(v),
               top && dtMemoryInitInPlace(op, i));
@@ -384,14 +384,17 @@ static int heapPop(Heap *h) {
 
 /* A list schedule of the block's `n` ops into `order`: among the ready
  * ops, those a collective needs (`urgent`) first while the bytes live
- * stay within `cap`, each group in program order. Returns the bytes live
- * at its peak, or INT64_MAX when some op was not placed. */
+ * stay within `cap` (with no `m`, no bound), each group in program order.
+ * Returns the bytes live at its peak (0 with no `m`), or INT64_MAX when
+ * some op was not placed. */
 static int64_t listSchedule(Memory *m, int n, int numValues, const bool *urgent,
                             int *pending, const int *firstOut, const int *out,
                             Heap *now, Heap *later, int64_t cap, int ahead,
                             int *order) {
-  memcpy(m->remaining, m->users, sizeof(int) * (size_t)numValues);
-  m->live = 0;
+  if (m) {
+    memcpy(m->remaining, m->users, sizeof(int) * (size_t)numValues);
+    m->live = 0;
+  }
   now->count = later->count = 0;
   int64_t peak = 0;
   int done = 0;
@@ -404,11 +407,13 @@ static int64_t listSchedule(Memory *m, int n, int numValues, const bool *urgent,
     bool first =
         now->count && (!later->count || now->items[0] < later->items[0] ||
                        (now->items[0] - later->items[0] <= ahead &&
-                        fits(m, now->items[0], later->items[0], cap)));
+                        (!m || fits(m, now->items[0], later->items[0], cap))));
     int i = heapPop(first ? now : later);
-    int64_t at = bytesAt(m, i);
-    peak = at > peak ? at : peak;
-    place(m, i);
+    if (m) {
+      int64_t at = bytesAt(m, i);
+      peak = at > peak ? at : peak;
+      place(m, i);
+    }
     order[done++] = i;
     for (int k = firstOut[i]; k < firstOut[i + 1]; ++k)
       if (--pending[out[k]] == 0)
@@ -420,15 +425,10 @@ static int64_t listSchedule(Memory *m, int n, int numValues, const bool *urgent,
 
 static const int64_t kUnbounded = INT64_MAX / 4;
 
-/* The most bytes the ops of `block` may hold at once (over what lives
- * around them), given its peak in program order and the function's
- * budget (-1: none): the budget less the function's arguments for its
- * body's block, program order's peak for blocks inside ops (what lives
- * around them is not known here); never under program order's. */
-static int64_t capOf(MlirBlock block, int64_t budget, int64_t peak) {
-  MlirOperation parent = mlirBlockGetParentOperation(block);
-  /* Without memory=, the budget a function was planned under. */
-  MlirOperation func = parent;
+/* The budget of `block`'s function: memory= (`budget`), or else the one
+ * dtensor-auto-shard planned it under (DT_ATTR_MEMORY); -1: none. */
+static int64_t budgetOf(MlirBlock block, int64_t budget) {
+  MlirOperation func = mlirBlockGetParentOperation(block);
   while (!mlirOperationIsNull(func) && !dtIsOp(func, "func.func"))
     func = mlirOperationGetParentOperation(func);
   MlirAttribute planned = mlirOperationIsNull(func)
@@ -437,8 +437,16 @@ static int64_t capOf(MlirBlock block, int64_t budget, int64_t peak) {
   if (budget < 0 && !mlirAttributeIsNull(planned) &&
       mlirAttributeIsAInteger(planned))
     budget = mlirIntegerAttrGetValueInt(planned);
-  if (budget < 0)
-    return kUnbounded;
+  return budget;
+}
+
+/* The most bytes the ops of `block` may hold at once (over what lives
+ * around them), given its peak in program order and the function's
+ * budget: the budget less the function's arguments for its
+ * body's block, program order's peak for blocks inside ops (what lives
+ * around them is not known here); never under program order's. */
+static int64_t capOf(MlirBlock block, int64_t budget, int64_t peak) {
+  MlirOperation parent = mlirBlockGetParentOperation(block);
   if (!dtIsOp(parent, "func.func"))
     return peak;
   for (intptr_t i = 0; i < mlirBlockGetNumArguments(block); ++i)
@@ -483,18 +491,24 @@ static bool scheduleBlock(MlirBlock block, MlirSymbolTable symbols,
   int *out = NULL;
   Heap now = {calloc(count + 1, sizeof(int)), 0},
        later = {calloc(count + 1, sizeof(int)), 0};
-  Memory m = {0};
+  /* Without a budget, no memory is counted. */
+  budget = budgetOf(block, budget);
+  Memory mem = {0}, *m = budget >= 0 ? &mem : NULL;
   int numValues = 0;
   bool ok = urgent && pending && indegree && firstOut && fill && order &&
-            now.items && later.items && valuesOf(&m, ops, n, &numValues);
+            now.items && later.items && (!m || valuesOf(m, ops, n, &numValues));
   int lastEffect = -1, lastCommunication = -1;
   for (int i = 0; ok && i <= n; ++i) {
     /* The terminator (i == n) only uses: its values live to the end. */
     MlirOperation op = i < n ? ops[i] : last;
-    Uses u = {&g, &m, op, i, i < n};
-    m.firstUse[i] = (int)m.numUses;
+    if (i == n && !m)
+      break;
+    Uses u = {&g, m, op, i, i < n};
+    if (m)
+      m->firstUse[i] = (int)m->numUses;
     mlirOperationWalk(op, collectUses, &u, MlirWalkPreOrder);
-    m.firstUse[i + 1] = (int)m.numUses;
+    if (m)
+      m->firstUse[i + 1] = (int)m->numUses;
     if (i == n)
       break;
     Kind k = {symbols, 0, false, false};
@@ -509,7 +523,7 @@ static bool scheduleBlock(MlirBlock block, MlirSymbolTable symbols,
     }
     urgent[i] = dtCollectiveOf(ops[i]) != NULL;
   }
-  ok = ok && !g.failed && !m.failed &&
+  ok = ok && !g.failed && !(m && m->failed) &&
        (out = calloc(g.numEdges + 1, sizeof(int)));
   if (ok) {
     /* What a collective's input needs: everything its collective depends
@@ -527,13 +541,13 @@ static bool scheduleBlock(MlirBlock block, MlirSymbolTable symbols,
       firstOut[i + 1] += firstOut[i];
     for (size_t e = 0; e < g.numEdges; ++e)
       out[firstOut[g.edges[e].from] + fill[g.edges[e].from]++] = g.edges[e].to;
-    /* Program order's peak bounds the schedule; a schedule over it is
-     * made again under a bound lowered by the excess, a few times, and
-     * then program order stays. */
-    int64_t cap = capOf(block, budget, programOrderPeak(&m, n, numValues));
+    /* Under a budget, schedules within it (or program order's peak) are
+     * tried with narrower windows; then program order stays. */
+    int64_t cap =
+        m ? capOf(block, budget, programOrderPeak(m, n, numValues)) : 0;
     for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
       memcpy(pending, indegree, sizeof(int) * (size_t)n);
-      int64_t got = listSchedule(&m, n, numValues, urgent, pending, firstOut,
+      int64_t got = listSchedule(m, n, numValues, urgent, pending, firstOut,
                                  out, &now, &later, attempt ? cap : kUnbounded,
                                  kAhead[attempt], order);
       if (got <= cap) {
@@ -543,7 +557,7 @@ static bool scheduleBlock(MlirBlock block, MlirSymbolTable symbols,
       }
     }
   }
-  freeMemory(&m);
+  freeMemory(&mem);
   free(urgent);
   free(pending);
   free(indegree);
