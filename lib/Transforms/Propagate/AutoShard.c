@@ -343,8 +343,8 @@ static bool solveQuietly(MlirOperation root, const DtPassOptions *options,
 
 /* Solves with tighter budgets until the compiled plan needs no more than
  * the given one: the plan's model estimates memory before partitioning
- * and may count some buffers short (a tensor constant that is not a
- * splat, which canonicalization hoists), so its plan is compiled and
+ * and may count some buffers short (a fill read as an input, not written
+ * into, holds its bytes while its user runs), so its plan is compiled and
  * measured. Over the budget, the model's budget goes below the peak it
  * gave that plan by the excess; where no layouts fit that, halfway back
  * to the last budget that gave a plan; a few solves at most, and never a
