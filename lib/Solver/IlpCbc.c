@@ -12,12 +12,14 @@
 
 #ifdef DTENSOR_HAVE_CBC
 #include <coin/Cbc_C_Interface.h>
+#include <coin/Clp_C_Interface.h>
 
 /* CBC is loaded by its SONAME (found when building) at the first solve,
  * not linked: through COIN-OR's LAPACK it brings OpenBLAS, whose threads
  * start, and spin a tenth of a second, in every process that loads it
  * (dtensor-opt's 10^4-block dtensor-spmd ran 6-9 % longer beside them on
- * our 2-core VMs). */
+ * our 2-core VMs). CLP's C interface, which CBC's library brings, is
+ * looked up through the same handle (rootLp below). */
 #define CBC_FUNCTIONS(X)                                                       \
   X(Cbc_newModel)                                                              \
   X(Cbc_loadProblem)                                                           \
@@ -40,7 +42,19 @@
   X(Cbc_isSecondsLimitReached)                                                 \
   X(Cbc_status)                                                                \
   X(Cbc_secondaryStatus)                                                       \
-  X(Cbc_deleteModel)
+  X(Cbc_deleteModel)                                                           \
+  X(Clp_newModel)                                                              \
+  X(Clp_loadProblem)                                                           \
+  X(Clp_setLogLevel)                                                           \
+  X(Clp_setPerturbation)                                                       \
+  X(Clp_setMaximumSeconds)                                                     \
+  X(Clp_crash)                                                                 \
+  X(Clp_dual)                                                                  \
+  X(Clp_isProvenOptimal)                                                       \
+  X(Clp_isProvenPrimalInfeasible)                                              \
+  X(Clp_getColSolution)                                                        \
+  X(Clp_objectiveValue)                                                        \
+  X(Clp_deleteModel)
 
 typedef struct Cbc {
 #define CBC_FIELD(f) __typeof__(f) *f;
@@ -114,7 +128,62 @@ static bool completeStart(const DtIlp *ilp, const CoinBigIndex *start,
   return ok;
 }
 
+typedef enum RootLp {
+  LP_INTEGRAL,
+  LP_FRACTIONAL,
+  LP_INFEASIBLE,
+  LP_STOPPED
+} RootLp;
+
+/* The program's LP relaxation by CLP's dual simplex within `seconds`
+ * (which CLP checks as it goes; CBC does not check its limit within its
+ * own root LP: on the 2-layer Adam step's full program on 2x4, 100 000
+ * rows by 177 000 columns, that LP took 44-63 s and a 59 s limit ran to
+ * 62-65 s). Integral at its optimum (as on most of automatic sharding's
+ * programs: transports per user), it is the integer program's optimum,
+ * in `x` and `*objective`, and CBC is not needed. CLP's perturbation is
+ * on from the start (CBC's setting: with CLP's default, perturbing once
+ * it finds itself stalled, that LP was not solved in 150 s), and a crash
+ * basis first (bounds flipped by simple pivots: 12-13 s and 28 000-31 000
+ * iterations to the optimum, where from the slack basis it took 48-63 s
+ * and 66 000; 2026-12-07). */
+static RootLp rootLp(const DtIlp *ilp, const CoinBigIndex *start,
+                     const int *index, const double *value, const double *rowLb,
+                     const double *rowUb, double seconds, double *x,
+                     double *objective) {
+  Clp_Simplex *m = cbc.Clp_newModel();
+  if (!m)
+    return LP_STOPPED;
+  int nc = ilp->numCols;
+  cbc.Clp_loadProblem(m, nc, ilp->numRows, start, index, value, ilp->colLb,
+                      ilp->colUb, ilp->obj, rowLb, rowUb);
+  cbc.Clp_setLogLevel(m, 0);
+  cbc.Clp_setPerturbation(m, 50);
+  cbc.Clp_setMaximumSeconds(m, seconds);
+  cbc.Clp_crash(m, 1e3, 1);
+  cbc.Clp_dual(m, 0);
+  RootLp r = LP_STOPPED;
+  if (cbc.Clp_isProvenPrimalInfeasible(m))
+    r = LP_INFEASIBLE;
+  else if (cbc.Clp_isProvenOptimal(m)) {
+    const double *lp = cbc.Clp_getColSolution(m);
+    r = LP_INTEGRAL;
+    for (int c = 0; c < nc; ++c) {
+      x[c] = lp[c];
+      if (ilp->integer[c]) {
+        x[c] = round(lp[c]);
+        if (fabs(lp[c] - x[c]) > 1e-6)
+          r = LP_FRACTIONAL;
+      }
+    }
+    *objective = cbc.Clp_objectiveValue(m);
+  }
+  cbc.Clp_deleteModel(m);
+  return r;
+}
+
 void dtIlpSolveCbc(DtIlp *ilp, double seconds, DtIlpResult *out) {
+  double t0 = dtMonotonicSeconds();
   pthread_once(&cbcOnce, loadCbc);
   if (!cbcLoaded) {
     /* Cut at the result's message size. */
@@ -133,8 +202,9 @@ void dtIlpSolveCbc(DtIlp *ilp, double seconds, DtIlpResult *out) {
   double *value = malloc(sizeof(double) * (n + 1));
   double *rowLb = malloc(sizeof(double) * ((size_t)nr + 1));
   double *rowUb = malloc(sizeof(double) * ((size_t)nr + 1));
+  double *lpX = malloc(sizeof(double) * ((size_t)nc + 1));
   Cbc_Model *m = cbc.Cbc_newModel();
-  if (!start || !index || !value || !rowLb || !rowUb || !m) {
+  if (!start || !index || !value || !rowLb || !rowUb || !lpX || !m) {
     snprintf(out->message, sizeof(out->message), "out of memory");
     goto done;
   }
@@ -155,6 +225,44 @@ void dtIlpSolveCbc(DtIlp *ilp, double seconds, DtIlpResult *out) {
   for (int c = nc; c > 0; --c)
     start[c] = start[c - 1];
   start[0] = 0;
+  /* A start is completed here (and given to CBC's search as a cutoff
+   * below): CBC given it as a MIP start completes it itself without
+   * presolve, a root LP's work (1.1 s of the 24-block GPT forward's 2.0 s
+   * on 2x4, where the root LP took 0.8 s). */
+  double startCost = INFINITY;
+  if (ilp->numStart > 0 &&
+      !completeStart(ilp, start, index, value, rowLb, rowUb,
+                     fmax(seconds, 10.0), ilp->solution, &startCost))
+    startCost = INFINITY;
+  /* Then the LP relaxation, within what is left of the limit. */
+  double lpCost = NAN, lpStart = dtMonotonicSeconds();
+  RootLp lp =
+      rootLp(ilp, start, index, value, rowLb, rowUb,
+             fmax(seconds - (dtMonotonicSeconds() - t0), 0.01), lpX, &lpCost);
+  double lpSeconds = dtMonotonicSeconds() - lpStart;
+  if (lp == LP_INTEGRAL || lp == LP_INFEASIBLE) {
+    out->status = lp == LP_INFEASIBLE ? DT_ILP_INFEASIBLE : DT_ILP_OPTIMAL;
+    if (lp == LP_INTEGRAL) {
+      memcpy(ilp->solution, lpX, sizeof(double) * (size_t)nc);
+      out->objective = out->bound = lpCost;
+    }
+    goto done;
+  }
+  /* Stopped, or fractional with too little time left for CBC, whose
+   * search solves the LP again first, from the slack basis and unchecked
+   * by its limit (3.5-4 times the time it took here from the crash: 42-49
+   * s against 12-13 s on the Adam step on 2x4): the start, if any, with
+   * the LP's bound when there is one. */
+  double left = seconds - (dtMonotonicSeconds() - t0);
+  if (lp == LP_STOPPED || left < 5.0 * lpSeconds) {
+    out->bound = lp == LP_FRACTIONAL ? lpCost : NAN;
+    out->status = DT_ILP_NO_SOLUTION;
+    if (startCost < INFINITY) {
+      out->objective = startCost;
+      out->status = DT_ILP_FEASIBLE;
+    }
+    goto done;
+  }
   cbc.Cbc_loadProblem(m, nc, nr, start, index, value, ilp->colLb, ilp->colUb,
                       ilp->obj, rowLb, rowUb);
   for (int c = 0; c < nc; ++c)
@@ -162,7 +270,7 @@ void dtIlpSolveCbc(DtIlp *ilp, double seconds, DtIlpResult *out) {
       cbc.Cbc_setInteger(m, c);
   cbc.Cbc_setObjSense(m, 1.0);
   cbc.Cbc_setLogLevel(m, 0);
-  cbc.Cbc_setMaximumSeconds(m, seconds);
+  cbc.Cbc_setMaximumSeconds(m, left);
   /* No presolve of the root LP: automatic sharding's programs (transport
    * columns per edge, equality rows) are ones CLP's presolve works on
    * long and shrinks little. The 24-block GPT forward on 2x2: 3.5 s to
@@ -190,15 +298,9 @@ void dtIlpSolveCbc(DtIlp *ilp, double seconds, DtIlpResult *out) {
    * plan of a memory round where a dive found one in 1.5 s; the 24-block
    * forward on 2x2 0.95 -> 0.60 s (2026-12-07). */
   cbc.Cbc_setParameter(m, "feasibilityPump", "off");
-  /* A start is completed here and given to the search as a cutoff: CBC
-   * given it as a MIP start completes it itself without presolve, a
-   * root LP's work (1.1 s of the 24-block GPT forward's 2.0 s on 2x4,
-   * where the root LP took 0.8 s). A hair above its cost, so that it or
-   * one as cheap is still found; when none is, it is the answer. */
-  double startCost = INFINITY;
-  if (ilp->numStart > 0 &&
-      completeStart(ilp, start, index, value, rowLb, rowUb, fmax(seconds, 10.0),
-                    ilp->solution, &startCost))
+  /* The start's cost a hair above, so that it or one as cheap is still
+   * found; when none is, it is the answer. */
+  if (startCost < INFINITY)
     cbc.Cbc_setCutoff(m, startCost + 1e-9 * fmax(1.0, fabs(startCost)));
   else if (ilp->numStart > 0)
     cbc.Cbc_setMIPStartI(m, ilp->numStart, ilp->startCols, ilp->startVals);
@@ -210,7 +312,8 @@ void dtIlpSolveCbc(DtIlp *ilp, double seconds, DtIlpResult *out) {
     memcpy(ilp->solution, best, sizeof(double) * (size_t)nc);
     out->objective = cbc.Cbc_getObjValue(m);
   }
-  out->bound = cbc.Cbc_getBestPossibleObjValue(m);
+  /* CLP's LP bound where CBC's search proved less. */
+  out->bound = fmax(cbc.Cbc_getBestPossibleObjValue(m), lpCost);
   if (!best && startCost < INFINITY &&
       (cbc.Cbc_isProvenInfeasible(m) || cbc.Cbc_isSecondsLimitReached(m))) {
     /* None within the cutoff: the start (in ilp->solution), optimal when
@@ -243,6 +346,7 @@ done:
   free(value);
   free(rowLb);
   free(rowUb);
+  free(lpX);
 }
 #else
 void dtIlpSolveCbc(DtIlp *ilp, double seconds, DtIlpResult *out) {

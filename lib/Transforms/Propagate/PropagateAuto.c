@@ -39,16 +39,6 @@
 /* At most this many rounds of memory rows. */
 enum { kMemoryRounds = 60 };
 
-/* Values of several users are priced by transports per user (tight, and
- * large: users x made x needed layouts), except under a memory budget in
- * a program of more than this many columns: there every memory round
- * solves the root LP again, which CBC's time limit does not bound (the
- * 2-layer GPT Adam step on 2x4, 177k columns, under 1416729 bytes: not
- * done after 8 min; on 2x2, 180k columns, optimal in 40 s; 2026-12-07),
- * and the looser pricing keeps the old bounds (a plan or an error near
- * the limit). */
-enum { kMaxTransportColumns = 100000 };
-
 typedef struct User {
   int k;       /* the var (its place in R->order) */
   int operand; /* the operand it needs; -1: a tie (its result 0) */
@@ -117,8 +107,7 @@ typedef struct Auto {
   bool *hyper; /* per group: several users (priced in the program) */
   int *tie;    /* per var: the var it picks alike (itself: none) */
   int numTied;
-  bool loose; /* values of several users priced loosely (program size) */
-  int *cols;  /* scratch for addPairwise: classes */
+  int *cols; /* scratch for addPairwise: classes */
   size_t capBuffers;
   Live *lives;
   size_t numLives, capLives;
@@ -312,57 +301,6 @@ static bool growBuffers(Auto *A, size_t n) {
   return true;
 }
 
-/* The price of a conversion whose target is in use (the sum of the
- * columns `target`, 0 or 1) given the maker's pick: its candidate i (in
- * column makerCols[i]) prices it price[i], times `scale`. Per distinct
- * positive price a column y, at most the candidates at that price, whose
- * sum is at least the target when the pick is priced; an infinite price
- * and the target never together. */
-static bool addPriced(Auto *A, const int *makerCols, const double *price,
-                      int numMaker, const int *target, int numTarget,
-                      double scale) {
-  bool ok = true;
-  int sumFirst = dtIlpNumCols(A->ilp);
-  for (int i = 0; i < numMaker && ok; ++i) {
-    double p = price[i];
-    bool seen = false;
-    for (int e = 0; e < i && !seen; ++e)
-      seen = samePrice(price[e], p);
-    if (p == 0.0 || seen)
-      continue;
-    int y = -1;
-    if (!isinf(p)) {
-      y = dtIlpAddCol(A->ilp, 0.0, 1.0, scale * p, false);
-      ok = y >= 0 && growScratch(A);
-    }
-    for (int e = 0; e < numMaker && ok; ++e)
-      if (samePrice(price[e], p))
-        term(A, makerCols[e], isinf(p) ? 1.0 : -1.0);
-    if (!ok)
-      break;
-    if (isinf(p)) {
-      for (int t = 0; t < numTarget; ++t)
-        term(A, target[t], 1.0);
-      ok = addRow(A, -INFINITY, 1.0);
-    } else {
-      term(A, y, 1.0);
-      ok = addRow(A, -INFINITY, 0.0);
-    }
-  }
-  int sumEnd = dtIlpNumCols(A->ilp);
-  if (ok && sumEnd > sumFirst) {
-    for (int y = sumFirst; y < sumEnd; ++y)
-      term(A, y, 1.0);
-    for (int t = 0; t < numTarget; ++t)
-      term(A, target[t], -1.0);
-    for (int e = 0; e < numMaker; ++e)
-      if (price[e] > 0.0 && !isinf(price[e]))
-        term(A, makerCols[e], -1.0);
-    ok = addRow(A, -1.0, INFINITY);
-  }
-  return ok;
-}
-
 /* Adds to the row being built user `us`'s candidates that need `L`,
  * times `sign`; whether it has any. */
 static bool termNeeding(Auto *A, const User *us, CSpec L, double sign) {
@@ -510,55 +448,6 @@ static bool atLeastUsers(Auto *A, const Group *g, int n, CSpec L) {
   return ok;
 }
 
-/* The looser pricing of a value of several users made by a var, for
- * programs the transports would make too large (kMaxTransportColumns):
- * per costly target a column n, at least every user's candidates that
- * need it, and per distinct positive price a column y, at most the
- * maker's candidates at that price, whose sum is at least n when the
- * maker's pick is priced. Exact at 0/1 picks; in the relaxation every
- * target may use the same cheap share of the maker (on the GPT forward
- * on 2x4 its bound was 3.5 % under the optimum). */
-static bool addLooseConversions(Auto *A, const Group *g, const CSpec *made,
-                                size_t numMade, const CSpec *targets,
-                                size_t numTargets, const double *price,
-                                double scale) {
-  Refine *R = A->R;
-  const Var *maker = &R->vars[R->order[g->producer]];
-  bool ok = growBuffers(A, maker->numCands);
-  double *prices = ok ? malloc(sizeof(double) * (maker->numCands + 1)) : NULL;
-  int *madeOf = ok ? malloc(sizeof(int) * (maker->numCands + 1)) : NULL;
-  ok = ok && prices && madeOf;
-  /* The maker's columns, and the made layout each candidate makes. */
-  for (size_t c = 0; c < maker->numCands && ok; ++c) {
-    CSpec mc = madeBy(A, g->producer, c, g->result);
-    A->cols[c] = A->firstCol[g->producer] + (int)c;
-    madeOf[c] = 0;
-    for (size_t e = 0; e < numMade; ++e)
-      if (sameCSpec(made[e], mc)) {
-        madeOf[c] = (int)e;
-        break;
-      }
-  }
-  for (size_t t = 0; t < numTargets && ok; ++t) {
-    const double *row = price + t * numMade;
-    bool costly = false;
-    for (size_t m = 0; m < numMade; ++m)
-      costly = costly || row[m] > 0.0;
-    if (!costly)
-      continue;
-    int n = dtIlpAddCol(A->ilp, 0.0, 1.0, 0.0, false);
-    ok = n >= 0 && growScratch(A);
-    ok = ok && atLeastUsers(A, g, n, targets[t]);
-    for (size_t c = 0; c < maker->numCands; ++c)
-      prices[c] = row[madeOf[c]];
-    ok =
-        ok && addPriced(A, A->cols, prices, (int)maker->numCands, &n, 1, scale);
-  }
-  free(prices);
-  free(madeOf);
-  return ok;
-}
-
 /* The conversions of group `g`'s value (of several users) to what its
  * var users need. The layouts the maker may make (`made`, one per
  * distinct layout; the value's own when nobody chooses it) and the
@@ -616,10 +505,7 @@ static bool addConversions(Auto *A, Group *g, double scale) {
     for (size_t m = 0; m < numMade; ++m)
       price[t * numMade + m] = convert(A, g->info, made[m], targets[t]);
   if (maker && numTargets && ok)
-    ok = A->loose ? addLooseConversions(A, g, made, numMade, targets,
-                                        numTargets, price, scale)
-                  : addTransports(A, g, made, numMade, targets, numTargets,
-                                  price, scale);
+    ok = addTransports(A, g, made, numMade, targets, numTargets, price, scale);
   for (size_t t = 0; t < numTargets && ok && !maker; ++t) {
     double own = price[t];
     if (!(own > 0.0))
@@ -1092,11 +978,6 @@ static bool buildProgram(Auto *A) {
   dtTableFree(&seen);
   if (!ok)
     return false;
-  if (!A->loose && A->p->memoryBudget > 0 &&
-      dtIlpNumCols(A->ilp) > kMaxTransportColumns) {
-    A->loose = true;
-    return buildProgram(A);
-  }
   for (size_t i = 0; i < A->numPoints; ++i)
     if (!addMemoryRow(A, A->points[i]))
       return false;
@@ -1985,11 +1866,10 @@ static const char *finishAuto(Auto *A, MlirOperation func) {
   return dtPropKeep(p,
                     "automatic: %s, %.3f us over %d vars, %d after "
                     "reductions, %d alike an earlier one (%s, %d columns, %d "
-                    "rows%s, %d memory rounds, %.2f s%s); peak %.0f bytes "
+                    "rows, %d memory rounds, %.2f s%s); peak %.0f bytes "
                     "per device",
                     how, res.objective + A->constant, R->count, reducedTo,
                     A->numTied, dtIlpSolverName(p->solver), columns, rows,
-                    A->loose ? ", values of several users priced loosely" : "",
                     A->rounds, A->seconds, gap, peak);
 }
 
