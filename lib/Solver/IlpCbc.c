@@ -250,11 +250,14 @@ void dtIlpSolveCbc(DtIlp *ilp, double seconds, DtIlpResult *out) {
   }
   /* Stopped, or fractional with too little time left for CBC, whose
    * search solves the LP again first, from the slack basis and unchecked
-   * by its limit (3.5-4 times the time it took here from the crash: 42-49
-   * s against 12-13 s on the Adam step on 2x4): the start, if any, with
-   * the LP's bound when there is one. */
+   * by its limit, and does its root's work past it: 4-10 times the time
+   * the LP took here from the crash (on the Adam step on 2x4 42-49 s
+   * against 12-13 s; on solver-test's time-limited chain CBC given 29 s
+   * ran 40 s, given 14.7 s 22.7 s, after an LP of 0.7-1.0 s here): the
+   * start, if any, with the LP's bound when there is one. Otherwise CBC
+   * gets what is left less ten times the LP's time. */
   double left = seconds - (dtMonotonicSeconds() - t0);
-  if (lp == LP_STOPPED || left < 5.0 * lpSeconds) {
+  if (lp == LP_STOPPED || left < 12.0 * lpSeconds) {
     out->bound = lp == LP_FRACTIONAL ? lpCost : NAN;
     out->status = DT_ILP_NO_SOLUTION;
     if (startCost < INFINITY) {
@@ -270,7 +273,7 @@ void dtIlpSolveCbc(DtIlp *ilp, double seconds, DtIlpResult *out) {
       cbc.Cbc_setInteger(m, c);
   cbc.Cbc_setObjSense(m, 1.0);
   cbc.Cbc_setLogLevel(m, 0);
-  cbc.Cbc_setMaximumSeconds(m, left);
+  cbc.Cbc_setMaximumSeconds(m, left - 10.0 * lpSeconds);
   /* No presolve of the root LP: automatic sharding's programs (transport
    * columns per edge, equality rows) are ones CLP's presolve works on
    * long and shrinks little. The 24-block GPT forward on 2x2: 3.5 s to

@@ -157,6 +157,55 @@ static void reductionCases(void) {
  * solver a random start (over the capacity, or dearer, or not), a third
  * the optimum as the start (CBC makes it a cutoff: the start itself
  * must come back then); the solution returned must cost what it says. */
+/* A chain of 3000 picks of 3 (pairwise costs between neighbours) given
+ * 0.1 ms: CBC's backend stops in its LP and answers the start it was
+ * given, feasible and costing what it says, within a second or two (an
+ * LP it did not bound ran to the end before 2026-12-07). */
+static void timeLimited(void) {
+  enum { G = 3000, P = 3 };
+  DtIlp *ilp = dtIlpCreate();
+  for (int g = 0; g < G; ++g)
+    for (int i = 0; i < P; ++i)
+      CHECK(dtIlpAddCol(ilp, 0.0, 1.0, (double)(next() % 20), true) ==
+            g * P + i);
+  for (int g = 0; g < G; ++g) {
+    int cols[P] = {g * P, g * P + 1, g * P + 2};
+    double ones[P] = {1, 1, 1};
+    CHECK(dtIlpAddRow(ilp, P, cols, ones, 1.0, 1.0));
+  }
+  for (int g = 0; g + 1 < G; ++g)
+    for (int i = 0; i < P; ++i)
+      for (int j = 0; j < P; ++j) {
+        int y = dtIlpAddCol(ilp, 0.0, 1.0, (double)(next() % 15), false);
+        int cols[3] = {y, g * P + i, (g + 1) * P + j};
+        double vals[3] = {1.0, -1.0, -1.0};
+        CHECK(dtIlpAddRow(ilp, 3, cols, vals, -1.0, INFINITY));
+      }
+  int *startCols = malloc(sizeof(int) * G * P);
+  double *startVals = malloc(sizeof(double) * G * P);
+  for (int c = 0; c < G * P; ++c) {
+    startCols[c] = c;
+    startVals[c] = c % P == 0 ? 1.0 : 0.0;
+  }
+  CHECK(dtIlpSetStart(ilp, G * P, startCols, startVals));
+  DtIlpResult r;
+  CHECK(dtIlpSolve(ilp, DT_ILP_CBC, 1e-4, &r));
+  CHECK(r.status == DT_ILP_FEASIBLE);
+  CHECK(r.seconds < 10.0);
+  double paid = 0.0;
+  for (int c = 0; c < dtIlpNumCols(ilp); ++c)
+    paid += ilp->obj[c] * r.x[c];
+  for (int c = 0; c < G * P; ++c)
+    CHECK(fabs(r.x[c] - startVals[c]) < 1e-9);
+  CHECK(fabs(paid - r.objective) < 1e-6);
+  printf("solver-test: time-limited: %s after %.3f s, %.0f\n",
+         r.status == DT_ILP_FEASIBLE ? "the start" : "other", r.seconds,
+         r.objective);
+  free(startCols);
+  free(startVals);
+  dtIlpDestroy(ilp);
+}
+
 static void ilpCases(DtIlpSolver solver) {
   for (int round = 0; round < 30; ++round) {
     int groups = 2 + (int)(next() % 3), per = 2 + (int)(next() % 2);
@@ -254,6 +303,8 @@ static void ilpCases(DtIlpSolver solver) {
     }
     dtIlpDestroy(ilp);
   }
+  if (solver == DT_ILP_CBC)
+    timeLimited();
   /* Nothing to choose: optimal at 0 without asking the solver. */
   DtIlp *empty = dtIlpCreate();
   DtIlpResult r;
