@@ -1504,13 +1504,30 @@ static bool keepFit(Auto *A, const int *pick, double cost, double *fitsCost) {
  * time limit proving such plans); the first that fits is solved again
  * in full from itself. The cheapest plan seen within the budget (the
  * start's too) is the answer when the rounds or the time run out. The
- * picks of every var in A->pick; the last result in `out`. */
+ * picks of every var in A->pick; the last result in `out`.
+ *
+ * Under a budget the answer is optimal, and has a bound, only as far as
+ * a relaxation of the budget proved it: a program without memory rows,
+ * or with rows that count each copy where it lives (a subset of the
+ * ops' exact rows). Rows that count a copy wherever its value is used
+ * ask more than a plan needs: their optimum may be dearer than the
+ * budget's, their infeasibility is not the budget's. An answer optimal
+ * under those is solved again under the exact rows, from itself, while
+ * there is time. */
 static void solve(Auto *A, DtIlpResult *out) {
   Prop *p = A->p;
   Refine *R = A->R;
   double budget = (double)p->memoryBudget * (1.0 + 1e-9);
   bool quick = false, again = false, ok = true;
   double fitsCost = INFINITY;
+  double lower = -INFINITY; /* the best bound a relaxation proved */
+  bool relaxes = true;      /* the last program relaxes the budget */
+  bool proving = A->restrict_ < 0 && A->forbidK < 0; /* the answer's */
+  /* The rows the restricted programs found, left out of the first build:
+   * its program relaxes the budget (a bound, and the optimum when its plan
+   * fits: the 2-layer Adam step on 2x2 under 2833459 bytes). */
+  size_t held = proving && p->memoryBudget > 0 ? A->numPoints : 0;
+  A->numPoints -= held;
   A->exactCopies = false;
   int at;
   if (p->memoryBudget > 0 && A->start && !isnan(A->startCost) &&
@@ -1521,14 +1538,18 @@ static void solve(Auto *A, DtIlpResult *out) {
     if (!(ok = buildProgram(A)))
       break;
     /* Solved again in full from a plan that fits, a plan may break the
-     * budget at an op with no row yet: half the time left, the rest for
-     * the rounds that follow. */
-    double left = (A->until - A->seconds) * (again ? 0.5 : 1.0);
+     * budget at an op with no row yet, and so may the first build's
+     * without the held rows: half the time left, the rest for the rounds
+     * that follow. */
+    double left = (A->until - A->seconds) * (again || held ? 0.5 : 1.0);
     dtIlpStopAtFirst(A->ilp, quick);
     dtIlpSolve(A->ilp, p->solver, left > 0.05 ? left : 0.05, out);
     A->seconds += out->seconds;
-    if (out->status == DT_ILP_INFEASIBLE && A->numPoints && A->restrict_ < 0 &&
-        !A->exactCopies && A->seconds < A->until) {
+    relaxes = A->numPoints == 0 || A->exactCopies;
+    A->numPoints += held;
+    held = 0;
+    if (out->status == DT_ILP_INFEASIBLE && !relaxes && A->restrict_ < 0 &&
+        A->seconds < A->until) {
       /* Counted wherever their values are used, the copies may not fit
        * where they would: the full program again with each counted where
        * it lives (a weaker relaxation: the restricted programs, there for
@@ -1552,15 +1573,26 @@ static void solve(Auto *A, DtIlpResult *out) {
     out->objective += dtChoiceConstant(A->graph);
     if (p->memoryBudget <= 0)
       break;
+    if (relaxes) /* an optimum, or a search's bound (fmax skips a NaN) */
+      lower = fmax(lower,
+                   out->status == DT_ILP_OPTIMAL ? out->objective : out->bound);
     double peak = peakOf(A, A->pick, &at);
     if (peak <= budget) {
       if (!(ok = keepFit(A, A->pick, out->objective, &fitsCost)))
         break;
-      if (!quick || out->status == DT_ILP_OPTIMAL || A->seconds >= A->until)
+      if ((out->status == DT_ILP_OPTIMAL && relaxes) || A->seconds >= A->until)
         break;
-      quick = false; /* the first plan that fits: again in full from it */
       again = true;
-      continue;
+      if (quick && out->status != DT_ILP_OPTIMAL) {
+        quick = false; /* the first plan that fits: again in full from it */
+        continue;
+      }
+      if (!A->exactCopies && proving) {
+        quick = false; /* optimal under the rows that ask more: proven, or */
+        A->exactCopies = true; /* bettered, under the exact ones */
+        continue;
+      }
+      break;
     }
     if (++A->rounds > kMemoryRounds || A->seconds >= A->until) {
       out->status = DT_ILP_NO_SOLUTION;
@@ -1575,17 +1607,29 @@ static void solve(Auto *A, DtIlpResult *out) {
   if (!ok) {
     out->status = DT_ILP_ERROR;
     snprintf(out->message, sizeof(out->message), "out of memory");
-  } else if (A->fits && out->status != DT_ILP_ERROR &&
-             !(out->status == DT_ILP_OPTIMAL && out->objective <= fitsCost)) {
-    /* A plan within the budget that the last solve did not better. */
-    bool proven =
-        out->status == DT_ILP_OPTIMAL && peakOf(A, A->pick, &at) <= budget;
-    if (!proven || out->objective > fitsCost) {
-      if (out->status != DT_ILP_OPTIMAL && out->status != DT_ILP_FEASIBLE)
-        out->bound = NAN; /* the last solve's, without the reductions' */
-      memcpy(A->pick, A->fits, sizeof(int) * (size_t)R->count);
-      out->objective = fitsCost;
-      out->status = DT_ILP_FEASIBLE;
+  } else if (A->fits && out->status != DT_ILP_ERROR) {
+    /* The cheapest plan within the budget seen (the first of equals: a
+     * later solve's as cheap, another layout at a larger peak, does not
+     * replace it). Optimal below when a relaxation proved it. */
+    if (out->status != DT_ILP_OPTIMAL && out->status != DT_ILP_FEASIBLE)
+      out->bound = NAN; /* the last solve's, without the reductions' */
+    memcpy(A->pick, A->fits, sizeof(int) * (size_t)R->count);
+    out->objective = fitsCost;
+    out->status = DT_ILP_FEASIBLE;
+  }
+  if (ok && p->memoryBudget > 0 && proving) {
+    if (out->status == DT_ILP_INFEASIBLE && !relaxes) {
+      out->status = DT_ILP_NO_SOLUTION;
+      snprintf(out->message, sizeof(out->message),
+               "time limit; none under the rows that count each converted "
+               "copy wherever its value is used, not solved under the exact "
+               "ones");
+    } else if (out->status == DT_ILP_OPTIMAL ||
+               out->status == DT_ILP_FEASIBLE) {
+      bool proven =
+          out->objective <= lower + 1e-9 * fmax(1.0, fabs(out->objective));
+      out->status = proven ? DT_ILP_OPTIMAL : DT_ILP_FEASIBLE;
+      out->bound = proven ? out->objective : isinf(lower) ? NAN : lower;
     }
   }
   free(A->fits);
