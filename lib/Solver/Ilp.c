@@ -121,6 +121,13 @@ bool dtIlpSetStart(DtIlp *ilp, int n, const int *cols, const double *vals) {
 
 void dtIlpStopAtFirst(DtIlp *ilp, bool stop) { ilp->stopAtFirst = stop; }
 
+void dtIlpUseBasis(DtIlp *ilp, DtIlpBasis *basis) { ilp->basis = basis; }
+
+void dtIlpBasisFree(DtIlpBasis *basis) {
+  free(basis->status);
+  *basis = (DtIlpBasis){0};
+}
+
 void dtIlpSetColBounds(DtIlp *ilp, int col, double lb, double ub) {
   ilp->colLb[col] = lb;
   ilp->colUb[col] = ub;

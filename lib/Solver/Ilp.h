@@ -62,6 +62,23 @@ bool dtIlpSetStart(DtIlp *ilp, int n, const int *cols, const double *vals);
 /// unless that proved optimal): CBC does, GLPK ignores it.
 void dtIlpStopAtFirst(DtIlp *ilp, bool stop);
 
+/// An LP basis kept from one program to the next (CBC's backend; GLPK's
+/// ignores it): a status per column, then per row, and the program's
+/// matrix it was found for (a hash). Zeroed: none yet.
+typedef struct DtIlpBasis {
+  unsigned long long matrix;
+  int numCols, numRows;
+  unsigned char *status;
+  bool frozen; /* read, not replaced: the start of several variants */
+} DtIlpBasis;
+
+/// The solves of `ilp` start their LP from `*basis` when `ilp`'s matrix is
+/// the one it was found for (its bounds and costs may differ: a candidate
+/// forbidden, another start), and leave their optimal basis there. The
+/// caller owns `basis` (dtIlpBasisFree) and keeps it across programs.
+void dtIlpUseBasis(DtIlp *ilp, DtIlpBasis *basis);
+void dtIlpBasisFree(DtIlpBasis *basis);
+
 /// Sets column `col`'s bounds (to fix or free it between solves).
 void dtIlpSetColBounds(DtIlp *ilp, int col, double lb, double ub);
 
@@ -98,6 +115,7 @@ struct DtIlp {
   int *startCols;
   double *startVals;
   bool stopAtFirst;
+  DtIlpBasis *basis; /* not owned (dtIlpUseBasis) */
 };
 
 /// The backends: fill `out` (status, objective, bound, message) and

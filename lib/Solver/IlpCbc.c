@@ -49,6 +49,8 @@
   X(Clp_setPerturbation)                                                       \
   X(Clp_setMaximumSeconds)                                                     \
   X(Clp_crash)                                                                 \
+  X(Clp_statusArray)                                                           \
+  X(Clp_copyinStatus)                                                          \
   X(Clp_dual)                                                                  \
   X(Clp_isProvenOptimal)                                                       \
   X(Clp_isProvenPrimalInfeasible)                                              \
@@ -103,8 +105,14 @@ static bool completeStart(const DtIlp *ilp, const CoinBigIndex *start,
   if (ok) {
     memcpy(lb, ilp->colLb, sizeof(double) * (size_t)nc);
     memcpy(ub, ilp->colUb, sizeof(double) * (size_t)nc);
-    for (int k = 0; k < ilp->numStart; ++k)
-      lb[ilp->startCols[k]] = ub[ilp->startCols[k]] = ilp->startVals[k];
+    for (int k = 0; k < ilp->numStart && ok; ++k) {
+      int c = ilp->startCols[k];
+      double v = ilp->startVals[k];
+      /* Out of its column's bounds (a candidate forbidden since): not a
+       * start of this program. */
+      ok = v >= lb[c] && v <= ub[c];
+      lb[c] = ub[c] = v;
+    }
     for (int c = 0; c < nc && ok; ++c)
       ok = !ilp->integer[c] || lb[c] == ub[c];
   }
@@ -146,7 +154,10 @@ typedef enum RootLp {
  * it finds itself stalled, that LP was not solved in 150 s), and a crash
  * basis first (bounds flipped by simple pivots: 12-13 s and 28 000-31 000
  * iterations to the optimum, where from the slack basis it took 48-63 s
- * and 66 000; 2026-12-07). */
+ * and 66 000; 2026-12-07). A basis kept from a program of the same
+ * matrix (dtIlpUseBasis) is the start instead: why=true's programs, each
+ * with one candidate forbidden, on that step took 0.15-9 s from the
+ * answer's basis where the crash took 13 s (one run each of 8). */
 static RootLp rootLp(const DtIlp *ilp, const CoinBigIndex *start,
                      const int *index, const double *value, const double *rowLb,
                      const double *rowUb, double seconds, double *x,
@@ -160,12 +171,32 @@ static RootLp rootLp(const DtIlp *ilp, const CoinBigIndex *start,
   cbc.Clp_setLogLevel(m, 0);
   cbc.Clp_setPerturbation(m, 50);
   cbc.Clp_setMaximumSeconds(m, seconds);
-  cbc.Clp_crash(m, 1e3, 1);
+  DtIlpBasis *kept = ilp->basis;
+  int nr = ilp->numRows;
+  /* The matrix, column by column (its shape and every entry). */
+  uint64_t matrix = dtHashMix(dtHashMix(11, (uint64_t)nc), (uint64_t)nr);
+  matrix = dtHashMix(matrix, dtHashBytes(start, sizeof(*start) * (size_t)nc));
+  matrix = dtHashMix(matrix, dtHashBytes(index, sizeof(int) * ilp->numEntries));
+  matrix =
+      dtHashMix(matrix, dtHashBytes(value, sizeof(double) * ilp->numEntries));
+  if (kept && kept->status && kept->matrix == matrix && kept->numCols == nc &&
+      kept->numRows == nr)
+    cbc.Clp_copyinStatus(m, kept->status);
+  else
+    cbc.Clp_crash(m, 1e3, 1);
   cbc.Clp_dual(m, 0);
   RootLp r = LP_STOPPED;
   if (cbc.Clp_isProvenPrimalInfeasible(m))
     r = LP_INFEASIBLE;
   else if (cbc.Clp_isProvenOptimal(m)) {
+    unsigned char *status =
+        kept && !kept->frozen
+            ? realloc(kept->status, (size_t)nc + (size_t)nr + 1)
+            : NULL;
+    if (status) {
+      memcpy(status, cbc.Clp_statusArray(m), (size_t)nc + (size_t)nr);
+      *kept = (DtIlpBasis){matrix, nc, nr, status, false};
+    }
     const double *lp = cbc.Clp_getColSolution(m);
     r = LP_INTEGRAL;
     for (int c = 0; c < nc; ++c) {

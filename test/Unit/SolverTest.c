@@ -206,6 +206,62 @@ static void timeLimited(void) {
   dtIlpDestroy(ilp);
 }
 
+/* A small program of ilpCases: a pick per group, pairwise costs between
+ * neighbours, a capacity row. */
+typedef struct Small {
+  int groups, per;
+  double (*cost)[3], (*w)[3][3], (*weight)[3], cap;
+} Small;
+
+/* The optimum by enumeration (INFINITY: none fits), its picks in `best`;
+ * group `fg`'s pick `fi` excluded (-1: none). */
+static double enumerate(const Small *sm, int fg, int fi, int *bestPick) {
+  double best = INFINITY;
+  int total = 1;
+  for (int g = 0; g < sm->groups; ++g)
+    total *= sm->per;
+  for (int code = 0; code < total; ++code) {
+    int p[4], rest = code;
+    double t = 0.0, used = 0.0;
+    for (int g = 0; g < sm->groups; ++g) {
+      p[g] = rest % sm->per;
+      rest /= sm->per;
+      t += sm->cost[g][p[g]];
+      used += sm->weight[g][p[g]];
+    }
+    for (int g = 0; g + 1 < sm->groups; ++g)
+      t += sm->w[g][p[g]][p[g + 1]];
+    if (used <= sm->cap && t < best && !(fg >= 0 && p[fg] == fi)) {
+      best = t;
+      memcpy(bestPick, p, sizeof(int) * 4);
+    }
+  }
+  return best;
+}
+
+/* The optimum's pick of each group forbidden in turn (its column's upper
+ * bound 0, as why=true does), each solved from the optimum's basis (kept
+ * frozen) and from the optimum as the start, which no longer fits: each
+ * equals enumeration without that pick. */
+static void forbidEach(DtIlp *ilp, DtIlpSolver solver, const Small *sm,
+                       const int *bestPick, DtIlpBasis *basis) {
+  basis->frozen = true;
+  for (int g = 0; g < sm->groups; ++g) {
+    int col = g * sm->per + bestPick[g], pick[4];
+    double best = enumerate(sm, g, bestPick[g], pick);
+    dtIlpSetColBounds(ilp, col, 0.0, 0.0);
+    DtIlpResult r;
+    CHECK(dtIlpSolve(ilp, solver, 30.0, &r));
+    if (isinf(best))
+      CHECK(r.status == DT_ILP_INFEASIBLE);
+    else
+      CHECK(r.status == DT_ILP_OPTIMAL && fabs(r.objective - best) < 1e-6 &&
+            r.x[col] < 0.5);
+    dtIlpSetColBounds(ilp, col, 0.0, 1.0);
+  }
+  basis->frozen = false;
+}
+
 static void ilpCases(DtIlpSolver solver) {
   for (int round = 0; round < 30; ++round) {
     int groups = 2 + (int)(next() % 3), per = 2 + (int)(next() % 2);
@@ -242,28 +298,9 @@ static void ilpCases(DtIlpSolver solver) {
         vals[g * per + i] = weight[g][i];
       }
     CHECK(dtIlpAddRow(ilp, groups * per, cols, vals, -INFINITY, cap));
-    /* Enumeration. */
-    double best = INFINITY;
+    Small sm = {groups, per, cost, w, weight, cap};
     int bestPick[4] = {0, 0, 0, 0};
-    int total = 1;
-    for (int g = 0; g < groups; ++g)
-      total *= per;
-    for (int code = 0; code < total; ++code) {
-      int p[4], rest = code;
-      double t = 0.0, used = 0.0;
-      for (int g = 0; g < groups; ++g) {
-        p[g] = rest % per;
-        rest /= per;
-        t += cost[g][p[g]];
-        used += weight[g][p[g]];
-      }
-      for (int g = 0; g + 1 < groups; ++g)
-        t += w[g][p[g]][p[g + 1]];
-      if (used <= cap && t < best) {
-        best = t;
-        memcpy(bestPick, p, sizeof(bestPick));
-      }
-    }
+    double best = enumerate(&sm, -1, -1, bestPick);
     if (round % 3 != 0) {
       int startCols[12];
       double startVals[12];
@@ -281,8 +318,14 @@ static void ilpCases(DtIlpSolver solver) {
      * no cheaper than the optimum. */
     bool first = round % 5 == 4;
     dtIlpStopAtFirst(ilp, first);
+    DtIlpBasis basis = {0};
+    dtIlpUseBasis(ilp, &basis);
     DtIlpResult r;
     CHECK(dtIlpSolve(ilp, solver, 30.0, &r));
+    /* CBC keeps the LP's optimal basis (the program has an LP optimum
+     * whenever it has a plan). */
+    if (solver == DT_ILP_CBC && !isinf(best))
+      CHECK(basis.status != NULL);
     if (isinf(best)) {
       CHECK(r.status == DT_ILP_INFEASIBLE);
     } else if (first) {
@@ -301,6 +344,9 @@ static void ilpCases(DtIlpSolver solver) {
         used += weight[c / per][c % per] * r.x[c];
       CHECK(fabs(paid - best) < 1e-6 && used <= cap + 1e-6);
     }
+    if (!first && !isinf(best))
+      forbidEach(ilp, solver, &sm, bestPick, &basis);
+    dtIlpBasisFree(&basis);
     dtIlpDestroy(ilp);
   }
   if (solver == DT_ILP_CBC)

@@ -84,6 +84,7 @@ typedef struct Auto {
   Refine *R;
   Prop *p;
   DtIlp *ilp;
+  DtIlpBasis basis;     /* the last LP's, for the next of the same matrix */
   DtChoiceGraph *graph; /* a node per var, an edge per value of one user */
   int *firstCol;        /* per var of the order: its columns (-1: reduced) */
   int *candBase;        /* per var: where its candidates start in `extra` */
@@ -722,8 +723,8 @@ static bool buildGraph(Auto *A) {
       dtChoiceAddCost(g, k, (int)c,
                       v->cands[c].fixedCost +
                           A->extra[A->candBase[k] + (int)c]);
-    if (k == A->forbidK)
-      dtChoiceAddCost(g, k, A->forbidC, INFINITY);
+    if (k == A->forbidK && !A->pinned[k])
+      dtChoiceAddCost(g, k, A->forbidC, INFINITY); /* pinned: a bound */
     for (size_t c = 0; c < v->numCands && A->restrict_ >= 0; ++c)
       if (!allowedUnder(A, &v->cands[c], v, A->restrict_))
         dtChoiceAddCost(g, k, (int)c, INFINITY);
@@ -923,6 +924,7 @@ static bool buildProgram(Auto *A) {
   A->numTouched = 0;
   if (!A->ilp || !A->graph || !buildGraph(A))
     return false;
+  dtIlpUseBasis(A->ilp, &A->basis);
   /* A var alike an earlier one shares its columns (and adds its costs to
    * them). */
   for (int k = 0; k < R->count; ++k) {
@@ -981,6 +983,11 @@ static bool buildProgram(Auto *A) {
   for (size_t i = 0; i < A->numPoints; ++i)
     if (!addMemoryRow(A, A->points[i]))
       return false;
+  /* A pinned var's candidate forbidden by its bound alone, after the rows
+   * (which price open candidates only): the program is the answer's, and
+   * its LP starts from the answer's basis. */
+  if (A->forbidK >= 0 && A->pinned[A->forbidK] && A->firstCol[A->forbidK] >= 0)
+    dtIlpSetColBounds(A->ilp, A->firstCol[A->forbidK] + A->forbidC, 0.0, 0.0);
   /* The vars' current choices, where the solver may start. */
   int numX = dtIlpNumCols(A->ilp);
   int *cols = malloc(sizeof(int) * (size_t)(numX + 1));
@@ -1617,15 +1624,16 @@ static void solve(Auto *A, DtIlpResult *out) {
     out->objective = fitsCost;
     out->status = DT_ILP_FEASIBLE;
   }
-  if (ok && p->memoryBudget > 0 && proving) {
-    if (out->status == DT_ILP_INFEASIBLE && !relaxes) {
-      out->status = DT_ILP_NO_SOLUTION;
-      snprintf(out->message, sizeof(out->message),
-               "time limit; none under the rows that count each converted "
-               "copy wherever its value is used, not solved under the exact "
-               "ones");
-    } else if (out->status == DT_ILP_OPTIMAL ||
-               out->status == DT_ILP_FEASIBLE) {
+  if (ok && p->memoryBudget > 0 && A->restrict_ < 0 &&
+      out->status == DT_ILP_INFEASIBLE && !relaxes) {
+    /* Not a proof (the answer's, or why's "none that fits"). */
+    out->status = DT_ILP_NO_SOLUTION;
+    snprintf(out->message, sizeof(out->message),
+             "time limit; none under the rows that count each converted "
+             "copy wherever its value is used, not solved under the exact "
+             "ones");
+  } else if (ok && p->memoryBudget > 0 && proving) {
+    if (out->status == DT_ILP_OPTIMAL || out->status == DT_ILP_FEASIBLE) {
       bool proven =
           out->objective <= lower + 1e-9 * fmax(1.0, fabs(out->objective));
       out->status = proven ? DT_ILP_OPTIMAL : DT_ILP_FEASIBLE;
@@ -1716,6 +1724,7 @@ static void explain(Auto *A, const int *best, double objective, double peak) {
     else if (v->numCands > 1) {
       A->forbidK = k;
       A->forbidC = best[k];
+      A->basis.frozen = true; /* each from the answer's basis */
       A->until = A->seconds + left / toSolve;
       DtIlpResult alt;
       solve(A, &alt);
@@ -1985,6 +1994,7 @@ const char *dtRefineAuto(Refine *R, MlirOperation func) {
   if (summary && !p->failed)
     summary = dtPropKeep(p, "%s [%d of them arguments]", summary, numArgVars);
   dtIlpDestroy(A.ilp);
+  dtIlpBasisFree(&A.basis);
   dtChoiceDestroy(A.graph);
   free(A.firstCol);
   free(A.candBase);
