@@ -1,14 +1,21 @@
 /* COIN-OR CBC's branch and cut for Ilp.h, through its C interface
  * (Debian's coinor-libcbc-dev). The only file that includes CBC. */
+#define _DEFAULT_SOURCE /* fork, kill, nanosleep, MAP_ANONYMOUS */
 #include "Ilp.h"
 #include "Support/Support.h"
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #ifdef DTENSOR_HAVE_CBC
 #include <coin/Cbc_C_Interface.h>
@@ -134,6 +141,73 @@ static bool completeStart(const DtIlp *ilp, const CoinBigIndex *start,
   free(lb);
   free(ub);
   return ok;
+}
+
+/* What CBC's search ended with, written by the process that ran it. */
+typedef struct Search {
+  int done; /* 0: killed at the deadline before it ended */
+  int hasBest, optimal, infeasible, secondsLimit, solutionLimit;
+  int status, secondary;
+  double objective, bound;
+  double x[]; /* the best solution, a value per column */
+} Search;
+
+static void searchHere(Cbc_Model *m, int nc, Search *s) {
+  cbc.Cbc_solve(m);
+  const double *best = cbc.Cbc_bestSolution(m);
+  if (best) {
+    memcpy(s->x, best, sizeof(double) * (size_t)nc);
+    s->objective = cbc.Cbc_getObjValue(m);
+  }
+  s->hasBest = best != NULL;
+  s->bound = cbc.Cbc_getBestPossibleObjValue(m);
+  s->optimal = cbc.Cbc_isProvenOptimal(m);
+  s->infeasible = cbc.Cbc_isProvenInfeasible(m);
+  s->secondsLimit = cbc.Cbc_isSecondsLimitReached(m);
+  s->solutionLimit = cbc.Cbc_isSolutionLimitReached(m);
+  s->status = cbc.Cbc_status(m);
+  s->secondary = cbc.Cbc_secondaryStatus(m);
+  __atomic_store_n(&s->done, 1, __ATOMIC_RELEASE);
+}
+
+/* CBC's search, in a child process killed at `deadline` (monotonic
+ * seconds): CBC checks its limit between nodes, not within its root's
+ * work (on solver-test's chain of 3000 picks CBC given 29 s ran 40 s),
+ * so the limit holds only from outside. Its answer comes back through a
+ * shared mapping (NULL: out of memory); where no process can be made,
+ * the search runs here. The caller unmaps `*size` bytes. */
+static Search *search(Cbc_Model *m, int nc, double deadline, size_t *size) {
+  *size = sizeof(Search) + sizeof(double) * ((size_t)nc + 1);
+  Search *s = mmap(NULL, *size, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (s == MAP_FAILED)
+    return NULL;
+  pid_t pid = fork();
+  if (pid == 0) {
+    searchHere(m, nc, s);
+    _exit(0);
+  }
+  if (pid < 0) {
+    searchHere(m, nc, s);
+    return s;
+  }
+  for (;;) {
+    int st;
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid || (r < 0 && errno != EINTR))
+      break;
+    if (dtMonotonicSeconds() >= deadline) {
+      kill(pid, SIGKILL);
+      while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+      break;
+    }
+    struct timespec nap = {0, 2000000};
+    nanosleep(&nap, NULL);
+  }
+  if (!__atomic_load_n(&s->done, __ATOMIC_ACQUIRE))
+    memset(s, 0, sizeof(Search)); /* killed: none found, none proven */
+  return s;
 }
 
 typedef enum RootLp {
@@ -340,38 +414,44 @@ void dtIlpSolveCbc(DtIlp *ilp, double seconds, DtIlpResult *out) {
     cbc.Cbc_setMIPStartI(m, ilp->numStart, ilp->startCols, ilp->startVals);
   if (ilp->stopAtFirst)
     cbc.Cbc_setMaximumSolutions(m, 1);
-  cbc.Cbc_solve(m);
-  const double *best = cbc.Cbc_bestSolution(m);
-  if (best) {
-    memcpy(ilp->solution, best, sizeof(double) * (size_t)nc);
-    out->objective = cbc.Cbc_getObjValue(m);
+  size_t searchSize = 0;
+  Search *found = search(m, nc, t0 + seconds, &searchSize);
+  if (!found) {
+    snprintf(out->message, sizeof(out->message), "out of memory");
+    goto done;
   }
-  /* CLP's LP bound where CBC's search proved less. */
-  out->bound = fmax(cbc.Cbc_getBestPossibleObjValue(m), lpCost);
-  if (!best && startCost < INFINITY &&
-      (cbc.Cbc_isProvenInfeasible(m) || cbc.Cbc_isSecondsLimitReached(m))) {
+  bool killed = !found->done;
+  if (found->hasBest) {
+    memcpy(ilp->solution, found->x, sizeof(double) * (size_t)nc);
+    out->objective = found->objective;
+  }
+  /* CLP's LP bound where CBC's search proved less (or was stopped). */
+  out->bound = killed ? lpCost : fmax(found->bound, lpCost);
+  if (!found->hasBest && startCost < INFINITY &&
+      (found->infeasible || found->secondsLimit || killed)) {
     /* None within the cutoff: the start (in ilp->solution), optimal when
      * that was proven. */
     out->objective = startCost;
     out->status = DT_ILP_FEASIBLE;
-    if (cbc.Cbc_isProvenInfeasible(m)) {
+    if (found->infeasible) {
       out->status = DT_ILP_OPTIMAL;
       out->bound = startCost;
     }
-  } else if (cbc.Cbc_isProvenOptimal(m) && best) {
+  } else if (found->optimal && found->hasBest) {
     out->status = DT_ILP_OPTIMAL;
     out->bound = out->objective;
-  } else if (cbc.Cbc_isProvenInfeasible(m)) {
+  } else if (found->infeasible) {
     out->status = DT_ILP_INFEASIBLE;
-  } else if (cbc.Cbc_isSecondsLimitReached(m)) {
-    out->status = best ? DT_ILP_FEASIBLE : DT_ILP_NO_SOLUTION;
-  } else if (cbc.Cbc_isSolutionLimitReached(m) && best) {
+  } else if (found->secondsLimit || killed) {
+    out->status = found->hasBest ? DT_ILP_FEASIBLE : DT_ILP_NO_SOLUTION;
+  } else if (found->solutionLimit && found->hasBest) {
     out->status = DT_ILP_FEASIBLE;
   } else {
     snprintf(out->message, sizeof(out->message),
-             "CBC stopped (status %d, secondary status %d)", cbc.Cbc_status(m),
-             cbc.Cbc_secondaryStatus(m));
+             "CBC stopped (status %d, secondary status %d)", found->status,
+             found->secondary);
   }
+  munmap(found, searchSize);
 done:
   if (m)
     cbc.Cbc_deleteModel(m);
