@@ -1611,6 +1611,7 @@ static void solve(Auto *A, DtIlpResult *out) {
       break;
     quick = true;
   }
+  A->numPoints += held; /* when the first build failed */
   if (!ok) {
     out->status = DT_ILP_ERROR;
     snprintf(out->message, sizeof(out->message), "out of memory");
