@@ -1733,10 +1733,11 @@ static void explain(Auto *A, const int *best, double objective, double peak) {
         altCost = alt.objective + A->constant;
         specText(v->results[0], v->cands[A->pick[k]].res[0], other,
                  sizeof(other));
-      } else
-        snprintf(other, sizeof(other), "%s",
-                 alt.status == DT_ILP_INFEASIBLE ? "none that fits"
-                                                 : "none found in time");
+      } else if (alt.status == DT_ILP_INFEASIBLE)
+        snprintf(other, sizeof(other), "none that fits");
+      else /* its share of the limit: a larger time-limit explains more */
+        snprintf(other, sizeof(other), "none found in its %.2f s of time-limit",
+                 left / toSolve);
       A->forbidK = -1;
     }
     toSolve -= v->numCands > 1;
