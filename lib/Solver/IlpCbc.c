@@ -247,12 +247,17 @@ static RootLp rootLp(const DtIlp *ilp, const CoinBigIndex *start,
   cbc.Clp_setMaximumSeconds(m, seconds);
   DtIlpBasis *kept = ilp->basis;
   int nr = ilp->numRows;
-  /* The matrix, column by column (its shape and every entry). */
-  uint64_t matrix = dtHashMix(dtHashMix(11, (uint64_t)nc), (uint64_t)nr);
-  matrix = dtHashMix(matrix, dtHashBytes(start, sizeof(*start) * (size_t)nc));
-  matrix = dtHashMix(matrix, dtHashBytes(index, sizeof(int) * ilp->numEntries));
-  matrix =
-      dtHashMix(matrix, dtHashBytes(value, sizeof(double) * ilp->numEntries));
+  /* The matrix, column by column (its shape and every entry), when a
+   * basis is kept. */
+  uint64_t matrix = 0;
+  if (kept) {
+    matrix = dtHashMix(dtHashMix(11, (uint64_t)nc), (uint64_t)nr);
+    matrix = dtHashMix(matrix, dtHashBytes(start, sizeof(*start) * (size_t)nc));
+    matrix =
+        dtHashMix(matrix, dtHashBytes(index, sizeof(int) * ilp->numEntries));
+    matrix =
+        dtHashMix(matrix, dtHashBytes(value, sizeof(double) * ilp->numEntries));
+  }
   if (kept && kept->status && kept->matrix == matrix && kept->numCols == nc &&
       kept->numRows == nr)
     cbc.Clp_copyinStatus(m, kept->status);

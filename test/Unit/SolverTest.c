@@ -151,12 +151,14 @@ static void reductionCases(void) {
   }
 }
 
-/* Groups of 0/1 columns, one picked per group, pairwise costs between
- * consecutive groups linearized (y >= x_a + x_b - 1), a capacity row on
- * weights; enumeration is the reference. A third of the rounds give the
- * solver a random start (over the capacity, or dearer, or not), a third
- * the optimum as the start (CBC makes it a cutoff: the start itself
- * must come back then); the solution returned must cost what it says. */
+/* What solution `x` costs under the program's objective. */
+static double paidBy(const DtIlp *ilp, const double *x) {
+  double paid = 0.0;
+  for (int c = 0; c < dtIlpNumCols(ilp); ++c)
+    paid += ilp->obj[c] * x[c];
+  return paid;
+}
+
 /* A chain of 3000 picks of 3 (pairwise costs between neighbours) given
  * 0.1 ms: CBC's backend stops in its LP and answers the start it was
  * given, feasible and costing what it says, within a second or two (an
@@ -192,12 +194,9 @@ static void timeLimited(void) {
   CHECK(dtIlpSolve(ilp, DT_ILP_CBC, 1e-4, &r));
   CHECK(r.status == DT_ILP_FEASIBLE);
   CHECK(r.seconds < 10.0);
-  double paid = 0.0;
-  for (int c = 0; c < dtIlpNumCols(ilp); ++c)
-    paid += ilp->obj[c] * r.x[c];
   for (int c = 0; c < G * P; ++c)
     CHECK(fabs(r.x[c] - startVals[c]) < 1e-9);
-  CHECK(fabs(paid - r.objective) < 1e-6);
+  CHECK(fabs(paidBy(ilp, r.x) - r.objective) < 1e-6);
   printf("solver-test: time-limited: %s after %.3f s, %.0f\n",
          r.status == DT_ILP_FEASIBLE ? "the start" : "other", r.seconds,
          r.objective);
@@ -212,10 +211,7 @@ static void timeLimited(void) {
   CHECK(r.status == DT_ILP_FEASIBLE || r.status == DT_ILP_OPTIMAL);
   CHECK(r.seconds < 31.0);
   CHECK(r.objective <= startCost + 1e-6);
-  paid = 0.0;
-  for (int c = 0; c < dtIlpNumCols(ilp); ++c)
-    paid += ilp->obj[c] * r.x[c];
-  CHECK(fabs(paid - r.objective) < 1e-6);
+  CHECK(fabs(paidBy(ilp, r.x) - r.objective) < 1e-6);
   printf("solver-test: time-limited to 30 s: %s after %.3f s, %.0f\n",
          r.status == DT_ILP_OPTIMAL ? "optimal" : "feasible", r.seconds,
          r.objective);
@@ -259,8 +255,8 @@ static double enumerate(const Small *sm, int fg, int fi, int *bestPick) {
 
 /* The optimum's pick of each group forbidden in turn (its column's upper
  * bound 0, as why=true does), each solved from the optimum's basis (kept
- * frozen) and from the optimum as the start, which no longer fits: each
- * equals enumeration without that pick. */
+ * frozen) and, where the round gave one, from its start, which may no
+ * longer fit: each equals enumeration without that pick. */
 static void forbidEach(DtIlp *ilp, DtIlpSolver solver, const Small *sm,
                        const int *bestPick, DtIlpBasis *basis) {
   basis->frozen = true;
@@ -280,6 +276,12 @@ static void forbidEach(DtIlp *ilp, DtIlpSolver solver, const Small *sm,
   basis->frozen = false;
 }
 
+/* Groups of 0/1 columns, one picked per group, pairwise costs between
+ * consecutive groups linearized (y >= x_a + x_b - 1), a capacity row on
+ * weights; enumeration is the reference. A third of the rounds give the
+ * solver a random start (over the capacity, or dearer, or not), a third
+ * the optimum as the start (CBC makes it a cutoff: the start itself
+ * must come back then); the solution returned must cost what it says. */
 static void ilpCases(DtIlpSolver solver) {
   for (int round = 0; round < 30; ++round) {
     int groups = 2 + (int)(next() % 3), per = 2 + (int)(next() % 2);
@@ -355,12 +357,10 @@ static void ilpCases(DtIlpSolver solver) {
       CHECK(fabs(r.objective - best) < 1e-6);
     }
     if (!isinf(best)) {
-      double paid = 0.0, used = 0.0;
-      for (int c = 0; c < dtIlpNumCols(ilp); ++c)
-        paid += ilp->obj[c] * r.x[c];
+      double used = 0.0;
       for (int c = 0; c < groups * per; ++c)
         used += weight[c / per][c % per] * r.x[c];
-      CHECK(fabs(paid - best) < 1e-6 && used <= cap + 1e-6);
+      CHECK(fabs(paidBy(ilp, r.x) - best) < 1e-6 && used <= cap + 1e-6);
     }
     if (!first && !isinf(best))
       forbidEach(ilp, solver, &sm, bestPick, &basis);
