@@ -170,6 +170,7 @@ bool dtIlpSolve(DtIlp *ilp, DtIlpSolver solver, double seconds,
   memset(out, 0, sizeof(*out));
   out->status = DT_ILP_ERROR;
   out->objective = out->bound = NAN;
+  out->startObjective = INFINITY;
   solver = resolve(solver);
   if (!dtIlpHasSolver(solver)) {
     snprintf(out->message, sizeof(out->message),

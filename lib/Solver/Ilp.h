@@ -27,11 +27,13 @@ typedef enum DtIlpStatus {
 
 typedef struct DtIlpResult {
   DtIlpStatus status;
-  double objective; /* of the solution found */
-  double bound;     /* the best lower bound proven */
-  double seconds;   /* the solver's wall time */
-  const double *x;  /* the solution, a value per column (owned by the ILP,
-                       valid until the next solve or destroy) */
+  double objective;      /* of the solution found */
+  double bound;          /* the best lower bound proven */
+  double seconds;        /* the solver's wall time */
+  double startObjective; /* the start's, completed (INFINITY: none, or not
+                            completed: GLPK takes no start) */
+  const double *x;       /* the solution, a value per column (owned by the ILP,
+                            valid until the next solve or destroy) */
   char message[160];
 } DtIlpResult;
 

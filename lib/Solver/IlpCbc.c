@@ -344,6 +344,7 @@ void dtIlpSolveCbc(DtIlp *ilp, double seconds, DtIlpResult *out) {
       !completeStart(ilp, start, index, value, rowLb, rowUb,
                      fmax(seconds, 10.0), ilp->solution, &startCost))
     startCost = INFINITY;
+  out->startObjective = startCost;
   /* Then the LP relaxation, within what is left of the limit. */
   double lpCost = NAN, lpStart = dtMonotonicSeconds();
   RootLp lp =

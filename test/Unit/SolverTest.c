@@ -197,6 +197,8 @@ static void timeLimited(void) {
   for (int c = 0; c < G * P; ++c)
     CHECK(fabs(r.x[c] - startVals[c]) < 1e-9);
   CHECK(fabs(paidBy(ilp, r.x) - r.objective) < 1e-6);
+  /* What the start cost, completed, is reported apart from the answer. */
+  CHECK(fabs(r.startObjective - r.objective) < 1e-6);
   printf("solver-test: time-limited: %s after %.3f s, %.0f\n",
          r.status == DT_ILP_FEASIBLE ? "the start" : "other", r.seconds,
          r.objective);
@@ -211,6 +213,7 @@ static void timeLimited(void) {
   CHECK(r.status == DT_ILP_FEASIBLE || r.status == DT_ILP_OPTIMAL);
   CHECK(r.seconds < 31.0);
   CHECK(r.objective <= startCost + 1e-6);
+  CHECK(fabs(r.startObjective - startCost) < 1e-6);
   CHECK(fabs(paidBy(ilp, r.x) - r.objective) < 1e-6);
   printf("solver-test: time-limited to 30 s: %s after %.3f s, %.0f\n",
          r.status == DT_ILP_OPTIMAL ? "optimal" : "feasible", r.seconds,

@@ -123,6 +123,11 @@ typedef struct Auto {
    * op (exact), or wherever its value is used (the first rounds': at least
    * as many bytes, a tighter relaxation, so a plan that fits them fits). */
   bool exactCopies;
+  /* The answer's last program: its memory rows (the first of `points`)
+   * and how they count copies. Why's programs start as it (their LPs
+   * start from its basis). -1: not built. */
+  int answerPoints;
+  bool answerExact;
   double seconds;
   double until; /* the solves end when `seconds` reaches this */
   double constant;
@@ -1504,6 +1509,23 @@ static bool keepFit(Auto *A, const int *pick, double cost, double *fitsCost) {
   return true;
 }
 
+/* A start not priced before (why's), as the solve completed it: kept
+ * within the budget (its reduced vars as the reductions pick them), and
+ * priced. False when out of memory. */
+static bool keepStart(Auto *A, const DtIlpResult *out, double *fitsCost) {
+  A->startCost = out->startObjective + dtChoiceConstant(A->graph);
+  int *pick = malloc(sizeof(int) * (size_t)(A->R->count + 1));
+  if (!pick)
+    return false;
+  memcpy(pick, A->start, sizeof(int) * (size_t)A->R->count);
+  dtChoiceExpand(A->graph, pick);
+  int at;
+  bool ok = peakOf(A, pick, &at) > (double)A->p->memoryBudget * (1.0 + 1e-9) ||
+            keepFit(A, pick, A->startCost, fitsCost);
+  free(pick);
+  return ok;
+}
+
 /* Builds and solves, then, while the plan breaks the budget at some op,
  * pins the vars live there, adds that op's row and solves again. Those
  * rounds stop at their first plan (one that breaks the budget elsewhere
@@ -1529,13 +1551,21 @@ static void solve(Auto *A, DtIlpResult *out) {
   double fitsCost = INFINITY;
   double lower = -INFINITY; /* the best bound a relaxation proved */
   bool relaxes = true;      /* the last program relaxes the budget */
-  bool proving = A->restrict_ < 0 && A->forbidK < 0; /* the answer's */
-  /* The rows the restricted programs found, left out of the first build:
-   * its program relaxes the budget (a bound, and the optimum when its plan
-   * fits: the 2-layer Adam step on 2x2 under 2833459 bytes). */
-  size_t held = proving && p->memoryBudget > 0 ? A->numPoints : 0;
+  /* The answer's and why's: not the restricted programs' (a start). */
+  bool proving = A->restrict_ < 0;
+  /* The rows the restricted programs found, left out of the answer's
+   * first build: its program relaxes the budget (a bound, and the optimum
+   * when its plan fits: the 2-layer Adam step on 2x2 under 2833459
+   * bytes). Why's first builds are the answer's last program (its LP's
+   * basis is theirs): without the rows it did not have, counting copies
+   * as it did. */
+  bool why = A->forbidK >= 0 && A->answerPoints >= 0;
+  size_t held = p->memoryBudget <= 0 ? 0
+                : why                ? A->numPoints - (size_t)A->answerPoints
+                : proving            ? A->numPoints
+                                     : 0;
   A->numPoints -= held;
-  A->exactCopies = false;
+  A->exactCopies = why && A->answerExact;
   int at;
   if (p->memoryBudget > 0 && A->start && !isnan(A->startCost) &&
       (A->forbidK < 0 || A->start[A->forbidK] != A->forbidC) &&
@@ -1544,14 +1574,23 @@ static void solve(Auto *A, DtIlpResult *out) {
   for (; ok;) {
     if (!(ok = buildProgram(A)))
       break;
+    if (proving && A->forbidK < 0) {
+      A->answerPoints = (int)A->numPoints;
+      A->answerExact = A->exactCopies;
+    }
     /* Solved again in full from a plan that fits, a plan may break the
      * budget at an op with no row yet, and so may the first build's
      * without the held rows: half the time left, the rest for the rounds
-     * that follow. */
-    double left = (A->until - A->seconds) * (again || held ? 0.5 : 1.0);
+     * that follow (why's first all of its share: its start is its answer
+     * when the relaxation's plan does not fit). */
+    double left =
+        (A->until - A->seconds) * (again || (held && !why) ? 0.5 : 1.0);
     dtIlpStopAtFirst(A->ilp, quick);
     dtIlpSolve(A->ilp, p->solver, left > 0.05 ? left : 0.05, out);
     A->seconds += out->seconds;
+    if (p->memoryBudget > 0 && A->start && isnan(A->startCost) &&
+        out->startObjective < INFINITY && !(ok = keepStart(A, out, &fitsCost)))
+      break;
     relaxes = A->numPoints == 0 || A->exactCopies;
     A->numPoints += held;
     held = 0;
@@ -1687,6 +1726,45 @@ static double ownConversions(Auto *A, int k, const int *pick) {
   return total;
 }
 
+/* The answer `best` with var k and the vars that pick alike on
+ * candidate `c`, into `alt`. */
+static void switched(const Auto *A, const int *best, int k, int c, int *alt) {
+  memcpy(alt, best, sizeof(int) * (size_t)A->R->count);
+  for (int j = 0; j < A->R->count; ++j)
+    if (A->tie[j] == A->tie[k])
+      alt[j] = c;
+}
+
+/* A start for why's solve of var `k` without candidate best[k]: the
+ * answer with k on the other candidate whose own price and conversions
+ * are least, of those within the budget where one is, into `alt`; false
+ * when it has none. Its completion is the solve's cutoff, and what it
+ * reports (best found, not proven) when its share of the time ends
+ * first. */
+static bool otherStart(Auto *A, int k, const int *best, int *alt) {
+  const Var *v = &A->R->vars[A->R->order[k]];
+  double budget = (double)A->p->memoryBudget * (1.0 + 1e-9);
+  int other = -1;
+  bool otherFits = false;
+  double least = INFINITY;
+  for (size_t c = 0; c < v->numCands; ++c) {
+    if ((int)c == best[k] || isinf(v->cands[c].fixedCost))
+      continue;
+    switched(A, best, k, (int)c, alt);
+    double price = v->cands[c].fixedCost + ownConversions(A, k, alt);
+    int at;
+    bool fits = A->p->memoryBudget <= 0 || peakOf(A, alt, &at) <= budget;
+    if ((fits && !otherFits) || (fits == otherFits && price < least)) {
+      least = price;
+      other = (int)c;
+      otherFits = fits;
+    }
+  }
+  if (other >= 0)
+    switched(A, best, k, other, alt);
+  return other >= 0;
+}
+
 /* why=true: per argument chosen here, its layout, bytes, conversions and
  * the best plan with another layout (solved again without this one).
  * Those solves share one more time limit, each its part of what is left:
@@ -1708,6 +1786,9 @@ static void explain(Auto *A, const int *best, double objective, double peak) {
     toSolve +=
         R->vars[R->order[k]].arg >= 0 && R->vars[R->order[k]].numCands > 1;
   double started = dtMonotonicSeconds();
+  int *alt = malloc(sizeof(int) * (size_t)(R->count + 1));
+  int *kept = A->start;
+  double keptCost = A->startCost;
   for (int k = 0; k < R->count; ++k) {
     const Var *v = &R->vars[R->order[k]];
     if (v->arg < 0)
@@ -1717,8 +1798,10 @@ static void explain(Auto *A, const int *best, double objective, double peak) {
     specText(v->results[0], v->cands[best[k]].res[0], chosen, sizeof(chosen));
     double bytes = bytesOf(p, v->results[0], v->cands[best[k]].res[0]);
     double own = v->cands[best[k]].fixedCost + ownConversions(A, k, best);
-    double altCost = NAN;
+    double altCost = NAN, altBound = NAN;
+    bool proven = false;
     double left = p->timeLimit - (dtMonotonicSeconds() - started);
+    double share = left / toSolve; /* its part of what is left */
     if (v->numCands > 1 && left <= 0.0)
       snprintf(other, sizeof(other),
                "not solved (why=true's time-limit spent)");
@@ -1726,29 +1809,54 @@ static void explain(Auto *A, const int *best, double objective, double peak) {
       A->forbidK = k;
       A->forbidC = best[k];
       A->basis.frozen = true; /* each from the answer's basis */
-      A->until = A->seconds + left / toSolve;
-      DtIlpResult alt;
-      solve(A, &alt);
-      if (alt.status == DT_ILP_OPTIMAL || alt.status == DT_ILP_FEASIBLE) {
-        altCost = alt.objective + A->constant;
+      A->until = A->seconds + share;
+      A->start = alt && otherStart(A, k, best, alt) ? alt : kept;
+      A->startCost = NAN; /* completed and priced by the solve */
+      DtIlpResult res;
+      solve(A, &res);
+      A->start = kept;
+      A->startCost = keptCost;
+      if (res.status == DT_ILP_OPTIMAL || res.status == DT_ILP_FEASIBLE) {
+        altCost = res.objective + A->constant;
+        proven = res.status == DT_ILP_OPTIMAL;
+        /* Its LP's bound, or under a budget a relaxation's (solve()). */
+        if (!proven && !isnan(res.bound))
+          altBound = res.bound + A->constant;
         specText(v->results[0], v->cands[A->pick[k]].res[0], other,
                  sizeof(other));
-      } else if (alt.status == DT_ILP_INFEASIBLE)
+      } else if (res.status == DT_ILP_INFEASIBLE)
         snprintf(other, sizeof(other), "none that fits");
       else /* its share of the limit: a larger time-limit explains more */
         snprintf(other, sizeof(other), "none found in its %.2f s of time-limit",
-                 left / toSolve);
+                 share);
       A->forbidK = -1;
     }
     toSolve -= v->numCands > 1;
     fprintf(stderr,
             "  %s: %s, %.0f bytes per device, its conversions %.3f us; "
-            "next best %s",
-            name, chosen, bytes, own, other);
+            "%s %s",
+            name, chosen, bytes, own,
+            isnan(altCost) || proven ? "next best" : "best other found", other);
+    /* As dear to the rounding (no "+-0.000"); dearer, or cheaper when the
+     * answer is not proven optimal. */
+    double more = altCost - objective;
+    if (fabs(more) <= 1e-9 * fmax(1.0, fabs(objective)))
+      more = 0.0;
     if (!isnan(altCost))
-      fprintf(stderr, " (step %.3f us, +%.3f)", altCost, altCost - objective);
+      fprintf(stderr, " (step %.3f us, %+.3f", altCost, more);
+    if (!isnan(altCost) && !proven && !isnan(altBound))
+      fprintf(stderr,
+              "; the next best at least %.3f us, its %.2f s of time-limit "
+              "spent)",
+              altBound, share);
+    else if (!isnan(altCost) && !proven)
+      fprintf(stderr, "; not proven the next best in its %.2f s of time-limit)",
+              share);
+    else if (!isnan(altCost))
+      fprintf(stderr, ")");
     fprintf(stderr, "\n");
   }
+  free(alt);
 }
 
 /* The least bytes the arguments need (each split as far as it goes). */
@@ -1979,6 +2087,7 @@ const char *dtRefineAuto(Refine *R, MlirOperation func) {
   A.R = R;
   A.p = p;
   A.forbidK = -1;
+  A.answerPoints = -1;
   A.restrict_ = -1;
   A.until = p->timeLimit;
   A.startCost = NAN;
