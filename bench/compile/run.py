@@ -27,10 +27,21 @@ themselves shows too. Ours runs without GLIBC_TUNABLES in its environment, as a 
 would.
 
 --flow: only the whole-flow table, at 10^4 blocks.
+--steps: only the table of dtensor-spmd's steps (10^3, 10^4, 10^5 blocks).
+--settle S: seconds each run of the step table waits first (default 3;
+0: none). This VM gives memory a process frees back to its host about 2 s
+later (virtio-balloon free page reporting): a process started within that
+time gets the freed pages at ~10 GB/s, one started after it fresh ones at
+0.4-0.6 GB/s (first touch of 200 MB and 1 GB, 2026-12-07). A 10^5-block
+run's passes always get fresh pages (its parse alone takes 10 s), so
+without the wait a 10^4-block run right after a large one is measured on
+recycled pages and the growth between them reads the VM's memory, not the
+step (propagate 0.26-0.28 s at 10^4 then, 0.35-0.41 s after the wait).
 --instructions: also each step's instructions at 10^4 and 10^5 blocks
 (callgrind; about 20 minutes), the growth free of the machine's caches.
 
-usage: bench/compile/run.py [--quick | --flow] [--reps R] [--instructions]
+usage: bench/compile/run.py [--quick | --flow | --steps] [--reps R] [--settle S]
+                            [--instructions]
 """
 import os, re, subprocess, sys, tempfile, time
 
@@ -40,6 +51,8 @@ theirs = "/usr/lib/llvm-22/bin/mlir-opt"
 gen = os.path.join(root, "bench", "compile", "gen.py")
 quick = "--quick" in sys.argv
 flow_only = "--flow" in sys.argv
+steps_only = "--steps" in sys.argv
+settle = float(sys.argv[sys.argv.index("--settle") + 1]) if "--settle" in sys.argv else 3.0
 reps = int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else (2 if quick else 5)
 tmp = tempfile.mkdtemp()
 # glibc's nearest settings to those our tools give their malloc in the
@@ -93,7 +106,9 @@ def measure(n, variant="mlp"):
 sizes = [100, 1000] if quick else [100, 1000, 10000]
 if flow_only:
     sizes = [10000]
-if not flow_only:
+if steps_only:
+    sizes = []
+if not flow_only and not steps_only:
     print("%-12s %7s %10s %10s %7s %10s %10s %10s %10s" % (
         "variant", "blocks", "pass ours", "theirs", "ratio", "proc ours", "theirs",
         "parse+pr o", "theirs"))
@@ -137,10 +152,11 @@ def run_total(cmd, env=plain_env):
         total += float(m.group(1))
     return total, wall, usage.ru_maxrss / 1024.0
 
-print()
-print("%-7s %10s %10s %10s %10s %10s %10s %10s %9s %9s %7s %7s" % (
-    "blocks", "proc ours", "theirs", "tuned", "pass ours", "theirs", "parse+pr o",
-    "theirs", "MiB ours", "theirs", "ratio", "tuned"))
+if sizes:
+    print()
+    print("%-7s %10s %10s %10s %10s %10s %10s %10s %9s %9s %7s %7s" % (
+        "blocks", "proc ours", "theirs", "tuned", "pass ours", "theirs", "parse+pr o",
+        "theirs", "MiB ours", "theirs", "ratio", "tuned"))
 upstream = [theirs, None, "--pass-pipeline=builtin.module("
             "func.func(sharding-propagation,shard-partition))"]
 for n in sizes:
@@ -169,18 +185,19 @@ for n in sizes:
 if flow_only:
     sys.exit(0)
 
-# The whole flow from 10^4 to 10^5 blocks (10^3 to 10^4 with --quick):
-# pass time and whole process per block, and peak memory.
-flow = {}
-for n in (base, big):
-    a = generate(n, "dtensor")
-    flow[n] = min((run_total([ours, a, "--dtensor-spmd"])
-                   for _ in range(max(1, reps // 2))), key=lambda r: r[1])
-print("whole-flow scaling: %d blocks pass %.3fs proc %.3fs %.0f MiB, "
-      "%d blocks pass %.3fs proc %.3fs %.0f MiB: per block pass x%.2f, proc x%.2f" % (
-          base, *flow[base], big, *flow[big],
-          (flow[big][0] / big) / (flow[base][0] / base),
-          (flow[big][1] / big) / (flow[base][1] / base)))
+if not steps_only:
+    # The whole flow from 10^4 to 10^5 blocks (10^3 to 10^4 with --quick):
+    # pass time and whole process per block, and peak memory.
+    flow = {}
+    for n in (base, big):
+        a = generate(n, "dtensor")
+        flow[n] = min((run_total([ours, a, "--dtensor-spmd"])
+                       for _ in range(max(1, reps // 2))), key=lambda r: r[1])
+    print("whole-flow scaling: %d blocks pass %.3fs proc %.3fs %.0f MiB, "
+          "%d blocks pass %.3fs proc %.3fs %.0f MiB: per block pass x%.2f, proc x%.2f" % (
+              base, *flow[base], big, *flow[big],
+              (flow[big][0] / big) / (flow[base][0] / base),
+              (flow[big][1] / big) / (flow[base][1] / base)))
 
 # Where the time of dtensor-spmd goes, and how each step grows (issue 39):
 # its timing option prints each step (MLIR's verifier of the result is in
@@ -197,7 +214,13 @@ def median(xs):
     xs = sorted(xs)
     return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
 
+def settled():
+    """Waits `settle` seconds, so that every run starts with the memory the
+    previous one freed already given back to the VM's host (above)."""
+    time.sleep(settle)
+
 def spmd_steps(a):
+    settled()
     p = subprocess.run([ours, a, "--dtensor-spmd=timing=true", "-o", "/dev/null"],
                        capture_output=True, text=True, check=True, env=plain_env)
     return {m.group(1): float(m.group(2))
@@ -206,6 +229,7 @@ def spmd_steps(a):
 upstream_steps = ["Parser", "ShardingPropagation", "Partition", "Output"]
 
 def theirs_steps(b):
+    settled()
     p = subprocess.run(upstream[:1] + [b] + upstream[2:] + ["--mlir-timing", "-o", "/dev/null"],
                        capture_output=True, text=True, check=True, env=plain_env)
     return {m.group(2): float(m.group(1))
@@ -236,8 +260,9 @@ for _ in range(step_reps):
         runs[n].append(spmd_steps(generate(n, "dtensor")))
         if n >= 10000:
             up_runs[n].append(theirs_steps(generate(n, "shard")))
-growth_table("dtensor-spmd steps (s, median of %d runs, the sizes in turn), and the "
-             "growth of the time per block:" % step_reps, step_sizes, runs)
+growth_table("dtensor-spmd steps (s, median of %d runs, the sizes in turn, each after "
+             "%.0f s idle), and the growth of the time per block:" % (step_reps, settle),
+             step_sizes, runs)
 big_sizes = [n for n in step_sizes if n >= 10000]
 if len(big_sizes) > 1:
     growth_table("mlir-opt's flow on the same sizes, in the same turns (the machine's "
@@ -270,6 +295,8 @@ if "--instructions" in sys.argv:
 # that the pipeline must end with, run alone on dtensor-spmd's result, take
 # this long by themselves (their own pass times from --mlir-timing, MLIR's
 # verifier not counted), measured against the parse+print of the input.
+if steps_only:
+    sys.exit(0)
 n = sizes[-1]
 a = generate(n, "dtensor")
 out = os.path.join(tmp, "spmd-%d.mlir" % n)
