@@ -1801,7 +1801,7 @@ static void explain(Auto *A, const int *best, double objective, double peak) {
     double altCost = NAN, altBound = NAN;
     bool proven = false;
     double left = p->timeLimit - (dtMonotonicSeconds() - started);
-    double share = left / toSolve; /* its part of what is left */
+    double share = toSolve > 0 ? left / toSolve : left; /* its part */
     if (v->numCands > 1 && left <= 0.0)
       snprintf(other, sizeof(other),
                "not solved (why=true's time-limit spent)");
