@@ -1509,6 +1509,11 @@ static bool keepFit(Auto *A, const int *pick, double cost, double *fitsCost) {
   return true;
 }
 
+/* The budget a peak is held to (with the rounding of a sum of bytes). */
+static double budgetOf(const Prop *p) {
+  return (double)p->memoryBudget * (1.0 + 1e-9);
+}
+
 /* A start not priced before (why's), as the solve completed it: kept
  * within the budget (its reduced vars as the reductions pick them), and
  * priced. False when out of memory. */
@@ -1520,7 +1525,7 @@ static bool keepStart(Auto *A, const DtIlpResult *out, double *fitsCost) {
   memcpy(pick, A->start, sizeof(int) * (size_t)A->R->count);
   dtChoiceExpand(A->graph, pick);
   int at;
-  bool ok = peakOf(A, pick, &at) > (double)A->p->memoryBudget * (1.0 + 1e-9) ||
+  bool ok = peakOf(A, pick, &at) > budgetOf(A->p) ||
             keepFit(A, pick, A->startCost, fitsCost);
   free(pick);
   return ok;
@@ -1546,7 +1551,7 @@ static bool keepStart(Auto *A, const DtIlpResult *out, double *fitsCost) {
 static void solve(Auto *A, DtIlpResult *out) {
   Prop *p = A->p;
   Refine *R = A->R;
-  double budget = (double)p->memoryBudget * (1.0 + 1e-9);
+  double budget = budgetOf(p);
   bool quick = false, again = false, ok = true;
   double fitsCost = INFINITY;
   double lower = -INFINITY; /* the best bound a relaxation proved */
@@ -1743,7 +1748,6 @@ static void switched(const Auto *A, const int *best, int k, int c, int *alt) {
  * first. */
 static bool otherStart(Auto *A, int k, const int *best, int *alt) {
   const Var *v = &A->R->vars[A->R->order[k]];
-  double budget = (double)A->p->memoryBudget * (1.0 + 1e-9);
   int other = -1;
   bool otherFits = false;
   double least = INFINITY;
@@ -1753,7 +1757,8 @@ static bool otherStart(Auto *A, int k, const int *best, int *alt) {
     switched(A, best, k, (int)c, alt);
     double price = v->cands[c].fixedCost + ownConversions(A, k, alt);
     int at;
-    bool fits = A->p->memoryBudget <= 0 || peakOf(A, alt, &at) <= budget;
+    bool fits =
+        A->p->memoryBudget <= 0 || peakOf(A, alt, &at) <= budgetOf(A->p);
     if ((fits && !otherFits) || (fits == otherFits && price < least)) {
       least = price;
       other = (int)c;
@@ -1837,23 +1842,22 @@ static void explain(Auto *A, const int *best, double objective, double peak) {
             "%s %s",
             name, chosen, bytes, own,
             isnan(altCost) || proven ? "next best" : "best other found", other);
-    /* As dear to the rounding (no "+-0.000"); dearer, or cheaper when the
-     * answer is not proven optimal. */
-    double more = altCost - objective;
-    if (fabs(more) <= 1e-9 * fmax(1.0, fabs(objective)))
-      more = 0.0;
-    if (!isnan(altCost))
+    if (!isnan(altCost)) {
+      /* As dear to the rounding (no "+-0.000"); dearer, or cheaper when
+       * the answer is not proven optimal. */
+      double more = altCost - objective;
+      if (fabs(more) <= 1e-9 * fmax(1.0, fabs(objective)))
+        more = 0.0;
       fprintf(stderr, " (step %.3f us, %+.3f", altCost, more);
-    if (!isnan(altCost) && !proven && !isnan(altBound))
-      fprintf(stderr,
-              "; the next best at least %.3f us, its %.2f s of time-limit "
-              "spent)",
-              altBound, share);
-    else if (!isnan(altCost) && !proven)
-      fprintf(stderr, "; not proven the next best in its %.2f s of time-limit)",
-              share);
-    else if (!isnan(altCost))
+      if (!proven && !isnan(altBound))
+        fprintf(stderr, "; the next best at least %.3f us", altBound);
+      if (!proven)
+        fprintf(stderr,
+                "; not proven the next best in its %.2f s of "
+                "time-limit",
+                share);
       fprintf(stderr, ")");
+    }
     fprintf(stderr, "\n");
   }
   free(alt);
