@@ -49,6 +49,22 @@ DTENSOR_EXPORT MlirOperation dtensorSourceParseFile(MlirContext ctx,
                                                     const char *path,
                                                     DtensorDiag *outDiag);
 
+/// Verifies `op` and writes it through `callback`, as text printed with
+/// `flags` or, when `bytecode`, as MLIR bytecode; the text reaches
+/// `callback` only once `op` verifies. With `alongside` the verifier runs on
+/// a thread of its own while this one prints into memory (on a large
+/// program the two take about as long as the longer one): the context's
+/// multithreading must be on (the default), and its diagnostic handlers are
+/// then called from that thread, while this one only prints. Sets `flags`
+/// to assume the op verified. Returns whether it verified (false after
+/// the verifier's diagnostics, or an error if the text did not fit in
+/// memory).
+DTENSOR_EXPORT bool dtensorPrintVerified(MlirOperation op,
+                                         MlirOpPrintingFlags flags,
+                                         bool bytecode, bool alongside,
+                                         MlirStringCallback callback,
+                                         void *userData);
+
 /// Writes `diagnostic` as compilers print one, `file:line:col: error:
 /// message` (the location as MLIR prints it when it has no file), followed
 /// by its notes on lines of their own, into `out` (`size` bytes, always

@@ -21,6 +21,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -378,6 +379,66 @@ size_t dtensorDiagnosticFormat(MlirDiagnostic d, char *out, size_t size) {
     appendOne(&t, mlirDiagnosticGetNote(d, i));
   }
   return t.length;
+}
+
+/* ---- printing ------------------------------------------------------------ */
+
+/* The printed text, held until the op verifies. */
+typedef struct Held {
+  char *data;
+  size_t length, capacity;
+  bool full; /* out of memory: the rest was dropped */
+} Held;
+
+static void hold(MlirStringRef s, void *userData) {
+  Held *h = userData;
+  h->full = h->full || !dtArrayAppend((void **)&h->data, &h->length,
+                                      &h->capacity, 1, s.data, s.length);
+}
+
+typedef struct Verification {
+  MlirOperation op;
+  bool ok;
+} Verification;
+
+static void *verifyOnThread(void *userData) {
+  Verification *v = userData;
+  v->ok = mlirOperationVerify(v->op);
+  return NULL;
+}
+
+static void print(MlirOperation op, MlirOpPrintingFlags flags, bool bytecode,
+                  MlirStringCallback callback, void *userData) {
+  if (bytecode)
+    mlirOperationWriteBytecode(op, callback, userData);
+  else
+    mlirOperationPrintWithFlags(op, flags, callback, userData);
+}
+
+bool dtensorPrintVerified(MlirOperation op, MlirOpPrintingFlags flags,
+                          bool bytecode, bool alongside,
+                          MlirStringCallback callback, void *userData) {
+  mlirOpPrintingFlagsAssumeVerified(flags);
+  Verification v = {op, true};
+  pthread_t verifier;
+  if (!alongside || pthread_create(&verifier, NULL, verifyOnThread, &v)) {
+    if (!mlirOperationVerify(op))
+      return false;
+    print(op, flags, bytecode, callback, userData);
+    return true;
+  }
+  Held held = {NULL, 0, 0, false};
+  print(op, flags, bytecode, hold, &held);
+  pthread_join(verifier, NULL);
+  if (v.ok && held.full)
+    mlirEmitError(mlirOperationGetLocation(op),
+                  "out of memory holding the printed result");
+  bool ok = v.ok && !held.full;
+  if (ok)
+    callback((MlirStringRef){held.data ? held.data : "", held.length},
+             userData);
+  free(held.data);
+  return ok;
 }
 
 MlirOperation dtensorSourceParseFile(MlirContext ctx, const char *path,

@@ -2,6 +2,9 @@
  * read back through the public API. */
 #include "dtensor-c/Dialect.h"
 #include "dtensor-c/Passes.h"
+#include "mlir-c/BuiltinAttributes.h"
+#include "mlir-c/BuiltinTypes.h"
+#include "mlir-c/Diagnostics.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -84,8 +87,83 @@ static void testRuleRegistry(void) {
   mlirContextDestroy(ctx);
 }
 
+/* What reached a print callback, and the diagnostics emitted. */
+typedef struct Printed {
+  char text[4096];
+  size_t length;
+  int calls, errors;
+  char error[512];
+} Printed;
+
+static void collectText(MlirStringRef s, void *userData) {
+  Printed *p = userData;
+  ++p->calls;
+  if (p->length + s.length < sizeof(p->text)) {
+    memcpy(p->text + p->length, s.data, s.length);
+    p->length += s.length;
+    p->text[p->length] = 0;
+  }
+}
+
+static MlirLogicalResult countErrors(MlirDiagnostic d, void *userData) {
+  Printed *p = userData;
+  if (mlirDiagnosticGetSeverity(d) == MlirDiagnosticError) {
+    ++p->errors;
+    dtensorDiagnosticFormat(d, p->error, sizeof(p->error));
+  }
+  return mlirLogicalResultSuccess();
+}
+
+/* dtensorPrintVerified, on its own thread and not: a valid module prints
+ * as mlirOperationPrint prints it (and as bytecode); one that does not
+ * verify prints nothing and reports why. */
+static void testPrintVerified(void) {
+  MlirContext ctx = dtensorContextCreate();
+  MlirModule module = mlirModuleCreateParse(
+      ctx, mlirStringRefCreateFromCString("func.func @f(%a: f32) -> f32 {\n"
+                                          "  %b = arith.addf %a, %a : f32\n"
+                                          "  return %b : f32\n}\n"));
+  CHECK(!mlirModuleIsNull(module));
+  MlirOperation op = mlirModuleGetOperation(module);
+  Printed plain = {{0}, 0, 0, 0, {0}};
+  mlirOperationPrint(op, collectText, &plain);
+  for (int alongside = 0; alongside < 2; ++alongside) {
+    Printed got = {{0}, 0, 0, 0, {0}};
+    MlirOpPrintingFlags flags = mlirOpPrintingFlagsCreate();
+    CHECK(dtensorPrintVerified(op, flags, false, alongside, collectText, &got));
+    CHECK(strcmp(got.text, plain.text) == 0);
+    Printed bytes = {{0}, 0, 0, 0, {0}};
+    CHECK(
+        dtensorPrintVerified(op, flags, true, alongside, collectText, &bytes));
+    CHECK(bytes.length > 4 && memcmp(bytes.text, "ML\xefR", 4) == 0);
+    mlirOpPrintingFlagsDestroy(flags);
+  }
+  /* The function now says it returns an i32: its return does not match. */
+  MlirOperation func = mlirBlockGetFirstOperation(mlirModuleGetBody(module));
+  MlirType f32 = mlirF32TypeGet(ctx), i32 = mlirIntegerTypeGet(ctx, 32);
+  mlirOperationSetAttributeByName(
+      func, mlirStringRefCreateFromCString("function_type"),
+      mlirTypeAttrGet(mlirFunctionTypeGet(ctx, 1, &f32, 1, &i32)));
+  for (int alongside = 0; alongside < 2; ++alongside) {
+    Printed got = {{0}, 0, 0, 0, {0}};
+    MlirDiagnosticHandlerID h =
+        mlirContextAttachDiagnosticHandler(ctx, countErrors, &got, NULL);
+    MlirOpPrintingFlags flags = mlirOpPrintingFlagsCreate();
+    CHECK(
+        !dtensorPrintVerified(op, flags, false, alongside, collectText, &got));
+    mlirOpPrintingFlagsDestroy(flags);
+    mlirContextDetachDiagnosticHandler(ctx, h);
+    CHECK(got.calls == 0 && got.length == 0);
+    CHECK(got.errors >= 1);
+    CHECK(strstr(got.error, "doesn't match function result type") != NULL);
+  }
+  mlirModuleDestroy(module);
+  mlirContextDestroy(ctx);
+}
+
 int main(void) {
   testRuleRegistry();
+  testPrintVerified();
   MlirContext ctx = dtensorContextCreate();
   CHECK(!mlirContextIsNull(ctx));
   MlirModule module =

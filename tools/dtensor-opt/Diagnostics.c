@@ -31,11 +31,11 @@ void dtOptTextAppendStr(Text *t, const char *s) {
   dtOptTextAppend(t, s, strlen(s));
 }
 
-/* ---- diagnostics --------------------------------------------------------- */
-
-static void stringSink(MlirStringRef s, void *userData) {
+void dtOptTextSink(MlirStringRef s, void *userData) {
   dtOptTextAppend(userData, s.data, s.length);
 }
+
+/* ---- diagnostics --------------------------------------------------------- */
 
 static char *dupRef(MlirStringRef s) {
   char *copy = malloc(s.length + 1);
@@ -92,7 +92,7 @@ static void addDiagnostic(DiagList *list, MlirDiagnostic d) {
                    &out->column))
     out->file = dupRef(file);
   Text message = {0};
-  mlirDiagnosticPrint(d, stringSink, &message);
+  mlirDiagnosticPrint(d, dtOptTextSink, &message);
   out->message = message.data ? message.data : dupRef((MlirStringRef){"", 0});
   for (intptr_t i = 0; i < mlirDiagnosticGetNumNotes(d); ++i)
     addDiagnostic(list, mlirDiagnosticGetNote(d, i));

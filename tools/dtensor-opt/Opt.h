@@ -20,6 +20,8 @@ typedef struct Text {
 
 void dtOptTextAppend(Text *t, const char *s, size_t n);
 void dtOptTextAppendStr(Text *t, const char *s);
+/// An MlirStringCallback appending to the Text `userData`.
+void dtOptTextSink(MlirStringRef s, void *userData);
 
 /// A diagnostic as collected (its text and location copied).
 typedef struct Diagnostic {
