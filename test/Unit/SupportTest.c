@@ -35,10 +35,25 @@ static void countVisit(void *entry, void *user) {
 
 extern char **environ;
 
+/* The process's own (anonymous) memory in MiB, -1 if unknown. */
+static long rssAnonMiB(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long kb = -1;
+  while (f && fgets(line, sizeof(line), f))
+    if (sscanf(line, "RssAnon: %ld kB", &kb) == 1)
+      break;
+  if (f)
+    fclose(f);
+  return kb < 0 ? -1 : kb >> 10;
+}
+
 /* What dtTuneAllocator does for a command line naming `file`, with
  * GLIBC_TUNABLES as `preset` (NULL: unset), in a child (it sets the
- * child's malloc), which writes back whether it set anything and by how
- * many MiB the heap's end moved: "tuned 64" or "left 0". */
+ * child's malloc), which writes back whether it set anything, by how
+ * many MiB the heap's end moved and how many MiB of it were faulted in
+ * within 5 s without the child touching them: "tuned 64 36" or
+ * "left 0 0". */
 static void tunedRun(const char *file, const char *preset, char *out,
                      size_t capacity) {
   int fds[2];
@@ -55,11 +70,17 @@ static void tunedRun(const char *file, const char *preset, char *out,
       unsetenv("GLIBC_TUNABLES");
     char *argv[] = {"support-test", (char *)file, NULL};
     char *before = sbrk(0);
+    long rss = rssAnonMiB();
     bool tuned = dtTuneAllocator(2, argv, environ);
     long grown = (long)(((char *)sbrk(0) - before) >> 20);
+    long faulted = 0;
+    for (int i = 0; i < 100 && tuned && faulted < 34; ++i) {
+      usleep(50000);
+      faulted = rssAnonMiB() - rss;
+    }
     char text[64];
-    int n =
-        snprintf(text, sizeof(text), "%s %ld", tuned ? "tuned" : "left", grown);
+    int n = snprintf(text, sizeof(text), "%s %ld %ld", tuned ? "tuned" : "left",
+                     grown, faulted);
     (void)!write(fds[1], text, (size_t)n);
     _exit(0);
   }
@@ -86,13 +107,19 @@ static void testTuneAllocator(void) {
   close(fb);
   char out[256];
   /* A 3 MiB input: the heap grows at once to hold its reserve (72 MiB,
-   * less what its top had free). */
+   * less what its top had free), and with a second processor a thread
+   * faults in its first 36 MiB (12 bytes per input byte), no more. */
   tunedRun(big, NULL, out, sizeof(out));
-  long grown = -1;
-  if (DT_TUNES_ALLOCATOR)
-    CHECK(sscanf(out, "tuned %ld", &grown) == 1 && grown >= 64);
-  else
-    CHECK(!strcmp(out, "left 0"));
+  long grown = -1, faulted = -1;
+  if (DT_TUNES_ALLOCATOR) {
+    CHECK(sscanf(out, "tuned %ld %ld", &grown, &faulted) == 2 && grown >= 64);
+    if (sysconf(_SC_NPROCESSORS_ONLN) > 1)
+      CHECK(faulted >= 34 && faulted <= 44);
+    else
+      CHECK(faulted < 8);
+  } else {
+    CHECK(!strcmp(out, "left 0 0"));
+  }
   /* Small inputs are left as they are; so is a preset GLIBC_TUNABLES. */
   tunedRun(small, NULL, out, sizeof(out));
   CHECK(!strncmp(out, "left", 4));
