@@ -28,8 +28,8 @@ would.
 
 --flow: only the whole-flow table, at 10^4 blocks.
 --steps: only the table of dtensor-spmd's steps (10^3, 10^4, 10^5 blocks).
---settle S: seconds each run of the step table waits first (default 3;
-0: none). This VM gives memory a process frees back to its host about 2 s
+--settle S: seconds each run of the step table, and each whole-process
+run of the flow table, waits first (default 3; 0: none). This VM gives memory a process frees back to its host about 2 s
 later (virtio-balloon free page reporting): a process started within that
 time gets the freed pages at ~10 GB/s, one started after it fresh ones at
 0.4-0.6 GB/s (first touch of 200 MB and 1 GB, 2026-12-07). A 10^5-block
@@ -37,6 +37,9 @@ run's passes always get fresh pages (its parse alone takes 10 s), so
 without the wait a 10^4-block run right after a large one is measured on
 recycled pages and the growth between them reads the VM's memory, not the
 step (propagate 0.26-0.28 s at 10^4 then, 0.35-0.41 s after the wait).
+The flow table's whole-process times (and its ratio, the median over the
+repetitions of ours/theirs, each pair back to back) come from runs without
+--mlir-timing, its pass times from runs with it.
 --instructions: also each step's instructions at 10^4 and 10^5 blocks
 (callgrind; about 20 minutes), the growth free of the machine's caches.
 
@@ -131,12 +134,22 @@ if not flow_only and not steps_only:
     large = min(run(ours_cmd(generate(n, "dtensor", "mlp", "256x256")), "dtensor-propagate")[0] for _ in range(reps))
     print("mesh size: %d blocks on 8 devices %.3fs, on 65536 devices %.3fs: x%.2f" % (n, small, large, large / small))
 
-def run_total(cmd, env=plain_env):
-    """Sum of the pass times in --mlir-timing (Parser/Output/Rest excluded),
-    wall time and max RSS (MiB) of one run."""
+def settled():
+    """Waits `settle` seconds, so that every run starts with the memory the
+    previous one freed already given back to the VM's host (above)."""
+    time.sleep(settle)
+
+def run_total(cmd, env=plain_env, timing=True):
+    """Sum of the pass times in --mlir-timing (Parser/Output/Rest excluded;
+    0 when not `timing`), wall time and max RSS (MiB) of one run. The
+    whole-process times come from runs without --mlir-timing, as a user
+    runs the tools: with it dtensor-opt verifies the result before printing
+    instead of beside it (docs/passes.md), so that its report includes the
+    verifier as mlir-opt's does."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd + ["--mlir-timing", "-o", "/dev/null"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd + (["--mlir-timing"] if timing else []) + ["-o", "/dev/null"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
     err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = status
@@ -165,9 +178,16 @@ for n in sizes:
     best = [1e9] * 9
     ratios, tuned_ratios = [], []
     for _ in range(reps):
-        op, ow, om = run_total([ours, a, "--dtensor-spmd"])
-        tp, tw, tm = run_total(upstream)
-        _, uw, _ = run_total(upstream, tuned_env)
+        op, _, _ = run_total([ours, a, "--dtensor-spmd"])
+        tp, _, _ = run_total(upstream)
+        # The processes compared each start after `settle` s idle (the VM
+        # gives freed memory back to its host; see --settle above).
+        settled()
+        _, ow, om = run_total([ours, a, "--dtensor-spmd"], timing=False)
+        settled()
+        _, tw, tm = run_total(upstream, timing=False)
+        settled()
+        _, uw, _ = run_total(upstream, tuned_env, timing=False)
         ob, tb = bare([ours, a]), bare([theirs, b])
         ratios.append(ow / tw)
         tuned_ratios.append(ow / uw)
@@ -213,11 +233,6 @@ if not steps_only:
 def median(xs):
     xs = sorted(xs)
     return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
-
-def settled():
-    """Waits `settle` seconds, so that every run starts with the memory the
-    previous one freed already given back to the VM's host (above)."""
-    time.sleep(settle)
 
 def spmd_steps(a):
     settled()
