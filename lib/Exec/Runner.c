@@ -3,7 +3,6 @@
  * the dtensor-spmd program — and reads the entry's signature; the runner's
  * `call` invokes them. What needs no MLIR (inputs, the reference, buffers)
  * is in RunData.c, one rank's run in RunRank.c. */
-#define _GNU_SOURCE /* sched_getaffinity */
 #include "RunnerInternal.h"
 
 #include "Dialect/DialectInternal.h"
@@ -21,7 +20,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,10 +95,7 @@ static void resolveThreads(DtensorRunner *r) {
   long perRank = 1;
 #ifdef DTENSOR_LIBOMP
   const char *t = getenv("DTENSOR_THREADS");
-  cpu_set_t set;
-  long cores = sched_getaffinity(0, sizeof(set), &set) == 0
-                   ? CPU_COUNT(&set)
-                   : sysconf(_SC_NPROCESSORS_ONLN);
+  long cores = dtCoresToRunOn();
   perRank =
       t && *t ? strtol(t, NULL, 10) : cores / dtensorMeshGetNumDevices(r->mesh);
 #endif

@@ -13,14 +13,12 @@
  * cuBLAS instead (Cublas.c), batched over the largest other loop of C.
  * Only this file includes cblas.h; OpenBLAS itself is loaded at the first
  * contraction (blas()). */
-#define _GNU_SOURCE /* sched_getaffinity */
 #include "RuntimeInternal.h"
 #include "Support/Support.h"
 
 #include <cblas.h>
 #include <dlfcn.h>
 #include <limits.h>
-#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,10 +129,7 @@ static void initThreads(void) {
   }
   if (getenv("OPENBLAS_NUM_THREADS"))
     return;
-  cpu_set_t set;
-  long cores = sched_getaffinity(0, sizeof(set), &set) == 0
-                   ? CPU_COUNT(&set)
-                   : sysconf(_SC_NPROCESSORS_ONLN);
+  long cores = dtCoresToRunOn();
   const char *local = getenv("LOCAL_WORLD_SIZE");
   long ranks = local ? strtol(local, NULL, 10) : 1;
   if (ranks < 1)

@@ -1,12 +1,14 @@
 /* Process set-up of Support.h: the allocator settings of the compiler
- * tools. */
-#define _DEFAULT_SOURCE /* sbrk, madvise */
+ * tools, and the processors a process may run on. */
+#define _GNU_SOURCE /* sbrk, madvise, sched_getaffinity */
 #include "Support/Support.h"
 
 #include <dlfcn.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #if DT_TUNES_ALLOCATOR
 #include <limits.h>
@@ -14,7 +16,6 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 /* Inputs from this size on get the settings: below it the heap stays small
  * and its page faults cost little. */
@@ -69,6 +70,14 @@ static long long inputBytes(int argc, char **argv) {
 }
 #endif
 
+int dtCoresToRunOn(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0)
+    return CPU_COUNT(&set);
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  return online > 0 ? (int)online : 1;
+}
+
 bool dtTuneAllocator(int argc, char **argv, char **envp) {
 #if DT_TUNES_ALLOCATOR
   if (argc < 1 || !argv || !envp)
@@ -122,7 +131,7 @@ bool dtTuneAllocator(int argc, char **argv, char **envp) {
   range[0] = lo;
   range[1] = hi > lo && hi - lo > ahead ? lo + (ahead & ~(kHugePage - 1)) : hi;
   pthread_t thread;
-  if (range[1] > range[0] && sysconf(_SC_NPROCESSORS_ONLN) > 1 &&
+  if (range[1] > range[0] && dtCoresToRunOn() > 1 &&
       pthread_create(&thread, NULL, populate, range) == 0)
     pthread_detach(thread);
   return true;

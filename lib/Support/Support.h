@@ -315,6 +315,10 @@ int dtCompareDoubles(const void *x, const void *y);
 /// DT_TUNE_ALLOCATOR.
 bool dtTuneAllocator(int argc, char **argv, char **envp);
 
+/// The processors this process may run on: its affinity (taskset, a
+/// container's CPU set), not all the machine has.
+int dtCoresToRunOn(void);
+
 /// Loads the shared library `soname` (found as the dynamic loader finds
 /// libraries) and its `count` symbols `names` into `out`; false with the
 /// reason in `diag`. For libraries only some runs need, loaded when first
