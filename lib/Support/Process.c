@@ -39,6 +39,10 @@ static const uintptr_t kHugePage = 2u << 20;
  * beside it on the other core, a little less than the run will use so
  * that it faults no page nobody uses. */
 enum { kPopulatePerInputByte = 12 };
+/* Linux's value (5.14 on), for older headers; older kernels refuse it. */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
 /* glibc's default mmap threshold, and the most it takes. */
 enum { kMmapThreshold = 128 << 10 };
 static const size_t kMaxMmapThreshold = 32u << 20;
