@@ -371,11 +371,11 @@ static void bufferedSink(MlirStringRef s, void *userData) {
  * 0.15 s and printing 0.09 s, one after the other on one core): only
  * when `pm` runs a single pass (between passes the pass manager verifies,
  * which a later pass relies on), with a second processor to run on and
- * the context's threads (its uniquing
- * is then safe from two threads), nothing else reading the result first
- * (--dtensor-report), one module (--split-input-file writes a separator
- * before each) and no instrumentation whose figures include the verifier
- * (--mlir-timing, statistics, IR printing). */
+ * the context's threads (its uniquing is then safe from two threads),
+ * nothing else reading the result first (--dtensor-report), one module
+ * (--split-input-file writes a separator before each) and no
+ * instrumentation whose figures include the verifier (--mlir-timing,
+ * statistics, IR printing). */
 static bool canVerifyAlongside(const Options *o, MlirPassManager pm) {
   if (o->timing || o->statistics || o->disableThreading || o->report ||
       o->splitInputFile || printsIr(o) || dtCoresToRunOn() < 2)
